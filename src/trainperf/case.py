@@ -1,0 +1,124 @@
+"""Case: one measured configuration of a workload, frozen and typed, with a stable id.
+
+A case id is readable and stable across releases, because it names result files and
+baseline files: ``sft_hf-qwen3_8b-lora-long-b4`` (only non-default knobs are appended,
+e.g. ``-ga2``, ``-nogc``, ``-gpus2``). Changing what an id means would orphan baselines,
+so new knobs must default to "absent from the id".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+Method = Literal["lora", "qlora", "full"]
+Expectation = Literal["ok", "oom", "unknown"]
+
+
+class Outcome(str, Enum):
+    """How a case ended. ``config_error`` is predicted before launch (no GPU time spent)."""
+
+    OK = "ok"
+    OOM = "oom"
+    CONFIG_ERROR = "config_error"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    SKIPPED = "skipped"
+
+    @property
+    def is_failure_to_run(self) -> bool:
+        return self in (Outcome.OOM, Outcome.CONFIG_ERROR, Outcome.TIMEOUT, Outcome.CRASH)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    """A workload configuration to measure. Everything that changes the work is a field."""
+
+    family: str
+    """Workload family: selects the child entry point and the Python environment (``sft_hf``)."""
+    model: str
+    """Model config name in ``fixtures/models/`` (random weights) unless ``model_path`` is set."""
+    method: Method
+    profile: str
+    """Sequence-length profile in ``fixtures/datasets/`` (``short``, ``long``)."""
+    batch_size: int
+    grad_accum: int = 1
+    gradient_checkpointing: bool = True
+    gpus: int = 1
+    environment: str = "hf"
+    """Name of the Python environment the family runs in (``ci/envs/<name>.txt``)."""
+    gpu_classes: tuple[str, ...] = ()
+    """GPU classes whose runners run this case (their pytest markers)."""
+    expected: tuple[tuple[str, Expectation], ...] = ()
+    """Expected outcome per GPU class; a class not listed expects ``ok``."""
+    steps: int | None = None
+    """Optimizer steps to run; None takes the run's default (``--perf-steps``)."""
+    max_seq_len: int = 2048
+    lora_r: int = 8
+    lora_alpha: int = 16
+    learning_rate: float = 2e-4
+    model_path: str | None = None
+    """A local checkpoint folder that replaces the random-weight model (same config expected)."""
+    dataset_path: str | None = None
+    """A local dataset file (.jsonl/.json/.parquet) that replaces the synthetic profile."""
+    slow: bool = False
+    notes: str = ""
+    extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    """Family-specific knobs as sorted (key, value) pairs; appended to the id when present."""
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.grad_accum < 1 or self.gpus < 1:
+            raise ValueError(f"case {self.model}/{self.method}: batch size, accumulation and GPUs must be >= 1")
+        if self.method not in ("lora", "qlora", "full"):
+            raise ValueError(f"unknown method {self.method!r}: use lora, qlora or full")
+
+    @property
+    def id(self) -> str:
+        parts = [self.family, self.model, self.method, self.profile, f"b{self.batch_size}"]
+        if self.grad_accum != 1:
+            parts.append(f"ga{self.grad_accum}")
+        if not self.gradient_checkpointing:
+            parts.append("nogc")
+        if self.gpus != 1:
+            parts.append(f"gpus{self.gpus}")
+        if self.max_seq_len != 2048:
+            parts.append(f"len{self.max_seq_len}")
+        if self.model_path:
+            parts.append("localmodel")
+        if self.dataset_path:
+            parts.append("localdata")
+        parts.extend(f"{k}{v}" for k, v in self.extra)
+        return "-".join(parts)
+
+    def expectation(self, gpu_class: str) -> Expectation:
+        return dict(self.expected).get(gpu_class, "ok")
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.batch_size * self.grad_accum * self.gpus
+
+    def replace(self, **changes: Any) -> Case:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["gpu_classes"] = list(self.gpu_classes)
+        data["expected"] = dict(self.expected)
+        data["extra"] = dict(self.extra)
+        data["id"] = self.id
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Case:
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["gpu_classes"] = tuple(kwargs.get("gpu_classes", ()))
+        kwargs["expected"] = tuple(sorted(dict(kwargs.get("expected", {})).items()))
+        kwargs["extra"] = tuple(sorted(dict(kwargs.get("extra", {})).items()))
+        return cls(**kwargs)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)

@@ -1,0 +1,206 @@
+"""Verdicts: a result against its baseline, metric by metric and as a whole (no I/O).
+
+Metric verdicts: pass, regressed, improved, noisy, new. A regression needs a change beyond
+the metric's tolerance *and*, where per-step samples exist on both sides, a one-sided
+Mann-Whitney test at ``alpha``; a change beyond tolerance without that support is noisy.
+
+Case verdicts, most severe first: outcome-changed (fit before, not now; or a crash),
+config-changed (the effective configuration differs), regressed, noisy, improved, new, pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from trainperf import stats
+from trainperf.case import Outcome
+from trainperf.fingerprint import environment_changes
+from trainperf.metrics import Direction, Metric
+from trainperf.results import CaseResult, MetricValue
+
+ALPHA = 0.01
+MIN_SAMPLES_FOR_TEST = 5
+
+# Effective-configuration keys whose change means "not the same work any more".
+GATED_CONFIG_KEYS = (
+    "model_class",
+    "total_params",
+    "trainable_params",
+    "trainable_dtypes",
+    "quantized_modules",
+    "lora_layers",
+    "adapter_targets",
+    "attn_implementation",
+    "gradient_checkpointing",
+    "loaded_in_4bit",
+    "precision",
+)
+
+
+class Verdict(str, Enum):
+    PASS = "pass"
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    NOISY = "noisy"
+    NEW = "new"
+    OUTCOME_CHANGED = "outcome-changed"
+    CONFIG_CHANGED = "config-changed"
+    EXPECTED_OOM = "expected-oom"
+    NOT_COMPARED = "not-compared"
+
+
+@dataclass(slots=True)
+class MetricVerdict:
+    metric: str
+    verdict: Verdict
+    current: float | None
+    baseline: float | None
+    ratio: float | None
+    interval: tuple[float, float] | None = None
+    p_value: float | None = None
+    gated: bool = True
+    note: str = ""
+
+
+@dataclass(slots=True)
+class CaseVerdict:
+    verdict: Verdict
+    fails: bool
+    reason: str
+    metrics: list[MetricVerdict] = field(default_factory=list)
+    config_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+    environment_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["verdict"] = self.verdict.value
+        for metric in data["metrics"]:
+            metric["verdict"] = metric["verdict"].value
+        return data
+
+
+def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue | None) -> MetricVerdict:
+    if baseline is None:
+        return MetricVerdict(metric.name, Verdict.NEW, current.value, None, None, gated=metric.gated)
+    base, cur = baseline.value, current.value
+    ratio = cur / base if base else None
+    delta = cur - base
+    worse = delta if metric.direction is Direction.LOWER else -delta
+    relative = worse / abs(base) if base else 0.0
+    verdict = MetricVerdict(metric.name, Verdict.PASS, cur, base, ratio, gated=metric.gated)
+    have_samples = (
+        current.samples is not None
+        and baseline.samples is not None
+        and min(len(current.samples), len(baseline.samples)) >= MIN_SAMPLES_FOR_TEST
+    )
+    if have_samples:
+        assert current.samples is not None and baseline.samples is not None
+        verdict.interval = stats.bootstrap_ratio_interval(current.samples, baseline.samples)
+    if abs(relative) <= metric.tolerance or abs(delta) <= metric.abs_tolerance:
+        return verdict
+    if not have_samples:
+        verdict.verdict = Verdict.REGRESSED if relative > 0 else Verdict.IMPROVED
+        return verdict
+    assert current.samples is not None and baseline.samples is not None
+    cur_larger = stats.mann_whitney_greater(current.samples, baseline.samples)
+    cur_smaller = stats.mann_whitney_greater(baseline.samples, current.samples)
+    # "worse" means larger for lower-is-better metrics and smaller for higher-is-better ones.
+    p_worse, p_better = (cur_larger, cur_smaller) if metric.direction is Direction.LOWER else (cur_smaller, cur_larger)
+    if relative > 0:
+        verdict.p_value = p_worse
+        verdict.verdict = Verdict.REGRESSED if p_worse < ALPHA else Verdict.NOISY
+    else:
+        verdict.p_value = p_better
+        verdict.verdict = Verdict.IMPROVED if p_better < ALPHA else Verdict.NOISY
+    if verdict.verdict is Verdict.NOISY:
+        verdict.note = f"beyond tolerance but not significant (p={verdict.p_value:.3f})"
+    return verdict
+
+
+def config_changes(baseline: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    return [
+        (key, baseline.get(key), current.get(key))
+        for key in GATED_CONFIG_KEYS
+        if (key in baseline or key in current) and baseline.get(key) != current.get(key)
+    ]
+
+
+def compare_case(
+    result: CaseResult,
+    baseline: CaseResult | None,
+    metrics: dict[str, Metric],
+    *,
+    expectation: str,
+    timing_comparable: bool,
+    strict: bool = False,
+) -> CaseVerdict:
+    """Judge a case. ``expectation`` is the catalogue's expected outcome on this class."""
+    outcome = Outcome(result.outcome)
+    env = environment_changes(baseline.fingerprint, result.fingerprint) if baseline else []
+    base_outcome = Outcome(baseline.outcome) if baseline else None
+
+    if outcome is Outcome.SKIPPED:
+        return CaseVerdict(Verdict.NOT_COMPARED, False, result.message or "skipped", environment_changes=env)
+    if outcome in (Outcome.CRASH, Outcome.TIMEOUT, Outcome.CONFIG_ERROR):
+        expected_error = outcome is Outcome.CONFIG_ERROR and base_outcome is Outcome.CONFIG_ERROR
+        return CaseVerdict(
+            Verdict.PASS if expected_error else Verdict.OUTCOME_CHANGED,
+            not expected_error,
+            f"{outcome.value}: {result.message}",
+            environment_changes=env,
+        )
+    if outcome is Outcome.OOM:
+        if expectation == "oom" or base_outcome is Outcome.OOM:
+            return CaseVerdict(Verdict.EXPECTED_OOM, False, "out of memory, as expected", environment_changes=env)
+        was = base_outcome.value if base_outcome else f"expected {expectation}"
+        return CaseVerdict(
+            Verdict.OUTCOME_CHANGED, True, f"out of memory ({was} before): {result.message}", environment_changes=env
+        )
+    # The case ran.
+    if expectation == "oom" and base_outcome in (None, Outcome.OOM):
+        return CaseVerdict(
+            Verdict.OUTCOME_CHANGED, False, "fits now where an OOM was expected: update the catalogue or baseline",
+            environment_changes=env,
+        )
+    if baseline is None or base_outcome is not Outcome.OK:
+        reason = "no baseline" if baseline is None else f"baseline outcome was {base_outcome.value if base_outcome else '?'}"
+        verdicts = [compare_metric(metrics[n], v, None) for n, v in result.metrics.items() if n in metrics]
+        return CaseVerdict(Verdict.NEW, strict, reason, verdicts, environment_changes=env)
+
+    changes = config_changes(baseline.effective_config, result.effective_config)
+    verdicts = []
+    for name, value in result.metrics.items():
+        metric = metrics.get(name)
+        if metric is None:
+            continue
+        verdict = compare_metric(metric, value, baseline.metrics.get(name))
+        if metric.timing and not timing_comparable:
+            verdict.gated = False
+            verdict.note = "timing not comparable with this baseline's machine"
+        verdicts.append(verdict)
+    gated = [v for v in verdicts if v.gated]
+    if changes:
+        listed = ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changes)
+        return CaseVerdict(Verdict.CONFIG_CHANGED, True, f"effective configuration changed ({listed})", verdicts, changes, env)
+    regressed = [v for v in gated if v.verdict is Verdict.REGRESSED]
+    if regressed:
+        listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in regressed)
+        return CaseVerdict(Verdict.REGRESSED, True, f"regressed: {listed}", verdicts, changes, env)
+    noisy = [v for v in gated if v.verdict is Verdict.NOISY]
+    if noisy:
+        listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in noisy)
+        return CaseVerdict(Verdict.NOISY, strict, f"noisy: {listed} (beyond tolerance, not significant)", verdicts, changes, env)
+    if strict and env:
+        listed = ", ".join(f"{k}: {old} -> {new}" for k, old, new in env)
+        return CaseVerdict(Verdict.CONFIG_CHANGED, True, f"environment changed (strict): {listed}", verdicts, changes, env)
+    improved = [v for v in gated if v.verdict is Verdict.IMPROVED]
+    if improved:
+        listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in improved)
+        return CaseVerdict(Verdict.IMPROVED, False, f"improved: {listed}", verdicts, changes, env)
+    return CaseVerdict(Verdict.PASS, False, "within tolerance", verdicts, changes, env)
+
+
+def _percent(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"

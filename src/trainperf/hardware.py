@@ -1,0 +1,98 @@
+"""GPU classes (``fixtures/hardware/*.yaml``) and detection of the class of this machine's GPU."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainperf.errors import TrainperfError
+from trainperf.paths import FIXTURES_DIR
+
+HARDWARE_DIR = FIXTURES_DIR / "hardware"
+CPU_CLASS = "cpu"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuClass:
+    """A class of runner a baseline is valid for."""
+
+    name: str
+    """Short name used as pytest marker and baselines sub-folder (``maxq``, ``h100``...)."""
+    description: str
+    name_patterns: tuple[str, ...]
+    """fnmatch patterns (case-insensitive) matched against the NVML device name."""
+    memory_gib: float
+    """Usable device memory in GiB (what a case can plan for)."""
+    board_power_w: float | None
+    bf16_dense_tflops: float | None
+    timing_comparable_only_on_same: tuple[str, ...] = field(default_factory=tuple)
+    """Fingerprint fields that must match the baseline's for timing verdicts to count.
+
+    For the ``cpu`` class the processor model varies between machines of one class, so a
+    timing baseline from another CPU is reported but never gates.
+    """
+    timing_tolerance_scale: float = 1.0
+    """Multiplies the tolerance of timing metrics: shared CPU machines are noisier than a GPU."""
+
+    def matches(self, device_name: str) -> bool:
+        lowered = device_name.lower()
+        return any(fnmatch.fnmatch(lowered, p.lower()) for p in self.name_patterns)
+
+
+def _from_yaml(path: Path) -> GpuClass:
+    try:
+        raw: dict[str, Any] = yaml.safe_load(path.read_text()) or {}
+        return GpuClass(
+            name=str(raw["name"]),
+            description=str(raw.get("description", "")),
+            name_patterns=tuple(raw.get("name_patterns", [])),
+            memory_gib=float(raw["memory_gib"]),
+            board_power_w=_opt_float(raw.get("board_power_w")),
+            bf16_dense_tflops=_opt_float(raw.get("bf16_dense_tflops")),
+            timing_comparable_only_on_same=tuple(raw.get("timing_comparable_only_on_same", [])),
+            timing_tolerance_scale=float(raw.get("timing_tolerance_scale", 1.0)),
+        )
+    except (KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
+        raise TrainperfError(
+            f"{path} is not a valid GPU class file ({type(exc).__name__}: {exc}); "
+            "compare it with fixtures/hardware/h100.yaml"
+        ) from exc
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def load_classes(directory: Path = HARDWARE_DIR) -> dict[str, GpuClass]:
+    """All GPU classes, keyed by name."""
+    classes = {}
+    for path in sorted(directory.glob("*.yaml")):
+        gpu_class = _from_yaml(path)
+        classes[gpu_class.name] = gpu_class
+    if CPU_CLASS not in classes:
+        raise TrainperfError(f"no '{CPU_CLASS}' class in {directory}; restore fixtures/hardware/cpu.yaml")
+    return classes
+
+
+def classify(device_name: str | None, classes: dict[str, GpuClass]) -> str | None:
+    """The class whose patterns match ``device_name``; ``cpu`` without a GPU; None if unknown."""
+    if device_name is None:
+        return CPU_CLASS
+    for gpu_class in classes.values():
+        if gpu_class.name != CPU_CLASS and gpu_class.matches(device_name):
+            return gpu_class.name
+    return None
+
+
+def visible_gpu_index() -> str | None:
+    """The first entry of CUDA_VISIBLE_DEVICES (an index or a UUID), None when unset."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return None
+    first = visible.split(",")[0].strip()
+    return first or "-1"  # an empty CUDA_VISIBLE_DEVICES hides every GPU

@@ -1,0 +1,137 @@
+"""From raw observations to metrics: a child's steps and the parent's NVML samples (no I/O).
+
+Per fresh child: warm-up detected (``stats.steady_start``), steady-state step times and
+throughput, memory peaks, and energy over exactly the steady window, read from the board's
+energy counter (interpolated at the window's edges) or, where a board has none, from the
+integral of sampled power. Repeats are then pooled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainperf import stats
+from trainperf.metrics import METRICS
+from trainperf.monitor.nvml import Sample
+from trainperf.results import MetricValue
+
+GIB = 2**30
+
+
+@dataclass(slots=True)
+class RunMeasurement:
+    """What one fresh child measured."""
+
+    metrics: dict[str, float]
+    step_samples: list[float]
+    throughput_samples: list[float]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _interpolate(samples: Sequence[Sample], t: float, attribute: str) -> float | None:
+    points = [(s.t, getattr(s, attribute)) for s in samples if getattr(s, attribute) is not None]
+    if not points or t < points[0][0] or t > points[-1][0]:
+        return None
+    for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t0 <= t <= t1:
+            return float(v0) if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    return float(points[-1][1])
+
+
+def window_energy_j(samples: Sequence[Sample], start: float, end: float) -> tuple[float | None, str]:
+    """Energy between two wall-clock times, and how it was obtained."""
+    e0 = _interpolate(samples, start, "energy_mj")
+    e1 = _interpolate(samples, end, "energy_mj")
+    if e0 is not None and e1 is not None and e1 >= e0:
+        return (e1 - e0) / 1000.0, "nvml_energy_counter"
+    inside = [s for s in samples if start <= s.t <= end and s.power_w is not None]
+    if len(inside) >= 2:
+        joules = sum((b.t - a.t) * (a.power_w + b.power_w) / 2 for a, b in zip(inside, inside[1:]))  # type: ignore[operator]
+        return joules, "power_integral"
+    return None, "unavailable"
+
+
+def measure_run(
+    child: dict[str, Any], samples: Sequence[Sample], *, samples_per_step: int, idle_mem_b: int | None
+) -> RunMeasurement:
+    steps = child.get("steps") or []
+    durations = [float(s["duration_s"]) for s in steps]
+    tokens = [float(s["tokens"]) for s in steps]
+    metrics: dict[str, float] = {}
+    info: dict[str, Any] = {"steps": len(steps)}
+    step_samples: list[float] = []
+    throughput_samples: list[float] = []
+    if len(steps) >= 2:
+        first = stats.steady_start(durations, tokens if all(tokens) else None)
+        steady = steps[first:]
+        steady_time = sum(durations[first:])
+        steady_tokens = sum(tokens[first:])
+        step_samples = durations[first:]
+        throughput_samples = [t / d for t, d in zip(tokens[first:], durations[first:]) if d > 0]
+        summary = stats.summarize(step_samples)
+        metrics["step_time_s"] = summary.median
+        metrics["tokens_per_s"] = steady_tokens / steady_time if steady_time else 0.0
+        metrics["samples_per_hour"] = len(steady) * samples_per_step * 3600.0 / steady_time if steady_time else 0.0
+        metrics["warmup_s"] = sum(durations[:first])
+        info.update(
+            warmup_steps=first,
+            steady_steps=len(steady),
+            stalls=summary.outliers,
+            step_time_min_s=summary.minimum,
+            step_time_p90_s=summary.p90,
+            step_time_robust_cv=summary.robust_cv,
+            first_step_s=durations[0],
+        )
+        window = (steps[first - 1]["t_end"], steps[-1]["t_end"])
+        energy, method = window_energy_j(samples, *window)
+        if energy is not None and steady_tokens:
+            metrics["energy_per_token_j"] = energy / steady_tokens
+            info["energy_method"] = method
+            info["energy_steady_j"] = energy
+        in_window = [s for s in samples if window[0] <= s.t <= window[1]]
+        powers = [s.power_w for s in in_window if s.power_w is not None]
+        if powers:
+            metrics["power_mean_w"] = sum(powers) / len(powers)
+        clocks = [s.sm_clock_mhz for s in in_window if s.sm_clock_mhz is not None]
+        if clocks:
+            info["sm_clock_min_mhz"], info["sm_clock_median_mhz"] = min(clocks), stats.median(clocks)
+        reasons = 0
+        for s in in_window:
+            reasons |= s.throttle_reasons or 0
+        info["clock_event_reasons"] = reasons
+    all_powers = [s.power_w for s in samples if s.power_w is not None]
+    if all_powers:
+        metrics["power_peak_w"] = max(all_powers)
+    memory = child.get("memory") or {}
+    if "peak_allocated_b" in memory:
+        metrics["peak_allocated_gib"] = memory["peak_allocated_b"] / GIB
+        metrics["peak_reserved_gib"] = memory["peak_reserved_b"] / GIB
+    if memory.get("host_peak_rss_b"):
+        metrics["host_peak_rss_gib"] = memory["host_peak_rss_b"] / GIB
+    if samples:
+        peak_used = max(s.mem_used_b for s in samples)
+        metrics["device_mem_peak_gib"] = (peak_used - (idle_mem_b or 0)) / GIB
+        intervals = [b.t - a.t for a, b in zip(samples, samples[1:])]
+        if intervals:
+            info["sample_interval_median_s"] = stats.median(intervals)
+        info["samples"] = len(samples)
+    return RunMeasurement(metrics, step_samples, throughput_samples, info)
+
+
+def pool_runs(runs: Sequence[RunMeasurement]) -> dict[str, MetricValue]:
+    """Pool repeats: the median over runs for each metric, per-step samples concatenated."""
+    pooled: dict[str, MetricValue] = {}
+    names = sorted({name for run in runs for name in run.metrics})
+    for name in names:
+        values = [run.metrics[name] for run in runs if name in run.metrics]
+        unit = METRICS[name].unit if name in METRICS else ""
+        pooled[name] = MetricValue(value=stats.median(values), unit=unit, per_run=values)
+    if "step_time_s" in pooled:
+        all_steps = [v for run in runs for v in run.step_samples]
+        pooled["step_time_s"].samples = all_steps
+        pooled["step_time_s"].value = stats.median(all_steps)
+    if "tokens_per_s" in pooled:
+        pooled["tokens_per_s"].samples = [v for run in runs for v in run.throughput_samples]
+    return pooled

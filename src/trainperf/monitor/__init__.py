@@ -1,0 +1,1 @@
+"""Parent-side monitoring: NVML sampling of memory, power, energy, clocks and throttling."""

@@ -1,0 +1,186 @@
+"""The pytest plugin: options, markers, GPU-class check, the ``trainperf`` fixture, the summary.
+
+Hooks and wiring only; the work is done by ``session``, ``runner`` and ``report``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainperf.case import Case, Outcome
+from trainperf.errors import TrainperfError
+from trainperf.hardware import CPU_CLASS, load_classes
+from trainperf.report.table import failure_detail, render_markdown, render_text
+from trainperf.runner import CaseReport, CaseRunner, RunContext
+from trainperf.session import Detection, detect, open_run
+from trainperf.settings import OPTIONS, Settings, resolve
+
+MARKERS = {
+    "cpu": "tiny cases that run on the CPU of any machine",
+    "gpu": "cases that need a GPU",
+    "maxq": "cases for the RTX PRO 6000 Blackwell Max-Q runner class",
+    "h100": "cases for the H100 runner class",
+    "h200": "cases for the H200 runner class",
+    "multi_gpu": "cases that need more than one GPU",
+    "slow": "cases that take minutes (large models)",
+}
+
+
+@dataclass
+class _State:
+    settings: Settings
+    rootdir: Path
+    detection: Detection | None = None
+    session_class: str | None = None
+    context: RunContext | None = None
+    reports: list[CaseReport] = field(default_factory=list)
+    deselected_other_class: int = 0
+
+
+STATE = pytest.StashKey[_State]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("trainperf", "trainperf performance cases")
+    for spec in OPTIONS:
+        if spec.flag:
+            group.addoption(spec.cli, action="store_true", default=None, dest=f"perf_{spec.name}", help=spec.help)
+        else:
+            group.addoption(spec.cli, default=None, dest=f"perf_{spec.name}", help=f"{spec.help} [{spec.env}]")
+        parser.addini(spec.ini, spec.help, default=None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    cli = {spec.name: config.getoption(f"perf_{spec.name}") for spec in OPTIONS}
+    try:
+        settings = resolve(cli, config.getini, Path(config.rootpath))
+    except TrainperfError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[STATE] = _State(settings=settings, rootdir=Path(config.rootpath))
+
+
+def case_of(item: pytest.Item) -> Case | None:
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get("case") if callspec else None
+    return value if isinstance(value, Case) else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    perf_items = [(item, case) for item in items if (case := case_of(item)) is not None]
+    if not perf_items:
+        return
+    state = config.stash[STATE]
+    try:
+        state.detection = detect(load_classes(), state.settings.gpu_class)
+    except TrainperfError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    here = state.detection.gpu_class.name if state.detection.gpu_class else None
+    explicit = bool(config.option.markexpr) or bool(config.option.keyword)
+    if not explicit:
+        keep = [item for item, case in perf_items if here in case.gpu_classes]
+        dropped = [item for item, case in perf_items if here not in case.gpu_classes]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [i for i in items if i not in set(dropped)]
+            state.deselected_other_class = len(dropped)
+        state.session_class = here
+        return
+    wanted = {cls for _, case in perf_items for cls in case.gpu_classes}
+    if all(CPU_CLASS in case.gpu_classes for _, case in perf_items):
+        state.session_class = CPU_CLASS  # tiny cases run on the CPU of any machine
+        return
+    wrong = sorted({cls for _, case in perf_items if here not in case.gpu_classes for cls in case.gpu_classes})
+    if wrong:
+        raise pytest.UsageError(
+            f"the selection asks for cases of class {'/'.join(wrong)} but this machine has "
+            f"{state.detection.describe()}; select -m {here or 'cpu'}, or pass --perf-gpu-class NAME to override"
+        )
+    state.session_class = here if here in wanted else CPU_CLASS
+
+
+class Harness:
+    """What a catalogue test calls: ``trainperf.check(case)``."""
+
+    def __init__(self, state: _State, config: pytest.Config) -> None:
+        self.state = state
+        self.config = config
+
+    def _context(self) -> RunContext:
+        state = self.state
+        if state.context is None:
+            assert state.detection is not None, "trainperf: cases must be collected through the plugin"
+            detection = state.detection
+            if state.session_class == CPU_CLASS and detection.gpu_class and detection.gpu_class.name != CPU_CLASS:
+                detection = Detection(load_classes()[CPU_CLASS], None, None, detection.overridden)
+            state.context = open_run(state.settings, detection, state.rootdir)
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                state.context.say = lambda line: reporter.write_line(line)
+        return state.context
+
+    def check(self, case: Case, record_property: Any = None) -> CaseReport:
+        try:
+            report = CaseRunner(self._context()).run(case)
+        except TrainperfError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        self.state.reports.append(report)
+        if record_property is not None:
+            record_property("trainperf_verdict", report.verdict.verdict.value)
+            for name, value in report.result.metrics.items():
+                record_property(f"trainperf_{name}", round(value.value, 6))
+        if report.result.outcome == Outcome.SKIPPED.value:
+            pytest.skip(report.result.message or "skipped")
+        if report.verdict.fails:
+            pytest.fail("\n".join(failure_detail(report.result)), pytrace=False)
+        return report
+
+
+@pytest.fixture(scope="session")
+def trainperf_session(request: pytest.FixtureRequest) -> Harness:
+    return Harness(request.config.stash[STATE], request.config)
+
+
+@pytest.fixture
+def trainperf(trainperf_session: Harness, record_property: Any) -> Any:
+    """Run a case and gate it: ``trainperf(case)``."""
+
+    def check(case: Case) -> CaseReport:
+        return trainperf_session.check(case, record_property)
+
+    return check
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is None:
+        return
+    if state.deselected_other_class:
+        terminalreporter.write_line(
+            f"trainperf: {state.deselected_other_class} case(s) of other GPU classes deselected "
+            f"(this machine: {state.detection.describe() if state.detection else '?'})"
+        )
+    if not state.reports or state.context is None:
+        return
+    results = [report.result for report in state.reports]
+    terminalreporter.section(f"trainperf: {state.context.gpu_class.name} ({len(results)} cases)")
+    terminalreporter.write_line(render_text(results))
+    details = []
+    for report in state.reports:
+        if report.verdict.verdict.value not in ("pass", "new", "expected-oom", "not-compared"):
+            details += failure_detail(report.result)
+        details += [f"{report.case.id}: {note}" for note in report.notes]
+        if report.baseline_written:
+            details.append(f"{report.case.id}: baseline written to {report.baseline_written}")
+    for line in details:
+        terminalreporter.write_line(line)
+    run_dir = state.context.run_dir
+    title = f"trainperf {state.context.gpu_class.name}: {run_dir.name}"
+    (run_dir / "summary.md").write_text(render_markdown(results, title, details))
+    terminalreporter.write_line(f"trainperf: results in {run_dir} (summary.md, results/*.json)")

@@ -1,0 +1,100 @@
+"""The per-case table printed at the end of a run and written to ``summary.md`` (pure formatting)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trainperf.results import CaseResult
+
+COLUMNS = (
+    ("case", "case"),
+    ("outcome", "outcome"),
+    ("verdict", "verdict"),
+    ("step_time_s", "step s"),
+    ("tokens_per_s", "tok/s"),
+    ("samples_per_hour", "samples/h"),
+    ("peak_allocated_gib", "alloc GiB"),
+    ("device_mem_peak_gib", "dev GiB"),
+    ("energy_per_token_j", "J/tok"),
+    ("power_mean_w", "W mean"),
+    ("change", "vs baseline"),
+)
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    if abs(value) >= 0.1:
+        return f"{value:.3f}"
+    return f"{value:.4f}"
+
+
+def _change(verdict: dict[str, Any]) -> str:
+    """The most telling metric change: step time, else throughput, else the first with a ratio."""
+    metrics = {m["metric"]: m for m in verdict.get("metrics", []) if m.get("ratio") is not None}
+    for name in ("step_time_s", "tokens_per_s", "peak_allocated_gib"):
+        if name in metrics:
+            ratio = metrics[name]["ratio"]
+            return f"{name.split('_')[0]} {(ratio - 1) * 100:+.1f}%"
+    return "-"
+
+
+def rows(results: Sequence[CaseResult]) -> list[list[str]]:
+    table = []
+    for result in results:
+        values = {name: value.value for name, value in result.metrics.items()}
+        row = []
+        for key, _ in COLUMNS:
+            if key == "case":
+                row.append(result.case_id)
+            elif key == "outcome":
+                row.append(result.outcome)
+            elif key == "verdict":
+                row.append(str(result.verdict.get("verdict", "-")))
+            elif key == "change":
+                row.append(_change(result.verdict))
+            else:
+                row.append(_fmt(values.get(key)))
+        table.append(row)
+    return table
+
+
+def render_text(results: Sequence[CaseResult]) -> str:
+    header = [title for _, title in COLUMNS]
+    body = rows(results)
+    widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *body]]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def render_markdown(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
+    header = [title for _, title in COLUMNS]
+    lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
+    if details:
+        lines += ["", *details]
+    return "\n".join(lines) + "\n"
+
+
+def failure_detail(result: CaseResult) -> list[str]:
+    """Lines explaining a verdict: the changed metrics and configuration, and environment drift."""
+    verdict = result.verdict
+    lines = [f"{result.case_id}: {verdict.get('verdict')} - {verdict.get('reason', '')}"]
+    for metric in verdict.get("metrics", []):
+        if metric["verdict"] in ("regressed", "improved", "noisy"):
+            interval = metric.get("interval")
+            span = f" 95% CI of ratio [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
+            p_value = f" p={metric['p_value']:.2g}" if metric.get("p_value") is not None else ""
+            lines.append(
+                f"    {metric['metric']}: {_fmt(metric['baseline'])} -> {_fmt(metric['current'])} "
+                f"({(metric['ratio'] - 1) * 100:+.1f}%){span}{p_value} [{metric['verdict']}]"
+            )
+    for key, old, new in verdict.get("environment_changes", []):
+        lines.append(f"    environment: {key} {old} -> {new}")
+    return lines

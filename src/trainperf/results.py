@@ -1,0 +1,94 @@
+"""Result files: one schema-versioned JSON per case, written atomically as each case ends.
+
+A baseline file has the same schema as a result file (plus where it came from), so a run
+folder's results can be promoted to baselines verbatim and compared with the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import TrainperfError
+from trainperf.workloads.protocol import write_json_atomic
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(slots=True)
+class MetricValue:
+    value: float
+    unit: str
+    samples: list[float] | None = None
+    """Per-step samples behind the value (step times, per-step throughput), pooled over repeats."""
+    per_run: list[float] | None = None
+    """The value of each repeat (fresh child), for run-to-run spread."""
+
+
+@dataclass(slots=True)
+class CaseResult:
+    case_id: str
+    case: dict[str, Any]
+    gpu_class: str
+    outcome: str
+    message: str = ""
+    metrics: dict[str, MetricValue] = field(default_factory=dict)
+    effective_config: dict[str, Any] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per fresh child: exit, steps, warm-up, stalls, timings, idle check, log folder."""
+    verdict: dict[str, Any] = field(default_factory=dict)
+    emulated: str | None = None
+    planted_slowdown: float = 0.0
+    created: str = ""
+    source: str = ""
+    """For a baseline: the run folder and command it came from."""
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], origin: str = "result") -> CaseResult:
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise TrainperfError(
+                f"{origin} has schema version {version}, this trainperf reads {SCHEMA_VERSION}; "
+                "re-create it with --perf-update-baselines (or use the trainperf that wrote it)"
+            )
+        payload = dict(data)
+        payload["metrics"] = {name: MetricValue(**value) for name, value in data.get("metrics", {}).items()}
+        return cls(**payload)
+
+
+def load_result(path: Path) -> CaseResult:
+    """Read a result or baseline file; any defect is one line naming the file and the fix."""
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return CaseResult.from_dict(data, origin=str(path))
+    except TrainperfError:
+        raise
+    except (OSError, ValueError, TypeError) as exc:
+        raise TrainperfError(
+            f"{path} is corrupt ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+            "delete it or re-create it with --perf-update-baselines"
+        ) from exc
+
+
+def save_result(path: Path, result: CaseResult) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, result.to_dict())
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one line and flush it to disk: a crash later in the run loses nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        handle.write(json.dumps(record, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())

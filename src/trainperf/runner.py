@@ -1,0 +1,320 @@
+"""Run one case end to end on the parent side: pre-flight, fresh children, sampling, result, verdict.
+
+Data flows one way: case -> pre-flight -> child (workload) -> result file -> parent adds
+sampler data -> compare with baseline -> verdict. The parent never imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainperf.baseline import BaselineStore
+from trainperf.case import Case, Outcome
+from trainperf.compare import CaseVerdict, Verdict, compare_case
+from trainperf.errors import TrainperfError
+from trainperf.hardware import CPU_CLASS, GpuClass
+from trainperf.launch import run_child
+from trainperf.measure import RunMeasurement, measure_run, pool_runs
+from trainperf.metrics import Metric
+from trainperf.monitor.nvml import Nvml, Sample, Sampler
+from trainperf.results import CaseResult, append_jsonl, load_result, save_result
+from trainperf.settings import Settings
+from trainperf.synth.model_configs import load_model_fixture
+from trainperf.synth.profiles import load_profile
+from trainperf.workloads.child import OOM_MARKERS
+from trainperf.workloads.protocol import EXIT_OK, RESULT_FILE, SPEC_FILE, STEPS_FILE, write_json_atomic
+
+DEFAULT_STEPS = {"gpu": 40, "cpu": 16}
+IDLE_SLACK_B = 1 << 30
+IDLE_WAIT_S = 60.0
+
+
+@dataclass(slots=True)
+class RunContext:
+    """Session-wide facts every case needs."""
+
+    settings: Settings
+    run_dir: Path
+    gpu_class: GpuClass
+    device: str | None
+    """NVML id (index or UUID) of the GPU cases run on; None on a machine without one."""
+    idle_mem_b: int | None
+    fingerprint: dict[str, Any]
+    metrics: dict[str, Metric]
+    baselines: BaselineStore
+    say: Callable[[str], None] = print
+
+
+@dataclass(slots=True)
+class CaseReport:
+    case: Case
+    result: CaseResult
+    verdict: CaseVerdict
+    baseline_written: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def preflight(case: Case) -> None:
+    """Problems found before any process starts: one line each, naming the fix."""
+    if not case.model_path:
+        load_model_fixture(case.model)
+    elif not Path(case.model_path, "config.json").is_file():
+        raise TrainperfError(f"model_path {case.model_path} has no config.json: give a local checkpoint folder")
+    if not case.dataset_path:
+        load_profile(case.profile)
+    elif not Path(case.dataset_path).is_file():
+        raise TrainperfError(f"dataset_path {case.dataset_path} does not exist: give a local .jsonl/.json/.parquet file")
+
+
+def child_env(device: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PYTHONUNBUFFERED="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_DATASETS_DISABLE_PROGRESS_BARS="1",
+        TOKENIZERS_PARALLELISM="false",
+        CUDA_VISIBLE_DEVICES=device if device is not None else "",
+    )
+    # The child imports this very trainperf, whatever interpreter runs it.
+    src = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+class CaseRunner:
+    def __init__(self, context: RunContext) -> None:
+        self.ctx = context
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.ctx.gpu_class.name != CPU_CLASS and self.ctx.device is not None
+
+    def run(self, case: Case) -> CaseReport:
+        ctx = self.ctx
+        result_path = ctx.run_dir / "results" / f"{case.id}.json"
+        baseline = ctx.baselines.load(ctx.gpu_class.name, case.id)
+        if ctx.settings.resume is not None and result_path.is_file():
+            result = load_result(result_path)
+            notes = ["resumed: judged from the stored result, not re-run"]
+        else:
+            result = self._measure(case)
+            notes = []
+        verdict = compare_case(
+            result,
+            baseline,
+            ctx.metrics,
+            expectation=case.expectation(ctx.gpu_class.name),
+            timing_comparable=self._timing_comparable(baseline, result),
+            strict=ctx.settings.strict,
+        )
+        result.verdict = verdict.to_dict()
+        save_result(result_path, result)
+        append_jsonl(ctx.run_dir / "results.jsonl", {"case_id": case.id, "outcome": result.outcome, "verdict": verdict.verdict.value})
+        report = CaseReport(case, result, verdict, notes=notes)
+        if ctx.settings.update_baselines:
+            self._update_baseline(report)
+        return report
+
+    def _timing_comparable(self, baseline: CaseResult | None, result: CaseResult) -> bool:
+        if baseline is None or result.emulated:
+            return result.emulated is None
+        return all(
+            baseline.fingerprint.get(key) == result.fingerprint.get(key)
+            for key in self.ctx.gpu_class.timing_comparable_only_on_same
+        )
+
+    def _update_baseline(self, report: CaseReport) -> None:
+        result = report.result
+        if result.outcome not in (Outcome.OK.value, Outcome.OOM.value, Outcome.CONFIG_ERROR.value):
+            report.notes.append(f"baseline not written: outcome {result.outcome}")
+            return
+        if result.planted_slowdown or result.emulated:
+            report.notes.append("baseline not written: planted slowdown or emulated run")
+            return
+        source = f"{self.ctx.run_dir.name}: {' '.join(sys.argv)}"
+        report.baseline_written = self.ctx.baselines.save(result, source)
+
+    # -- measuring -------------------------------------------------------------------------
+
+    def _measure(self, case: Case) -> CaseResult:
+        ctx = self.ctx
+        result = CaseResult(
+            case_id=case.id,
+            case=case.to_dict(),
+            gpu_class=ctx.gpu_class.name,
+            outcome=Outcome.OK.value,
+            fingerprint=dict(ctx.fingerprint),
+            planted_slowdown=ctx.settings.plant_slowdown,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        try:
+            preflight(case)
+        except TrainperfError as exc:
+            result.outcome, result.message = Outcome.CONFIG_ERROR.value, str(exc)
+            return result
+        measurements: list[RunMeasurement] = []
+        for repeat in range(ctx.settings.repeats):
+            outcome, message, child, measurement, info = self._one_child(case, repeat)
+            result.runs.append(info)
+            if child.get("effective_config") and not result.effective_config:
+                result.effective_config = child["effective_config"]
+                result.fingerprint.update(child.get("versions", {}))
+                if child.get("device_name"):
+                    result.fingerprint["child_device_name"] = child["device_name"]
+            if outcome is not Outcome.OK:
+                result.outcome, result.message = outcome.value, message
+                if measurement is not None:  # keep what was measured up to the failure (memory at OOM)
+                    result.metrics = pool_runs([measurement])
+                return result
+            assert measurement is not None
+            measurements.append(measurement)
+        result.metrics = pool_runs(measurements)
+        return result
+
+    def _one_child(
+        self, case: Case, repeat: int
+    ) -> tuple[Outcome, str, dict[str, Any], RunMeasurement | None, dict[str, Any]]:
+        ctx = self.ctx
+        out_dir = ctx.run_dir / "cases" / case.id / f"r{repeat + 1}"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        steps = case.steps or ctx.settings.steps or DEFAULT_STEPS["gpu" if self.on_gpu else "cpu"]
+        spec = {
+            "case": case.to_dict(),
+            "steps": steps,
+            "device": "cuda:0" if self.on_gpu else "cpu",
+            "seed": 0,
+            "out_dir": str(out_dir),
+            "plant_slowdown": ctx.settings.plant_slowdown,
+        }
+        write_json_atomic(out_dir / SPEC_FILE, spec)
+        python = ctx.settings.python or sys.executable
+        command = [python, "-m", "trainperf.workloads", str(out_dir / SPEC_FILE)]
+        label = f"{case.id} run {repeat + 1}/{ctx.settings.repeats}"
+        ctx.say(f"[trainperf] {label}: started ({steps} steps, {'GPU ' + str(ctx.device) if self.on_gpu else 'CPU'})")
+        progress = _Progress(ctx.say, label, out_dir / STEPS_FILE, steps, ctx.settings.progress_interval)
+        sampler = Sampler(ctx.device) if self.on_gpu else None
+        samples: list[Sample] = []
+        try:
+            if sampler is not None:
+                sampler.start()
+            exit_ = run_child(
+                command,
+                log_dir=out_dir,
+                env=child_env(ctx.device if self.on_gpu else None),
+                timeout_s=ctx.settings.timeout,
+                on_tick=progress,
+            )
+        finally:
+            if sampler is not None:
+                samples = sampler.stop()
+        child = _read_child(out_dir)
+        outcome, message = classify(exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout)
+        measurement = None
+        if child.get("steps") or child.get("memory") or samples:
+            measurement = measure_run(child, samples, samples_per_step=case.samples_per_step, idle_mem_b=ctx.idle_mem_b)
+        info: dict[str, Any] = {
+            "dir": str(out_dir.relative_to(ctx.run_dir)),
+            "returncode": exit_.returncode,
+            "wall_s": round(exit_.wall_s, 2),
+            "outcome": outcome.value,
+            "timeline": child.get("timeline", {}),
+        }
+        if measurement is not None:
+            info.update(measurement.info)
+        if outcome is not Outcome.OK:
+            info["stderr_tail"] = exit_.stderr_tail[-3000:]
+        if self.on_gpu:
+            info["idle_after"] = self._wait_idle()
+        ctx.say(f"[trainperf] {label}: {outcome.value} after {exit_.wall_s:.0f}s" + (f" ({message})" if message else ""))
+        return outcome, message, child, measurement, info
+
+    def _wait_idle(self) -> dict[str, Any]:
+        """Wait until the GPU's memory is back near its idle level, and report if it is not."""
+        assert self.ctx.device is not None
+        handle = Nvml.handle(self.ctx.device)
+        idle = (self.ctx.idle_mem_b or 0) + IDLE_SLACK_B
+        started = time.monotonic()
+        used = Nvml.sample(handle).mem_used_b
+        while used > idle and time.monotonic() - started < IDLE_WAIT_S:
+            time.sleep(0.5)
+            used = Nvml.sample(handle).mem_used_b
+        back = used <= idle
+        if not back:
+            self.ctx.say(
+                f"[trainperf] warning: GPU memory still {used / 2**30:.1f} GiB in use {IDLE_WAIT_S:.0f}s after the "
+                "case ended; the next case may be disturbed"
+            )
+        return {"idle": back, "mem_used_gib": round(used / 2**30, 2), "waited_s": round(time.monotonic() - started, 1)}
+
+
+def _read_child(out_dir: Path) -> dict[str, Any]:
+    import json
+
+    from trainperf.workloads.protocol import read_steps
+
+    path = out_dir / RESULT_FILE
+    if path.is_file():
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+            return data
+        except ValueError:
+            pass
+    # No result: the child died hard (killed, segfault). Keep the steps it flushed.
+    return {"steps": read_steps(out_dir / STEPS_FILE)}
+
+
+def classify(
+    returncode: int | None, timed_out: bool, child: dict[str, Any], stderr_tail: str, timeout_s: float
+) -> tuple[Outcome, str]:
+    """The outcome of one child from its result file, exit status and stderr."""
+    if timed_out:
+        return Outcome.TIMEOUT, f"killed after the {timeout_s:.0f}s limit (--perf-timeout)"
+    reported = child.get("outcome")
+    if reported is not None:
+        outcome = Outcome(reported)
+        if outcome is Outcome.OK and returncode != EXIT_OK:
+            return Outcome.CRASH, f"exit status {returncode} after reporting success"
+        return outcome, str(child.get("message", ""))
+    lowered = stderr_tail.lower()
+    if any(marker in lowered for marker in OOM_MARKERS):
+        return Outcome.OOM, "out of memory (from stderr; the child wrote no result)"
+    if returncode is not None and returncode < 0:
+        return Outcome.CRASH, f"killed by signal {-returncode} (host out of memory if 9?); stderr: {_last_line(stderr_tail)}"
+    return Outcome.CRASH, f"exit status {returncode} without a result; stderr: {_last_line(stderr_tail)}"
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(empty)"
+
+
+class _Progress:
+    """Prints ``step k/n`` of a running child every ``interval_s``, never more often."""
+
+    def __init__(self, say: Callable[[str], None], label: str, steps_path: Path, total: int, interval_s: float) -> None:
+        self.say, self.label, self.path, self.total, self.interval = say, label, steps_path, total, interval_s
+        self.next_at = interval_s
+
+    def __call__(self, elapsed: float) -> None:
+        if self.interval <= 0 or elapsed < self.next_at:
+            return
+        self.next_at = elapsed + self.interval
+        done = 0
+        if self.path.is_file():
+            with open(self.path, "rb") as handle:
+                done = sum(1 for _ in handle)
+        phase = f"step {done}/{self.total}" if done else "setting up (model build, first step)"
+        self.say(f"[trainperf] {self.label}: {phase}, {elapsed:.0f}s")
+
+
+__all__ = ["CaseReport", "CaseRunner", "RunContext", "Verdict", "classify", "preflight"]

@@ -1,0 +1,1 @@
+"""Hermetic inputs: random-weight models from shipped configs, a local tokenizer, synthetic token data."""

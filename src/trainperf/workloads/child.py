@@ -1,0 +1,88 @@
+"""The common child harness: read the spec, run the family, classify how it ended, write the result.
+
+The child never judges performance; it measures and reports. An out-of-memory error is
+caught, recorded with the allocator's state and ends the process at once (an in-process
+OOM left 72.5 GiB allocated on an H200: nothing is retried here).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from trainperf.workloads import FAMILIES
+from trainperf.workloads.protocol import (
+    EXIT_CRASH,
+    EXIT_OK,
+    EXIT_OOM,
+    EXIT_SKIPPED,
+    INSTALL_HINTS,
+    RESULT_FILE,
+    STEPS_FILE,
+    write_json_atomic,
+)
+
+OOM_MARKERS = ("out of memory", "outofmemoryerror", "can't allocate memory", "cuda error: out of memory")
+
+
+def is_oom(exc: BaseException) -> bool:
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(exc, (RuntimeError, MemoryError)) and any(m in str(exc).lower() for m in OOM_MARKERS)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m trainperf.workloads SPEC.json", file=sys.stderr)
+        return 2
+    spec_path = Path(argv[0])
+    spec: dict[str, Any] = json.loads(spec_path.read_text())
+    out_dir = Path(spec["out_dir"])
+    started = time.time()
+    result: dict[str, Any] = {"child_start": started, "pid": os.getpid(), "python": sys.executable}
+    recorder = None
+    try:
+        from trainperf.workloads.recorder import StepRecorder
+
+        recorder = StepRecorder(out_dir / STEPS_FILE, spec)
+        family = importlib.import_module(FAMILIES[spec["case"]["family"]])
+        result.update(family.run(spec, recorder))
+        result["outcome"], code = "ok", EXIT_OK
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        hint = INSTALL_HINTS.get(top, f"install '{top}'")
+        result["outcome"], code = "skipped", EXIT_SKIPPED
+        result["message"] = f"{top} is not installed in {sys.executable}: {hint}"
+    except BaseException as exc:  # noqa: BLE001 - every way out is classified and recorded
+        if is_oom(exc):
+            result["outcome"], code = "oom", EXIT_OOM
+            result["message"] = _first_line(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            result["outcome"], code = "crash", EXIT_CRASH
+            result["message"] = "interrupted"
+        else:
+            result["outcome"], code = "crash", EXIT_CRASH
+            result["message"] = f"{type(exc).__name__}: {_first_line(exc)}"
+        result["traceback"] = traceback.format_exc()[-6000:]
+    if recorder is not None:
+        result["steps"] = recorder.steps
+        result.setdefault("memory", {}).update(recorder.memory_summary())
+    result.setdefault("memory", {})["host_peak_rss_b"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result["child_end"] = time.time()
+    write_json_atomic(out_dir / RESULT_FILE, result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: after an OOM it can hang on CUDA contexts, and nothing is left to do.
+    os._exit(code)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:500] if text else type(exc).__name__

@@ -1,0 +1,53 @@
+"""The files a child and its parent exchange, and the child's exit codes (no torch here)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+SPEC_FILE = "spec.json"
+RESULT_FILE = "result.json"
+STEPS_FILE = "steps.jsonl"
+STDOUT_FILE = "stdout.log"
+STDERR_FILE = "stderr.log"
+
+EXIT_OK = 0
+EXIT_CRASH = 1
+EXIT_OOM = 3
+EXIT_SKIPPED = 4
+
+# Extras that provide an optional import, for the one-line "install it" message.
+INSTALL_HINTS = {
+    "bitsandbytes": "pip install 'trainperf[qlora]' (bitsandbytes)",
+    "peft": "pip install 'trainperf[hf]'",
+    "trl": "pip install 'trainperf[hf]'",
+    "transformers": "pip install 'trainperf[hf]'",
+    "datasets": "pip install 'trainperf[hf]'",
+    "accelerate": "pip install 'trainperf[hf]'",
+    "torch": "install PyTorch for this machine (CPU: pip install torch==2.13.0)",
+}
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as handle:
+        json.dump(data, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_steps(path: Path) -> list[dict[str, Any]]:
+    """Per-step records a child appended; a torn last line (child killed mid-write) is dropped."""
+    if not path.is_file():
+        return []
+    steps = []
+    for line in path.read_text().splitlines():
+        try:
+            steps.append(json.loads(line))
+        except ValueError:
+            break
+    return steps

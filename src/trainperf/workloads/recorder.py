@@ -1,0 +1,70 @@
+"""Per-step measurements taken inside the child: time between synchronised step edges, tokens, memory.
+
+Each step is appended to ``steps.jsonl`` and flushed as it ends, so a crash or a timeout
+keeps every finished step, and the parent can show progress by counting lines.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+class StepRecorder:
+    """Framework-neutral: a family calls ``begin()``, then ``step_end(tokens)`` after each optimizer step."""
+
+    def __init__(self, steps_path: Path, spec: dict[str, Any]) -> None:
+        self.path = steps_path
+        self.device = torch.device(spec.get("device", "cpu"))
+        self.plant_slowdown = float(spec.get("plant_slowdown", 0.0))
+        self.steps: list[dict[str, Any]] = []
+        self._last_edge: float | None = None
+        self._handle = open(self.path, "a", buffering=1)
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def begin(self) -> None:
+        """Mark the start of training (the left edge of the first step)."""
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self._sync()
+        self._last_edge = time.perf_counter()
+
+    def step_end(self, tokens: int, **extra: Any) -> None:
+        """Close a step at a synchronised edge. ``tokens`` counts non-padding tokens of the step."""
+        if self._last_edge is None:
+            self.begin()
+        assert self._last_edge is not None
+        self._sync()
+        if self.plant_slowdown > 0:
+            # A deliberate, honest slowdown: the step really takes this much longer.
+            time.sleep(self.plant_slowdown * (time.perf_counter() - self._last_edge))
+        edge = time.perf_counter()
+        record: dict[str, Any] = {
+            "step": len(self.steps) + 1,
+            "t_end": time.time(),
+            "duration_s": edge - self._last_edge,
+            "tokens": int(tokens),
+        }
+        if self.device.type == "cuda":
+            record["allocated_b"] = torch.cuda.memory_allocated(self.device)
+            record["reserved_b"] = torch.cuda.memory_reserved(self.device)
+            record["max_allocated_b"] = torch.cuda.max_memory_allocated(self.device)
+        record.update(extra)
+        self.steps.append(record)
+        self._handle.write(json.dumps(record) + "\n")
+        self._last_edge = edge
+
+    def memory_summary(self) -> dict[str, int]:
+        if self.device.type != "cuda" or not torch.cuda.is_available():
+            return {}
+        return {
+            "peak_allocated_b": torch.cuda.max_memory_allocated(self.device),
+            "peak_reserved_b": torch.cuda.max_memory_reserved(self.device),
+        }

@@ -1,0 +1,187 @@
+"""SFT with TRL's SFTTrainer: peft LoRA, bitsandbytes QLoRA (NF4) or full fine-tuning (E2's recipe).
+
+The harness hooks in through a ``TrainerCallback``; the training loop is TRL's own.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any
+
+import torch
+
+from trainperf.case import Case
+from trainperf.workloads.effective import effective_config, library_versions
+from trainperf.workloads.recorder import StepRecorder
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+ATTN_IMPLEMENTATION = "sdpa"
+
+
+def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec["case"])
+    device = torch.device(spec["device"])
+    on_gpu = device.type == "cuda"
+    if on_gpu:
+        torch.cuda.set_device(device)
+    dtype = torch.bfloat16 if on_gpu else torch.float32
+    steps = int(spec["steps"])
+    timeline: dict[str, float] = {}
+
+    started = time.perf_counter()
+    model, tokenizer, build = _model_and_tokenizer(case, device, dtype)
+    timeline["build_s"] = build.seconds
+    dataset = _dataset(case, tokenizer, steps, model.config.vocab_size, int(spec.get("seed", 0)))
+
+    from peft import LoraConfig, prepare_model_for_kbit_training
+    from trl import SFTConfig, SFTTrainer
+
+    if case.method == "qlora":
+        # The published QLoRA recipe: peft's k-bit preparation (fp32 up-casts, input grads).
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=case.gradient_checkpointing)
+    peft_config = None
+    if case.method in ("lora", "qlora"):
+        peft_config = LoraConfig(
+            r=case.lora_r,
+            lora_alpha=case.lora_alpha,
+            lora_dropout=0.0,
+            bias="none",
+            target_modules=LORA_TARGETS,
+            task_type="CAUSAL_LM",
+        )
+    output_dir = tempfile.mkdtemp(prefix="trainperf-sft-")
+    args = SFTConfig(
+        output_dir=output_dir,
+        max_steps=steps,
+        per_device_train_batch_size=case.batch_size,
+        gradient_accumulation_steps=case.grad_accum,
+        learning_rate=case.learning_rate,
+        optim="adamw_torch",
+        bf16=on_gpu,
+        max_grad_norm=0.3,
+        gradient_checkpointing=case.gradient_checkpointing,
+        max_length=case.max_seq_len,
+        packing=False,
+        logging_steps=10,
+        report_to="none",
+        save_strategy="no",
+        seed=int(spec.get("seed", 0)),
+        data_seed=int(spec.get("seed", 0)),
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        use_cpu=not on_gpu,
+        include_num_input_tokens_seen="non_padding",
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[_callback(recorder)],
+    )
+    timeline["setup_s"] = time.perf_counter() - started
+    trainer.train()
+    timeline["train_s"] = time.perf_counter() - started - timeline["setup_s"]
+
+    effective = effective_config(trainer.model, precision="bf16" if on_gpu else "fp32")
+    effective["optimizer"] = str(args.optim)
+    effective["gradient_checkpointing_kwargs"] = args.gradient_checkpointing_kwargs
+    effective["model_source"] = build.source
+    effective["dataset_source"] = case.dataset_path or f"synthetic:{case.profile}"
+    if case.method == "qlora":
+        effective["quantized_modules"] = build.quantized_modules
+    return {
+        "effective_config": effective,
+        "versions": library_versions(),
+        "timeline": timeline,
+        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+    }
+
+
+def _callback(recorder: StepRecorder) -> Any:
+    from transformers import TrainerCallback
+
+    class StepEdges(TrainerCallback):  # type: ignore[misc]
+        """Step edges synchronised with the device; tokens from the Trainer's own counter."""
+
+        def __init__(self) -> None:
+            self._tokens_seen = 0
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._tokens_seen = state.num_input_tokens_seen
+            recorder.begin()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            tokens = state.num_input_tokens_seen - self._tokens_seen
+            self._tokens_seen = state.num_input_tokens_seen
+            recorder.step_end(tokens)
+
+    return StepEdges()
+
+
+def _model_and_tokenizer(case: Case, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any, Any]:
+    from trainperf.synth.random_model import build_random_model, hf_config, load_local_model
+    from trainperf.synth.tokenizer import build_tokenizer
+
+    quantize = case.method == "qlora"
+    if case.model_path:
+        from transformers import AutoTokenizer
+
+        model, build = load_local_model(
+            case.model_path,
+            device=device,
+            dtype=dtype,
+            quantize_4bit=quantize,
+            attn_implementation=ATTN_IMPLEMENTATION,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(case.model_path, local_files_only=True)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        return model, tokenizer, build
+    config = hf_config(case.model, dtype, ATTN_IMPLEMENTATION)
+    model, build = build_random_model(config, device=device, dtype=dtype, quantize_4bit=quantize)
+    return model, build_tokenizer(config.vocab_size), build
+
+
+def _dataset(case: Case, tokenizer: Any, steps: int, vocab_size: int, seed: int) -> Any:
+    import datasets
+
+    if case.dataset_path:
+        return _local_dataset(case.dataset_path)
+    from trainperf.synth.profiles import load_profile, sample_lengths, synthetic_token_ids
+    from trainperf.synth.tokenizer import FIRST_REGULAR_ID
+
+    profile = load_profile(case.profile)
+    count = steps * case.samples_per_step
+    lengths = sample_lengths(profile, count, case.max_seq_len)
+    rows = synthetic_token_ids(lengths, vocab_size, FIRST_REGULAR_ID, seed=profile.seed + seed)
+    return datasets.Dataset.from_dict({"input_ids": rows})
+
+
+def _local_dataset(path: str) -> Any:
+    """A local file: a ``text`` column, or alpaca-style ``instruction``/``input``/``output`` rows."""
+    import datasets
+
+    from trainperf.errors import TrainperfError
+
+    suffix = os.path.splitext(path)[1].lower()
+    loader = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}.get(suffix)
+    if loader is None or not os.path.isfile(path):
+        raise TrainperfError(f"dataset_path {path} must be an existing .jsonl, .json, .parquet or .csv file")
+    dataset = datasets.load_dataset(loader, data_files=path, split="train")
+    columns = set(dataset.column_names)
+    if "text" in columns:
+        return dataset.select_columns(["text"])
+    if {"instruction", "output"} <= columns:
+
+        def to_text(row: dict[str, Any]) -> dict[str, str]:
+            parts = [row.get("instruction") or "", row.get("input") or "", row.get("output") or ""]
+            return {"text": "\n".join(p for p in parts if p)}
+
+        return dataset.map(to_text, remove_columns=sorted(columns))
+    raise TrainperfError(
+        f"dataset {path} has columns {sorted(columns)}: give it a 'text' column or instruction/output columns"
+    )
