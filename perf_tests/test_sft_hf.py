@@ -32,6 +32,13 @@ CASES = [
         sft("qwen3_8b", "full", p, 4, GPU, expected=(("h100", "unknown"), ("maxq", "unknown")))
         for p in PROFILES
     ),
+    # Full fine-tuning of 32B needs ~262 GB in bf16 (weights, grads, AdamW states; E4's arithmetic):
+    # an expected OOM on every single GPU. It also shows the run going on after an OOM.
+    sft(
+        "qwen3_32b", "full", "short", 2, GPU, slow=True,
+        expected=(("maxq", "oom"), ("h100", "oom"), ("h200", "oom")),
+        notes="does not fit on one GPU of any class",
+    ),
     # Qwen3-32B, batch 2 (E2: batch 4 exceeds 96 GB for LoRA and QLoRA).
     *(sft("qwen3_32b", "qlora", p, 2, GPU, slow=True) for p in PROFILES),
     *(sft("qwen3_32b", "lora", p, 2, GPU, slow=True, expected=(("h100", "unknown"),)) for p in PROFILES),

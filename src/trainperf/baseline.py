@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,10 +38,9 @@ class BaselineStore:
             )
         if result.planted_slowdown:
             raise TrainperfError(f"{result.case_id} ran with a planted slowdown: it cannot become a baseline")
-        result.source = source
-        result.verdict = {}
+        stored = dataclasses.replace(result, source=source, verdict={})
         path = self.path(result.gpu_class, result.case_id)
-        save_result(path, result)
+        save_result(path, stored)
         return path
 
     def case_ids(self, gpu_class: str) -> list[str]:

@@ -22,6 +22,7 @@ from trainperf.results import CaseResult, MetricValue
 
 ALPHA = 0.01
 MIN_SAMPLES_FOR_TEST = 5
+MIN_PAIRS = 8
 
 # Effective-configuration keys whose change means "not the same work any more".
 GATED_CONFIG_KEYS = (
@@ -81,15 +82,52 @@ class CaseVerdict:
         return data
 
 
+def _by_key(value: MetricValue) -> dict[str, float] | None:
+    """Samples grouped by their work key (median over repeats), None when not keyed."""
+    if not value.keys or not value.samples or len(value.keys) != len(value.samples):
+        return None
+    groups: dict[str, list[float]] = {}
+    for key, sample in zip(value.keys, value.samples):
+        groups.setdefault(key, []).append(sample)
+    return {key: stats.median(samples) for key, samples in groups.items()}
+
+
+def _judge(verdict: MetricVerdict, metric: Metric, relative_worse: float, p_worse: float, p_better: float) -> None:
+    if relative_worse > 0:
+        verdict.p_value = p_worse
+        verdict.verdict = Verdict.REGRESSED if p_worse < ALPHA else Verdict.NOISY
+    else:
+        verdict.p_value = p_better
+        verdict.verdict = Verdict.IMPROVED if p_better < ALPHA else Verdict.NOISY
+    if verdict.verdict is Verdict.NOISY:
+        verdict.note = f"beyond tolerance but not significant (p={verdict.p_value:.3f})"
+
+
 def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue | None) -> MetricVerdict:
+    """Judge one metric. Keyed samples (same batches both sides) are compared step by step:
+    the change is the median of per-step ratios and its support a sign test, so host stalls on
+    a few steps move neither. Otherwise: the values' ratio and a Mann-Whitney test on samples."""
     if baseline is None:
         return MetricVerdict(metric.name, Verdict.NEW, current.value, None, None, gated=metric.gated)
     base, cur = baseline.value, current.value
-    ratio = cur / base if base else None
-    delta = cur - base
-    worse = delta if metric.direction is Direction.LOWER else -delta
-    relative = worse / abs(base) if base else 0.0
-    verdict = MetricVerdict(metric.name, Verdict.PASS, cur, base, ratio, gated=metric.gated)
+    verdict = MetricVerdict(metric.name, Verdict.PASS, cur, base, cur / base if base else None, gated=metric.gated)
+    lower_better = metric.direction is Direction.LOWER
+    if abs(cur - base) <= metric.abs_tolerance:
+        return verdict
+    cur_keyed, base_keyed = _by_key(current), _by_key(baseline)
+    if cur_keyed and base_keyed and len(cur_keyed.keys() & base_keyed.keys()) >= MIN_PAIRS:
+        ratios = stats.paired_ratios(cur_keyed, base_keyed)
+        ratio = stats.median(ratios)
+        verdict.ratio, verdict.interval = ratio, stats.bootstrap_median_interval(ratios)
+        verdict.note = f"paired over {len(ratios)} steps"
+        relative_worse = (ratio - 1) if lower_better else (1 - ratio)
+        if abs(relative_worse) <= metric.tolerance:
+            return verdict
+        p_up = stats.sign_test_greater(ratios)
+        p_down = stats.sign_test_greater([1 / r for r in ratios if r > 0])
+        _judge(verdict, metric, relative_worse, p_up if lower_better else p_down, p_down if lower_better else p_up)
+        return verdict
+    relative_worse = ((cur - base) if lower_better else (base - cur)) / abs(base) if base else 0.0
     have_samples = (
         current.samples is not None
         and baseline.samples is not None
@@ -98,24 +136,16 @@ def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue |
     if have_samples:
         assert current.samples is not None and baseline.samples is not None
         verdict.interval = stats.bootstrap_ratio_interval(current.samples, baseline.samples)
-    if abs(relative) <= metric.tolerance or abs(delta) <= metric.abs_tolerance:
+    if abs(relative_worse) <= metric.tolerance:
         return verdict
     if not have_samples:
-        verdict.verdict = Verdict.REGRESSED if relative > 0 else Verdict.IMPROVED
+        verdict.verdict = Verdict.REGRESSED if relative_worse > 0 else Verdict.IMPROVED
         return verdict
     assert current.samples is not None and baseline.samples is not None
     cur_larger = stats.mann_whitney_greater(current.samples, baseline.samples)
     cur_smaller = stats.mann_whitney_greater(baseline.samples, current.samples)
-    # "worse" means larger for lower-is-better metrics and smaller for higher-is-better ones.
-    p_worse, p_better = (cur_larger, cur_smaller) if metric.direction is Direction.LOWER else (cur_smaller, cur_larger)
-    if relative > 0:
-        verdict.p_value = p_worse
-        verdict.verdict = Verdict.REGRESSED if p_worse < ALPHA else Verdict.NOISY
-    else:
-        verdict.p_value = p_better
-        verdict.verdict = Verdict.IMPROVED if p_better < ALPHA else Verdict.NOISY
-    if verdict.verdict is Verdict.NOISY:
-        verdict.note = f"beyond tolerance but not significant (p={verdict.p_value:.3f})"
+    p_worse, p_better = (cur_larger, cur_smaller) if lower_better else (cur_smaller, cur_larger)
+    _judge(verdict, metric, relative_worse, p_worse, p_better)
     return verdict
 
 

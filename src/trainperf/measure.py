@@ -28,6 +28,8 @@ class RunMeasurement:
     step_samples: list[float]
     throughput_samples: list[float]
     info: dict[str, Any] = field(default_factory=dict)
+    step_keys: list[str] = field(default_factory=list)
+    """``step:tokens`` of each steady step: pairs samples with the baseline's same batch."""
 
 
 def _interpolate(samples: Sequence[Sample], t: float, attribute: str) -> float | None:
@@ -53,6 +55,17 @@ def window_energy_j(samples: Sequence[Sample], start: float, end: float) -> tupl
     return None, "unavailable"
 
 
+def per_step_energy_per_token(samples: Sequence[Sample], edges: Sequence[dict[str, Any]]) -> list[float]:
+    """Energy per token of each step between consecutive edges (``edges[0]`` closes the step before)."""
+    values = []
+    for before, step in zip(edges, edges[1:]):
+        energy, method = window_energy_j(samples, before["t_end"], step["t_end"])
+        if energy is None or method != "nvml_energy_counter" or not step["tokens"]:
+            return []
+        values.append(energy / step["tokens"])
+    return values
+
+
 def measure_run(
     child: dict[str, Any], samples: Sequence[Sample], *, samples_per_step: int, idle_mem_b: int | None
 ) -> RunMeasurement:
@@ -72,6 +85,7 @@ def measure_run(
         throughput_samples = [t / d for t, d in zip(tokens[first:], durations[first:]) if d > 0]
         summary = stats.summarize(step_samples)
         metrics["step_time_s"] = summary.median
+        metrics["step_time_p25_s"] = stats.quantile(step_samples, 0.25)
         metrics["tokens_per_s"] = steady_tokens / steady_time if steady_time else 0.0
         metrics["samples_per_hour"] = len(steady) * samples_per_step * 3600.0 / steady_time if steady_time else 0.0
         metrics["warmup_s"] = sum(durations[:first])
@@ -90,6 +104,9 @@ def measure_run(
             metrics["energy_per_token_j"] = energy / steady_tokens
             info["energy_method"] = method
             info["energy_steady_j"] = energy
+            energy_samples = per_step_energy_per_token(samples, steps[first - 1 :])
+            if energy_samples:
+                info["energy_samples"] = energy_samples
         in_window = [s for s in samples if window[0] <= s.t <= window[1]]
         powers = [s.power_w for s in in_window if s.power_w is not None]
         if powers:
@@ -117,7 +134,8 @@ def measure_run(
         if intervals:
             info["sample_interval_median_s"] = stats.median(intervals)
         info["samples"] = len(samples)
-    return RunMeasurement(metrics, step_samples, throughput_samples, info)
+    keys = [f"{int(s['step'])}:{int(s['tokens'])}" for s in steps[first:]] if len(steps) >= 2 else []
+    return RunMeasurement(metrics, step_samples, throughput_samples, info, keys)
 
 
 def pool_runs(runs: Sequence[RunMeasurement]) -> dict[str, MetricValue]:
@@ -128,10 +146,18 @@ def pool_runs(runs: Sequence[RunMeasurement]) -> dict[str, MetricValue]:
         values = [run.metrics[name] for run in runs if name in run.metrics]
         unit = METRICS[name].unit if name in METRICS else ""
         pooled[name] = MetricValue(value=stats.median(values), unit=unit, per_run=values)
+    keys = [k for run in runs for k in run.step_keys]
     if "step_time_s" in pooled:
         all_steps = [v for run in runs for v in run.step_samples]
         pooled["step_time_s"].samples = all_steps
         pooled["step_time_s"].value = stats.median(all_steps)
+        pooled["step_time_s"].keys = keys
+        pooled["step_time_p25_s"].value = stats.quantile(all_steps, 0.25)
     if "tokens_per_s" in pooled:
         pooled["tokens_per_s"].samples = [v for run in runs for v in run.throughput_samples]
+        pooled["tokens_per_s"].keys = keys if len(keys) == len(pooled["tokens_per_s"].samples) else None
+    energy = [v for run in runs for v in run.info.get("energy_samples", [])]
+    if "energy_per_token_j" in pooled and energy:
+        pooled["energy_per_token_j"].samples = energy
+        pooled["energy_per_token_j"].keys = keys if len(keys) == len(energy) else None
     return pooled

@@ -26,6 +26,9 @@ class MetricValue:
     """Per-step samples behind the value (step times, per-step throughput), pooled over repeats."""
     per_run: list[float] | None = None
     """The value of each repeat (fresh child), for run-to-run spread."""
+    keys: list[str] | None = None
+    """One key per sample naming the work it measured (``step:tokens``). Synthetic data is
+    deterministic, so step k is the same batch in every run and samples can be paired."""
 
 
 @dataclass(slots=True)

@@ -23,13 +23,13 @@ from trainperf.hardware import CPU_CLASS, GpuClass
 from trainperf.launch import run_child
 from trainperf.measure import RunMeasurement, measure_run, pool_runs
 from trainperf.metrics import Metric
-from trainperf.monitor.nvml import Nvml, Sample, Sampler
+from trainperf.monitor.nvml import Nvml, Sample, Sampler, write_samples
 from trainperf.results import CaseResult, append_jsonl, load_result, save_result
 from trainperf.settings import Settings
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.profiles import load_profile
 from trainperf.workloads.child import OOM_MARKERS
-from trainperf.workloads.protocol import EXIT_OK, RESULT_FILE, SPEC_FILE, STEPS_FILE, write_json_atomic
+from trainperf.workloads.protocol import EXIT_OK, RESULT_FILE, SAMPLES_FILE, SPEC_FILE, STEPS_FILE, write_json_atomic
 
 DEFAULT_STEPS = {"gpu": 40, "cpu": 16}
 IDLE_SLACK_B = 1 << 30
@@ -107,7 +107,7 @@ class CaseRunner:
             result = load_result(result_path)
             notes = ["resumed: judged from the stored result, not re-run"]
         else:
-            result = self._measure(case)
+            result = self._measure(case, self._steps(case, baseline))
             notes = []
         verdict = compare_case(
             result,
@@ -146,7 +146,16 @@ class CaseRunner:
 
     # -- measuring -------------------------------------------------------------------------
 
-    def _measure(self, case: Case) -> CaseResult:
+    def _steps(self, case: Case, baseline: CaseResult | None) -> int:
+        """Steps per child: the case's own, else --perf-steps, else the baseline's (like for like), else the default."""
+        if case.steps or self.ctx.settings.steps:
+            return int(case.steps or self.ctx.settings.steps)  # type: ignore[arg-type]
+        recorded = [run.get("steps_requested") for run in baseline.runs] if baseline else []
+        if recorded and recorded[0]:
+            return int(recorded[0])
+        return DEFAULT_STEPS["gpu" if self.on_gpu else "cpu"]
+
+    def _measure(self, case: Case, steps: int) -> CaseResult:
         ctx = self.ctx
         result = CaseResult(
             case_id=case.id,
@@ -164,7 +173,7 @@ class CaseRunner:
             return result
         measurements: list[RunMeasurement] = []
         for repeat in range(ctx.settings.repeats):
-            outcome, message, child, measurement, info = self._one_child(case, repeat)
+            outcome, message, child, measurement, info = self._one_child(case, repeat, steps)
             result.runs.append(info)
             if child.get("effective_config") and not result.effective_config:
                 result.effective_config = child["effective_config"]
@@ -182,12 +191,11 @@ class CaseRunner:
         return result
 
     def _one_child(
-        self, case: Case, repeat: int
+        self, case: Case, repeat: int, steps: int
     ) -> tuple[Outcome, str, dict[str, Any], RunMeasurement | None, dict[str, Any]]:
         ctx = self.ctx
         out_dir = ctx.run_dir / "cases" / case.id / f"r{repeat + 1}"
         out_dir.mkdir(parents=True, exist_ok=True)
-        steps = case.steps or ctx.settings.steps or DEFAULT_STEPS["gpu" if self.on_gpu else "cpu"]
         spec = {
             "case": case.to_dict(),
             "steps": steps,
@@ -217,6 +225,8 @@ class CaseRunner:
         finally:
             if sampler is not None:
                 samples = sampler.stop()
+        if samples:
+            write_samples(out_dir / SAMPLES_FILE, samples)
         child = _read_child(out_dir)
         outcome, message = classify(exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout)
         measurement = None
@@ -225,6 +235,7 @@ class CaseRunner:
         info: dict[str, Any] = {
             "dir": str(out_dir.relative_to(ctx.run_dir)),
             "returncode": exit_.returncode,
+            "steps_requested": steps,
             "wall_s": round(exit_.wall_s, 2),
             "outcome": outcome.value,
             "timeline": child.get("timeline", {}),

@@ -154,3 +154,30 @@ def bootstrap_ratio_interval(
         return (math.nan, math.nan)
     tail = (1 - confidence) / 2
     return (quantile(ratios, tail), quantile(ratios, 1 - tail))
+
+
+def sign_test_greater(ratios: Sequence[float]) -> float:
+    """One-sided exact sign test: p-value that ratios tend to exceed 1 (ties dropped)."""
+    above = sum(1 for r in ratios if r > 1)
+    below = sum(1 for r in ratios if r < 1)
+    n = above + below
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, k) for k in range(above, n + 1)) / 2**n
+
+
+def paired_ratios(current: dict[str, float], baseline: dict[str, float]) -> list[float]:
+    """Per-key ratios current/baseline over the keys both sides share (the same step, same batch)."""
+    return [current[k] / baseline[k] for k in sorted(current.keys() & baseline.keys()) if baseline[k] > 0]
+
+
+def bootstrap_median_interval(
+    values: Sequence[float], *, confidence: float = 0.95, resamples: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median of ``values``. Deterministic."""
+    if not values:
+        raise ValueError("bootstrap of no values")
+    rng = random.Random(seed)
+    medians = [median([values[rng.randrange(len(values))] for _ in values]) for _ in range(resamples)]
+    tail = (1 - confidence) / 2
+    return (quantile(medians, tail), quantile(medians, 1 - tail))

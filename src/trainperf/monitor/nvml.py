@@ -7,9 +7,12 @@ Everything degrades to "no GPU data" when NVML is absent, so CPU runs use the sa
 
 from __future__ import annotations
 
+import csv
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
@@ -173,3 +176,21 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
         return self.samples
+
+
+def write_samples(path: Path, samples: Sequence[Sample]) -> None:
+    """Samples as CSV beside the child's files: re-measurable later, plotted by the reports."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([f.name for f in fields(Sample)])
+        writer.writerows(astuple(sample) for sample in samples)
+
+
+def read_samples(path: Path) -> list[Sample]:
+    def number(text: str, kind: type) -> Any:
+        return None if text in ("", "None") else kind(float(text)) if kind is int else kind(text)
+
+    kinds = [float, int, float, int, int, int, int]
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))[1:]
+    return [Sample(*(number(cell, kind) for cell, kind in zip(row, kinds))) for row in rows]

@@ -87,7 +87,7 @@ def failure_detail(result: CaseResult) -> list[str]:
     verdict = result.verdict
     lines = [f"{result.case_id}: {verdict.get('verdict')} - {verdict.get('reason', '')}"]
     for metric in verdict.get("metrics", []):
-        if metric["verdict"] in ("regressed", "improved", "noisy"):
+        if metric["verdict"] in ("regressed", "improved", "noisy") and metric.get("gated", True):
             interval = metric.get("interval")
             span = f" 95% CI of ratio [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
             p_value = f" p={metric['p_value']:.2g}" if metric.get("p_value") is not None else ""

@@ -12,6 +12,7 @@ RESULT_FILE = "result.json"
 STEPS_FILE = "steps.jsonl"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
+SAMPLES_FILE = "nvml.csv"
 
 EXIT_OK = 0
 EXIT_CRASH = 1

@@ -22,6 +22,10 @@ ATTN_IMPLEMENTATION = "sdpa"
 
 def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec["case"])
+    if case.method == "qlora":
+        # transformers reports a missing bitsandbytes as a plain ImportError deep in model set-up;
+        # importing it here first makes it a ModuleNotFoundError the harness turns into a clear skip.
+        import bitsandbytes  # noqa: F401
     device = torch.device(spec["device"])
     on_gpu = device.type == "cuda"
     if on_gpu:
@@ -87,7 +91,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     timeline["train_s"] = time.perf_counter() - started - timeline["setup_s"]
 
     effective = effective_config(trainer.model, precision="bf16" if on_gpu else "fp32")
-    effective["optimizer"] = str(args.optim)
+    effective["optimizer"] = getattr(args.optim, "value", str(args.optim))
     effective["gradient_checkpointing_kwargs"] = args.gradient_checkpointing_kwargs
     effective["model_source"] = build.source
     effective["dataset_source"] = case.dataset_path or f"synthetic:{case.profile}"

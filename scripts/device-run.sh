@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Run the suite on a lent GPU machine (the workplace's `device` tool): install the carried
+# wheels, detect the GPU class, run pytest for that class with the given arguments, and pack
+# the run folder and the class's baselines into $OUT/results.tgz.
+#   usage: bash scripts/device-run.sh [pytest args...]   (-m <class> is added for you)
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm --format=csv
+gpu_class=$(python3 -m trainperf.cli env --class-only)
+echo "GPU class: $gpu_class"
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+python3 -m pytest -p trainperf.plugin -m "$gpu_class" -rA "$@" 2>&1 | tee "$out/pytest.log"
+rc=${PIPESTATUS[0]}
+tar czf "$out/results.tgz" --exclude='*.pt.trace.json*' reports baselines
+exit "$rc"

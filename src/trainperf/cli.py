@@ -1,0 +1,94 @@
+"""The ``trainperf`` command: env | baselines | report.
+
+Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from trainperf.errors import TrainperfError
+from trainperf.hardware import load_classes
+from trainperf.report.table import failure_detail, render_markdown, render_text
+from trainperf.results import CaseResult, load_result
+
+
+def _cmd_env(args: argparse.Namespace) -> int:
+    from trainperf.fingerprint import host_fingerprint
+    from trainperf.session import detect
+
+    detection = detect(load_classes(), args.gpu_class)
+    if args.class_only:
+        print(detection.gpu_class.name if detection.gpu_class else "unknown")
+        return 0
+    print(f"GPU class: {detection.describe()}")
+    for key, value in host_fingerprint(detection.info).items():
+        print(f"  {key}: {value}")
+    return 0
+
+
+def _cmd_baselines(args: argparse.Namespace) -> int:
+    root = Path(args.baselines)
+    classes = [args.gpu_class] if args.gpu_class else sorted(p.name for p in root.iterdir() if p.is_dir())
+    for gpu_class in classes:
+        results = [load_result(path) for path in sorted((root / gpu_class).glob("*.json"))]
+        if not results:
+            continue
+        print(f"== {gpu_class} ({len(results)} baselines)")
+        print(render_text(results))
+    return 0
+
+
+def load_run(run_dir: Path) -> list[CaseResult]:
+    results_dir = run_dir / "results"
+    if not results_dir.is_dir():
+        raise TrainperfError(f"{run_dir} is not a run folder (no results/): give reports/<run>")
+    return [load_result(path) for path in sorted(results_dir.glob("*.json"))]
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run)
+    results = load_run(run_dir)
+    details = [line for r in results if r.verdict.get("verdict") not in (None, "pass", "new", "expected-oom") for line in failure_detail(r)]
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=1))
+        return 0
+    print(render_text(results))
+    for line in details:
+        print(line)
+    (run_dir / "summary.md").write_text(render_markdown(results, f"trainperf: {run_dir.name}", details))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trainperf", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    env = sub.add_parser("env", help="detected GPU class and environment fingerprint")
+    env.add_argument("--gpu-class", default=None, help="override the detected class")
+    env.add_argument("--class-only", action="store_true", help="print only the class name")
+    env.set_defaults(func=_cmd_env)
+    baselines = sub.add_parser("baselines", help="list stored baselines")
+    baselines.add_argument("--baselines", default="baselines")
+    baselines.add_argument("--gpu-class", default=None)
+    baselines.set_defaults(func=_cmd_baselines)
+    report = sub.add_parser("report", help="rebuild a run folder's summary from its result files")
+    report.add_argument("run", help="reports/<run>")
+    report.add_argument("--json", action="store_true", help="print the results as JSON")
+    report.set_defaults(func=_cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except TrainperfError as exc:
+        print(f"trainperf: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""End to end on the CPU: real TRL training steps on a tiny model through the pytest plugin.
+
+Each test drives a throw-away catalogue with pytester, so the gate is exercised exactly as a
+user meets it: baselines written, a second run judged, a planted slowdown failing by name.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+CATALOGUE = """
+import pytest
+from trainperf.case import Case
+from trainperf.catalogue import params
+
+CASES = [
+    Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4,
+         gpu_classes=("cpu",), {extra}),
+]
+
+@pytest.mark.parametrize("case", params(CASES))
+def test_case(case, trainperf):
+    trainperf(case)
+"""
+
+
+def write_catalogue(pytester: pytest.Pytester, extra: str = "") -> None:
+    pytester.makepyfile(test_catalogue=CATALOGUE.format(extra=extra))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "-m", "cpu", "--perf-steps", "8", "--perf-baselines", "baselines", "--perf-output", "reports", *args,
+        timeout=300,
+    )
+
+
+def test_baseline_then_pass_then_planted_slowdown_fails(pytester: pytest.Pytester) -> None:
+    write_catalogue(pytester)
+    first = run(pytester, "--perf-update-baselines")
+    first.assert_outcomes(passed=1)
+    baseline = pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4.json"
+    stored = json.loads(baseline.read_text())
+    assert stored["outcome"] == "ok"
+    assert stored["effective_config"]["lora_layers"] == 14  # 7 projections x 2 layers
+    assert stored["effective_config"]["gradient_checkpointing"] is True
+    assert len(stored["metrics"]["step_time_s"]["samples"]) >= 5
+
+    second = run(pytester)
+    second.assert_outcomes(passed=1)
+    assert "sft_hf-qwen3_tiny-lora-short-b4" in second.stdout.str()
+
+    slowed = run(pytester, "--perf-plant-slowdown", "2.0")
+    slowed.assert_outcomes(failed=1)
+    output = slowed.stdout.str()
+    assert "regressed" in output and "step_time_s" in output
+    # A planted run never becomes a baseline.
+    assert json.loads(baseline.read_text())["created"] == stored["created"]
+
+
+def test_corrupt_baseline_is_one_line_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
+    write_catalogue(pytester)
+    broken = pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{ not json")
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "is corrupt" in output and "--perf-update-baselines" in output
+    assert "Traceback" not in output
+
+
+def test_gpu_selection_on_a_cpu_machine_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_catalogue=CATALOGUE.format(extra="").replace('("cpu",)', '("h100",)')
+    )
+    result = pytester.runpytest_subprocess("-m", "h100", "--perf-output", "reports")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    error = result.stderr.str()
+    assert "class h100" in error and "--perf-gpu-class" in error
+
+
+def test_missing_model_config_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_catalogue=CATALOGUE.format(extra="").replace("qwen3_tiny", "no_such_model"))
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    assert "model config 'no_such_model' is missing" in output
+    assert "Traceback" not in output
+
+
+def test_local_checkpoint_and_local_dataset(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The real loading path: a checkpoint folder and a JSONL dataset on disk replace the synthetic ones."""
+    checkpoint = tmp_path / "ckpt"
+    script = textwrap.dedent(
+        f"""
+        import torch
+        from trainperf.synth.random_model import build_random_model, hf_config
+        from trainperf.synth.tokenizer import build_tokenizer
+        config = hf_config("qwen3_tiny", torch.float32, "sdpa")
+        model, _ = build_random_model(config, device=torch.device("cpu"), dtype=torch.float32, quantize_4bit=False)
+        model.save_pretrained("{checkpoint}")
+        build_tokenizer(config.vocab_size).save_pretrained("{checkpoint}")
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    data = tmp_path / "alpaca.jsonl"
+    rows = [{"instruction": f"w{10 + i} w{20 + i}", "input": "", "output": " ".join(f"w{j}" for j in range(5, 40 + i))} for i in range(64)]
+    data.write_text("\n".join(json.dumps(row) for row in rows))
+    write_catalogue(pytester, extra=f'model_path="{checkpoint}", dataset_path="{data}"')
+    result = run(pytester, "--perf-update-baselines")
+    result.assert_outcomes(passed=1)
+    stored = json.loads(
+        (pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4-localmodel-localdata.json").read_text()
+    )
+    assert stored["effective_config"]["model_source"] == f"local:{checkpoint}"
+    assert stored["effective_config"]["dataset_source"] == str(data)
+    assert stored["metrics"]["tokens_per_s"]["value"] > 0
+
+
+def test_missing_optional_dependency_skips_with_the_fix(tmp_path: Path) -> None:
+    """bitsandbytes absent: the QLoRA child reports a skip naming the package and the install command."""
+    spec = {
+        "case": {"family": "sft_hf", "model": "qwen3_tiny", "method": "qlora", "profile": "short", "batch_size": 2},
+        "steps": 2,
+        "device": "cpu",
+        "out_dir": str(tmp_path),
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    code = (
+        "import sys; sys.modules['bitsandbytes'] = None\n"
+        "from trainperf.workloads.child import main\n"
+        f"main([{str(tmp_path / 'spec.json')!r}])\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], timeout=120)
+    assert completed.returncode == 4
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["outcome"] == "skipped"
+    assert "bitsandbytes is not installed" in result["message"] and "trainperf[qlora]" in result["message"]

@@ -1,0 +1,271 @@
+"""Unit tests of trainperf.compare: metric verdicts (paired and unpaired) and case verdicts."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from trainperf import stats
+from trainperf.compare import Verdict, compare_case, compare_metric
+from trainperf.metrics import METRICS, with_tolerances
+from trainperf.results import CaseResult, MetricValue
+
+STEP = METRICS["step_time_s"]
+TPS = METRICS["tokens_per_s"]
+ALLOC = METRICS["peak_allocated_gib"]
+N_STEPS = 30
+
+
+def _keys(n: int = N_STEPS) -> list[str]:
+    return [f"{step}:{1000 + 37 * step}" for step in range(n)]
+
+
+def _baseline_steps(seed: int = 0) -> list[float]:
+    """30 step times around 1 s with +-2% jitter (deterministic)."""
+    rng = random.Random(seed)
+    return [1.0 + rng.uniform(-0.02, 0.02) for _ in range(N_STEPS)]
+
+
+def _keyed(samples: list[float], unit: str = "s") -> MetricValue:
+    return MetricValue(value=stats.median(samples), unit=unit, samples=list(samples), keys=_keys(len(samples)))
+
+
+def _unkeyed(samples: list[float], unit: str = "s") -> MetricValue:
+    return MetricValue(value=stats.median(samples), unit=unit, samples=list(samples))
+
+
+# -- compare_metric ---------------------------------------------------------------------------
+
+
+def test_new_without_baseline() -> None:
+    verdict = compare_metric(STEP, MetricValue(1.0, "s"), None)
+    assert verdict.verdict is Verdict.NEW
+    assert verdict.baseline is None and verdict.ratio is None
+
+
+def test_pass_within_tolerance() -> None:
+    base = _baseline_steps()
+    current = [v * 1.03 for v in base]
+    verdict = compare_metric(STEP, _keyed(current), _keyed(base))
+    assert verdict.verdict is Verdict.PASS
+    assert verdict.ratio == pytest.approx(1.03)
+
+
+def test_paired_ten_percent_slowdown_with_outliers_regresses() -> None:
+    base = _baseline_steps()
+    current = [v * 1.10 for v in base]
+    for index in (4, 17, 25):
+        current[index] *= 3.0  # host stalls in the current run
+    base[9] *= 0.5  # and one oddly fast baseline step
+    verdict = compare_metric(STEP, _keyed(current), _keyed(base))
+    assert verdict.verdict is Verdict.REGRESSED
+    assert verdict.ratio == pytest.approx(1.10, abs=0.005)
+    assert verdict.p_value is not None and verdict.p_value < 0.01
+    assert verdict.interval is not None and verdict.interval[0] > 1.05
+    assert "paired" in verdict.note
+
+
+def test_paired_few_stalls_do_not_regress() -> None:
+    """3 of 30 steps stalled by +60%: the median of per-step ratios stays ~1."""
+    base = _baseline_steps()
+    rng = random.Random(1)
+    current = [v * (1 + rng.uniform(-0.01, 0.01)) for v in base]
+    for index in (3, 11, 29):
+        current[index] *= 1.6
+    verdict = compare_metric(STEP, _keyed(current), _keyed(base))
+    assert verdict.verdict is Verdict.PASS
+    assert verdict.ratio == pytest.approx(1.0, abs=0.02)
+    assert verdict.note == "paired over 30 steps"
+
+
+def test_paired_improvement() -> None:
+    base = _baseline_steps()
+    verdict = compare_metric(STEP, _keyed([v * 0.90 for v in base]), _keyed(base))
+    assert verdict.verdict is Verdict.IMPROVED
+    assert verdict.ratio == pytest.approx(0.90)
+
+
+def test_unpaired_overlapping_samples_beyond_tolerance_are_noisy() -> None:
+    base = [0.70, 0.85, 1.00, 1.15, 1.30, 0.92, 1.07]
+    current = [v * 1.08 for v in base]  # +8% > 5% tolerance, but the spreads overlap widely
+    verdict = compare_metric(STEP, _unkeyed(current), _unkeyed(base))
+    assert verdict.verdict is Verdict.NOISY
+    assert verdict.p_value is not None and verdict.p_value >= 0.01
+
+
+def test_unpaired_clear_shift_regresses_and_improves() -> None:
+    base = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01]
+    slower = compare_metric(STEP, _unkeyed([v * 1.2 for v in base]), _unkeyed(base))
+    faster = compare_metric(STEP, _unkeyed([v * 0.8 for v in base]), _unkeyed(base))
+    assert slower.verdict is Verdict.REGRESSED
+    assert faster.verdict is Verdict.IMPROVED
+
+
+def test_too_few_pairs_falls_back_to_unpaired() -> None:
+    """Fewer than MIN_PAIRS shared keys: the pooled values are compared, not per-step ratios."""
+    base = _baseline_steps()[:6]
+    verdict = compare_metric(STEP, _keyed([v * 1.2 for v in base]), _keyed(base))
+    assert verdict.verdict is Verdict.REGRESSED
+    assert "paired" not in verdict.note
+
+
+def test_without_samples_size_alone_decides() -> None:
+    assert compare_metric(STEP, MetricValue(1.2, "s"), MetricValue(1.0, "s")).verdict is Verdict.REGRESSED
+    assert compare_metric(STEP, MetricValue(0.8, "s"), MetricValue(1.0, "s")).verdict is Verdict.IMPROVED
+    assert compare_metric(STEP, MetricValue(1.04, "s"), MetricValue(1.0, "s")).verdict is Verdict.PASS
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_higher_is_better_direction(keyed: bool) -> None:
+    base = [1000.0 / v for v in _baseline_steps()]
+    make = _keyed if keyed else _unkeyed
+    lower = compare_metric(TPS, make([v * 0.8 for v in base], "tok/s"), make(base, "tok/s"))
+    higher = compare_metric(TPS, make([v * 1.2 for v in base], "tok/s"), make(base, "tok/s"))
+    assert lower.verdict is Verdict.REGRESSED
+    assert higher.verdict is Verdict.IMPROVED
+
+
+def test_abs_tolerance_suppresses_tiny_memory_change() -> None:
+    # +20% relative, but 0.2 GiB is below the metric's 0.25 GiB floor.
+    assert compare_metric(ALLOC, MetricValue(1.2, "GiB"), MetricValue(1.0, "GiB")).verdict is Verdict.PASS
+    assert compare_metric(ALLOC, MetricValue(1.5, "GiB"), MetricValue(1.0, "GiB")).verdict is Verdict.REGRESSED
+
+
+# -- compare_case --------------------------------------------------------------------------
+
+
+CONFIG = {"model_class": "Qwen3ForCausalLM", "gradient_checkpointing": True, "precision": "bf16"}
+
+
+def _result(outcome: str = "ok", metrics: dict[str, MetricValue] | None = None, **kw: Any) -> CaseResult:
+    return CaseResult(
+        case_id="sft_hf-qwen3_tiny-lora-short-b4",
+        case={},
+        gpu_class="cpu",
+        outcome=outcome,
+        message=kw.pop("message", ""),
+        metrics=metrics or {},
+        effective_config=kw.pop("effective_config", dict(CONFIG)),
+        fingerprint=kw.pop("fingerprint", {"torch": "2.13.0"}),
+        **kw,
+    )
+
+
+def _ok_metrics(step_scale: float = 1.0, alloc: float = 10.0) -> dict[str, MetricValue]:
+    base = _baseline_steps()
+    return {
+        "step_time_s": _keyed([v * step_scale for v in base]),
+        "peak_allocated_gib": MetricValue(alloc, "GiB"),
+    }
+
+
+def _judge(result: CaseResult, baseline: CaseResult | None, *, expectation: str = "ok", **kw: Any) -> Any:
+    kw.setdefault("timing_comparable", True)
+    return compare_case(result, baseline, with_tolerances({}), expectation=expectation, **kw)
+
+
+def test_case_expected_oom_passes() -> None:
+    verdict = _judge(_result("oom", message="CUDA out of memory"), None, expectation="oom")
+    assert verdict.verdict is Verdict.EXPECTED_OOM
+    assert verdict.fails is False
+
+
+def test_case_oom_where_baseline_was_ok_fails() -> None:
+    verdict = _judge(_result("oom", message="CUDA out of memory"), _result(metrics=_ok_metrics()))
+    assert verdict.verdict is Verdict.OUTCOME_CHANGED
+    assert verdict.fails is True
+    assert "ok before" in verdict.reason
+
+
+@pytest.mark.parametrize("outcome", ["crash", "timeout"])
+def test_case_crash_or_timeout_fails(outcome: str) -> None:
+    verdict = _judge(_result(outcome, message="boom"), _result(metrics=_ok_metrics()))
+    assert verdict.verdict is Verdict.OUTCOME_CHANGED
+    assert verdict.fails is True
+    assert "boom" in verdict.reason
+
+
+def test_case_fits_where_oom_expected_is_flagged_not_failed() -> None:
+    verdict = _judge(_result(metrics=_ok_metrics()), None, expectation="oom")
+    assert verdict.verdict is Verdict.OUTCOME_CHANGED
+    assert verdict.fails is False
+
+
+def test_case_config_change_fails_and_names_key() -> None:
+    current = _result(metrics=_ok_metrics(), effective_config={**CONFIG, "gradient_checkpointing": False})
+    verdict = _judge(current, _result(metrics=_ok_metrics()))
+    assert verdict.verdict is Verdict.CONFIG_CHANGED
+    assert verdict.fails is True
+    assert "gradient_checkpointing" in verdict.reason
+    assert verdict.config_changes == [("gradient_checkpointing", True, False)]
+
+
+def test_case_ungated_config_key_ignored() -> None:
+    current = _result(metrics=_ok_metrics(), effective_config={**CONFIG, "some_note": "x"})
+    assert _judge(current, _result(metrics=_ok_metrics())).verdict is Verdict.PASS
+
+
+def test_case_pass_and_regressed() -> None:
+    baseline = _result(metrics=_ok_metrics())
+    same = _judge(_result(metrics=_ok_metrics()), baseline)
+    slower = _judge(_result(metrics=_ok_metrics(step_scale=1.2)), baseline)
+    assert (same.verdict, same.fails) == (Verdict.PASS, False)
+    assert (slower.verdict, slower.fails) == (Verdict.REGRESSED, True)
+    assert "step_time_s +20.0%" in slower.reason
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_case_strict_makes_noisy_fail(strict: bool) -> None:
+    base = [0.70, 0.85, 1.00, 1.15, 1.30, 0.92, 1.07]
+    baseline = _result(metrics={"step_time_s": _unkeyed(base)})
+    current = _result(metrics={"step_time_s": _unkeyed([v * 1.08 for v in base])})
+    verdict = _judge(current, baseline, strict=strict)
+    assert verdict.verdict is Verdict.NOISY
+    assert verdict.fails is strict
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_case_strict_makes_new_fail(strict: bool) -> None:
+    verdict = _judge(_result(metrics=_ok_metrics()), None, strict=strict)
+    assert verdict.verdict is Verdict.NEW
+    assert verdict.fails is strict
+    assert {m.verdict for m in verdict.metrics} == {Verdict.NEW}
+
+
+def test_case_timing_not_gated_when_not_comparable() -> None:
+    baseline = _result(metrics=_ok_metrics())
+    verdict = _judge(_result(metrics=_ok_metrics(step_scale=2.0)), baseline, timing_comparable=False)
+    assert verdict.verdict is Verdict.PASS
+    assert verdict.fails is False
+    step = next(m for m in verdict.metrics if m.metric == "step_time_s")
+    assert step.verdict is Verdict.REGRESSED and step.gated is False
+
+
+def test_case_memory_still_gated_when_timing_not_comparable() -> None:
+    baseline = _result(metrics=_ok_metrics())
+    verdict = _judge(_result(metrics=_ok_metrics(alloc=14.0)), baseline, timing_comparable=False)
+    assert verdict.verdict is Verdict.REGRESSED
+    assert verdict.fails is True
+    assert "peak_allocated_gib" in verdict.reason
+
+
+def test_case_informational_metric_never_fails() -> None:
+    """power_mean_w is registered with gated=False: a large change is reported, not failed."""
+    baseline = _result(metrics={**_ok_metrics(), "power_mean_w": MetricValue(300.0, "W")})
+    current = _result(metrics={**_ok_metrics(), "power_mean_w": MetricValue(450.0, "W")})
+    verdict = _judge(current, baseline)
+    assert verdict.verdict is Verdict.PASS
+    power = next(m for m in verdict.metrics if m.metric == "power_mean_w")
+    assert power.verdict is Verdict.REGRESSED and power.gated is False
+
+
+def test_case_verdict_to_dict_is_plain() -> None:
+    verdict = _judge(_result(metrics=_ok_metrics(step_scale=1.2)), _result(metrics=_ok_metrics()))
+    data = verdict.to_dict()
+    assert data["verdict"] == "regressed"
+    assert {m["metric"]: m["verdict"] for m in data["metrics"]} == {
+        "step_time_s": "regressed",
+        "peak_allocated_gib": "pass",
+    }

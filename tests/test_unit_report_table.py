@@ -1,0 +1,87 @@
+"""Unit tests of trainperf.report.table: the summary table (reference string) and failure details."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainperf.compare import compare_case
+from trainperf.metrics import with_tolerances
+from trainperf.report.table import failure_detail, render_markdown, render_text
+from trainperf.results import CaseResult, MetricValue
+
+
+def _result(case_id: str, outcome: str, metrics: dict[str, float], verdict: dict[str, Any]) -> CaseResult:
+    units = {"step_time_s": "s", "tokens_per_s": "tok/s", "peak_allocated_gib": "GiB"}
+    return CaseResult(
+        case_id=case_id,
+        case={},
+        gpu_class="cpu",
+        outcome=outcome,
+        metrics={name: MetricValue(value, units.get(name, "")) for name, value in metrics.items()},
+        verdict=verdict,
+    )
+
+
+RESULTS = [
+    _result(
+        "sft_hf-qwen3_tiny-lora-short-b4",
+        "ok",
+        {"step_time_s": 1.25, "tokens_per_s": 1600.0, "peak_allocated_gib": 1.5, "energy_per_token_j": 0.0123,
+         "power_mean_w": 450.0},
+        {"verdict": "regressed", "metrics": [{"metric": "step_time_s", "ratio": 1.25}]},
+    ),
+    _result(
+        "sft_hf-qwen3_32b-full-short-b2",
+        "oom",
+        {"peak_allocated_gib": 78.91},
+        {"verdict": "expected-oom", "metrics": []},
+    ),
+]
+
+REFERENCE = """\
+case                             outcome  verdict       step s  tok/s  samples/h  alloc GiB  dev GiB  J/tok   W mean  vs baseline
+-------------------------------  -------  ------------  ------  -----  ---------  ---------  -------  ------  ------  -----------
+sft_hf-qwen3_tiny-lora-short-b4  ok       regressed     1.250   1,600  -          1.500      -        0.0123  450.0   step +25.0%
+sft_hf-qwen3_32b-full-short-b2   oom      expected-oom  -       -      -          78.9       -        -       -       -"""
+
+
+def test_render_text_reference() -> None:
+    assert render_text(RESULTS) == REFERENCE
+
+
+def test_render_markdown_rows() -> None:
+    text = render_markdown(RESULTS, "trainperf: run-1", details=["detail line"])
+    lines = text.splitlines()
+    assert lines[0] == "# trainperf: run-1"
+    assert lines[3] == "|" + "---|" * 11
+    assert lines[4].startswith("| sft_hf-qwen3_tiny-lora-short-b4 | ok | regressed | 1.250 | 1,600 |")
+    assert lines[-1] == "detail line"
+
+
+def test_failure_detail_lists_gated_metric_only() -> None:
+    def case(step: float, power: float) -> CaseResult:
+        return CaseResult(
+            case_id="c",
+            case={},
+            gpu_class="cpu",
+            outcome="ok",
+            metrics={"step_time_s": MetricValue(step, "s"), "power_mean_w": MetricValue(power, "W")},
+        )
+
+    baseline, current = case(1.0, 300.0), case(1.25, 450.0)
+    verdict = compare_case(current, baseline, with_tolerances({}), expectation="ok", timing_comparable=True)
+    current.verdict = verdict.to_dict()
+    # Both changed beyond tolerance; power_mean_w is informational (gated=False).
+    assert {m["metric"]: m["verdict"] for m in current.verdict["metrics"]} == {
+        "step_time_s": "regressed",
+        "power_mean_w": "regressed",
+    }
+    lines = failure_detail(current)
+    assert lines[0] == "c: regressed - regressed: step_time_s +25.0%"
+    assert lines[1:] == ["    step_time_s: 1.000 -> 1.250 (+25.0%) [regressed]"]
+
+
+def test_failure_detail_environment_drift() -> None:
+    result = _result("c", "ok", {}, {"verdict": "pass", "reason": "within tolerance",
+                                     "environment_changes": [["torch", "2.12.0", "2.13.0"]]})
+    assert failure_detail(result) == ["c: pass - within tolerance", "    environment: torch 2.12.0 -> 2.13.0"]

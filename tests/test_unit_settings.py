@@ -1,0 +1,108 @@
+"""Unit tests of trainperf.settings.resolve: precedence, validation and path resolution."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainperf.errors import TrainperfError
+from trainperf.settings import OPTIONS, resolve
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for spec in OPTIONS:
+        monkeypatch.delenv(spec.env, raising=False)
+
+
+def _ini(values: dict[str, Any] | None = None) -> Callable[[str], Any]:
+    """A stand-in for pytest's config.getini: unset options read as ''."""
+    table = values or {}
+    return lambda name: table.get(name, "")
+
+
+def test_defaults(tmp_path: Path) -> None:
+    settings = resolve({}, _ini(), tmp_path)
+    assert settings.repeats == 1
+    assert settings.timeout == 1800.0
+    assert settings.strict is False
+    assert settings.resume is None
+    assert settings.output == tmp_path / "reports"
+    assert settings.baselines == tmp_path / "baselines"
+
+
+def test_precedence_cli_env_ini_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ini = _ini({"perf_repeats": "5"})
+    assert resolve({}, ini, tmp_path).repeats == 5
+    monkeypatch.setenv("TRAINPERF_REPEATS", "2")
+    assert resolve({}, ini, tmp_path).repeats == 2
+    assert resolve({"repeats": "3"}, ini, tmp_path).repeats == 3
+    monkeypatch.setenv("TRAINPERF_REPEATS", "")  # empty variable: as if unset
+    assert resolve({}, ini, tmp_path).repeats == 5
+
+
+def test_flag_false_on_cli_falls_through_to_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store_true flag that was not given must not hide TRAINPERF_STRICT."""
+    monkeypatch.setenv("TRAINPERF_STRICT", "yes")
+    assert resolve({"strict": False}, _ini(), tmp_path).strict is True
+    monkeypatch.setenv("TRAINPERF_STRICT", "0")
+    assert resolve({"strict": None}, _ini({"perf_strict": "true"}), tmp_path).strict is False
+
+
+@pytest.mark.parametrize(
+    ("source", "name", "raw", "named"),
+    [
+        ("env", "repeats", "0", "TRAINPERF_REPEATS"),
+        ("env", "timeout", "soon", "TRAINPERF_TIMEOUT"),
+        ("env", "strict", "maybe", "TRAINPERF_STRICT"),
+        ("cli", "steps", "-4", "--perf-steps"),
+        ("cli", "plant_slowdown", "11", "--perf-plant-slowdown"),
+        ("ini", "repeats", "two", "perf_repeats"),
+    ],
+)
+def test_bad_values_name_their_origin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, name: str, raw: str, named: str
+) -> None:
+    cli: dict[str, Any] = {}
+    ini: dict[str, Any] = {}
+    if source == "env":
+        monkeypatch.setenv("TRAINPERF_" + name.upper(), raw)
+    elif source == "cli":
+        cli[name] = raw
+    else:
+        ini["perf_" + name] = raw
+    with pytest.raises(TrainperfError) as info:
+        resolve(cli, _ini(ini), tmp_path)
+    assert named in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_relative_paths_resolve_against_rootdir(tmp_path: Path) -> None:
+    absolute = tmp_path / "elsewhere"
+    settings = resolve({"output": "out/runs", "baselines": str(absolute)}, _ini(), tmp_path)
+    assert settings.output == tmp_path / "out" / "runs"
+    assert settings.baselines == absolute
+
+
+def test_resume_existing_folder(tmp_path: Path) -> None:
+    (tmp_path / "reports" / "run1").mkdir(parents=True)
+    assert resolve({"resume": "reports/run1"}, _ini(), tmp_path).resume == tmp_path / "reports" / "run1"
+
+
+def test_resume_missing_folder_raises(tmp_path: Path) -> None:
+    with pytest.raises(TrainperfError, match="--perf-resume"):
+        resolve({"resume": "reports/nothing-here"}, _ini(), tmp_path)
+
+
+def test_parsed_types(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINPERF_PLANT_SLOWDOWN", "0.5")
+    monkeypatch.setenv("TRAINPERF_UPDATE_BASELINES", "on")
+    settings = resolve({"timeout": "2.5", "steps": "8"}, _ini({"perf_gpu_class": "h100"}), tmp_path)
+    assert settings.plant_slowdown == 0.5
+    assert settings.update_baselines is True
+    assert settings.timeout == 2.5
+    assert settings.steps == 8
+    assert settings.gpu_class == "h100"
