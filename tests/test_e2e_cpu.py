@@ -36,7 +36,7 @@ def write_catalogue(pytester: pytest.Pytester, extra: str = "") -> None:
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        "-m", "cpu", "--perf-steps", "8", "--perf-baselines", "baselines", "--perf-output", "reports", *args,
+        "-m", "cpu", "--perf-steps", "12", "--perf-baselines", "baselines", "--perf-output", "reports", *args,
         timeout=300,
     )
 
@@ -56,10 +56,12 @@ def test_baseline_then_pass_then_planted_slowdown_fails(pytester: pytest.Pyteste
     second.assert_outcomes(passed=1)
     assert "sft_hf-qwen3_tiny-lora-short-b4" in second.stdout.str()
 
-    slowed = run(pytester, "--perf-plant-slowdown", "2.0")
+    slowed = run(pytester, "--perf-plant-slowdown", "2.0", "--perf-confirm", "1")
     slowed.assert_outcomes(failed=1)
     output = slowed.stdout.str()
     assert "regressed" in output and "step_time_s" in output
+    # A timing regression is confirmed by a fresh child before it fails the build.
+    assert "confirmed by 1 more fresh run(s)" in output and "not confirmed" not in output
     # A planted run never becomes a baseline.
     assert json.loads(baseline.read_text())["created"] == stored["created"]
 
@@ -138,7 +140,7 @@ def test_missing_optional_dependency_skips_with_the_fix(tmp_path: Path) -> None:
         "from trainperf.workloads.child import main\n"
         f"main([{str(tmp_path / 'spec.json')!r}])\n"
     )
-    completed = subprocess.run([sys.executable, "-c", code], timeout=120)
+    completed = subprocess.run([sys.executable, "-c", code], check=False, timeout=120)
     assert completed.returncode == 4
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["outcome"] == "skipped"

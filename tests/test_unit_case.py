@@ -10,7 +10,13 @@ from trainperf.case import Case, Outcome
 
 
 def _case(**kw: Any) -> Case:
-    fields: dict[str, Any] = dict(family="sft_hf", model="qwen3_8b", method="lora", profile="long", batch_size=4)
+    fields: dict[str, Any] = {
+        "family": "sft_hf",
+        "model": "qwen3_8b",
+        "method": "lora",
+        "profile": "long",
+        "batch_size": 4,
+    }
     fields.update(kw)
     return Case(**fields)
 
@@ -57,12 +63,6 @@ def test_round_trip() -> None:
     assert Case.from_dict(data).to_json() == case.to_json()
 
 
-@pytest.mark.xfail(
-    reason="BUG: Case.from_dict sorts 'expected' and 'extra' while the constructor keeps the given "
-    "order, so an unsorted case (the catalogue's qwen3_32b cases) is not equal after a round trip, "
-    "and with unsorted 'extra' the id itself changes",
-    strict=True,
-)
 def test_round_trip_of_unsorted_pairs_keeps_case_and_id() -> None:
     case = _case(expected=(("maxq", "oom"), ("h100", "oom")), extra=(("z", "1"), ("a", "2")))
     back = Case.from_dict(case.to_dict())
@@ -70,9 +70,7 @@ def test_round_trip_of_unsorted_pairs_keeps_case_and_id() -> None:
     assert back == case
 
 
-@pytest.mark.parametrize(
-    "changes", [{"method": "dpo"}, {"batch_size": 0}, {"grad_accum": 0}, {"gpus": 0}]
-)
+@pytest.mark.parametrize("changes", [{"method": "dpo"}, {"batch_size": 0}, {"grad_accum": 0}, {"gpus": 0}])
 def test_invalid_cases_raise(changes: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         _case(**changes)

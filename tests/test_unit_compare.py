@@ -29,7 +29,9 @@ def _baseline_steps(seed: int = 0) -> list[float]:
 
 
 def _keyed(samples: list[float], unit: str = "s") -> MetricValue:
-    return MetricValue(value=stats.median(samples), unit=unit, samples=list(samples), keys=_keys(len(samples)))
+    return MetricValue(
+        value=stats.median(samples), unit=unit, samples=list(samples), keys=_keys(len(samples))
+    )
 
 
 def _unkeyed(samples: list[float], unit: str = "s") -> MetricValue:
@@ -130,7 +132,9 @@ def test_higher_is_better_direction(keyed: bool) -> None:
 def test_abs_tolerance_suppresses_tiny_memory_change() -> None:
     # +20% relative, but 0.2 GiB is below the metric's 0.25 GiB floor.
     assert compare_metric(ALLOC, MetricValue(1.2, "GiB"), MetricValue(1.0, "GiB")).verdict is Verdict.PASS
-    assert compare_metric(ALLOC, MetricValue(1.5, "GiB"), MetricValue(1.0, "GiB")).verdict is Verdict.REGRESSED
+    assert (
+        compare_metric(ALLOC, MetricValue(1.5, "GiB"), MetricValue(1.0, "GiB")).verdict is Verdict.REGRESSED
+    )
 
 
 # -- compare_case --------------------------------------------------------------------------

@@ -73,11 +73,6 @@ def test_missing_cpu_class_raises(tmp_path: Path) -> None:
         load_classes(tmp_path)
 
 
-@pytest.mark.xfail(
-    reason="BUG: a scalar name_patterns string is split into characters by tuple(), so its '*' "
-    "becomes a pattern matching every device instead of an error",
-    strict=True,
-)
 def test_scalar_name_patterns_do_not_match_everything(tmp_path: Path) -> None:
     _copy_cpu(tmp_path)
     (tmp_path / "h100.yaml").write_text('name: h100\nname_patterns: "*H100*"\nmemory_gib: 79\n')

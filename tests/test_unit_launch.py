@@ -48,8 +48,9 @@ def test_timeout_kills_child_and_grandchild(tmp_path: Path) -> None:
 def test_normal_exit_returns_code_and_stderr_tail(tmp_path: Path) -> None:
     script = "echo to-stdout; for i in $(seq 1 40); do echo line$i >&2; done; exit 3"
     ticks: list[float] = []
-    exit_ = run_child(["bash", "-c", script], log_dir=tmp_path, env=dict(os.environ), timeout_s=10.0,
-                      on_tick=ticks.append)
+    exit_ = run_child(
+        ["bash", "-c", script], log_dir=tmp_path, env=dict(os.environ), timeout_s=10.0, on_tick=ticks.append
+    )
     assert exit_.returncode == 3
     assert exit_.timed_out is False
     lines = exit_.stderr_tail.splitlines()

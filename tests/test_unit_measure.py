@@ -23,7 +23,8 @@ DURATIONS = [4.0, 2.0] + [t / 1000 for t in TOKENS[2:]]
 
 
 def _child(durations: list[float] = DURATIONS, tokens: list[int] = TOKENS) -> dict[str, Any]:
-    steps, t = [], T0
+    steps: list[dict[str, Any]] = []
+    t = T0
     for index, (duration, count) in enumerate(zip(durations, tokens)):
         t += duration
         steps.append({"step": index, "duration_s": duration, "tokens": count, "t_end": t})
@@ -35,7 +36,8 @@ def _child(durations: list[float] = DURATIONS, tokens: list[int] = TOKENS) -> di
 
 def _samples(end: float, *, energy: bool = True) -> list[Sample]:
     """A sample every 1/8 s from 1 s before T0 to 1 s after ``end``; energy grows linearly."""
-    samples, k = [], 0
+    samples: list[Sample] = []
+    k = 0
     while True:
         t = T0 - 1.0 + k / 8
         if t > end + 1.0:
@@ -97,8 +99,12 @@ def test_measure_run_keys_are_step_and_tokens_of_steady_steps() -> None:
 
 def test_measure_run_without_steps_keeps_memory() -> None:
     """An OOM at step 0 still reports the memory it reached."""
-    run = measure_run({"steps": [], "memory": {"peak_allocated_b": GIB, "peak_reserved_b": 2 * GIB}}, [],
-                      samples_per_step=1, idle_mem_b=None)
+    run = measure_run(
+        {"steps": [], "memory": {"peak_allocated_b": GIB, "peak_reserved_b": 2 * GIB}},
+        [],
+        samples_per_step=1,
+        idle_mem_b=None,
+    )
     assert run.metrics == {"peak_allocated_gib": 1.0, "peak_reserved_gib": 2.0}
     assert run.step_keys == []
 

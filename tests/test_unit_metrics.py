@@ -40,7 +40,9 @@ def test_out_of_range_tolerance_raises(bad: float) -> None:
 def test_timing_scale_only_for_timing_metrics() -> None:
     metrics = with_tolerances({"step_time_s": 0.05}, timing_scale=10.0)
     assert metrics["step_time_s"].tolerance == pytest.approx(0.5)
-    assert metrics["energy_per_token_j"].tolerance == pytest.approx(10 * METRICS["energy_per_token_j"].tolerance)
+    assert metrics["energy_per_token_j"].tolerance == pytest.approx(
+        10 * METRICS["energy_per_token_j"].tolerance
+    )
     for name in ("peak_allocated_gib", "peak_reserved_gib", "device_mem_peak_gib", "host_peak_rss_gib"):
         assert not METRICS[name].timing
         assert metrics[name].tolerance == METRICS[name].tolerance

@@ -72,8 +72,17 @@ def test_missing_profile_is_one_line_error(tmp_path: Path) -> None:
     [
         "{not json",
         json.dumps({"name": "bad", "mean_tokens": 100}),  # missing fields
-        json.dumps({"name": "bad", "mean_tokens": "many", "max_tokens": 10, "min_tokens": 1,
-                    "sigma": 0.5, "pool_size": 10, "seed": 1}),
+        json.dumps(
+            {
+                "name": "bad",
+                "mean_tokens": "many",
+                "max_tokens": 10,
+                "min_tokens": 1,
+                "sigma": 0.5,
+                "pool_size": 10,
+                "seed": 1,
+            }
+        ),
         json.dumps([1, 2, 3]),
     ],
 )

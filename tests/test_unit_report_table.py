@@ -26,8 +26,13 @@ RESULTS = [
     _result(
         "sft_hf-qwen3_tiny-lora-short-b4",
         "ok",
-        {"step_time_s": 1.25, "tokens_per_s": 1600.0, "peak_allocated_gib": 1.5, "energy_per_token_j": 0.0123,
-         "power_mean_w": 450.0},
+        {
+            "step_time_s": 1.25,
+            "tokens_per_s": 1600.0,
+            "peak_allocated_gib": 1.5,
+            "energy_per_token_j": 0.0123,
+            "power_mean_w": 450.0,
+        },
         {"verdict": "regressed", "metrics": [{"metric": "step_time_s", "ratio": 1.25}]},
     ),
     _result(
@@ -82,6 +87,14 @@ def test_failure_detail_lists_gated_metric_only() -> None:
 
 
 def test_failure_detail_environment_drift() -> None:
-    result = _result("c", "ok", {}, {"verdict": "pass", "reason": "within tolerance",
-                                     "environment_changes": [["torch", "2.12.0", "2.13.0"]]})
+    result = _result(
+        "c",
+        "ok",
+        {},
+        {
+            "verdict": "pass",
+            "reason": "within tolerance",
+            "environment_changes": [["torch", "2.12.0", "2.13.0"]],
+        },
+    )
     assert failure_detail(result) == ["c: pass - within tolerance", "    environment: torch 2.12.0 -> 2.13.0"]

@@ -8,7 +8,6 @@ import pytest
 
 from trainperf import stats
 
-
 # -- median / quantile / mad ------------------------------------------------------------------
 
 
@@ -93,6 +92,13 @@ def test_summarize_counts_stall_as_outlier() -> None:
     assert summary.minimum == 0.98
     assert summary.mean == pytest.approx(sum(values) / 9)
     assert summary.robust_cv == pytest.approx(stats.MAD_TO_SIGMA * 0.01 / 1.0)
+
+
+@pytest.mark.parametrize(("last", "outliers"), [(1.06, 0), (1.10, 1)])
+def test_summarize_outlier_threshold_is_five_robust_sigmas(last: float, outliers: int) -> None:
+    # median 1.00, MAD 0.01 -> sigma 0.0148: 1.06 is 4.0 sigma above, 1.10 is 6.7 sigma above.
+    values = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, last]
+    assert stats.summarize(values).outliers == outliers
 
 
 def test_summarize_no_outlier_for_ordinary_spread() -> None:

@@ -70,6 +70,10 @@ class Case:
     """Family-specific knobs as sorted (key, value) pairs; appended to the id when present."""
 
     def __post_init__(self) -> None:
+        # Stored sorted so that equality, to_dict/from_dict round trips and the id do not depend
+        # on the order a catalogue wrote the pairs in (an id change would orphan baselines).
+        object.__setattr__(self, "expected", tuple(sorted(dict(self.expected).items())))
+        object.__setattr__(self, "extra", tuple(sorted(dict(self.extra).items())))
         if self.batch_size < 1 or self.grad_accum < 1 or self.gpus < 1:
             raise ValueError(f"case {self.model}/{self.method}: batch size, accumulation and GPUs must be >= 1")
         if self.method not in ("lora", "qlora", "full"):

@@ -50,7 +50,7 @@ def _from_yaml(path: Path) -> GpuClass:
         return GpuClass(
             name=str(raw["name"]),
             description=str(raw.get("description", "")),
-            name_patterns=tuple(raw.get("name_patterns", [])),
+            name_patterns=_patterns(raw.get("name_patterns", [])),
             memory_gib=float(raw["memory_gib"]),
             board_power_w=_opt_float(raw.get("board_power_w")),
             bf16_dense_tflops=_opt_float(raw.get("bf16_dense_tflops")),
@@ -62,6 +62,15 @@ def _from_yaml(path: Path) -> GpuClass:
             f"{path} is not a valid GPU class file ({type(exc).__name__}: {exc}); "
             "compare it with fixtures/hardware/h100.yaml"
         ) from exc
+
+
+def _patterns(value: Any) -> tuple[str, ...]:
+    # A lone string would otherwise be split into characters, one of them "*", matching every GPU.
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise TypeError("name_patterns must be a list of strings")
+    return tuple(value)
 
 
 def _opt_float(value: Any) -> float | None:

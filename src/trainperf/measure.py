@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from trainperf import stats
@@ -36,7 +37,7 @@ def _interpolate(samples: Sequence[Sample], t: float, attribute: str) -> float |
     points = [(s.t, getattr(s, attribute)) for s in samples if getattr(s, attribute) is not None]
     if not points or t < points[0][0] or t > points[-1][0]:
         return None
-    for (t0, v0), (t1, v1) in zip(points, points[1:]):
+    for (t0, v0), (t1, v1) in pairwise(points):
         if t0 <= t <= t1:
             return float(v0) if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
     return float(points[-1][1])
@@ -50,7 +51,7 @@ def window_energy_j(samples: Sequence[Sample], start: float, end: float) -> tupl
         return (e1 - e0) / 1000.0, "nvml_energy_counter"
     inside = [s for s in samples if start <= s.t <= end and s.power_w is not None]
     if len(inside) >= 2:
-        joules = sum((b.t - a.t) * (a.power_w + b.power_w) / 2 for a, b in zip(inside, inside[1:]))  # type: ignore[operator]
+        joules = sum((b.t - a.t) * ((a.power_w or 0.0) + (b.power_w or 0.0)) / 2 for a, b in pairwise(inside))
         return joules, "power_integral"
     return None, "unavailable"
 
@@ -58,7 +59,7 @@ def window_energy_j(samples: Sequence[Sample], start: float, end: float) -> tupl
 def per_step_energy_per_token(samples: Sequence[Sample], edges: Sequence[dict[str, Any]]) -> list[float]:
     """Energy per token of each step between consecutive edges (``edges[0]`` closes the step before)."""
     values = []
-    for before, step in zip(edges, edges[1:]):
+    for before, step in pairwise(edges):
         energy, method = window_energy_j(samples, before["t_end"], step["t_end"])
         if energy is None or method != "nvml_energy_counter" or not step["tokens"]:
             return []
@@ -130,7 +131,7 @@ def measure_run(
     if samples:
         peak_used = max(s.mem_used_b for s in samples)
         metrics["device_mem_peak_gib"] = (peak_used - (idle_mem_b or 0)) / GIB
-        intervals = [b.t - a.t for a, b in zip(samples, samples[1:])]
+        intervals = [b.t - a.t for a, b in pairwise(samples)]
         if intervals:
             info["sample_interval_median_s"] = stats.median(intervals)
         info["samples"] = len(samples)

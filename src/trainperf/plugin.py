@@ -84,7 +84,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     here = state.detection.gpu_class.name if state.detection.gpu_class else None
     explicit = bool(config.option.markexpr) or bool(config.option.keyword)
     if not explicit:
-        keep = [item for item, case in perf_items if here in case.gpu_classes]
         dropped = [item for item, case in perf_items if here not in case.gpu_classes]
         if dropped:
             config.hook.pytest_deselected(items=dropped)

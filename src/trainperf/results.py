@@ -63,7 +63,10 @@ class CaseResult:
                 "re-create it with --perf-update-baselines (or use the trainperf that wrote it)"
             )
         payload = dict(data)
-        payload["metrics"] = {name: MetricValue(**value) for name, value in data.get("metrics", {}).items()}
+        metrics = data.get("metrics", {})
+        if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
+            raise TypeError("'metrics' must be an object of metric objects")
+        payload["metrics"] = {name: MetricValue(**value) for name, value in metrics.items()}
         return cls(**payload)
 
 
@@ -72,7 +75,7 @@ def load_result(path: Path) -> CaseResult:
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
+            raise TypeError("not a JSON object")
         return CaseResult.from_dict(data, origin=str(path))
     except TrainperfError:
         raise

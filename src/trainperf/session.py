@@ -107,4 +107,4 @@ def _write_run_file(
     path.write_text(json.dumps({"sessions": history}, indent=1, default=str))
 
 
-__all__ = ["Detection", "detect", "open_run", "load_classes"]
+__all__ = ["Detection", "detect", "load_classes", "open_run"]

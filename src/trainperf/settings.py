@@ -71,6 +71,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("baselines", "baselines folder (<class>/<case-id>.json)", "baselines"),
     OptionSpec("update_baselines", "write baselines from this run and show what changed", False, _bool, flag=True),
     OptionSpec("repeats", "fresh child processes per case (pooled)", 1, _positive_int),
+    OptionSpec(
+        "confirm",
+        "fresh runs that must confirm a timing regression before it fails (0: fail on the first)",
+        2,
+        lambda text: max(0, int(text)),
+    ),
     OptionSpec("steps", "optimizer steps per run for cases that do not fix their own (default: 40 on GPU, 16 on CPU)", None, _positive_int),
     OptionSpec("timeout", "wall-clock limit per child, seconds", 1800.0, _positive_float),
     OptionSpec("gpu_class", "use this GPU class instead of the detected one", None),
@@ -88,6 +94,7 @@ class Settings:
     baselines: Path
     update_baselines: bool
     repeats: int
+    confirm: int
     steps: int | None
     timeout: float
     gpu_class: str | None

@@ -149,7 +149,7 @@ class Sampler:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def __enter__(self) -> Sampler:
+    def __enter__(self) -> Sampler:  # noqa: PYI034
         self.start()
         return self
 

@@ -110,7 +110,7 @@ def _is_4bit_linear(module: nn.Module) -> bool:
 @torch.no_grad()
 def _materialise(model: nn.Module, device: torch.device) -> int:
     """Replace every meta tensor by an initialised one on ``device``; return #4-bit linears."""
-    init_module = getattr(model, "_init_weights")
+    init_module: Any = model._init_weights  # the architecture's own initialisation
     std = float(getattr(model.config, "initializer_range", 0.02) or 0.02)
     quantized = 0
     for module in model.modules():
@@ -119,26 +119,29 @@ def _materialise(model: nn.Module, device: torch.device) -> int:
         if not meta_params and not meta_buffers:
             continue
         for name in meta_buffers:
-            module._buffers[name] = torch.empty_like(module._buffers[name], device=device)
+            buffer = module._buffers[name]
+            assert buffer is not None
+            module._buffers[name] = torch.empty_like(buffer, device=device)
         if _is_4bit_linear(module):
             _quantize_random_linear(module, device, std)
             quantized += 1
             continue
         for name in meta_params:
             old = module._parameters[name]
+            assert old is not None
             module._parameters[name] = nn.Parameter(torch.empty_like(old, device=device), old.requires_grad)
         init_module(module)
     return quantized
 
 
-def _quantize_random_linear(module: nn.Module, device: torch.device, std: float) -> None:
+def _quantize_random_linear(module: Any, device: torch.device, std: float) -> None:
     import bitsandbytes as bnb
 
     old = module.weight
     compute_dtype = getattr(module, "compute_dtype", None) or torch.bfloat16
     weight = torch.empty(old.shape, dtype=compute_dtype, device=device).normal_(0.0, std)
     # Same construction as transformers' Bnb4bitQuantize: quantisation happens in .to(device).
-    module.weight = bnb.nn.Params4bit(weight, requires_grad=False, **old.__dict__).to(device)
+    module.weight = bnb.nn.Params4bit(weight, requires_grad=False, **old.__dict__).to(device)  # type: ignore[misc]
     del weight
     if module.bias is not None:
         module.bias = nn.Parameter(torch.zeros_like(module.bias, device=device), requires_grad=False)

@@ -23,7 +23,8 @@ class StepRecorder:
         self.plant_slowdown = float(spec.get("plant_slowdown", 0.0))
         self.steps: list[dict[str, Any]] = []
         self._last_edge: float | None = None
-        self._handle = open(self.path, "a", buffering=1)
+        # Kept open for the child's life (line-buffered); the process ends with os._exit.
+        self._handle = open(self.path, "a", buffering=1)  # noqa: SIM115
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

@@ -90,6 +90,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     trainer.train()
     timeline["train_s"] = time.perf_counter() - started - timeline["setup_s"]
 
+    assert trainer.model is not None
     effective = effective_config(trainer.model, precision="bf16" if on_gpu else "fp32")
     effective["optimizer"] = getattr(args.optim, "value", str(args.optim))
     effective["gradient_checkpointing_kwargs"] = args.gradient_checkpointing_kwargs
@@ -108,7 +109,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
 def _callback(recorder: StepRecorder) -> Any:
     from transformers import TrainerCallback
 
-    class StepEdges(TrainerCallback):  # type: ignore[misc]
+    class StepEdges(TrainerCallback):
         """Step edges synchronised with the device; tokens from the Trainer's own counter."""
 
         def __init__(self) -> None:
