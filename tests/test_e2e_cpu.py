@@ -145,3 +145,15 @@ def test_missing_optional_dependency_skips_with_the_fix(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["outcome"] == "skipped"
     assert "bitsandbytes is not installed" in result["message"] and "trainperf[qlora]" in result["message"]
+
+
+def test_keyword_filter_deselects_other_classes_instead_of_failing(pytester: pytest.Pytester) -> None:
+    mixed = CATALOGUE.format(extra="").replace(
+        "    Case(", '    Case(family="sft_hf", model="qwen3_8b", method="lora", profile="short", batch_size=4,\n'
+        '         gpu_classes=("h100",)),\n    Case(', 1
+    )
+    pytester.makepyfile(test_catalogue=mixed)
+    result = pytester.runpytest_subprocess("-k", "lora", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    output = result.stdout.str()
+    assert "qwen3_tiny" in output and "1 case(s) of other GPU classes deselected" in output

@@ -82,7 +82,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     except TrainperfError as exc:
         raise pytest.UsageError(str(exc)) from None
     here = state.detection.gpu_class.name if state.detection.gpu_class else None
-    explicit = bool(config.option.markexpr) or bool(config.option.keyword)
+    # Only a marker expression selects GPU classes; -k filters within this machine's class.
+    explicit = bool(config.option.markexpr)
     if not explicit:
         dropped = [item for item, case in perf_items if here not in case.gpu_classes]
         if dropped:
