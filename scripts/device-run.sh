@@ -15,7 +15,10 @@ gpu_class=$(python3 -m trainperf.cli env --class-only)
 echo "GPU class: $gpu_class"
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
-python3 -m pytest -p trainperf.plugin -m "$gpu_class" -rA "$@" 2>&1 | tee "$out/${LOG_NAME:-pytest}.log"
+# Stop pytest (SIGINT: it still prints its summary and the children are killed) before the
+# device tool's own limit, so that the results are always packed below.
+timeout --signal=INT "${PERF_WALL_S:-540}" \
+  python3 -m pytest -p trainperf.plugin -m "$gpu_class" -rA "$@" 2>&1 | tee "$out/${LOG_NAME:-pytest}.log"
 rc=${PIPESTATUS[0]}
 tar czf "$out/results.tgz" --exclude='*.pt.trace.json*' reports baselines
 exit "$rc"

@@ -43,7 +43,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def test_baseline_then_pass_then_planted_slowdown_fails(pytester: pytest.Pytester) -> None:
     write_catalogue(pytester)
-    first = run(pytester, "--perf-update-baselines")
+    first = run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "1")
     first.assert_outcomes(passed=1)
     baseline = pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4.json"
     stored = json.loads(baseline.read_text())
@@ -116,7 +116,7 @@ def test_local_checkpoint_and_local_dataset(pytester: pytest.Pytester, tmp_path:
     rows = [{"instruction": f"w{10 + i} w{20 + i}", "input": "", "output": " ".join(f"w{j}" for j in range(5, 40 + i))} for i in range(64)]
     data.write_text("\n".join(json.dumps(row) for row in rows))
     write_catalogue(pytester, extra=f'model_path="{checkpoint}", dataset_path="{data}"')
-    result = run(pytester, "--perf-update-baselines")
+    result = run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "1")
     result.assert_outcomes(passed=1)
     stored = json.loads(
         (pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4-localmodel-localdata.json").read_text()
@@ -157,3 +157,16 @@ def test_keyword_filter_deselects_other_classes_instead_of_failing(pytester: pyt
     assert result.ret == pytest.ExitCode.OK
     output = result.stdout.str()
     assert "qwen3_tiny" in output and "1 case(s) of other GPU classes deselected" in output
+
+
+def test_baselines_pool_several_runs_and_progress_is_live(pytester: pytest.Pytester) -> None:
+    write_catalogue(pytester)
+    result = run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "2", "--perf-progress-interval", "1")
+    result.assert_outcomes(passed=1)
+    stored = json.loads((pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4.json").read_text())
+    assert [run["purpose"] for run in stored["runs"]] == ["measurement", "measurement"]
+    assert len(stored["metrics"]["step_time_s"]["per_run"]) == 2
+    output = result.stdout.str()
+    # Progress is written past pytest's capture, before the test's own outcome line.
+    assert "run 2/2: started" in output
+    assert "Captured stdout call" not in output

@@ -121,8 +121,9 @@ class Harness:
                 detection = Detection(load_classes()[CPU_CLASS], None, None, detection.overridden)
             state.context = open_run(state.settings, detection, state.rootdir)
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            capture = self.config.pluginmanager.get_plugin("capturemanager")
             if reporter is not None:
-                state.context.say = lambda line: reporter.write_line(line)
+                state.context.say = lambda line: _say_live(reporter, capture, line)
         return state.context
 
     def check(self, case: Case, record_property: Any = None) -> CaseReport:
@@ -140,6 +141,17 @@ class Harness:
         if report.verdict.fails:
             pytest.fail("\n".join(failure_detail(report.result)), pytrace=False)
         return report
+
+
+def _say_live(reporter: Any, capture: Any, line: str) -> None:
+    """Progress goes to the terminal as it happens, past pytest's output capture (as live
+    logging does): a run killed from outside still shows how far each case got."""
+    if capture is None:
+        reporter.write_line(line)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.ensure_newline()
+        reporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -119,9 +119,9 @@ class CaseRunner:
             steps = self._steps(case, baseline)
             result = self._new_result(case)
             measurements: list[RunMeasurement] = []
-            self._add_runs(case, steps, result, measurements, ctx.settings.repeats)
+            self._add_runs(case, steps, result, measurements, self._repeats())
             verdict = self._judge(case, result, baseline)
-            if self._needs_confirmation(verdict) and ctx.settings.confirm:
+            if self._needs_confirmation(verdict) and ctx.settings.confirm and not ctx.settings.update_baselines:
                 first = len(result.runs)
                 ctx.say(
                     f"[trainperf] {case.id}: timing regression in {first} run(s); confirming with "
@@ -153,6 +153,12 @@ class CaseRunner:
             timing_comparable=self._timing_comparable(baseline, result),
             strict=self.ctx.settings.strict,
         )
+
+    def _repeats(self) -> int:
+        """Fresh runs per case: a baseline is pooled from several, so that no single process that
+        happened to run fast or slow becomes the reference every later run is judged by."""
+        settings = self.ctx.settings
+        return max(settings.repeats, settings.baseline_repeats) if settings.update_baselines else settings.repeats
 
     def _needs_confirmation(self, verdict: CaseVerdict) -> bool:
         """A regression of timing metrics alone: one process can be slow as a whole (host load,

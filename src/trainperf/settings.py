@@ -72,6 +72,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("update_baselines", "write baselines from this run and show what changed", False, _bool, flag=True),
     OptionSpec("repeats", "fresh child processes per case (pooled)", 1, _positive_int),
     OptionSpec(
+        "baseline_repeats",
+        "fresh runs per case when writing baselines (a single process can be slow or fast as a whole)",
+        3,
+        _positive_int,
+    ),
+    OptionSpec(
         "confirm",
         "fresh runs that must confirm a timing regression before it fails (0: fail on the first)",
         2,
@@ -94,6 +100,7 @@ class Settings:
     baselines: Path
     update_baselines: bool
     repeats: int
+    baseline_repeats: int
     confirm: int
     steps: int | None
     timeout: float
