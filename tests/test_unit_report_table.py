@@ -10,7 +10,9 @@ from trainperf.report.table import failure_detail, render_markdown, render_text
 from trainperf.results import CaseResult, MetricValue
 
 
-def _result(case_id: str, outcome: str, metrics: dict[str, float], verdict: dict[str, Any]) -> CaseResult:
+def _result(
+    case_id: str, outcome: str, metrics: dict[str, float], verdict: dict[str, Any], estimate_gib: float | None = None
+) -> CaseResult:
     units = {"step_time_s": "s", "tokens_per_s": "tok/s", "peak_allocated_gib": "GiB"}
     return CaseResult(
         case_id=case_id,
@@ -19,6 +21,7 @@ def _result(case_id: str, outcome: str, metrics: dict[str, float], verdict: dict
         outcome=outcome,
         metrics={name: MetricValue(value, units.get(name, "")) for name, value in metrics.items()},
         verdict=verdict,
+        estimate={"total_gib": estimate_gib} if estimate_gib is not None else None,
     )
 
 
@@ -40,14 +43,15 @@ RESULTS = [
         "oom",
         {"peak_allocated_gib": 78.91},
         {"verdict": "expected-oom", "metrics": []},
+        estimate_gib=262.4,
     ),
 ]
 
 REFERENCE = """\
-case                             outcome  verdict       step s  tok/s  samples/h  alloc GiB  dev GiB  J/tok   W mean  vs baseline
--------------------------------  -------  ------------  ------  -----  ---------  ---------  -------  ------  ------  -----------
-sft_hf-qwen3_tiny-lora-short-b4  ok       regressed     1.250   1,600  -          1.500      -        0.0123  450.0   step +25.0%
-sft_hf-qwen3_32b-full-short-b2   oom      expected-oom  -       -      -          78.9       -        -       -       -"""
+case                             outcome  verdict       step s  tok/s  samples/h  alloc GiB  est GiB  dev GiB  J/tok   W mean  vs baseline
+-------------------------------  -------  ------------  ------  -----  ---------  ---------  -------  -------  ------  ------  -----------
+sft_hf-qwen3_tiny-lora-short-b4  ok       regressed     1.250   1,600  -          1.500      -        -        0.0123  450.0   step +25.0%
+sft_hf-qwen3_32b-full-short-b2   oom      expected-oom  -       -      -          78.9       262.4    -        -       -       -"""
 
 
 def test_render_text_reference() -> None:
@@ -58,7 +62,7 @@ def test_render_markdown_rows() -> None:
     text = render_markdown(RESULTS, "trainperf: run-1", details=["detail line"])
     lines = text.splitlines()
     assert lines[0] == "# trainperf: run-1"
-    assert lines[3] == "|" + "---|" * 11
+    assert lines[3] == "|" + "---|" * 12
     assert lines[4].startswith("| sft_hf-qwen3_tiny-lora-short-b4 | ok | regressed | 1.250 | 1,600 |")
     assert lines[-1] == "detail line"
 

@@ -1,4 +1,4 @@
-"""The ``trainperf`` command: env | baselines | report.
+"""The ``trainperf`` command: env | baselines | estimate | report.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -63,6 +63,32 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    """The memory estimate next to every measured baseline, and its error: how far to trust it."""
+    from trainperf.case import Case
+    from trainperf.estimate import estimate_case
+
+    root = Path(args.baselines)
+    errors = []
+    print(f"{'class':6s} {'case':36s} {'estimate GiB':>12s} {'measured GiB':>12s} {'error':>7s}")
+    for path in sorted(root.glob("*/*.json")):
+        baseline = load_result(path)
+        measured = baseline.metrics.get("peak_allocated_gib")
+        steps = next((run.get("steps_requested") for run in baseline.runs if run.get("steps_requested")), None)
+        if measured is None or not steps:
+            continue
+        estimated = estimate_case(Case.from_dict(baseline.case), int(steps))
+        if estimated is None:
+            continue
+        error = estimated.total_gib / measured.value - 1
+        errors.append(abs(error))
+        print(f"{baseline.gpu_class:6s} {baseline.case_id:36s} {estimated.total_gib:12.2f} {measured.value:12.2f} {error:+7.1%}")
+    if not errors:
+        raise TrainperfError(f"no measured GPU baseline under {root} to check the estimate against")
+    print(f"{len(errors)} cases: mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainperf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     baselines.add_argument("--baselines", default="baselines")
     baselines.add_argument("--gpu-class", default=None)
     baselines.set_defaults(func=_cmd_baselines)
+    estimate = sub.add_parser("estimate", help="memory estimate against every measured baseline, with its error")
+    estimate.add_argument("--baselines", default="baselines")
+    estimate.set_defaults(func=_cmd_estimate)
     report = sub.add_parser("report", help="rebuild a run folder's summary from its result files")
     report.add_argument("run", help="reports/<run>")
     report.add_argument("--json", action="store_true", help="print the results as JSON")

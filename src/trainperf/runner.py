@@ -19,6 +19,7 @@ from trainperf.baseline import BaselineStore
 from trainperf.case import Case, Outcome
 from trainperf.compare import CaseVerdict, Verdict, compare_case
 from trainperf.errors import TrainperfError
+from trainperf.estimate import estimate_case
 from trainperf.hardware import CPU_CLASS, GpuClass
 from trainperf.launch import run_child
 from trainperf.measure import RunMeasurement, measure_run, pool_runs
@@ -118,6 +119,9 @@ class CaseRunner:
         else:
             steps = self._steps(case, baseline)
             result = self._new_result(case)
+            if self.on_gpu:
+                estimated = estimate_case(case, steps)
+                result.estimate = estimated.to_dict() if estimated else None
             measurements: list[RunMeasurement] = []
             self._add_runs(case, steps, result, measurements, self._repeats())
             verdict = self._judge(case, result, baseline)

@@ -15,6 +15,7 @@ COLUMNS = (
     ("tokens_per_s", "tok/s"),
     ("samples_per_hour", "samples/h"),
     ("peak_allocated_gib", "alloc GiB"),
+    ("estimate", "est GiB"),
     ("device_mem_peak_gib", "dev GiB"),
     ("energy_per_token_j", "J/tok"),
     ("power_mean_w", "W mean"),
@@ -58,6 +59,8 @@ def rows(results: Sequence[CaseResult]) -> list[list[str]]:
                 row.append(str(result.verdict.get("verdict", "-")))
             elif key == "change":
                 row.append(_change(result.verdict))
+            elif key == "estimate":
+                row.append(_fmt(result.estimate["total_gib"]) if result.estimate else "-")
             else:
                 row.append(_fmt(values.get(key)))
         table.append(row)

@@ -1,0 +1,58 @@
+"""The memory estimate: exact parameter counts, and its error on every committed GPU baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainperf.case import Case
+from trainperf.estimate import NF4_BYTES_PER_PARAM, estimate_case, param_counts
+from trainperf.paths import REPO_ROOT
+from trainperf.results import load_result
+from trainperf.synth.model_configs import load_model_fixture
+
+# Parameter counts of the models built on the meta device by transformers 5.17 from these configs.
+META_BUILD_COUNTS = {
+    "qwen3_8b": 8_190_735_360,
+    "qwen3_32b": 32_762_123_264,
+    "qwen2_5_3b": 3_085_938_688,
+    "qwen2_5_7b": 7_615_616_512,
+    "phi_4": 14_659_507_200,
+    "qwen3_tiny": 336_256,
+}
+
+
+@pytest.mark.parametrize("model", sorted(META_BUILD_COUNTS))
+def test_parameter_counts_match_the_built_models(model: str) -> None:
+    counts = param_counts(load_model_fixture(model)["config"])
+    assert counts is not None and counts.total == META_BUILD_COUNTS[model]
+
+
+def test_lora_adapter_count_matches_the_trainable_parameters_peft_reported() -> None:
+    counts = param_counts(load_model_fixture("qwen3_8b")["config"])
+    assert counts is not None
+    assert counts.lora_per_rank * 8 == 21_823_488  # trainable_params in baselines/h200 (r 8, 7 projections)
+
+
+def test_moe_models_are_not_estimated() -> None:
+    assert param_counts(load_model_fixture("gpt_oss_120b")["config"]) is None
+
+
+def test_nf4_with_double_quantisation_costs_0127_bits_beyond_4() -> None:
+    assert (NF4_BYTES_PER_PARAM - 0.5) * 8 == pytest.approx(0.127, abs=1e-3)
+
+
+BASELINES = sorted(p for p in (REPO_ROOT / "baselines").glob("h*/*.json"))
+
+
+@pytest.mark.parametrize("path", BASELINES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_estimate_within_15_percent_of_the_measured_peak(path: Path) -> None:
+    baseline = load_result(path)
+    if baseline.outcome != "ok":
+        pytest.skip(f"no peak to compare: outcome {baseline.outcome}")
+    steps = baseline.runs[0]["steps_requested"]
+    estimated = estimate_case(Case.from_dict(baseline.case), steps)
+    assert estimated is not None
+    measured = baseline.metrics["peak_allocated_gib"].value
+    assert abs(estimated.total_gib / measured - 1) <= 0.15, (estimated.total_gib, measured)
