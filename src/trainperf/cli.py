@@ -1,4 +1,4 @@
-"""The ``trainperf`` command: env | baselines | estimate | report.
+"""The ``trainperf`` command: env | baselines | estimate | report | compare.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -89,6 +89,24 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    """Run B judged case by case against run A (before/after an upgrade); 1 when any case failed."""
+    from trainperf.compare_runs import compare_runs, render
+    from trainperf.metrics import tolerances_from_pyproject
+
+    comparison = compare_runs(
+        load_run(Path(args.run_a)),
+        load_run(Path(args.run_b)),
+        classes=load_classes(),
+        tolerances=tolerances_from_pyproject(Path.cwd()),
+        strict=args.strict,
+        label_a=args.run_a,
+        label_b=args.run_b,
+    )
+    print(json.dumps(comparison.to_dict(), indent=1) if args.json else render(comparison))
+    return comparison.exit_status
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainperf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -107,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run", help="reports/<run>")
     report.add_argument("--json", action="store_true", help="print the results as JSON")
     report.set_defaults(func=_cmd_report)
+    compare = sub.add_parser(
+        "compare", help="judge run B against run A case by case (exit 1 when any case regressed or changed)"
+    )
+    compare.add_argument("run_a", metavar="RUN_A", help="reports/<run> playing the baseline (before)")
+    compare.add_argument("run_b", metavar="RUN_B", help="reports/<run> judged against it (after)")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    compare.add_argument("--strict", action="store_true", help="noisy cases fail too")
+    compare.set_defaults(func=_cmd_compare)
     return parser
 
 

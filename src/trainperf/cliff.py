@@ -1,0 +1,125 @@
+"""OOM cliffs: the largest value of one axis (batch size, sequence length...) that still fits.
+
+The low end is probed first, then the range is bisected: at most ceil(log2(high - low + 1))
++ 1 launches, each a fresh child (a process that hit OOM is never reused). Galloping from the
+low end (low, 2 low, 4 low, ...) then bisecting the last bracket was tried first and took up to
+18 launches on 1..512 against 10 for bisection; on a bounded range the memory estimate does
+galloping's job instead: probes it puts clearly over the device are not launched (they count
+as OOM and the report says they were skipped). Optionally the result is confirmed by fresh
+runs just below (must fit) and just above (must run out of memory) the cliff.
+
+Pure: the probe is a callable, so the search is tested with a fake and run with real children.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainperf.errors import TrainperfError
+
+AXES = ("batch_size", "max_seq_len", "grad_accum")
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    value: int
+    fits: bool
+    outcome: str
+    """ok, oom, skipped-by-estimate, or what else the child reported."""
+    note: str = ""
+
+
+@dataclass(slots=True)
+class Cliff:
+    axis: str
+    low: int
+    high: int
+    largest_fit: int | None = None
+    """None: even ``low`` does not fit."""
+    smallest_oom: int | None = None
+    """None: even ``high`` fits (the cliff is above the range)."""
+    probes: list[Probe] = field(default_factory=list)
+
+    @property
+    def launched(self) -> int:
+        return sum(1 for p in self.probes if p.outcome != "skipped-by-estimate")
+
+    def describe(self) -> str:
+        if self.largest_fit is None:
+            return f"{self.axis}: nothing fits, {self.low} already runs out of memory"
+        if self.smallest_oom is None:
+            return f"{self.axis}: everything fits up to {self.high} (cliff above the range)"
+        return f"{self.axis}: largest fit {self.largest_fit}, OOM from {self.smallest_oom}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["launched"] = self.launched
+        data["summary"] = self.describe()
+        return data
+
+
+class ProbeFailed(Exception):
+    """A probe ended neither in a fit nor in an OOM (crash, timeout): the cliff is unknown."""
+
+
+def validate_range(axis: str, low: int, high: int) -> None:
+    if axis not in AXES:
+        raise TrainperfError(f"cliff axis '{axis}' is not one of {', '.join(AXES)}")
+    if low < 1 or high < low:
+        raise TrainperfError(f"cliff range {low}..{high} on {axis} is empty: give 1 <= low <= high")
+
+
+def find_cliff(
+    axis: str,
+    low: int,
+    high: int,
+    probe: Callable[[int], Probe],
+    *,
+    predicted_oom: Callable[[int], str | None] = lambda value: None,
+) -> Cliff:
+    """Search [low, high]. ``predicted_oom(v)`` returns a reason when the estimate rules ``v`` out."""
+    validate_range(axis, low, high)
+    cliff = Cliff(axis, low, high)
+    seen: dict[int, bool] = {}
+
+    def fits(value: int) -> bool:
+        if value in seen:
+            return seen[value]
+        reason = predicted_oom(value)
+        result = Probe(value, False, "skipped-by-estimate", reason) if reason else probe(value)
+        cliff.probes.append(result)
+        if not result.fits and result.outcome not in ("oom", "skipped-by-estimate"):
+            raise ProbeFailed(f"{axis}={value}: {result.outcome} {result.note}".strip())
+        seen[value] = result.fits
+        return result.fits
+
+    if not fits(low):
+        cliff.smallest_oom = low
+        return cliff
+    good, bad = low, high + 1  # high + 1 is a sentinel, never launched
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if fits(middle):
+            good = middle
+        else:
+            bad = middle
+    cliff.largest_fit = good
+    cliff.smallest_oom = bad if bad <= high else None
+    return cliff
+
+
+def confirm_cliff(cliff: Cliff, probe: Callable[[int], Probe]) -> list[Probe]:
+    """Fresh runs at the cliff's edges; the cliff holds when the fit fits and the OOM runs out."""
+    checks = []
+    if cliff.largest_fit is not None:
+        checks.append(probe(cliff.largest_fit))
+    if cliff.smallest_oom is not None:
+        checks.append(probe(cliff.smallest_oom))
+    return checks
+
+
+def confirmed(cliff: Cliff, checks: list[Probe]) -> bool:
+    expected = {cliff.largest_fit: True, cliff.smallest_oom: False}
+    return all(expected.get(check.value) == check.fits for check in checks)

@@ -1,0 +1,73 @@
+"""The OOM-cliff search against a fake prober with a known cliff."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff
+from trainperf.errors import TrainperfError
+
+
+def prober(cliff: int, calls: list[int]) -> Callable[[int], Probe]:
+    def probe(value: int) -> Probe:
+        calls.append(value)
+        return Probe(value, value <= cliff, "ok" if value <= cliff else "oom")
+
+    return probe
+
+
+@pytest.mark.parametrize("true_cliff", [1, 2, 3, 7, 8, 9, 33, 100, 255, 256, 511])
+def test_finds_every_cliff_in_1_to_512_within_the_launch_bound(true_cliff: int) -> None:
+    calls: list[int] = []
+    cliff = find_cliff("batch_size", 1, 512, prober(true_cliff, calls))
+    assert (cliff.largest_fit, cliff.smallest_oom) == (true_cliff, true_cliff + 1)
+    assert len(calls) == len(set(calls)), "a value was launched twice"
+    assert cliff.launched <= math.ceil(math.log2(512)) + 2  # the issue's bound for 1..512
+
+
+def test_everything_fits_means_a_cliff_above_the_range() -> None:
+    cliff = find_cliff("batch_size", 1, 64, prober(10_000, []))
+    assert cliff.largest_fit == 64 and cliff.smallest_oom is None
+    assert "above the range" in cliff.describe()
+
+
+def test_nothing_fits() -> None:
+    cliff = find_cliff("batch_size", 4, 64, prober(2, []))
+    assert cliff.largest_fit is None and cliff.smallest_oom == 4
+
+
+def test_probes_the_estimate_rules_out_are_not_launched() -> None:
+    calls: list[int] = []
+    cliff = find_cliff(
+        "batch_size", 1, 512, prober(20, calls), predicted_oom=lambda v: "estimate over memory" if v > 64 else None
+    )
+    assert (cliff.largest_fit, cliff.smallest_oom) == (20, 21)
+    assert all(v <= 64 for v in calls)
+    skipped = [p for p in cliff.probes if p.outcome == "skipped-by-estimate"]
+    assert cliff.launched == len(calls) and len(skipped) == len(cliff.probes) - len(calls)
+
+
+def test_a_crashing_probe_stops_the_search() -> None:
+    def probe(value: int) -> Probe:
+        return Probe(value, False, "crash", "segfault") if value == 33 else Probe(value, True, "ok")
+
+    with pytest.raises(ProbeFailed, match="batch_size=33: crash segfault"):
+        find_cliff("batch_size", 1, 64, probe)
+
+
+@pytest.mark.parametrize(("axis", "low", "high"), [("batch_size", 8, 4), ("batch_size", 0, 4), ("layers", 1, 4)])
+def test_bad_ranges_are_one_line_errors(axis: str, low: int, high: int) -> None:
+    with pytest.raises(TrainperfError):
+        find_cliff(axis, low, high, prober(3, []))
+
+
+def test_confirmation_runs_at_both_edges() -> None:
+    cliff = find_cliff("batch_size", 1, 512, prober(37, []))
+    calls: list[int] = []
+    checks = confirm_cliff(cliff, prober(37, calls))
+    assert calls == [37, 38] and confirmed(cliff, checks)
+    flaky = confirm_cliff(cliff, prober(36, []))  # the edge moved between the search and the check
+    assert not confirmed(cliff, flaky)
