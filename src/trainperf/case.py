@@ -64,6 +64,9 @@ class Case:
     """A local checkpoint folder that replaces the random-weight model (same config expected)."""
     dataset_path: str | None = None
     """A local dataset file (.jsonl/.json/.parquet) that replaces the synthetic profile."""
+    memory_cap_gib: float | None = None
+    """Cap the child's memory (GPU: the allocator's share of the device; CPU: its address space),
+    so that a smaller device can be emulated and a CPU can run out of memory for a cliff."""
     slow: bool = False
     notes: str = ""
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
@@ -90,6 +93,8 @@ class Case:
             parts.append(f"gpus{self.gpus}")
         if self.max_seq_len != 2048:
             parts.append(f"len{self.max_seq_len}")
+        if self.memory_cap_gib is not None:
+            parts.append(f"cap{self.memory_cap_gib:g}g")
         if self.model_path:
             parts.append("localmodel")
         if self.dataset_path:

@@ -83,7 +83,15 @@ _REGISTRY: tuple[Metric, ...] = (
     ),
 )
 
-METRICS: dict[str, Metric] = {m.name: m for m in _REGISTRY}
+_CLIFFS = tuple(
+    Metric(
+        name=f"cliff_{axis}", unit="", direction=Direction.HIGHER, tolerance=0.0,
+        description=f"largest {axis} that fits (OOM-cliff search); any move down fails",
+    )
+    for axis in ("batch_size", "max_seq_len", "grad_accum")
+)
+
+METRICS: dict[str, Metric] = {m.name: m for m in (*_REGISTRY, *_CLIFFS)}
 
 
 def with_tolerances(overrides: dict[str, Any], timing_scale: float = 1.0) -> dict[str, Metric]:

@@ -131,6 +131,17 @@ class Harness:
             report = CaseRunner(self._context()).run(case)
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
+        return self._conclude(report, record_property)
+
+    def check_cliff(self, case: Case, axis: str, low: int, high: int, record_property: Any = None) -> CaseReport:
+        try:
+            report = CaseRunner(self._context()).run_cliff(case, axis, low, high)
+        except TrainperfError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return self._conclude(report, record_property)
+
+    def _conclude(self, report: CaseReport, record_property: Any) -> CaseReport:
+        """Record the report and turn its verdict into the test's outcome."""
         self.state.reports.append(report)
         if record_property is not None:
             record_property("trainperf_verdict", report.verdict.verdict.value)
@@ -159,14 +170,24 @@ def trainperf_session(request: pytest.FixtureRequest) -> Harness:
     return Harness(request.config.stash[STATE], request.config)
 
 
+class CaseCheck:
+    """The ``trainperf`` fixture: ``trainperf(case)`` measures and gates a case;
+    ``trainperf.cliff(case, "batch_size", 1, 512)`` finds and gates its OOM cliff."""
+
+    def __init__(self, harness: Harness, record_property: Any) -> None:
+        self._harness, self._record = harness, record_property
+
+    def __call__(self, case: Case) -> CaseReport:
+        return self._harness.check(case, self._record)
+
+    def cliff(self, case: Case, axis: str, low: int, high: int) -> CaseReport:
+        return self._harness.check_cliff(case, axis, low, high, self._record)
+
+
 @pytest.fixture
-def trainperf(trainperf_session: Harness, record_property: Any) -> Any:
-    """Run a case and gate it: ``trainperf(case)``."""
-
-    def check(case: Case) -> CaseReport:
-        return trainperf_session.check(case, record_property)
-
-    return check
+def trainperf(trainperf_session: Harness, record_property: Any) -> CaseCheck:
+    """Run a case and gate it: ``trainperf(case)``, or its OOM cliff: ``trainperf.cliff(...)``."""
+    return CaseCheck(trainperf_session, record_property)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -187,9 +208,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for report in state.reports:
         if report.verdict.verdict.value not in ("pass", "new", "expected-oom", "not-compared"):
             details += failure_detail(report.result)
-        details += [f"{report.case.id}: {note}" for note in report.notes]
+        details += [f"{report.result.case_id}: {note}" for note in report.notes]
         if report.baseline_written:
-            details.append(f"{report.case.id}: baseline written to {report.baseline_written}")
+            details.append(f"{report.result.case_id}: baseline written to {report.baseline_written}")
     for line in details:
         terminalreporter.write_line(line)
     run_dir = state.context.run_dir

@@ -44,6 +44,8 @@ class CaseResult:
     runs: list[dict[str, Any]] = field(default_factory=list)
     """One entry per fresh child: exit, steps, warm-up, stalls, timings, idle check, log folder."""
     verdict: dict[str, Any] = field(default_factory=dict)
+    cliff: dict[str, Any] | None = None
+    """For an OOM-cliff search: the axis, range, probes, result and its confirmation."""
     estimate: dict[str, Any] | None = None
     """Peak allocator memory estimated before launch (``trainperf.estimate``), shown beside the measured peak."""
     emulated: str | None = None

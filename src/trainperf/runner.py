@@ -10,7 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from trainperf.baseline import BaselineStore
 from trainperf.case import Case, Outcome
 from trainperf.compare import CaseVerdict, Verdict, compare_case
+from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, validate_range
 from trainperf.errors import TrainperfError
 from trainperf.estimate import estimate_case
 from trainperf.hardware import CPU_CLASS, GpuClass
@@ -25,7 +26,7 @@ from trainperf.launch import run_child
 from trainperf.measure import RunMeasurement, measure_run, pool_runs
 from trainperf.metrics import Metric
 from trainperf.monitor.nvml import Nvml, Sample, Sampler, write_samples
-from trainperf.results import CaseResult, append_jsonl, load_result, save_result
+from trainperf.results import CaseResult, MetricValue, append_jsonl, load_result, save_result
 from trainperf.settings import Settings
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.profiles import load_profile
@@ -40,6 +41,12 @@ from trainperf.workloads.protocol import (
 )
 
 DEFAULT_STEPS = {"gpu": 40, "cpu": 16}
+# A cliff probe runs a few steps: the optimizer states are allocated in the first one and the
+# largest micro-batches of the profile are met early; a fit is not timed.
+CLIFF_STEPS = 3
+# Probes the estimate puts this far over the device are not launched (its error on the
+# measured cases stayed within 12%).
+ESTIMATE_SKIP_FACTOR = 1.25
 IDLE_SLACK_B = 1 << 30
 IDLE_WAIT_S = 60.0
 
@@ -144,6 +151,59 @@ class CaseRunner:
         save_result(result_path, result)
         append_jsonl(ctx.run_dir / "results.jsonl", {"case_id": case.id, "outcome": result.outcome, "verdict": verdict.verdict.value})
         report = CaseReport(case, result, verdict, notes=notes)
+        if ctx.settings.update_baselines:
+            self._update_baseline(report)
+        return report
+
+    def run_cliff(self, case: Case, axis: str, low: int, high: int) -> CaseReport:
+        """Find the OOM cliff of ``case`` along ``axis`` and gate it against the stored cliff."""
+        ctx = self.ctx
+        validate_range(axis, low, high)
+        cliff_id = f"{case.id}-cliff-{axis}"
+        baseline = ctx.baselines.load(ctx.gpu_class.name, cliff_id)
+        steps = case.steps or CLIFF_STEPS
+        limit_gib = case.memory_cap_gib or ctx.gpu_class.memory_gib
+
+        def probe(value: int) -> Probe:
+            probe_case = case.replace(**{axis: value})
+            probed = self._new_result(probe_case)
+            self._add_runs(probe_case, steps, probed, [], 1, purpose="cliff-probe")
+            return Probe(value, probed.outcome == Outcome.OK.value, probed.outcome, probed.message[:300])
+
+        def predicted_oom(value: int) -> str | None:
+            estimated = estimate_case(case.replace(**{axis: value}), steps) if self.on_gpu else None
+            if estimated and estimated.total_gib > ESTIMATE_SKIP_FACTOR * limit_gib:
+                return f"estimate {estimated.total_gib:.0f} GiB > {ESTIMATE_SKIP_FACTOR} x {limit_gib:.0f} GiB"
+            return None
+
+        result = self._new_result(case)
+        result.case_id = cliff_id
+        ctx.say(f"[trainperf] {cliff_id}: searching {axis} in {low}..{high}")
+        try:
+            cliff = find_cliff(axis, low, high, probe, predicted_oom=predicted_oom)
+            checks = confirm_cliff(cliff, probe)
+        except ProbeFailed as exc:
+            result.outcome, result.message = Outcome.CRASH.value, f"cliff search stopped: {exc}"
+            verdict = self._judge(case, result, baseline)
+        else:
+            result.cliff = cliff.to_dict()
+            result.cliff["confirmation"] = [asdict(check) for check in checks]
+            result.cliff["confirmed"] = confirmed(cliff, checks)
+            result.metrics = {f"cliff_{axis}": MetricValue(float(cliff.largest_fit or 0), "", per_run=[float(cliff.largest_fit or 0)])}
+            verdict = self._judge(case, result, baseline)
+            if not result.cliff["confirmed"] and verdict.verdict in (Verdict.PASS, Verdict.NEW, Verdict.IMPROVED):
+                verdict.verdict, verdict.fails = Verdict.NOISY, ctx.settings.strict
+                verdict.reason = f"cliff not confirmed by fresh runs at its edges ({cliff.describe()})"
+        result.verdict = verdict.to_dict()
+        save_result(ctx.run_dir / "results" / f"{cliff_id}.json", result)
+        append_jsonl(ctx.run_dir / "results.jsonl", {"case_id": cliff_id, "outcome": result.outcome, "verdict": verdict.verdict.value})
+        report = CaseReport(case, result, verdict)
+        if result.cliff:
+            skipped = sum(1 for p in result.cliff["probes"] if p["outcome"] == "skipped-by-estimate")
+            report.notes.append(
+                f"{cliff.describe()}; {result.cliff['launched']} launches + {len(checks)} confirmation runs, "
+                f"{skipped} probes skipped by the estimate; confirmed: {'yes' if result.cliff['confirmed'] else 'NO'}"
+            )
         if ctx.settings.update_baselines:
             self._update_baseline(report)
         return report
@@ -253,6 +313,8 @@ class CaseRunner:
     ) -> tuple[Outcome, str, dict[str, Any], RunMeasurement | None, dict[str, Any]]:
         ctx = self.ctx
         out_dir = ctx.run_dir / "cases" / case.id / f"r{repeat + 1}"
+        while (out_dir / SPEC_FILE).exists():  # the same case probed again (cliff confirmation)
+            out_dir = out_dir.with_name(f"r{int(out_dir.name[1:]) + 1}")
         out_dir.mkdir(parents=True, exist_ok=True)
         spec = {
             "case": case.to_dict(),

@@ -49,6 +49,7 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"child_start": started, "pid": os.getpid(), "python": sys.executable}
     recorder = None
     try:
+        apply_memory_cap(spec)
         from trainperf.workloads.recorder import StepRecorder
 
         recorder = StepRecorder(out_dir / STEPS_FILE, spec)
@@ -81,6 +82,23 @@ def main(argv: list[str]) -> int:
     sys.stderr.flush()
     # Skip interpreter teardown: after an OOM it can hang on CUDA contexts, and nothing is left to do.
     os._exit(code)
+
+
+def apply_memory_cap(spec: dict[str, Any]) -> None:
+    """The case's memory cap, set before anything large is allocated."""
+    cap_gib = spec["case"].get("memory_cap_gib")
+    if not cap_gib:
+        return
+    cap_b = int(float(cap_gib) * 2**30)
+    if str(spec.get("device", "cpu")).startswith("cuda"):
+        import torch
+
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_b / total), 0)
+    else:
+        # Address space, not resident memory: the allocator's request fails cleanly ("can't
+        # allocate memory"), which is classified as an OOM, instead of the kernel's OOM killer.
+        resource.setrlimit(resource.RLIMIT_AS, (cap_b, cap_b))
 
 
 def _first_line(exc: BaseException) -> str:
