@@ -17,8 +17,8 @@ from typing import Any
 
 from trainperf.baseline import BaselineStore
 from trainperf.case import Case, Outcome
-from trainperf.compare import CaseVerdict, Verdict, compare_case
 from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, validate_range
+from trainperf.compare import CaseVerdict, Verdict, compare_case
 from trainperf.errors import TrainperfError
 from trainperf.estimate import estimate_case
 from trainperf.hardware import CPU_CLASS, GpuClass
