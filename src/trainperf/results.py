@@ -44,6 +44,8 @@ class CaseResult:
     runs: list[dict[str, Any]] = field(default_factory=list)
     """One entry per fresh child: exit, steps, warm-up, stalls, timings, idle check, log folder."""
     verdict: dict[str, Any] = field(default_factory=dict)
+    references: list[dict[str, Any]] | None = None
+    """Measured / published for matching published reference points (never gating)."""
     cliff: dict[str, Any] | None = None
     """For an OOM-cliff search: the axis, range, probes, result and its confirmation."""
     estimate: dict[str, Any] | None = None

@@ -26,6 +26,7 @@ from trainperf.launch import run_child
 from trainperf.measure import RunMeasurement, measure_run, pool_runs
 from trainperf.metrics import Metric
 from trainperf.monitor.nvml import Nvml, Sample, Sampler, write_samples
+from trainperf.references import Reference, compare_to_references
 from trainperf.results import CaseResult, MetricValue, append_jsonl, load_result, save_result
 from trainperf.settings import Settings
 from trainperf.synth.model_configs import load_model_fixture
@@ -64,6 +65,7 @@ class RunContext:
     fingerprint: dict[str, Any]
     metrics: dict[str, Metric]
     baselines: BaselineStore
+    references: list[Reference] = field(default_factory=list)
     say: Callable[[str], None] = print
 
 
@@ -146,6 +148,12 @@ class CaseRunner:
                     "run(s); steps are compared through their median across all runs"
                 )
         result.verdict = verdict.to_dict()
+        result.references = compare_to_references(result, case, ctx.references) or None
+        for ref in result.references or []:
+            notes.append(
+                f"vs published: {ref['metric']} {ref['measured']:,.4g} = {ref['ratio']:.2f}x {ref['source']}'s "
+                f"{ref['published']:,.4g} (provisional, never gates)"
+            )
         if notes:
             result.verdict["notes"] = notes
         save_result(result_path, result)

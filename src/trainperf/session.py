@@ -15,7 +15,10 @@ from trainperf.fingerprint import host_fingerprint
 from trainperf.hardware import CPU_CLASS, GpuClass, classify, load_classes, visible_gpu_index
 from trainperf.metrics import tolerances_from_pyproject, with_tolerances
 from trainperf.monitor.nvml import DeviceInfo, Nvml
+from trainperf.references import load_references
 from trainperf.runner import RunContext
+
+PUBLISHED_DIR = "published"
 from trainperf.settings import Settings
 
 
@@ -85,6 +88,7 @@ def open_run(settings: Settings, detection: Detection, rootdir: Path) -> RunCont
         fingerprint=fingerprint,
         metrics=metrics,
         baselines=BaselineStore(settings.baselines),
+        references=load_references(settings.baselines / PUBLISHED_DIR),
     )
 
 
