@@ -10,6 +10,7 @@ config-changed (the effective configuration differs), regressed, noisy, improved
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -147,6 +148,19 @@ def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue |
     p_worse, p_better = (cur_larger, cur_smaller) if lower_better else (cur_smaller, cur_larger)
     _judge(verdict, metric, relative_worse, p_worse, p_better)
     return verdict
+
+
+def timing_comparable(baseline: CaseResult, result: CaseResult, same_keys: Sequence[str]) -> tuple[bool, str]:
+    """Whether a result's timing can be judged against a baseline's, and if not why: an emulated
+    result never can; otherwise the fingerprint keys its class names (``timing_comparable_only_on_same``,
+    e.g. the CPU model) must match."""
+    for label, side in (("baseline", baseline), ("result", result)):
+        if side.emulated:
+            return False, f"the {label} is emulated ({side.emulated})"
+    differing = [key for key in same_keys if baseline.fingerprint.get(key) != result.fingerprint.get(key)]
+    if differing:
+        return False, f"{', '.join(differing)} differ"
+    return True, ""
 
 
 def config_changes(baseline: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:

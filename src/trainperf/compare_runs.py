@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.compare import CaseVerdict, MetricVerdict, Verdict, compare_case
+from trainperf.compare import CaseVerdict, MetricVerdict, Verdict, compare_case, timing_comparable
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint import environment_changes
 from trainperf.hardware import GpuClass
 from trainperf.metrics import with_tolerances
+from trainperf.report.table import align, format_value
 from trainperf.results import CaseResult
 
 # Case verdicts that fail a comparison; with strict, noisy ones too.
@@ -92,22 +93,6 @@ class RunComparison:
         }
 
 
-def timing_comparable(a: CaseResult, b: CaseResult, same_keys: Sequence[str]) -> tuple[bool, str]:
-    """Whether B's timing can be judged against A's, and if not why.
-
-    The rule of ``CaseRunner._timing_comparable`` (runner.py) with A as the baseline: an
-    emulated result never is; otherwise the fingerprint keys the class names
-    (``timing_comparable_only_on_same``, e.g. the CPU model) must match.
-    """
-    for label, result in (("A", a), ("B", b)):
-        if result.emulated:
-            return False, f"{label} is emulated ({result.emulated})"
-    differing = [key for key in same_keys if a.fingerprint.get(key) != b.fingerprint.get(key)]
-    if differing:
-        return False, f"{', '.join(differing)} differ"
-    return True, ""
-
-
 def _run_class(results: Sequence[CaseResult], label: str) -> str:
     if not results:
         raise TrainperfError(f"{label} has no result files (results/ is empty)")
@@ -174,18 +159,6 @@ def compare_runs(
 # -- rendering -------------------------------------------------------------------------------
 
 
-def _fmt(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return "-"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    if abs(value) >= 0.1:
-        return f"{value:.3f}"
-    return f"{value:.4f}"
-
-
 def _pct(ratio: float | None) -> str:
     if ratio is None or not math.isfinite(ratio):
         return "-"
@@ -204,23 +177,18 @@ def _row(case: CaseComparison) -> list[str]:
     alloc_a, alloc_b = _value(case.a, "peak_allocated_gib"), _value(case.b, "peak_allocated_gib")
     return [
         case.case_id,
-        _fmt(_value(case.a, "step_time_s")),
-        _fmt(_value(case.b, "step_time_s")),
+        format_value(_value(case.a, "step_time_s")),
+        format_value(_value(case.b, "step_time_s")),
         _pct(step.ratio if step else None),
         f"[{_pct(interval[0])}, {_pct(interval[1])}]" if interval else "-",
         _pct(tps.ratio if tps else None),
-        "-" if alloc_a is None and alloc_b is None else f"{_fmt(alloc_a)} -> {_fmt(alloc_b)}",
+        "-" if alloc_a is None and alloc_b is None else f"{format_value(alloc_a)} -> {format_value(alloc_b)}",
         case.verdict.verdict.value + (" (fails)" if case.fails and case.verdict.verdict is Verdict.NOISY else ""),
     ]
 
 
 def _table(rows: list[list[str]]) -> list[str]:
-    """Aligned columns like ``report.table.render_text``: header, a rule, one line per case."""
-    header = list(COLUMNS)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return lines
+    return align(list(COLUMNS), rows)
 
 
 def _environment_line(changes: list[tuple[str, Any, Any]]) -> str:

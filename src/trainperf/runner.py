@@ -18,7 +18,7 @@ from typing import Any
 from trainperf.baseline import BaselineStore
 from trainperf.case import Case, Outcome
 from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, validate_range
-from trainperf.compare import CaseVerdict, Verdict, compare_case
+from trainperf.compare import CaseVerdict, Verdict, compare_case, timing_comparable
 from trainperf.errors import TrainperfError
 from trainperf.estimate import estimate_case
 from trainperf.hardware import CPU_CLASS, GpuClass
@@ -241,12 +241,9 @@ class CaseRunner:
         return bool(regressed) and all(self.ctx.metrics[m.metric].timing for m in regressed)
 
     def _timing_comparable(self, baseline: CaseResult | None, result: CaseResult) -> bool:
-        if baseline is None or result.emulated:
+        if baseline is None:
             return result.emulated is None
-        return all(
-            baseline.fingerprint.get(key) == result.fingerprint.get(key)
-            for key in self.ctx.gpu_class.timing_comparable_only_on_same
-        )
+        return timing_comparable(baseline, result, self.ctx.gpu_class.timing_comparable_only_on_same)[0]
 
     def _update_baseline(self, report: CaseReport) -> None:
         result = report.result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,8 +24,9 @@ COLUMNS = (
 )
 
 
-def _fmt(value: float | None) -> str:
-    if value is None:
+def format_value(value: float | None) -> str:
+    """A figure with as many digits as its size deserves; '-' for none (or not finite)."""
+    if value is None or not math.isfinite(value):
         return "-"
     if abs(value) >= 1000:
         return f"{value:,.0f}"
@@ -60,20 +62,23 @@ def rows(results: Sequence[CaseResult]) -> list[list[str]]:
             elif key == "change":
                 row.append(_change(result.verdict))
             elif key == "estimate":
-                row.append(_fmt(result.estimate["total_gib"]) if result.estimate else "-")
+                row.append(format_value(result.estimate["total_gib"]) if result.estimate else "-")
             else:
-                row.append(_fmt(values.get(key)))
+                row.append(format_value(values.get(key)))
         table.append(row)
     return table
 
 
-def render_text(results: Sequence[CaseResult]) -> str:
-    header = [title for _, title in COLUMNS]
-    body = rows(results)
+def align(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    """Columns padded to their widest cell: the header, a rule, then one line per row."""
     widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *body]]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *body]]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return lines
+
+
+def render_text(results: Sequence[CaseResult]) -> str:
+    return "\n".join(align([title for _, title in COLUMNS], rows(results)))
 
 
 def render_markdown(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
@@ -95,7 +100,7 @@ def failure_detail(result: CaseResult) -> list[str]:
             span = f" 95% CI of ratio [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
             p_value = f" p={metric['p_value']:.2g}" if metric.get("p_value") is not None else ""
             lines.append(
-                f"    {metric['metric']}: {_fmt(metric['baseline'])} -> {_fmt(metric['current'])} "
+                f"    {metric['metric']}: {format_value(metric['baseline'])} -> {format_value(metric['current'])} "
                 f"({(metric['ratio'] - 1) * 100:+.1f}%){span}{p_value} [{metric['verdict']}]"
             )
     for key, old, new in verdict.get("environment_changes", []):
