@@ -16,7 +16,7 @@ from trainperf.errors import TrainperfError
 from trainperf.hardware import CPU_CLASS, load_classes
 from trainperf.report.table import failure_detail, render_markdown, render_text
 from trainperf.runner import CaseReport, CaseRunner, RunContext
-from trainperf.session import Detection, detect, open_run
+from trainperf.session import Detection, detect, emulate, open_run
 from trainperf.settings import OPTIONS, Settings, resolve
 
 MARKERS = {
@@ -78,7 +78,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     state = config.stash[STATE]
     try:
-        state.detection = detect(load_classes(), state.settings.gpu_class)
+        classes = load_classes()
+        state.detection = detect(classes, state.settings.gpu_class)
+        if state.settings.emulate:
+            state.detection = emulate(state.detection, classes, state.settings.emulate)
     except TrainperfError as exc:
         raise pytest.UsageError(str(exc)) from None
     here = state.detection.gpu_class.name if state.detection.gpu_class else None

@@ -66,6 +66,8 @@ class RunContext:
     metrics: dict[str, Metric]
     baselines: BaselineStore
     references: list[Reference] = field(default_factory=list)
+    emulated: str | None = None
+    """Set under --perf-emulate: every child's memory is capped to ``gpu_class.memory_gib``."""
     say: Callable[[str], None] = print
 
 
@@ -276,6 +278,7 @@ class CaseRunner:
             outcome=Outcome.OK.value,
             fingerprint=dict(ctx.fingerprint),
             planted_slowdown=ctx.settings.plant_slowdown,
+            emulated=ctx.emulated,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
 
@@ -328,6 +331,7 @@ class CaseRunner:
             "seed": 0,
             "out_dir": str(out_dir),
             "plant_slowdown": ctx.settings.plant_slowdown,
+            "memory_cap_gib": ctx.gpu_class.memory_gib if ctx.emulated else None,
         }
         write_json_atomic(out_dir / SPEC_FILE, spec)
         python = ctx.settings.python or sys.executable

@@ -29,11 +29,14 @@ class Detection:
     device: str | None
     info: DeviceInfo | None
     overridden: bool
+    emulated: str | None = None
+    """The smaller class this GPU stands in for (``--perf-emulate``): its memory is capped to it."""
 
     def describe(self) -> str:
         name = self.gpu_class.name if self.gpu_class else "unknown"
         gpu = f"'{self.info.name}'" if self.info else "no GPU"
-        return f"{gpu} (class {name}{', overridden' if self.overridden else ''})"
+        how = ", overridden" if self.overridden else ", emulated" if self.emulated else ""
+        return f"{gpu} (class {name}{how})"
 
 
 def detect(classes: dict[str, GpuClass], override: str | None) -> Detection:
@@ -54,6 +57,25 @@ def detect(classes: dict[str, GpuClass], override: str | None) -> Detection:
     return Detection(classes[override], device if override != CPU_CLASS else None, info, True)
 
 
+def emulate(detection: Detection, classes: dict[str, GpuClass], name: str) -> Detection:
+    """Stand this GPU in for a smaller class: cases see that class's memory, baselines and expectations."""
+    if name not in classes or name == CPU_CLASS:
+        known = ", ".join(sorted(c for c in classes if c != CPU_CLASS))
+        raise TrainperfError(f"--perf-emulate {name}: not a GPU class (known: {known})")
+    if detection.info is None or detection.device is None:
+        raise TrainperfError(f"--perf-emulate {name} caps a larger GPU's memory, and NVML sees no GPU here")
+    target = classes[name]
+    if detection.gpu_class is not None and detection.gpu_class.name == name:
+        raise TrainperfError(f"--perf-emulate {name}: this GPU already is class {name}; run without --perf-emulate")
+    have_gib = detection.info.memory_total_b / 2**30
+    if target.memory_gib >= have_gib:
+        raise TrainperfError(
+            f"--perf-emulate {name} needs a GPU with more than its {target.memory_gib:.0f} GiB; "
+            f"'{detection.info.name}' has {have_gib:.0f} GiB"
+        )
+    return Detection(target, detection.device, detection.info, False, emulated=name)
+
+
 def open_run(settings: Settings, detection: Detection, rootdir: Path) -> RunContext:
     """Create (or reopen, with --perf-resume) the run folder and everything a case needs."""
     if detection.gpu_class is None:
@@ -67,7 +89,7 @@ def open_run(settings: Settings, detection: Detection, rootdir: Path) -> RunCont
         run_dir = settings.resume
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = settings.output / f"{stamp}-{gpu_class.name}"
+        run_dir = settings.output / f"{stamp}-{gpu_class.name}{'-emulated' if detection.emulated else ''}"
         suffix = 1
         while run_dir.exists():
             suffix += 1
@@ -89,6 +111,7 @@ def open_run(settings: Settings, detection: Detection, rootdir: Path) -> RunCont
         metrics=metrics,
         baselines=BaselineStore(settings.baselines),
         references=load_references(settings.baselines / PUBLISHED_DIR),
+        emulated=detection.emulated,
     )
 
 
@@ -101,6 +124,7 @@ def _write_run_file(
         "argv": sys.argv,
         "gpu_class": detection.gpu_class.name if detection.gpu_class else None,
         "class_overridden": detection.overridden,
+        "emulated": detection.emulated,
         "device": detection.device,
         "idle_mem_b": idle_mem_b,
         "fingerprint": fingerprint,

@@ -87,6 +87,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("timeout", "wall-clock limit per child, seconds", 1800.0, _positive_float),
     OptionSpec("gpu_class", "use this GPU class instead of the detected one", None),
     OptionSpec("strict", "fail on noisy, new, and environment changes too", False, _bool, flag=True),
+    OptionSpec(
+        "emulate",
+        "cap memory to this smaller GPU class (e.g. maxq on an H200): its memory and OOM verdicts; "
+        "timing is not gated and nothing is baselined",
+        None,
+    ),
     OptionSpec("resume", "resume this run folder: cases with results there are judged, not re-run", None),
     OptionSpec("plant_slowdown", "make every step this fraction slower (to check the gate); never baselined", 0.0, _fraction),
     OptionSpec("progress_interval", "seconds between progress lines of a running case (0: off)", 30.0, float),
@@ -106,6 +112,7 @@ class Settings:
     timeout: float
     gpu_class: str | None
     strict: bool
+    emulate: str | None
     resume: Path | None
     plant_slowdown: float
     progress_interval: float

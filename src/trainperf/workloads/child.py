@@ -85,10 +85,12 @@ def main(argv: list[str]) -> int:
 
 
 def apply_memory_cap(spec: dict[str, Any]) -> None:
-    """The case's memory cap, set before anything large is allocated."""
-    cap_gib = spec["case"].get("memory_cap_gib")
-    if not cap_gib:
+    """The memory cap (the case's own, or the emulated class's: the smaller), set before anything
+    large is allocated."""
+    caps = [float(c) for c in (spec["case"].get("memory_cap_gib"), spec.get("memory_cap_gib")) if c]
+    if not caps:
         return
+    cap_gib = min(caps)
     cap_b = int(float(cap_gib) * 2**30)
     if str(spec.get("device", "cpu")).startswith("cuda"):
         import torch
