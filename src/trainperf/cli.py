@@ -1,4 +1,4 @@
-"""The ``trainperf`` command: env | baselines | estimate | report | compare.
+"""The ``trainperf`` command: env | baselines | estimate | report | compare | ab.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -107,6 +108,36 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return comparison.exit_status
 
 
+def _cmd_ab(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from trainperf.ab import check_environment, pool_rounds, run_rounds
+    from trainperf.compare_runs import compare_runs, render
+    from trainperf.metrics import tolerances_from_pyproject
+
+    args.env_a, args.env_b = os.path.abspath(args.env_a), os.path.abspath(args.env_b)
+    for label, python in (("a", args.env_a), ("b", args.env_b)):
+        print(f"environment {label.upper()}: {python}: {check_environment(python, label)}")
+    pytest_args = [a for a in args.pytest_args if a != "--"]
+    if not pytest_args:
+        raise TrainperfError("give the cases to run after the options, e.g. trainperf ab --env-a A --env-b B -- -m h100 -k lora")
+    output = Path(args.output or f"reports/ab-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    folders_a, folders_b = run_rounds(args.env_a, args.env_b, args.rounds, pytest_args, output)
+    comparison = compare_runs(
+        pool_rounds([load_run(f) for f in folders_a]),
+        pool_rounds([load_run(f) for f in folders_b]),
+        classes=load_classes(),
+        tolerances=tolerances_from_pyproject(Path.cwd()),
+        strict=args.strict,
+        label_a=args.env_a,
+        label_b=args.env_b,
+    )
+    text = json.dumps(comparison.to_dict(), indent=1) if args.json else render(comparison)
+    print(text)
+    (output / ("ab.json" if args.json else "ab.txt")).write_text(text + "\n")
+    return comparison.exit_status
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainperf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -125,6 +156,17 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run", help="reports/<run>")
     report.add_argument("--json", action="store_true", help="print the results as JSON")
     report.set_defaults(func=_cmd_report)
+    ab = sub.add_parser(
+        "ab", help="run cases under two Python environments interleaved A B A B; exit 1 when B regressed"
+    )
+    ab.add_argument("--env-a", required=True, help="Python interpreter of environment A (before)")
+    ab.add_argument("--env-b", required=True, help="Python interpreter of environment B (after)")
+    ab.add_argument("--rounds", type=int, default=3, help="A/B rounds (default 3)")
+    ab.add_argument("--output", default=None, help="folder for the rounds (default reports/ab-<time>)")
+    ab.add_argument("--json", action="store_true")
+    ab.add_argument("--strict", action="store_true", help="noisy cases fail too")
+    ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="the pytest selection, after --")
+    ab.set_defaults(func=_cmd_ab)
     compare = sub.add_parser(
         "compare", help="judge run B against run A case by case (exit 1 when any case regressed or changed)"
     )

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainperf.errors import TrainperfError
 from trainperf.workloads.protocol import STDERR_FILE, STDOUT_FILE
 
 POLL_S = 0.25
@@ -73,9 +74,12 @@ def run_child(
     log_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with open(log_dir / STDOUT_FILE, "wb") as out, open(log_dir / STDERR_FILE, "wb") as err:
-        process = subprocess.Popen(
-            command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=log_dir, start_new_session=True
-        )
+        try:
+            process = subprocess.Popen(
+                command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=log_dir, start_new_session=True
+            )
+        except OSError as exc:
+            raise TrainperfError(f"cannot start the case's child ({command[0]}): {exc.strerror}; check --perf-python") from exc
         timed_out = False
         try:
             while process.poll() is None:

@@ -140,6 +140,12 @@ def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Se
         if values[key] is not None:
             path = Path(values[key])
             values[key] = path if path.is_absolute() else rootdir / path
+    if values["python"] is not None:
+        # Absolute, so that it still names the interpreter from the child's working folder; abspath,
+        # not resolve(): resolving a venv's python symlink would leave the venv.
+        values["python"] = os.path.abspath(values["python"])
+        if not os.path.isfile(values["python"]):
+            raise TrainperfError(f"--perf-python {values['python']} is not a Python interpreter")
     if values["resume"] is not None and not values["resume"].is_dir():
         raise TrainperfError(f"--perf-resume {values['resume']} is not a run folder; give reports/<run> of an earlier run")
     return Settings(**values)

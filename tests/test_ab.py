@@ -1,0 +1,73 @@
+"""trainperf ab: environment checks, pooling of rounds, and a real A/A run on the CPU."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainperf.ab import pool_case
+from trainperf.cli import main
+from trainperf.paths import REPO_ROOT
+from trainperf.results import CaseResult, MetricValue
+
+
+def test_a_path_that_is_not_a_python_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["ab", "--env-a", str(tmp_path / "nope"), "--env-b", sys.executable, "--", "-m", "cpu"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--env-a" in err and "is not a Python interpreter" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_python_without_the_training_stack_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    bare = shutil.which("python3") if not shutil.which("python3", path="/usr/bin") else "/usr/bin/python3"
+    probe = subprocess.run([bare, "-c", "import torch"], capture_output=True, check=False) if bare else None
+    if bare is None or probe is None or probe.returncode == 0:
+        pytest.skip("no interpreter without torch on this machine")
+    code = main(["ab", "--env-a", sys.executable, "--env-b", bare, "--", "-m", "cpu"])
+    assert code == 2
+    assert "--env-b" in capsys.readouterr().err
+
+
+def test_rounds_pool_into_one_result_per_case() -> None:
+    def result(samples: list[float]) -> CaseResult:
+        keys = [f"{i}:100" for i in range(len(samples))]
+        metric = MetricValue(sorted(samples)[len(samples) // 2], "s", samples, [samples[0]], keys)
+        return CaseResult(case_id="c", case={}, gpu_class="cpu", outcome="ok", metrics={"step_time_s": metric}, runs=[{}])
+
+    pooled = pool_case([result([1.0, 1.1, 1.2]), result([2.0, 2.1, 2.2])])
+    step = pooled.metrics["step_time_s"]
+    assert step.samples == [1.0, 1.1, 1.2, 2.0, 2.1, 2.2] and step.keys is not None and len(step.keys) == 6
+    assert step.per_run == [1.0, 2.0] and len(pooled.runs) == 2 and step.value == pytest.approx(1.6)
+
+
+def test_a_over_a_on_the_cpu_passes(tmp_path: Path) -> None:
+    """The same environment twice, one round: one tiny case per side, judged B against A."""
+    completed = subprocess.run(
+        [
+            sys.executable, "-m", "trainperf.cli", "ab", "--env-a", sys.executable, "--env-b", sys.executable,
+            "--rounds", "1", "--output", str(tmp_path), "--",
+            "perf_tests/test_sft_hf.py", "-m", "cpu", "-k", "qwen3_tiny and lora and short and not qlora",
+            "--perf-steps", "10",
+        ],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
+    assert "sft_hf-qwen3_tiny-lora-short-b4" in completed.stdout
+    assert (tmp_path / "ab.txt").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("round")) == ["round1-A", "round1-B"]
+
+
+def test_a_relative_interpreter_is_made_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children start in their own run folder: a relative --perf-python must not break them."""
+    from trainperf.settings import resolve
+
+    monkeypatch.chdir(REPO_ROOT)
+    relative = Path(sys.executable).relative_to(REPO_ROOT) if Path(sys.executable).is_relative_to(REPO_ROOT) else None
+    if relative is None:
+        pytest.skip("the test interpreter is outside the repository")
+    settings = resolve({"python": str(relative)}, lambda name: None, REPO_ROOT)
+    assert settings.python == str(REPO_ROOT / relative)
