@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainperf import stats
 from trainperf.errors import TrainperfError
-from trainperf.results import CaseResult, MetricValue
+from trainperf.measure import merge_metric
+from trainperf.results import CaseResult
 
 REQUIRED_IMPORTS = ("torch", "transformers", "peft", "trl", "datasets", "accelerate")
 
@@ -48,16 +48,7 @@ def pool_case(results: Sequence[CaseResult]) -> CaseResult:
     """One case's results from several rounds as one result: samples, keys and runs concatenated."""
     first = results[0]
     failed = next((r for r in results if r.outcome != "ok"), None)
-    metrics: dict[str, MetricValue] = {}
-    for name in first.metrics:
-        values = [r.metrics[name] for r in results if name in r.metrics]
-        per_run = [v for value in values for v in (value.per_run or [value.value])]
-        samples = [s for value in values for s in (value.samples or [])] or None
-        keys = [k for value in values for k in (value.keys or [])] or None
-        if keys is not None and samples is not None and len(keys) != len(samples):
-            keys = None
-        center = stats.median(samples) if name == "step_time_s" and samples else stats.median(per_run)
-        metrics[name] = MetricValue(center, values[0].unit, samples, per_run, keys)
+    metrics = {name: merge_metric(name, [r.metrics[name] for r in results if name in r.metrics]) for name in first.metrics}
     return dataclasses.replace(
         first,
         outcome=failed.outcome if failed else "ok",

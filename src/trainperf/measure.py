@@ -139,26 +139,42 @@ def measure_run(
     return RunMeasurement(metrics, step_samples, throughput_samples, info, keys)
 
 
+def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
+    """One run's metrics, each with the per-step samples behind it and their step keys."""
+    samples = {
+        "step_time_s": run.step_samples,
+        "tokens_per_s": run.throughput_samples,
+        "energy_per_token_j": run.info.get("energy_samples", []),
+    }
+    values = {}
+    for name, value in run.metrics.items():
+        behind = samples.get(name) or None
+        keys = run.step_keys if behind is not None and len(run.step_keys) == len(behind) else None
+        values[name] = MetricValue(value, METRICS[name].unit if name in METRICS else "", behind, [value], keys)
+    return values
+
+
+def merge_metric(name: str, values: Sequence[MetricValue]) -> MetricValue:
+    """Several fresh runs of one metric as one value: samples, keys and per-run values concatenated.
+
+    Step time is the median of all pooled steps; any other metric the median of its runs' values.
+    Keys are kept only where every sample has one, so that pairing with a baseline stays exact.
+    """
+    per_run = [v for value in values for v in (value.per_run or [value.value])]
+    samples = [s for value in values for s in (value.samples or [])] or None
+    keys = [k for value in values for k in (value.keys or [])] or None
+    if keys is not None and (samples is None or len(keys) != len(samples)):
+        keys = None
+    center = stats.median(samples) if name == "step_time_s" and samples else stats.median(per_run)
+    return MetricValue(center, values[0].unit, samples, per_run, keys)
+
+
 def pool_runs(runs: Sequence[RunMeasurement]) -> dict[str, MetricValue]:
-    """Pool repeats: the median over runs for each metric, per-step samples concatenated."""
-    pooled: dict[str, MetricValue] = {}
-    names = sorted({name for run in runs for name in run.metrics})
-    for name in names:
-        values = [run.metrics[name] for run in runs if name in run.metrics]
-        unit = METRICS[name].unit if name in METRICS else ""
-        pooled[name] = MetricValue(value=stats.median(values), unit=unit, per_run=values)
-    keys = [k for run in runs for k in run.step_keys]
-    if "step_time_s" in pooled:
-        all_steps = [v for run in runs for v in run.step_samples]
-        pooled["step_time_s"].samples = all_steps
-        pooled["step_time_s"].value = stats.median(all_steps)
-        pooled["step_time_s"].keys = keys
-        pooled["step_time_p25_s"].value = stats.quantile(all_steps, 0.25)
-    if "tokens_per_s" in pooled:
-        pooled["tokens_per_s"].samples = [v for run in runs for v in run.throughput_samples]
-        pooled["tokens_per_s"].keys = keys if len(keys) == len(pooled["tokens_per_s"].samples) else None
-    energy = [v for run in runs for v in run.info.get("energy_samples", [])]
-    if "energy_per_token_j" in pooled and energy:
-        pooled["energy_per_token_j"].samples = energy
-        pooled["energy_per_token_j"].keys = keys if len(keys) == len(energy) else None
+    """Pool repeats (``merge_metric`` per metric); the step-time quartile from all pooled steps."""
+    per_run = [run_metrics(run) for run in runs]
+    names = sorted({name for metrics in per_run for name in metrics})
+    pooled = {name: merge_metric(name, [m[name] for m in per_run if name in m]) for name in names}
+    steps = pooled["step_time_s"].samples if "step_time_s" in pooled else None
+    if steps and "step_time_p25_s" in pooled:
+        pooled["step_time_p25_s"].value = stats.quantile(steps, 0.25)
     return pooled
