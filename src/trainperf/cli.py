@@ -90,30 +90,37 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_compare(args: argparse.Namespace) -> int:
-    """Run B judged case by case against run A (before/after an upgrade); 1 when any case failed."""
+def _judge_b_against_a(
+    results_a: list[CaseResult], results_b: list[CaseResult], label_a: str, label_b: str, args: argparse.Namespace
+) -> tuple[str, int]:
+    """B judged case by case against A with this project's tolerances: the text to print, the exit status."""
     from trainperf.compare_runs import compare_runs, render
     from trainperf.metrics import tolerances_from_pyproject
 
     comparison = compare_runs(
-        load_run(Path(args.run_a)),
-        load_run(Path(args.run_b)),
+        results_a,
+        results_b,
         classes=load_classes(),
         tolerances=tolerances_from_pyproject(Path.cwd()),
         strict=args.strict,
-        label_a=args.run_a,
-        label_b=args.run_b,
+        label_a=label_a,
+        label_b=label_b,
     )
-    print(json.dumps(comparison.to_dict(), indent=1) if args.json else render(comparison))
-    return comparison.exit_status
+    text = json.dumps(comparison.to_dict(), indent=1) if args.json else render(comparison)
+    return text, comparison.exit_status
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    """Run B judged case by case against run A (before/after an upgrade); 1 when any case failed."""
+    text, status = _judge_b_against_a(load_run(Path(args.run_a)), load_run(Path(args.run_b)), args.run_a, args.run_b, args)
+    print(text)
+    return status
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
     from datetime import datetime
 
     from trainperf.ab import check_environment, pool_rounds, run_rounds
-    from trainperf.compare_runs import compare_runs, render
-    from trainperf.metrics import tolerances_from_pyproject
 
     args.env_a, args.env_b = os.path.abspath(args.env_a), os.path.abspath(args.env_b)
     for label, python in (("a", args.env_a), ("b", args.env_b)):
@@ -123,19 +130,13 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         raise TrainperfError("give the cases to run after the options, e.g. trainperf ab --env-a A --env-b B -- -m h100 -k lora")
     output = Path(args.output or f"reports/ab-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
     folders_a, folders_b = run_rounds(args.env_a, args.env_b, args.rounds, pytest_args, output)
-    comparison = compare_runs(
-        pool_rounds([load_run(f) for f in folders_a]),
-        pool_rounds([load_run(f) for f in folders_b]),
-        classes=load_classes(),
-        tolerances=tolerances_from_pyproject(Path.cwd()),
-        strict=args.strict,
-        label_a=args.env_a,
-        label_b=args.env_b,
-    )
-    text = json.dumps(comparison.to_dict(), indent=1) if args.json else render(comparison)
+    text, status = _judge_b_against_a(
+        pool_rounds([load_run(f) for f in folders_a]), pool_rounds([load_run(f) for f in folders_b]),
+        args.env_a, args.env_b, args,
+    )  # fmt: skip
     print(text)
     (output / ("ab.json" if args.json else "ab.txt")).write_text(text + "\n")
-    return comparison.exit_status
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,9 +17,10 @@ from trainperf.metrics import tolerances_from_pyproject, with_tolerances
 from trainperf.monitor.nvml import DeviceInfo, Nvml
 from trainperf.references import load_references
 from trainperf.runner import RunContext
+from trainperf.settings import Settings
 
 PUBLISHED_DIR = "published"
-from trainperf.settings import Settings
+"""Sub-folder of the baselines root with the published reference points (never gating)."""
 
 
 @dataclass(frozen=True, slots=True)
