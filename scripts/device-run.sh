@@ -3,6 +3,7 @@
 # wheels, detect the GPU class, run pytest for that class with the given arguments, and pack
 # the run folder and the class's baselines into $OUT/results.tgz.
 #   usage: bash scripts/device-run.sh [pytest args...]   (-m <class> is added for you)
+#          bash scripts/device-run.sh trainperf fidelity CASE ...   (a trainperf command instead)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -17,8 +18,12 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 # Stop pytest (SIGINT: it still prints its summary and the children are killed) before the
 # device tool's own limit, so that the results are always packed below.
-timeout --signal=INT "${PERF_WALL_S:-540}" \
-  python3 -m pytest -p trainperf.plugin -m "$gpu_class" -rA "$@" 2>&1 | tee "$out/${LOG_NAME:-pytest}.log"
+if [ "${1:-}" = "trainperf" ]; then  # a trainperf command instead of pytest (e.g. fidelity)
+  command=(python3 -m trainperf.cli "${@:2}")
+else
+  command=(python3 -m pytest -p trainperf.plugin -m "$gpu_class" -rA "$@")
+fi
+timeout --signal=INT "${PERF_WALL_S:-540}" "${command[@]}" 2>&1 | tee "$out/${LOG_NAME:-pytest}.log"
 rc=${PIPESTATUS[0]}
 tar czf "$out/results.tgz" --exclude='*.pt.trace.json*' reports baselines
 exit "$rc"

@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.stats: summaries, warm-up detection and the rank/sign tests."""
+"""Unit tests of trainperf.stats: summaries, warm-up detection, the rank test and the bootstrap tests."""
 
 from __future__ import annotations
 
@@ -148,19 +148,24 @@ def test_mann_whitney_empty_and_constant() -> None:
     assert stats.mann_whitney_greater([1.0, 1.0], [1.0, 1.0]) == 0.5  # zero variance
 
 
-# -- sign test, paired ratios -------------------------------------------------------------
+# -- bootstrap test, paired ratios -------------------------------------------------------------
 
 
-def test_sign_test_exact_values() -> None:
-    assert stats.sign_test_greater([1.1] * 10) == 1 / 1024
-    assert stats.sign_test_greater([0.9] * 10) == 1.0
-    # 7 of 10 above: (C(10,7) + C(10,8) + C(10,9) + C(10,10)) / 1024 = 176 / 1024
-    assert stats.sign_test_greater([1.1] * 7 + [0.9] * 3) == pytest.approx(176 / 1024)
+def test_bootstrap_p_is_zero_when_every_ratio_agrees() -> None:
+    # Five steady steps, each 4% slower: a sign test cannot go below 1/32; the bootstrap can.
+    assert stats.bootstrap_median_p_greater([1.04, 1.05, 1.038, 1.042, 1.047]) == 0.0
+    assert stats.bootstrap_median_p_greater([0.96, 0.97, 0.95]) == 1.0
 
 
-def test_sign_test_drops_ties() -> None:
-    assert stats.sign_test_greater([1.0] * 5 + [2.0] * 3) == 1 / 8
-    assert stats.sign_test_greater([1.0] * 4) == 1.0
+def test_bootstrap_p_keeps_a_dissenting_step_in_view() -> None:
+    # One of five below 1: a resample's median falls at or below 1 when 3+ draws hit it (~6%).
+    p = stats.bootstrap_median_p_greater([1.04, 1.05, 1.038, 1.042, 0.97])
+    assert 0.03 < p < 0.09
+    assert stats.bootstrap_median_p_greater([]) == 1.0
+
+
+def test_relative_range() -> None:
+    assert stats.relative_range([1.0, 1.02, 0.99]) == pytest.approx(0.03)
 
 
 def test_paired_ratios_only_shared_keys() -> None:

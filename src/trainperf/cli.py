@@ -1,4 +1,4 @@
-"""The ``trainperf`` command: env | baselines | estimate | report | compare | ab.
+"""The ``trainperf`` command: env | baselines | estimate | report | compare | ab | fidelity.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -138,6 +138,37 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     (output / ("ab.json" if args.json else "ab.txt")).write_text(text + "\n")
     return status
 
+def _cmd_fidelity(args: argparse.Namespace) -> int:
+    """The suite measured by itself on one case: overhead, noise, detection power, power readings."""
+    from trainperf.catalogue import find_case
+    from trainperf.fidelity_run import Plan, analyse, render, run_fidelity
+
+    root = Path.cwd()
+    if args.analyse:
+        run_dir = Path(args.analyse)
+    else:
+        if not args.case:
+            raise TrainperfError("give a case id (trainperf fidelity CASE_ID) or --analyse RUN_DIR")
+        try:
+            fractions = tuple(float(f) for f in args.plant.split(",") if f.strip())
+        except ValueError as exc:
+            raise TrainperfError(f"--plant {args.plant!r}: give fractions such as 0.03,0.05") from exc
+        plan = Plan(args.case, args.steps, args.aa, args.bare, fractions, args.plant_runs)
+        case = find_case(root, args.case)
+        cli = {"output": args.output, "resume": args.resume, "gpu_class": args.gpu_class, "python": args.python, "steps": args.steps}
+        try:
+            run_dir = run_fidelity(root, case, plan, cli)
+        except TrainperfError as exc:
+            print(f"trainperf fidelity: stopped: {exc}", file=sys.stderr)
+            run_dir = Path(args.resume) if args.resume else None  # type: ignore[assignment]
+            if run_dir is None:
+                raise
+    report = analyse(run_dir, root)
+    text = render(report)
+    (run_dir / "fidelity.txt").write_text(text + "\n")
+    print(json.dumps(report, indent=1) if args.json else text)
+    return 0
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainperf", description=__doc__)
@@ -176,6 +207,22 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     compare.add_argument("--strict", action="store_true", help="noisy cases fail too")
     compare.set_defaults(func=_cmd_compare)
+    fid = sub.add_parser(
+        "fidelity", help="measure the suite itself on one case: overhead, noise, detection of planted slowdowns, power"
+    )
+    fid.add_argument("case", nargs="?", help="case id from perf_tests/, e.g. sft_hf-qwen3_8b-lora-long-b4")
+    fid.add_argument("--aa", type=int, default=5, help="fresh runs in each of the two A/A series (default 5)")
+    fid.add_argument("--bare", type=int, default=2, help="bare runs (no harness hooks, no sampling) for the overhead (2)")
+    fid.add_argument("--plant", default="0.03,0.05", help="planted step slowdowns, fractions (0.03,0.05)")
+    fid.add_argument("--plant-runs", type=int, default=2, help="fresh runs per planted slowdown (2)")
+    fid.add_argument("--steps", type=int, default=16, help="optimizer steps per child (16)")
+    fid.add_argument("--output", default="reports", help="folder for the run folder (reports)")
+    fid.add_argument("--resume", default=None, help="continue this run folder's plan")
+    fid.add_argument("--analyse", default=None, metavar="RUN_DIR", help="only analyse an existing run folder")
+    fid.add_argument("--gpu-class", default=None, help="override the detected class")
+    fid.add_argument("--python", default=None, help="interpreter for the children")
+    fid.add_argument("--json", action="store_true", help="print the report as JSON")
+    fid.set_defaults(func=_cmd_fidelity)
     return parser
 
 

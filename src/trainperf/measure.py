@@ -43,16 +43,30 @@ def _interpolate(samples: Sequence[Sample], t: float, attribute: str) -> float |
     return float(points[-1][1])
 
 
-def window_energy_j(samples: Sequence[Sample], start: float, end: float) -> tuple[float | None, str]:
-    """Energy between two wall-clock times, and how it was obtained."""
+def counter_energy_j(samples: Sequence[Sample], start: float, end: float) -> float | None:
+    """Energy between two wall-clock times from the board's cumulative counter (interpolated)."""
     e0 = _interpolate(samples, start, "energy_mj")
     e1 = _interpolate(samples, end, "energy_mj")
-    if e0 is not None and e1 is not None and e1 >= e0:
-        return (e1 - e0) / 1000.0, "nvml_energy_counter"
+    return (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 >= e0 else None
+
+
+def power_integral_j(samples: Sequence[Sample], start: float, end: float) -> float | None:
+    """Energy between two wall-clock times as the trapezoid integral of the sampled power."""
     inside = [s for s in samples if start <= s.t <= end and s.power_w is not None]
-    if len(inside) >= 2:
-        joules = sum((b.t - a.t) * ((a.power_w or 0.0) + (b.power_w or 0.0)) / 2 for a, b in pairwise(inside))
-        return joules, "power_integral"
+    if len(inside) < 2:
+        return None
+    return sum((b.t - a.t) * ((a.power_w or 0.0) + (b.power_w or 0.0)) / 2 for a, b in pairwise(inside))
+
+
+def window_energy_j(samples: Sequence[Sample], start: float, end: float) -> tuple[float | None, str]:
+    """Energy between two wall-clock times, and how it was obtained: the counter where the board
+    has one, else the integral of sampled power."""
+    counted = counter_energy_j(samples, start, end)
+    if counted is not None:
+        return counted, "nvml_energy_counter"
+    integrated = power_integral_j(samples, start, end)
+    if integrated is not None:
+        return integrated, "power_integral"
     return None, "unavailable"
 
 

@@ -33,7 +33,7 @@ class Metric:
 
 _REGISTRY: tuple[Metric, ...] = (
     Metric(
-        name="step_time_s", unit="s", direction=Direction.LOWER, tolerance=0.05, timing=True,
+        name="step_time_s", unit="s", direction=Direction.LOWER, tolerance=0.03, timing=True,
         description="median steady-state step time (warm-up detected and excluded); judged step by step "
         "against the baseline's same batches",
     ),

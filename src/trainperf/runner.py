@@ -42,9 +42,11 @@ from trainperf.workloads.protocol import (
 )
 
 DEFAULT_STEPS = {"gpu": 40, "cpu": 16}
-# A cliff probe runs a few steps: the optimizer states are allocated in the first one and the
-# largest micro-batches of the profile are met early; a fit is not timed.
-CLIFF_STEPS = 3
+# A cliff probe runs two steps: the optimizer states are allocated in the first, so the second
+# meets them together with a full forward and backward; a fit is not timed. The cliff is that of
+# these first batches of the (deterministic) data. A third step cost ~30 s a probe near a cliff
+# at batch 95 on an H200, and a search there did not finish in a 10-minute slot.
+CLIFF_STEPS = 2
 # Probes the estimate puts this far over the device are not launched (its error on the
 # measured cases stayed within 12%).
 ESTIMATE_SKIP_FACTOR = 1.25
@@ -69,6 +71,17 @@ class RunContext:
     emulated: str | None = None
     """Set under --perf-emulate: every child's memory is capped to ``gpu_class.memory_gib``."""
     say: Callable[[str], None] = print
+
+
+@dataclass(slots=True)
+class ChildRun:
+    """One fresh child's end: its outcome, what it wrote, what the parent measured around it."""
+
+    outcome: Outcome
+    message: str
+    child: dict[str, Any]
+    measurement: RunMeasurement | None
+    info: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -174,11 +187,27 @@ class CaseRunner:
         steps = case.steps or CLIFF_STEPS
         limit_gib = case.memory_cap_gib or ctx.gpu_class.memory_gib
 
+        # Every probe is written down as it ends; with --perf-resume the search replays them in
+        # order (it is deterministic given the outcomes) and launches only what is still unknown,
+        # so a search cut short by a time limit loses nothing.
+        probes_path = ctx.run_dir / "results" / f"{cliff_id}.probes.jsonl"
+        recorded = _read_probes(probes_path) if ctx.settings.resume is not None else []
+        probes_path.parent.mkdir(parents=True, exist_ok=True)
+        if not recorded:
+            probes_path.write_text("")
+
         def probe(value: int) -> Probe:
+            if recorded and recorded[0].value == value:
+                replayed = recorded.pop(0)
+                ctx.say(f"[trainperf] {cliff_id}: {axis}={value} {replayed.outcome} (recorded, not re-run)")
+                return replayed
+            recorded.clear()  # the search left the recorded path: launch from here on
             probe_case = case.replace(**{axis: value})
             probed = self._new_result(probe_case)
             self._add_runs(probe_case, steps, probed, [], 1, purpose="cliff-probe")
-            return Probe(value, probed.outcome == Outcome.OK.value, probed.outcome, probed.message[:300])
+            result = Probe(value, probed.outcome == Outcome.OK.value, probed.outcome, probed.message[:300])
+            append_jsonl(probes_path, asdict(result))
+            return result
 
         def predicted_oom(value: int) -> str | None:
             estimated = estimate_case(case.replace(**{axis: value}), steps) if self.on_gpu else None
@@ -299,7 +328,8 @@ class CaseRunner:
             return
         total = len(result.runs) + count
         for _ in range(count):
-            outcome, message, child, measurement, info = self._one_child(case, len(result.runs), steps, total)
+            run = self.run_child(case, steps, repeat=len(result.runs), total=total)
+            outcome, message, child, measurement, info = run.outcome, run.message, run.child, run.measurement, run.info
             info["purpose"] = purpose
             result.runs.append(info)
             if child.get("effective_config") and not result.effective_config:
@@ -316,9 +346,19 @@ class CaseRunner:
             measurements.append(measurement)
         result.metrics = pool_runs(measurements)
 
-    def _one_child(
-        self, case: Case, repeat: int, steps: int, total: int
-    ) -> tuple[Outcome, str, dict[str, Any], RunMeasurement | None, dict[str, Any]]:
+    def run_child(
+        self,
+        case: Case,
+        steps: int,
+        *,
+        repeat: int,
+        total: int,
+        plant_slowdown: float | None = None,
+        bare: bool = False,
+    ) -> ChildRun:
+        """One fresh child of ``case``. ``plant_slowdown`` overrides the session's; ``bare`` runs the
+        training loop without the harness's per-step hooks and without NVML sampling (the fidelity
+        benchmark's reference for the harness's own overhead)."""
         ctx = self.ctx
         out_dir = ctx.run_dir / "cases" / case.id / f"r{repeat + 1}"
         while (out_dir / SPEC_FILE).exists():  # the same case probed again (cliff confirmation)
@@ -330,8 +370,9 @@ class CaseRunner:
             "device": "cuda:0" if self.on_gpu else "cpu",
             "seed": 0,
             "out_dir": str(out_dir),
-            "plant_slowdown": ctx.settings.plant_slowdown,
+            "plant_slowdown": ctx.settings.plant_slowdown if plant_slowdown is None else plant_slowdown,
             "memory_cap_gib": ctx.gpu_class.memory_gib if ctx.emulated else None,
+            "bare": bare,
         }
         write_json_atomic(out_dir / SPEC_FILE, spec)
         python = ctx.settings.python or sys.executable
@@ -339,7 +380,7 @@ class CaseRunner:
         label = f"{case.id} run {repeat + 1}/{total}"
         ctx.say(f"[trainperf] {label}: started ({steps} steps, {'GPU ' + str(ctx.device) if self.on_gpu else 'CPU'})")
         progress = _Progress(ctx.say, label, out_dir / STEPS_FILE, steps, ctx.settings.progress_interval)
-        sampler = Sampler(ctx.device) if self.on_gpu and ctx.device is not None else None
+        sampler = Sampler(ctx.device) if self.on_gpu and ctx.device is not None and not bare else None
         samples: list[Sample] = []
         try:
             if sampler is not None:
@@ -376,7 +417,7 @@ class CaseRunner:
         if self.on_gpu:
             info["idle_after"] = self._wait_idle()
         ctx.say(f"[trainperf] {label}: {outcome.value} after {exit_.wall_s:.0f}s" + (f" ({message})" if message else ""))
-        return outcome, message, child, measurement, info
+        return ChildRun(outcome, message, child, measurement, info)
 
     def _wait_idle(self) -> dict[str, Any]:
         """Wait until the GPU's memory is back near its idle level, and report if it is not."""
@@ -395,6 +436,20 @@ class CaseRunner:
                 "case ended; the next case may be disturbed"
             )
         return {"idle": back, "mem_used_gib": round(used / 2**30, 2), "waited_s": round(time.monotonic() - started, 1)}
+
+
+def _read_probes(path: Path) -> list[Probe]:
+    """Probes a cut-short search wrote down; a torn last line is dropped."""
+    import json
+
+    probes = []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                probes.append(Probe(**json.loads(line)))
+            except (ValueError, TypeError):
+                break
+    return probes
 
 
 def _read_child(out_dir: Path) -> dict[str, Any]:
@@ -457,4 +512,4 @@ class _Progress:
         self.say(f"[trainperf] {self.label}: {phase}, {elapsed:.0f}s")
 
 
-__all__ = ["CaseReport", "CaseRunner", "RunContext", "Verdict", "classify", "preflight"]
+__all__ = ["CaseReport", "CaseRunner", "ChildRun", "RunContext", "Verdict", "classify", "preflight"]

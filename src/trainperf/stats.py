@@ -156,16 +156,6 @@ def bootstrap_ratio_interval(
     return (quantile(ratios, tail), quantile(ratios, 1 - tail))
 
 
-def sign_test_greater(ratios: Sequence[float]) -> float:
-    """One-sided exact sign test: p-value that ratios tend to exceed 1 (ties dropped)."""
-    above = sum(1 for r in ratios if r > 1)
-    below = sum(1 for r in ratios if r < 1)
-    n = above + below
-    if n == 0:
-        return 1.0
-    return sum(math.comb(n, k) for k in range(above, n + 1)) / 2**n
-
-
 def paired_ratios(current: dict[str, float], baseline: dict[str, float]) -> list[float]:
     """Per-key ratios current/baseline over the keys both sides share (the same step, same batch)."""
     return [current[k] / baseline[k] for k in sorted(current.keys() & baseline.keys()) if baseline[k] > 0]
@@ -181,3 +171,20 @@ def bootstrap_median_interval(
     medians = [median([values[rng.randrange(len(values))] for _ in values]) for _ in range(resamples)]
     tail = (1 - confidence) / 2
     return (quantile(medians, tail), quantile(medians, 1 - tail))
+
+
+def bootstrap_median_p_greater(values: Sequence[float], *, resamples: int = 2000, seed: int = 0) -> float:
+    """One-sided bootstrap p-value that the median of ``values`` (ratios) exceeds 1: the share of
+    resampled medians at or below 1. Deterministic. Unlike a sign test it reaches small p-values
+    with few values when they all agree (5 steady steps, each 4% slower, give 0)."""
+    if not values:
+        return 1.0
+    rng = random.Random(seed)
+    at_or_below = sum(1 for _ in range(resamples) if median([values[rng.randrange(len(values))] for _ in values]) <= 1)
+    return at_or_below / resamples
+
+
+def relative_range(values: Sequence[float]) -> float:
+    """(max - min) / median: how far repeats of one measurement spread."""
+    center = median(values)
+    return (max(values) - min(values)) / center if center else math.inf

@@ -14,6 +14,10 @@ STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
 SAMPLES_FILE = "nvml.csv"
 
+BARE_WINDOW_START = 3
+"""A bare run (no per-step hooks) times the steps after this one with two device syncs in all; the
+fidelity benchmark compares it with the harness's per-step records over exactly the same steps."""
+
 EXIT_OK = 0
 EXIT_CRASH = 1
 EXIT_OOM = 3

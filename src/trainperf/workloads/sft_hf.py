@@ -55,6 +55,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             target_modules=LORA_TARGETS,
             task_type="CAUSAL_LM",
         )
+    bare_window = _BareWindow.create(device, steps) if spec.get("bare") else None
     output_dir = tempfile.mkdtemp(prefix="trainperf-sft-")
     args = SFTConfig(
         output_dir=output_dir,
@@ -84,7 +85,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_callback(recorder)],
+        callbacks=[bare_window if bare_window is not None else _callback(recorder)],
     )
     timeline["setup_s"] = time.perf_counter() - started
     trainer.train()
@@ -99,6 +100,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     if case.method == "qlora":
         effective["quantized_modules"] = build.quantized_modules
     return {
+        **({"bare_window": bare_window.window} if bare_window is not None else {}),
         "effective_config": effective,
         "versions": library_versions(),
         "timeline": timeline,
@@ -125,6 +127,45 @@ def _callback(recorder: StepRecorder) -> Any:
             recorder.step_end(tokens)
 
     return StepEdges()
+
+
+class _BareWindow:
+    """The bare loop's only hook: two synchronised edges, after step ``BARE_WINDOW_START`` and after
+    the last step, and the Trainer's own token counter at both (a CPU-side integer, no sync)."""
+
+    @staticmethod
+    def create(device: torch.device, steps: int) -> Any:
+        from transformers import TrainerCallback
+
+        from trainperf.workloads.protocol import BARE_WINDOW_START
+
+        if steps <= BARE_WINDOW_START + 1:
+            raise ValueError(f"a bare run needs more than {BARE_WINDOW_START + 1} steps, got {steps}")
+
+        def sync() -> None:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+        class BareWindow(TrainerCallback):
+            def __init__(self) -> None:
+                self.window: dict[str, float] = {}
+                self._start = (0.0, 0)
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                if state.global_step == BARE_WINDOW_START:
+                    sync()
+                    self._start = (time.perf_counter(), state.num_input_tokens_seen)
+                elif state.global_step == steps:
+                    sync()
+                    t0, tokens0 = self._start
+                    self.window = {
+                        "after_step": BARE_WINDOW_START,
+                        "steps": steps - BARE_WINDOW_START,
+                        "seconds": time.perf_counter() - t0,
+                        "tokens": state.num_input_tokens_seen - tokens0,
+                    }
+
+        return BareWindow()
 
 
 def _model_and_tokenizer(case: Case, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any, Any]:

@@ -1,0 +1,210 @@
+"""``trainperf fidelity``: run the suite's self-measurement on one case, and analyse a run of it.
+
+The children are interleaved round by round (A, bare, A2, planted slowdowns), so a slow drift
+of the machine is spread over every series instead of being charged to one. Each finished
+child is recorded in ``fidelity.json`` at once: a run cut short (a time limit, Ctrl-C) is
+continued with ``--resume`` and analysed from whatever finished.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from trainperf import fidelity
+from trainperf.case import Case, Outcome
+from trainperf.errors import TrainperfError
+from trainperf.measure import RunMeasurement, measure_run
+from trainperf.metrics import tolerances_from_pyproject
+from trainperf.monitor.nvml import read_samples
+from trainperf.workloads.protocol import (
+    BARE_WINDOW_START,
+    RESULT_FILE,
+    SAMPLES_FILE,
+    STEPS_FILE,
+    read_steps,
+    write_json_atomic,
+)
+
+STATE_FILE = "fidelity.json"
+REPORT_FILE = "fidelity-report.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    case_id: str
+    steps: int
+    aa_repeats: int
+    bare_runs: int
+    plant_fractions: tuple[float, ...]
+    plant_runs: int
+
+    def __post_init__(self) -> None:
+        if self.aa_repeats < 2:
+            raise TrainperfError("--aa must be at least 2: noise needs several fresh runs per series")
+        if self.steps <= BARE_WINDOW_START + 4:
+            raise TrainperfError(f"--steps must be more than {BARE_WINDOW_START + 4}: the bare window starts after step {BARE_WINDOW_START}")
+        if any(not 0 < f < 1 for f in self.plant_fractions):
+            raise TrainperfError("--plant takes fractions between 0 and 1, e.g. 0.03,0.05")
+
+    def schedule(self) -> list[str]:
+        """Labels of the children in launch order, round by round."""
+        labels: list[str] = []
+        for round_index in range(max(self.aa_repeats, self.bare_runs, self.plant_runs)):
+            if round_index < self.aa_repeats:
+                labels.append(fidelity.AA_BASE)
+            if round_index < self.bare_runs:
+                labels.append(fidelity.BARE)
+            if round_index < self.aa_repeats:
+                labels.append(fidelity.AA_OTHER)
+            if round_index < self.plant_runs:
+                labels.extend(fidelity.planted_label(f) for f in self.plant_fractions)
+        return labels
+
+
+def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: Callable[[str], None] = print) -> Path:
+    """Launch the plan's children (or the rest of them, with ``resume``); return the run folder."""
+    from trainperf.hardware import load_classes
+    from trainperf.runner import CaseRunner
+    from trainperf.session import detect, open_run
+    from trainperf.settings import resolve
+
+    settings = resolve(cli, lambda _name: None, root)
+    context = open_run(settings, detect(load_classes(), settings.gpu_class), root)
+    context.say = say
+    state_path = context.run_dir / STATE_FILE
+    state: dict[str, Any] = {"plan": asdict(plan), "children": []}
+    if state_path.is_file():
+        state = json.loads(state_path.read_text())
+        if state["plan"] != json.loads(json.dumps(asdict(plan))):
+            raise TrainperfError(f"{state_path} was started with another plan ({state['plan']}): resume with the same options")
+    labels = plan.schedule()
+    runner = CaseRunner(context)
+    say(f"[trainperf fidelity] {case.id} on {context.gpu_class.name}: {len(labels)} children, {plan.steps} steps each, in {context.run_dir}")
+    for index in range(len(state["children"]), len(labels)):
+        label = labels[index]
+        child = runner.run_child(
+            case,
+            plan.steps,
+            repeat=index,
+            total=len(labels),
+            plant_slowdown=fidelity.planted_fraction(label) or 0.0,
+            bare=label == fidelity.BARE,
+        )
+        state["children"].append({"label": label, "dir": child.info["dir"], "outcome": child.outcome.value, "message": child.message})
+        write_json_atomic(state_path, state)
+        if child.outcome is not Outcome.OK:
+            raise TrainperfError(f"{case.id} ({label}) ended {child.outcome.value}: {child.message}; the benchmark needs a case that runs")
+    return context.run_dir
+
+
+def _read_child(run_dir: Path, relative: str) -> tuple[dict[str, Any], list[Any]]:
+    folder = run_dir / relative
+    path = folder / RESULT_FILE
+    child: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {"steps": read_steps(folder / STEPS_FILE)}
+    samples = read_samples(folder / SAMPLES_FILE) if (folder / SAMPLES_FILE).is_file() else []
+    return child, samples
+
+
+def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
+    """The fidelity report of a run folder, from its files alone (it can be analysed anywhere)."""
+    state_path = run_dir / STATE_FILE
+    if not state_path.is_file():
+        raise TrainperfError(f"{run_dir} has no {STATE_FILE}: give the folder a 'trainperf fidelity' run made")
+    state = json.loads(state_path.read_text())
+    plan = Plan(**{**state["plan"], "plant_fractions": tuple(state["plan"]["plant_fractions"])})
+    sessions = json.loads((run_dir / "run.json").read_text())["sessions"]
+    idle_mem_b = sessions[0].get("idle_mem_b")
+    case = Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / "spec.json").read_text())["case"]) if state["children"] else None
+    groups: dict[str, list[RunMeasurement]] = {}
+    harness: list[fidelity.HarnessRun] = []
+    bare_tps: list[float] = []
+    for entry in state["children"]:
+        if entry["outcome"] != Outcome.OK.value:
+            continue
+        child, samples = _read_child(run_dir, entry["dir"])
+        if entry["label"] == fidelity.BARE:
+            window = child.get("bare_window") or {}
+            if window.get("seconds"):
+                bare_tps.append(window["tokens"] / window["seconds"])
+            continue
+        assert case is not None
+        measured = measure_run(child, samples, samples_per_step=case.samples_per_step, idle_mem_b=idle_mem_b)
+        groups.setdefault(entry["label"], []).append(measured)
+        harness.append(fidelity.HarnessRun(entry["label"], measured, child.get("steps", []), samples))
+    unplanted = [run for run in harness if run.label in (fidelity.AA_BASE, fidelity.AA_OTHER)]
+    harness_tps = [tps for run in unplanted if (tps := fidelity.window_tokens_per_s(run.steps, BARE_WINDOW_START))]
+    default_tolerance = float(tolerances_from_pyproject(root).get("step_time_s", 0.05))
+    tolerances = sorted({*fidelity.TOLERANCE_SWEEP, default_tolerance})
+    judged = fidelity.detection(groups, tolerances)
+    summary = fidelity.detection_summary(judged)
+    smallest = fidelity.smallest_detected(summary, default_tolerance)
+    report = {
+        "case_id": plan.case_id,
+        "run": run_dir.name,
+        "plan": asdict(plan),
+        "children_done": len(state["children"]),
+        "children_planned": len(plan.schedule()),
+        "gpu": sessions[0].get("fingerprint", {}),
+        "overhead": fidelity.overhead(harness_tps, bare_tps).to_dict(),
+        "noise": fidelity.noise([run.measurement for run in unplanted]).to_dict(),
+        "default_tolerance": default_tolerance,
+        "detection": summary,
+        "judgements": [j.to_dict() for j in judged],
+        "smallest_detected_at_default": smallest,
+        "power": fidelity.power_check(unplanted, BARE_WINDOW_START).to_dict(),
+    }
+    write_json_atomic(run_dir / REPORT_FILE, report)
+    return report
+
+
+def _pct(value: float | None, signed: bool = True) -> str:
+    return "n/a" if value is None else (f"{value:+.2%}" if signed else f"{value:.2%}")
+
+
+def render(report: dict[str, Any]) -> str:
+    gpu = report["gpu"]
+    lines = [
+        (f"fidelity of {report['case_id']} ({report['run']}): {report['children_done']}/{report['children_planned']} children, "
+        f"{report['plan']['steps']} steps each; GPU {gpu.get('gpu_name', '?')}, driver {gpu.get('driver', '?')}"),
+    ]
+    over = report["overhead"]
+    interval = over["interval"]
+    lines.append(
+        f"overhead   harness {_median(over['harness_tokens_per_s'])} tok/s ({len(over['harness_tokens_per_s'])} runs) vs bare "
+        f"{_median(over['bare_tokens_per_s'])} tok/s ({len(over['bare_tokens_per_s'])} runs): {_pct(over['slowdown'])} slower"
+        + (f" [95% {_pct(interval[0])} .. {_pct(interval[1])}]" if interval else "")
+        + "   target <= 1%"
+    )
+    noise = report["noise"]
+    parts = ", ".join(f"{name} {_pct(value, signed=False)}" for name, value in noise["cv"].items())
+    lines.append(f"noise      CV over {noise['runs']} fresh children: {parts}   target step time <= 1%")
+    lines.append("detection  step time judged by the gate (median per-step ratio over the steps that repeat, bootstrap p<0.01):")
+    lines.append(f"  {'tolerance':>9s}  {'series':10s} {'pooled':10s} {'ratio':>7s}  single runs flagged")
+    for row in report["detection"]:
+        ratio = row.get("pooled_ratio")
+        lines.append(
+            f"  {row['tolerance']:9.0%}  {row['series']:10s} {row.get('pooled', '-'):10s} "
+            f"{(f'{ratio:.3f}' if ratio else '-'):>7s}  {row['single_flagged']}/{row['single']}"
+        )
+    smallest = report["smallest_detected_at_default"]
+    lines.append(
+        f"  smallest planted slowdown caught at the default tolerance ({report['default_tolerance']:.0%}), pooled and every "
+        f"single run: {'none' if smallest is None else f'{smallest:.0%}'}"
+    )
+    power = report["power"]
+    ms = [f"{v * 1000:.1f} ms" if v is not None else "n/a" for v in (power["interval_median_s"], power["interval_p95_s"], power["interval_max_s"])]
+    lines.append(
+        f"power      integral of sampled power vs energy counter: {_pct(power['relative_difference'])} (median of "
+        f"{len(power['counter_j'])} runs); sampling interval median {ms[0]}, p95 {ms[1]}, max {ms[2]}"
+    )
+    return "\n".join(lines)
+
+
+def _median(values: Sequence[float]) -> str:
+    from trainperf import stats
+
+    return f"{stats.median(values):,.0f}" if values else "n/a"

@@ -1,0 +1,119 @@
+"""The fidelity benchmark's statistics and its run-folder analysis, on synthetic children."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from trainperf import fidelity
+from trainperf.errors import TrainperfError
+from trainperf.fidelity_run import STATE_FILE, Plan, analyse, render
+from trainperf.measure import measure_run
+from trainperf.workloads.protocol import BARE_WINDOW_START
+
+TOKENS = [3534, 2418, 4447, 2183, 1226, 4246, 4690, 2933, 4595, 3038, 3490, 2395, 1620, 1995, 4424, 4749]
+
+
+def _steps(seed: int, slowdown: float = 0.0) -> list[dict[str, float]]:
+    """16 steps shaped like Qwen3-8B LoRA long on an H100: long batches GPU-bound and steady,
+    short ones host-bound and noisy; a slow first step."""
+    rng = random.Random(seed)
+    steps, t = [], 1000.0 + seed * 100
+    for index, tokens in enumerate(TOKENS, 1):
+        if index == 1:
+            duration = 6.0
+        elif tokens > 4000:
+            duration = tokens / 3100 * (1 + rng.uniform(-0.004, 0.004))
+        else:
+            duration = tokens / 2600 * (1 + rng.uniform(-0.3, 0.3))
+        duration *= 1 + slowdown
+        t += duration
+        steps.append({"step": index, "t_end": t, "duration_s": duration, "tokens": tokens})
+    return steps
+
+
+def _measured(seed: int, slowdown: float = 0.0) -> fidelity.RunMeasurement:
+    return measure_run({"steps": _steps(seed, slowdown)}, [], samples_per_step=4, idle_mem_b=None)
+
+
+def test_cv() -> None:
+    assert fidelity.cv([1.0, 1.0, 1.0]) == 0.0
+    assert fidelity.cv([1.0]) is None
+    assert fidelity.cv([0.9, 1.1]) == pytest.approx(0.1414, abs=1e-3)
+
+
+def test_overhead_is_the_harness_shortfall_against_bare() -> None:
+    over = fidelity.overhead([990.0, 995.0, 985.0], [1000.0, 1002.0])
+    assert over.slowdown == pytest.approx(1 - 990 / 1001)
+    assert over.interval is not None and over.interval[0] <= over.slowdown <= over.interval[1]
+    assert fidelity.overhead([], [1.0]).slowdown is None
+
+
+def test_window_throughput_counts_only_steps_after_the_window_start() -> None:
+    steps = [{"step": i, "duration_s": 1.0, "tokens": 100 * i} for i in range(1, 6)]
+    assert fidelity.window_tokens_per_s(steps, 3) == pytest.approx((400 + 500) / 2)
+
+
+def test_aa_passes_and_a_planted_five_percent_is_caught_at_three_percent_tolerance() -> None:
+    groups = {
+        fidelity.AA_BASE: [_measured(seed) for seed in range(5)],
+        fidelity.AA_OTHER: [_measured(seed) for seed in range(5, 10)],
+        fidelity.planted_label(0.05): [_measured(seed, 0.05) for seed in range(10, 12)],
+    }
+    summary = fidelity.detection_summary(fidelity.detection(groups, [0.03]))
+    rows = {row["series"]: row for row in summary}
+    assert rows["A2"]["pooled"] == "pass" and rows["A2"]["single_flagged"] == 0
+    assert rows["plant0.05"]["pooled"] == "regressed" and rows["plant0.05"]["single_flagged"] == 2
+    assert fidelity.smallest_detected(summary, 0.03) == 0.05
+
+
+def test_plan_interleaves_and_validates() -> None:
+    plan = Plan("c", 16, 2, 1, (0.05,), 1)
+    assert plan.schedule() == ["A", "bare", "A2", "plant0.05", "A", "A2"]
+    with pytest.raises(TrainperfError, match="--aa"):
+        Plan("c", 16, 1, 1, (), 1)
+    with pytest.raises(TrainperfError, match="--plant"):
+        Plan("c", 16, 2, 1, (1.5,), 1)
+
+
+def _child(folder: Path, steps: list[dict[str, float]] | None = None, bare: float | None = None) -> None:
+    folder.mkdir(parents=True)
+    result: dict[str, object] = {"outcome": "ok", "steps": steps or []}
+    if bare is not None:
+        result["bare_window"] = {"after_step": BARE_WINDOW_START, "steps": 13, "seconds": bare, "tokens": 41584}
+    (folder / "result.json").write_text(json.dumps(result))
+    (folder / "spec.json").write_text(json.dumps({"case": {"family": "sft_hf", "model": "m", "method": "lora", "profile": "long", "batch_size": 4}}))
+
+
+def test_analyse_a_run_folder_from_its_files(tmp_path: Path) -> None:
+    plan = Plan("sft_hf-m-lora-long-b4", 16, 2, 1, (0.05,), 1)
+    children = []
+    for index, label in enumerate(plan.schedule()):
+        relative = f"cases/c/r{index + 1}"
+        if label == "bare":
+            _child(tmp_path / relative, bare=13.0)
+        else:
+            _child(tmp_path / relative, _steps(index, 0.05 if label.startswith("plant") else 0.0))
+        children.append({"label": label, "dir": relative, "outcome": "ok", "message": ""})
+    (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": children}))
+    (tmp_path / "run.json").write_text(json.dumps({"sessions": [{"idle_mem_b": None, "fingerprint": {"gpu_name": "X"}}]}))
+    report = analyse(tmp_path, tmp_path)
+    assert report["children_done"] == 6
+    assert report["overhead"]["bare_tokens_per_s"] == [pytest.approx(41584 / 13.0)]
+    assert report["noise"]["runs"] == 4
+    assert "fidelity of sft_hf-m-lora-long-b4" in render(report)
+    assert (tmp_path / "fidelity-report.json").is_file()
+
+
+def _plan(plan: Plan) -> dict[str, object]:
+    from dataclasses import asdict
+
+    return asdict(plan)
+
+
+def test_analyse_needs_a_fidelity_run(tmp_path: Path) -> None:
+    with pytest.raises(TrainperfError, match="no fidelity.json"):
+        analyse(tmp_path, tmp_path)
