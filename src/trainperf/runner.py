@@ -31,6 +31,8 @@ from trainperf.results import CaseResult, MetricValue, append_jsonl, load_result
 from trainperf.settings import Settings
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.profiles import load_profile
+from trainperf.traces.collect import attach_diff, collect, plan_for
+from trainperf.traces.plan import TracePlan
 from trainperf.workloads.child import OOM_MARKERS
 from trainperf.workloads.protocol import (
     EXIT_OK,
@@ -150,6 +152,9 @@ class CaseRunner:
                     "run(s); steps are compared through their median across all runs"
                 )
         result.verdict = verdict.to_dict()
+        no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
+        if no_diff:
+            notes.append(no_diff)
         result.references = compare_to_references(result, case, ctx.references) or None
         for ref in result.references or []:
             notes.append(
@@ -302,6 +307,8 @@ class CaseRunner:
             outcome, message, child, measurement, info = self._one_child(case, len(result.runs), steps, total)
             info["purpose"] = purpose
             result.runs.append(info)
+            if result.trace is None and info.get("trace", {}).get("summary"):
+                result.trace = info["trace"]
             if child.get("effective_config") and not result.effective_config:
                 result.effective_config = child["effective_config"]
                 result.fingerprint.update(child.get("versions", {}))
@@ -333,11 +340,15 @@ class CaseRunner:
             "plant_slowdown": ctx.settings.plant_slowdown,
             "memory_cap_gib": ctx.gpu_class.memory_gib if ctx.emulated else None,
         }
+        trace_plan = plan_for(ctx.run_dir, case.id, out_dir.name, steps) if ctx.settings.trace or case.trace else None
+        if isinstance(trace_plan, TracePlan):
+            spec["trace"] = trace_plan.to_spec()
         write_json_atomic(out_dir / SPEC_FILE, spec)
         python = ctx.settings.python or sys.executable
         command = [python, "-m", "trainperf.workloads", str(out_dir / SPEC_FILE)]
         label = f"{case.id} run {repeat + 1}/{total}"
-        ctx.say(f"[trainperf] {label}: started ({steps} steps, {'GPU ' + str(ctx.device) if self.on_gpu else 'CPU'})")
+        traced = f", profiling steps {trace_plan.first_profiled_step}-{steps}" if isinstance(trace_plan, TracePlan) else ""
+        ctx.say(f"[trainperf] {label}: started ({steps} steps, {'GPU ' + str(ctx.device) if self.on_gpu else 'CPU'}{traced})")
         progress = _Progress(ctx.say, label, out_dir / STEPS_FILE, steps, ctx.settings.progress_interval)
         sampler = Sampler(ctx.device) if self.on_gpu and ctx.device is not None else None
         samples: list[Sample] = []
@@ -371,6 +382,12 @@ class CaseRunner:
         }
         if measurement is not None:
             info.update(measurement.info)
+        if isinstance(trace_plan, TracePlan) and child.get("trace") is not None:
+            info["trace"] = collect(child["trace"], trace_plan, ctx.run_dir)
+        elif isinstance(trace_plan, str):
+            info["trace"] = {"error": trace_plan}
+        if child.get("memory_snapshot"):
+            info["memory_snapshot"] = child["memory_snapshot"]
         if outcome is not Outcome.OK:
             info["stderr_tail"] = exit_.stderr_tail[-3000:]
         if self.on_gpu:
