@@ -61,7 +61,9 @@ def _verdict(step_delta: float, deltas: dict[str, float], kind: str) -> str:
 
 
 def describe(diff: dict[str, Any]) -> list[str]:
-    """Lines for the failure detail and the summary."""
+    """Lines for the failure detail and the summary (none for an empty diff)."""
+    if not diff:
+        return []
     base_step, cur_step = diff["step_ms"]
     parts = ", ".join(f"{label} {after - before:+.2f} ms" for label, (before, after) in diff["components_ms"].items())
     before_busy, after_busy = diff["busy_fraction"]
