@@ -179,10 +179,19 @@ class CaseRunner:
         steps = case.steps or CLIFF_STEPS
         limit_gib = case.memory_cap_gib or ctx.gpu_class.memory_gib
 
+        launches = 0
+        started = time.monotonic()
+
         def probe(value: int) -> Probe:
+            nonlocal launches
             probe_case = case.replace(**{axis: value})
             probed = self._new_result(probe_case)
             self._add_runs(probe_case, steps, probed, [], 1, purpose="cliff-probe")
+            launches += 1
+            ctx.say(
+                f"[trainperf] {cliff_id}: probe {launches}, {axis}={value}: "
+                f"{'fits' if probed.outcome == Outcome.OK.value else probed.outcome}, {time.monotonic() - started:.0f}s so far"
+            )
             return Probe(value, probed.outcome == Outcome.OK.value, probed.outcome, probed.message[:300])
 
         def predicted_oom(value: int) -> str | None:
@@ -392,7 +401,8 @@ class CaseRunner:
             info["stderr_tail"] = exit_.stderr_tail[-3000:]
         if self.on_gpu:
             info["idle_after"] = self._wait_idle()
-        ctx.say(f"[trainperf] {label}: {outcome.value} after {exit_.wall_s:.0f}s" + (f" ({message})" if message else ""))
+        done = f", {len(child.get('steps') or [])}/{steps} steps"
+        ctx.say(f"[trainperf] {label}: {outcome.value} after {exit_.wall_s:.0f}s{done}" + (f" ({message})" if message else ""))
         return outcome, message, child, measurement, info
 
     def _wait_idle(self) -> dict[str, Any]:

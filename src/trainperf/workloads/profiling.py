@@ -80,7 +80,12 @@ class MemoryHistory:
     def __init__(self, device: torch.device) -> None:
         self.on_cuda = device.type == "cuda" and torch.cuda.is_available()
         if self.on_cuda:
-            torch.cuda.memory._record_memory_history(max_entries=SNAPSHOT_MAX_ENTRIES)
+            # Python stacks at allocation only (no C++ stacks, no frees): the cheapest history that
+            # still says which code allocated what. It costs host time on every allocation, so a
+            # traced run is compared with a traced baseline (README, "Traces").
+            torch.cuda.memory._record_memory_history(
+                enabled="all", context="alloc", stacks="python", max_entries=SNAPSHOT_MAX_ENTRIES
+            )
 
     def dump(self, out_dir: Path) -> dict[str, Any]:
         if not self.on_cuda:
