@@ -21,6 +21,7 @@ from typing import Any
 
 from trainperf.traces.categories import categorise, short_name
 from trainperf.traces.kineto import (
+    GPU_ANNOTATION,
     GPU_CATEGORIES,
     OPTIMIZER_PREFIX,
     RUNTIME_CATEGORIES,
@@ -63,14 +64,16 @@ class _Spans:
 def analyse(trace: dict[str, Any]) -> dict[str, Any]:
     """The summary of one trace: GPU figures when it holds GPU activity, else the CPU equivalent."""
     found = events(trace)
-    steps = [e for e in found if e.name.startswith(STEP_PREFIX)]
+    # Host-side annotations only: CUDA traces repeat them on the GPU rows (``gpu_user_annotation``).
+    host = [e for e in found if e.cat != GPU_ANNOTATION]
+    steps = [e for e in host if e.name.startswith(STEP_PREFIX)]
     if steps:
         window = (min(e.start for e in steps), max(e.end for e in steps))
     elif found:
         window = (min(e.start for e in found), max(e.end for e in found))
     else:
         window = (0.0, 0.0)
-    optimizer = _Spans((e.start, e.end) for e in found if e.name.startswith(OPTIMIZER_PREFIX))
+    optimizer = _Spans((e.start, e.end) for e in host if e.name.startswith(OPTIMIZER_PREFIX))
     gpu = [e for e in found if e.cat in GPU_CATEGORIES and e.end > window[0] and e.start < window[1]]
     summary = _gpu(found, gpu, window, optimizer) if gpu else _cpu(found, steps, window, optimizer)
     summary["steps"] = max(1, len(steps))

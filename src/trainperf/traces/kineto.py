@@ -11,6 +11,7 @@ from typing import Any
 from trainperf.errors import TrainperfError
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_ANNOTATION = "gpu_user_annotation"
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver")
 STEP_PREFIX = "ProfilerStep#"
 OPTIMIZER_PREFIX = "Optimizer.step#"
