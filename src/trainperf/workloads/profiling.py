@@ -49,14 +49,22 @@ class StepProfiler:
         self._started = False
 
     def start(self) -> None:
-        if not self._started:
-            self._profile.start()
-            self._started = True
+        if not self._started and "error" not in self.info:
+            self._guarded(self._profile.start)
+            self._started = "error" not in self.info
 
     def step(self) -> None:
         """Called after each step's edge was taken, so start-up and export cost land in marked steps."""
         if self._started:
-            self._profile.step()
+            self._guarded(self._profile.step)
+
+    def _guarded(self, action: Any) -> None:
+        """A profiler that fails (no CUPTI, a full disk) ends the trace, never the measurement."""
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001
+            self.info["error"] = f"profiler failed: {type(exc).__name__}: {exc}"[:300]
+            self._started = False
 
     def stop(self) -> None:
         if self._started:
@@ -79,6 +87,14 @@ class MemoryHistory:
 
     def __init__(self, device: torch.device) -> None:
         self.on_cuda = device.type == "cuda" and torch.cuda.is_available()
+        self.error: str | None = None
+        if self.on_cuda:
+            try:
+                self._start()
+            except Exception as exc:  # noqa: BLE001 - a missing history must not stop the measurement
+                self.error = f"allocator history not recorded: {type(exc).__name__}: {exc}"[:300]
+
+    def _start(self) -> None:
         if self.on_cuda:
             # Python stacks at allocation only (no C++ stacks, no frees): the cheapest history that
             # still says which code allocated what. It costs host time on every allocation, so a
@@ -90,6 +106,8 @@ class MemoryHistory:
     def dump(self, out_dir: Path) -> dict[str, Any]:
         if not self.on_cuda:
             return {"skipped": "CPU run: a memory snapshot is the CUDA allocator's history, none on the CPU"}
+        if self.error:
+            return {"error": self.error}
         pickle_path = out_dir / SNAPSHOT_FILE
         torch.cuda.memory._dump_snapshot(str(pickle_path))
         info: dict[str, Any] = {"file": str(pickle_path), "bytes": pickle_path.stat().st_size}
