@@ -65,7 +65,7 @@ def test_traced_cpu_run_and_a_planted_slowdown_explained(pytester: pytest.Pytest
     assert 'name="trainperf_trace_busy_fraction"' in (pytester.path / "junit.xml").read_text()
 
     # A planted slowdown sleeps inside each step: the main thread idles, and the diff says so.
-    slowed = run(pytester, "--perf-plant-slowdown", "1.5", "--perf-confirm", "0")
+    slowed = run(pytester, "--perf-plant-slowdown", "4.0", "--perf-confirm", "0")
     slowed.assert_outcomes(failed=1)
     output = slowed.stdout.str()
     assert "trace diff: idle slowdown" in output, output[-3000:]
