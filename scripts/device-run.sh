@@ -25,5 +25,9 @@ else
 fi
 timeout --signal=INT "${PERF_WALL_S:-540}" "${command[@]}" 2>&1 | tee "$out/${LOG_NAME:-pytest}.log"
 rc=${PIPESTATUS[0]}
-tar czf "$out/results.tgz" --exclude='*.pt.trace.json*' reports baselines
+# Profiler traces (--perf-trace) are large: packed only when asked (PERF_PACK_TRACES=1);
+# their analysis is in the result files either way.
+exclude=(--exclude='*.pt.trace.json*')
+[ "${PERF_PACK_TRACES:-0}" = 1 ] && exclude=()
+tar czf "$out/results.tgz" "${exclude[@]}" reports baselines
 exit "$rc"

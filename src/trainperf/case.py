@@ -68,6 +68,9 @@ class Case:
     """Cap the child's memory (GPU: the allocator's share of the device; CPU: its address space),
     so that a smaller device can be emulated and a CPU can run out of memory for a cliff."""
     slow: bool = False
+    trace: bool = False
+    """Profile the last steps of every run of this case (as ``--perf-trace`` does for all cases).
+    How a case is observed, not what it does: never part of the id."""
     notes: str = ""
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     """Family-specific knobs as sorted (key, value) pairs; appended to the id when present."""

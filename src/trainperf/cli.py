@@ -13,7 +13,7 @@ from pathlib import Path
 
 from trainperf.errors import TrainperfError
 from trainperf.hardware import load_classes
-from trainperf.report.table import failure_detail, render_markdown, render_text
+from trainperf.report.table import failure_detail, render_text
 from trainperf.results import CaseResult, load_result
 
 
@@ -60,7 +60,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     print(render_text(results))
     for line in details:
         print(line)
-    (run_dir / "summary.md").write_text(render_markdown(results, f"trainperf: {run_dir.name}", details))
+    from trainperf.report.build import write_reports
+
+    written = write_reports(run_dir, results, f"trainperf: {run_dir.name}", details)
+    print(f"wrote {', '.join(str(path) for path in written)}")
     return 0
 
 
@@ -184,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     estimate = sub.add_parser("estimate", help="memory estimate against every measured baseline, with its error")
     estimate.add_argument("--baselines", default="baselines")
     estimate.set_defaults(func=_cmd_estimate)
-    report = sub.add_parser("report", help="rebuild a run folder's summary from its result files")
+    report = sub.add_parser("report", help="rebuild a run folder's summary.md, index.html and benchmark.json from its result files")
     report.add_argument("run", help="reports/<run>")
     report.add_argument("--json", action="store_true", help="print the results as JSON")
     report.set_defaults(func=_cmd_report)

@@ -84,11 +84,15 @@ def per_step_energy_per_token(samples: Sequence[Sample], edges: Sequence[dict[st
 def measure_run(
     child: dict[str, Any], samples: Sequence[Sample], *, samples_per_step: int, idle_mem_b: int | None
 ) -> RunMeasurement:
-    steps = child.get("steps") or []
+    # Steps under the profiler (--perf-trace) run slower by its overhead: never timed.
+    recorded = child.get("steps") or []
+    steps = [s for s in recorded if not s.get("profiled")]
     durations = [float(s["duration_s"]) for s in steps]
     tokens = [float(s["tokens"]) for s in steps]
     metrics: dict[str, float] = {}
     info: dict[str, Any] = {"steps": len(steps)}
+    if len(steps) != len(recorded):
+        info["profiled_steps"] = len(recorded) - len(steps)
     step_samples: list[float] = []
     throughput_samples: list[float] = []
     if len(steps) >= 2:

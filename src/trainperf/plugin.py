@@ -14,7 +14,9 @@ import pytest
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.hardware import CPU_CLASS, load_classes
-from trainperf.report.table import failure_detail, render_markdown, render_text
+from trainperf.report.build import write_reports
+from trainperf.report.export import key_figures
+from trainperf.report.table import failure_detail, render_text
 from trainperf.runner import CaseReport, CaseRunner, RunContext
 from trainperf.session import Detection, detect, emulate, open_run
 from trainperf.settings import OPTIONS, Settings, resolve
@@ -147,9 +149,8 @@ class Harness:
         """Record the report and turn its verdict into the test's outcome."""
         self.state.reports.append(report)
         if record_property is not None:
-            record_property("trainperf_verdict", report.verdict.verdict.value)
-            for name, value in report.result.metrics.items():
-                record_property(f"trainperf_{name}", round(value.value, 6))
+            for name, value in key_figures(report.result).items():
+                record_property(f"trainperf_{name}", value)
         if report.result.outcome == Outcome.SKIPPED.value:
             pytest.skip(report.result.message or "skipped")
         if report.verdict.fails:
@@ -218,5 +219,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(line)
     run_dir = state.context.run_dir
     title = f"trainperf {state.context.gpu_class.name}: {run_dir.name}"
-    (run_dir / "summary.md").write_text(render_markdown(results, title, details))
-    terminalreporter.write_line(f"trainperf: results in {run_dir} (summary.md, results/*.json)")
+    write_reports(run_dir, results, title, details)
+    terminalreporter.write_line(f"trainperf: results in {run_dir} (summary.md, index.html, benchmark.json, results/*.json)")

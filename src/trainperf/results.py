@@ -50,6 +50,8 @@ class CaseResult:
     """For an OOM-cliff search: the axis, range, probes, result and its confirmation."""
     estimate: dict[str, Any] | None = None
     """Peak allocator memory estimated before launch (``trainperf.estimate``), shown beside the measured peak."""
+    trace: dict[str, Any] | None = None
+    """With --perf-trace: the first traced run's trace record (file, size, analysis summary)."""
     emulated: str | None = None
     planted_slowdown: float = 0.0
     created: str = ""

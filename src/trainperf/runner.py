@@ -31,6 +31,8 @@ from trainperf.results import CaseResult, MetricValue, append_jsonl, load_result
 from trainperf.settings import Settings
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.profiles import load_profile
+from trainperf.traces.collect import attach_diff, collect, plan_for
+from trainperf.traces.plan import TracePlan
 from trainperf.workloads.child import OOM_MARKERS
 from trainperf.workloads.protocol import (
     EXIT_OK,
@@ -163,6 +165,9 @@ class CaseRunner:
                     "run(s); steps are compared through their median across all runs"
                 )
         result.verdict = verdict.to_dict()
+        no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
+        if no_diff:
+            notes.append(no_diff)
         result.references = compare_to_references(result, case, ctx.references) or None
         for ref in result.references or []:
             notes.append(
@@ -195,8 +200,11 @@ class CaseRunner:
         probes_path.parent.mkdir(parents=True, exist_ok=True)
         if not recorded:
             probes_path.write_text("")
+        launches = 0
+        started = time.monotonic()
 
         def probe(value: int) -> Probe:
+            nonlocal launches
             if recorded and recorded[0].value == value:
                 replayed = recorded.pop(0)
                 ctx.say(f"[trainperf] {cliff_id}: {axis}={value} {replayed.outcome} (recorded, not re-run)")
@@ -205,6 +213,11 @@ class CaseRunner:
             probe_case = case.replace(**{axis: value})
             probed = self._new_result(probe_case)
             self._add_runs(probe_case, steps, probed, [], 1, purpose="cliff-probe")
+            launches += 1
+            ctx.say(
+                f"[trainperf] {cliff_id}: probe {launches}, {axis}={value}: "
+                f"{'fits' if probed.outcome == Outcome.OK.value else probed.outcome}, {time.monotonic() - started:.0f}s so far"
+            )
             result = Probe(value, probed.outcome == Outcome.OK.value, probed.outcome, probed.message[:300])
             append_jsonl(probes_path, asdict(result))
             return result
@@ -332,6 +345,8 @@ class CaseRunner:
             outcome, message, child, measurement, info = run.outcome, run.message, run.child, run.measurement, run.info
             info["purpose"] = purpose
             result.runs.append(info)
+            if result.trace is None and info.get("trace", {}).get("summary"):
+                result.trace = info["trace"]
             if child.get("effective_config") and not result.effective_config:
                 result.effective_config = child["effective_config"]
                 result.fingerprint.update(child.get("versions", {}))
@@ -374,11 +389,15 @@ class CaseRunner:
             "memory_cap_gib": ctx.gpu_class.memory_gib if ctx.emulated else None,
             "bare": bare,
         }
+        trace_plan = plan_for(ctx.run_dir, case.id, out_dir.name, steps) if ctx.settings.trace or case.trace else None
+        if isinstance(trace_plan, TracePlan):
+            spec["trace"] = trace_plan.to_spec()
         write_json_atomic(out_dir / SPEC_FILE, spec)
         python = ctx.settings.python or sys.executable
         command = [python, "-m", "trainperf.workloads", str(out_dir / SPEC_FILE)]
         label = f"{case.id} run {repeat + 1}/{total}"
-        ctx.say(f"[trainperf] {label}: started ({steps} steps, {'GPU ' + str(ctx.device) if self.on_gpu else 'CPU'})")
+        traced = f", profiling steps {trace_plan.first_profiled_step}-{steps}" if isinstance(trace_plan, TracePlan) else ""
+        ctx.say(f"[trainperf] {label}: started ({steps} steps, {'GPU ' + str(ctx.device) if self.on_gpu else 'CPU'}{traced})")
         progress = _Progress(ctx.say, label, out_dir / STEPS_FILE, steps, ctx.settings.progress_interval)
         sampler = Sampler(ctx.device) if self.on_gpu and ctx.device is not None and not bare else None
         samples: list[Sample] = []
@@ -412,11 +431,18 @@ class CaseRunner:
         }
         if measurement is not None:
             info.update(measurement.info)
+        if isinstance(trace_plan, TracePlan) and child.get("trace") is not None:
+            info["trace"] = collect(child["trace"], trace_plan, ctx.run_dir)
+        elif isinstance(trace_plan, str):
+            info["trace"] = {"error": trace_plan}
+        if child.get("memory_snapshot"):
+            info["memory_snapshot"] = child["memory_snapshot"]
         if outcome is not Outcome.OK:
             info["stderr_tail"] = exit_.stderr_tail[-3000:]
         if self.on_gpu:
             info["idle_after"] = self._wait_idle()
-        ctx.say(f"[trainperf] {label}: {outcome.value} after {exit_.wall_s:.0f}s" + (f" ({message})" if message else ""))
+        done = f", {len(child.get('steps') or [])}/{steps} steps"
+        ctx.say(f"[trainperf] {label}: {outcome.value} after {exit_.wall_s:.0f}s{done}" + (f" ({message})" if message else ""))
         return ChildRun(outcome, message, child, measurement, info)
 
     def _wait_idle(self) -> dict[str, Any]:

@@ -97,6 +97,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("plant_slowdown", "make every step this fraction slower (to check the gate); never baselined", 0.0, _fraction),
     OptionSpec("progress_interval", "seconds between progress lines of a running case (0: off)", 30.0, float),
     OptionSpec("python", "Python interpreter for the children (default: this one)", None),
+    OptionSpec(
+        "trace",
+        "profile the last steps of each run with torch.profiler (left out of the timing metrics) and "
+        "analyse the trace: GPU busy/idle, kernel categories, host-bound gaps",
+        False,
+        _bool,
+        flag=True,
+    ),
 )
 
 
@@ -117,6 +125,7 @@ class Settings:
     plant_slowdown: float
     progress_interval: float
     python: str | None
+    trace: bool = False
 
 
 def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainperf.results import CaseResult
+from trainperf.traces.diff import describe as describe_trace_diff
 
 COLUMNS = (
     ("case", "case"),
@@ -103,6 +104,8 @@ def failure_detail(result: CaseResult) -> list[str]:
                 f"    {metric['metric']}: {format_value(metric['baseline'])} -> {format_value(metric['current'])} "
                 f"({(metric['ratio'] - 1) * 100:+.1f}%){span}{p_value} [{metric['verdict']}]"
             )
+    if verdict.get("trace_diff"):
+        lines += [f"    {line}" for line in describe_trace_diff(verdict["trace_diff"])]
     for key, old, new in verdict.get("environment_changes", []):
         lines.append(f"    environment: {key} {old} -> {new}")
     return lines

@@ -48,9 +48,15 @@ def main(argv: list[str]) -> int:
     started = time.time()
     result: dict[str, Any] = {"child_start": started, "pid": os.getpid(), "python": sys.executable}
     recorder = None
+    memory_history = None
     try:
         apply_memory_cap(spec)
         from trainperf.workloads.recorder import StepRecorder
+
+        if spec.get("trace"):
+            from trainperf.workloads.profiling import MemoryHistory
+
+            memory_history = MemoryHistory(_torch_device(spec))
 
         recorder = StepRecorder(out_dir / STEPS_FILE, spec)
         family = importlib.import_module(FAMILIES[spec["case"]["family"]])
@@ -65,6 +71,8 @@ def main(argv: list[str]) -> int:
         if is_oom(exc):
             result["outcome"], code = "oom", EXIT_OOM
             result["message"] = _first_line(exc)
+            if memory_history is not None:
+                result["memory_snapshot"] = _dump_snapshot(memory_history, out_dir)
         elif isinstance(exc, KeyboardInterrupt):
             result["outcome"], code = "crash", EXIT_CRASH
             result["message"] = "interrupted"
@@ -75,6 +83,11 @@ def main(argv: list[str]) -> int:
     if recorder is not None:
         result["steps"] = recorder.steps
         result.setdefault("memory", {}).update(recorder.memory_summary())
+        trace = recorder.trace_info()
+        if trace is not None:
+            from trainperf.workloads.profiling import environment_note
+
+            result["trace"] = {**trace, "environment": environment_note()}
     result.setdefault("memory", {})["host_peak_rss_b"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     result["child_end"] = time.time()
     write_json_atomic(out_dir / RESULT_FILE, result)
@@ -101,6 +114,21 @@ def apply_memory_cap(spec: dict[str, Any]) -> None:
         # Address space, not resident memory: the allocator's request fails cleanly ("can't
         # allocate memory"), which is classified as an OOM, instead of the kernel's OOM killer.
         resource.setrlimit(resource.RLIMIT_AS, (cap_b, cap_b))
+
+
+def _torch_device(spec: dict[str, Any]) -> Any:
+    import torch
+
+    return torch.device(spec.get("device", "cpu"))
+
+
+def _dump_snapshot(history: Any, out_dir: Path) -> dict[str, Any]:
+    """The allocator history at the OOM; a failure to dump is recorded, never raised over the OOM."""
+    try:
+        info: dict[str, Any] = history.dump(out_dir)
+    except Exception as exc:  # noqa: BLE001
+        info = {"error": f"{type(exc).__name__}: {_first_line(exc)}"}
+    return info
 
 
 def _first_line(exc: BaseException) -> str:

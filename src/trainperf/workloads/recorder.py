@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from trainperf.traces.plan import TracePlan
+
 
 class StepRecorder:
     """Framework-neutral: a family calls ``begin()``, then ``step_end(tokens)`` after each optimizer step."""
@@ -23,6 +25,12 @@ class StepRecorder:
         self.plant_slowdown = float(spec.get("plant_slowdown", 0.0))
         self.steps: list[dict[str, Any]] = []
         self._last_edge: float | None = None
+        self.trace_plan = TracePlan.from_spec(spec.get("trace"))
+        self.profiler = None
+        if self.trace_plan is not None:
+            from trainperf.workloads.profiling import StepProfiler
+
+            self.profiler = StepProfiler(self.trace_plan, self.device)
         # Kept open for the child's life (line-buffered); the process ends with os._exit.
         self._handle = open(self.path, "a", buffering=1)  # noqa: SIM115
 
@@ -35,6 +43,8 @@ class StepRecorder:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         self._sync()
+        if self.profiler is not None:
+            self.profiler.start()
         self._last_edge = time.perf_counter()
 
     def step_end(self, tokens: int, **extra: Any) -> None:
@@ -57,10 +67,25 @@ class StepRecorder:
             record["allocated_b"] = torch.cuda.memory_allocated(self.device)
             record["reserved_b"] = torch.cuda.memory_reserved(self.device)
             record["max_allocated_b"] = torch.cuda.max_memory_allocated(self.device)
+        if self.trace_plan is not None and self.trace_plan.profiled(record["step"]):
+            record["profiled"] = True  # left out of the timing metrics (measure.py)
         record.update(extra)
         self.steps.append(record)
         self._handle.write(json.dumps(record) + "\n")
+        if self.profiler is not None:
+            # After the edge: the profiler's start and its trace export land in marked steps only.
+            self.profiler.step()
         self._last_edge = edge
+
+    def trace_info(self) -> dict[str, Any] | None:
+        """What the profiler captured (file, sizes, steps), for the result; None when not tracing."""
+        if self.profiler is None:
+            return None
+        try:
+            self.profiler.stop()  # a no-op after a full window; after a failure it ends the profiler
+        except Exception as exc:  # noqa: BLE001 - the trace must never hide how the run ended
+            self.profiler.info["stop_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        return self.profiler.info
 
     def memory_summary(self) -> dict[str, int]:
         if self.device.type != "cuda" or not torch.cuda.is_available():

@@ -1,0 +1,26 @@
+"""Write a run folder's reports from its results: ``summary.md``, ``index.html``, ``benchmark.json``.
+
+The pytest plugin calls this at the end of a session and ``trainperf report RUN`` calls it to
+rebuild them from the result files alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from trainperf.report.export import benchmark_json
+from trainperf.report.html import render_html, run_info
+from trainperf.report.markdown import render_summary
+from trainperf.results import CaseResult
+
+REPORT_FILES = ("summary.md", "index.html", "benchmark.json")
+
+
+def write_reports(run_dir: Path, results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> list[Path]:
+    summary, page, bench = (run_dir / name for name in REPORT_FILES)
+    summary.write_text(render_summary(results, title, details))
+    page.write_text(render_html(run_dir, results, title, details))
+    bench.write_text(json.dumps(benchmark_json(results, run_info(run_dir)), indent=1))
+    return [summary, page, bench]

@@ -1,0 +1,225 @@
+"""The run folder's ``index.html``: one self-contained page (inline CSS and SVG, no external files).
+
+A marker script sets ``data-report="rendered"`` on load and ``data-script-error`` on any script
+error, so a headless browser can check the page (``tests/test_report_html.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from trainperf.case import Case
+from trainperf.report.rundata import probe_series, runs_of
+from trainperf.report.svg import Bar, Line, Mark, line_chart, ratio_chart, stacked_bars
+from trainperf.report.table import COLUMNS, rows
+from trainperf.results import CaseResult
+from trainperf.traces.diff import describe
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
+table { border-collapse: collapse; font-size: 12px; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
+th { background: #f3f3f3; } td:first-child { text-align: left; }
+.v-regressed, .v-outcome-changed, .v-config-changed { background: #fdd; }
+.v-noisy { background: #ffc; } .v-improved { background: #dfd; }
+section { margin: 18px 0; } .plots { display: flex; flex-wrap: wrap; gap: 12px; }
+pre { background: #f7f7f7; padding: 8px; font-size: 12px; white-space: pre-wrap; }
+"""
+MARKER = """
+window.onerror = function (msg) { document.documentElement.setAttribute('data-script-error', String(msg)); };
+window.addEventListener('load', function () {
+  var plots = document.querySelectorAll('svg.plot').length;
+  document.documentElement.setAttribute('data-plots', String(plots));
+  document.documentElement.setAttribute('data-report', 'rendered');
+});
+"""
+TIMING = ("step_time_s", "tokens_per_s", "peak_allocated_gib", "device_mem_peak_gib", "energy_per_token_j")
+
+
+def _case(result: CaseResult) -> Case | None:
+    try:
+        return Case.from_dict(result.case)
+    except (TypeError, ValueError):
+        return None
+
+
+def _table(results: Sequence[CaseResult]) -> str:
+    head = "".join(f"<th>{escape(title)}</th>" for _, title in COLUMNS)
+    body = []
+    for result, row in zip(results, rows(results)):
+        verdict = escape(str(result.verdict.get("verdict", "-")))
+        cells = "".join(f"<td>{escape(cell)}</td>" for cell in row)
+        body.append(f'<tr class="v-{verdict}">{cells}</tr>')
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _memory_and_power(run_dir: Path, results: Sequence[CaseResult], idle_b: int) -> list[str]:
+    plots, power = [], []
+    for result in results:
+        lines = []
+        for series in runs_of(run_dir, result):
+            if series.allocated_gib():
+                lines.append(Line(f"{series.label} allocated (allocator)", series.allocated_gib()))
+            if series.samples:
+                lines.append(Line(f"{series.label} device (NVML)", series.device_gib(idle_b), dashed=True))
+            if series.power_w():
+                power.append(Line(f"{result.case_id} {series.label}", series.power_w()))
+        if lines:
+            plots.append(line_chart(f"memory: {result.case_id}", "seconds", "GiB", lines))
+    if power:
+        plots.append(line_chart("board power", "seconds", "W", power))
+    return plots
+
+
+def _step_times(run_dir: Path, results: Sequence[CaseResult]) -> list[str]:
+    plots = []
+    for result in results:
+        lines = []
+        for series in runs_of(run_dir, result):
+            if series.step_times(False):
+                lines.append(Line(f"{series.label} measured", series.step_times(False)))
+            if series.step_times(True):
+                lines.append(Line(f"{series.label} profiled (not timed)", series.step_times(True), dashed=True))
+        if lines:
+            plots.append(line_chart(f"step time: {result.case_id}", "step", "s", lines))
+    return plots
+
+
+def _throughput_vs_batch(run_dir: Path, results: Sequence[CaseResult]) -> list[str]:
+    """Throughput against batch size per configuration: measured cases, cliff probes, the OOM cliff."""
+    groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    marks: dict[str, list[Mark]] = defaultdict(list)
+    for result in results:
+        case = _case(result)
+        if case is None:
+            continue
+        key = f"{case.family} {case.model} {case.method} {case.profile}"
+        if result.cliff:
+            for probe in result.cliff.get("probes", []):
+                probe_id = case.replace(batch_size=int(probe["value"])).id
+                rates = [r for s in probe_series(run_dir, probe_id) if (r := s.tokens_per_s()) is not None]
+                if probe["fits"] and rates:
+                    groups[key].append((float(probe["value"]), max(rates)))
+                elif probe["outcome"] == "oom":
+                    marks[key].append(Mark(float(probe["value"]), "OOM", 0.0))
+            if result.cliff.get("smallest_oom") is not None:
+                marks[key].append(Mark(float(result.cliff["smallest_oom"]), f"cliff: {result.cliff.get('summary', '')}"))
+        elif result.outcome == "oom":
+            marks[key].append(Mark(float(case.batch_size), "OOM", 0.0))
+        elif "tokens_per_s" in result.metrics:
+            groups[key].append((float(case.batch_size), result.metrics["tokens_per_s"].value))
+    return [
+        line_chart(f"throughput vs batch size: {key}", "batch size", "tokens/s", [Line(key, sorted(groups[key]))], marks[key])
+        for key in sorted(set(groups) | set(marks))
+        if groups[key] or marks[key]
+    ]
+
+
+def _phases(run_dir: Path, results: Sequence[CaseResult]) -> str:
+    bars = []
+    for result in results:
+        for series in runs_of(run_dir, result):
+            phases = series.phases()
+            if phases:
+                bars.append(Bar(f"{result.case_id} {series.label}", sorted(phases.items())))
+    return stacked_bars("seconds per step by phase (RL)", "s", bars)
+
+
+def _ratios(results: Sequence[CaseResult]) -> str:
+    rows_ = []
+    for result in results:
+        for metric in result.verdict.get("metrics", []):
+            if metric.get("metric") in TIMING and metric.get("ratio") is not None:
+                rows_.append((f"{result.case_id} {metric['metric']}", metric["ratio"], _interval(metric)))
+    return ratio_chart("this run / baseline (95% interval)", rows_)
+
+
+def _interval(metric: dict[str, Any]) -> tuple[float, float] | None:
+    interval = metric.get("interval")
+    return (float(interval[0]), float(interval[1])) if interval and None not in interval else None
+
+
+def _comparisons(run_dir: Path) -> list[str]:
+    """``trainperf compare --json`` or ``ab --json`` output saved in the run folder, when present."""
+    plots = []
+    for name in ("compare.json", "ab.json"):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        data = json.loads(path.read_text())
+        rows_ = []
+        for case in data.get("cases", []):
+            for metric in case.get("metrics", []):
+                if metric.get("metric") in TIMING and metric.get("ratio") is not None:
+                    rows_.append((f"{case.get('case_id')} {metric['metric']}", metric["ratio"], _interval(metric)))
+        plots.append(ratio_chart(f"{name}: B / A (95% interval)", rows_))
+    return [p for p in plots if p]
+
+
+def _traces(results: Sequence[CaseResult]) -> tuple[str, str, str]:
+    busy_bars, category_bars, lines = [], [], []
+    for result in results:
+        summary = (result.trace or {}).get("summary")
+        if not summary:
+            continue
+        steps = max(1, int(summary.get("steps") or 1))
+        if summary["kind"] == "gpu":
+            parts = [("GPU busy", summary["busy_ms"]), ("host-bound idle", summary["idle_host_bound_ms"]), ("other idle", summary["idle_other_ms"])]
+        else:
+            parts = [("CPU busy (main thread)", summary["busy_ms"]), ("CPU idle", summary["idle_ms"])]
+        busy_bars.append(Bar(result.case_id, [(name, value / steps) for name, value in parts]))
+        category_bars.append(Bar(result.case_id, [(n, v / steps) for n, v in summary.get("categories_ms", {}).items()]))
+        top = "; ".join(f"{t['name'][:60]} {t['share']:.0%}" for t in summary.get("top", [])[:5])
+        size = (result.trace or {}).get("bytes")
+        where = (result.trace or {}).get("file") or (result.trace or {}).get("deleted", "")
+        lines += [f"{result.case_id}: {line.strip()}" for line in describe(result.verdict.get("trace_diff") or {})]
+        lines.append(
+            f"{result.case_id}: {summary['kind']} busy {summary['busy_fraction']:.1%} over {steps} profiled step(s); "
+            f"top: {top}; trace {where} ({(size or 0) / 2**20:.1f} MB)"
+        )
+    busy = stacked_bars("busy / idle per profiled step", "ms", busy_bars, normalise=True)
+    categories = stacked_bars("time by category per profiled step", "ms", category_bars)
+    return busy, categories, "\n".join(lines)
+
+
+def render_html(run_dir: Path, results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
+    info = run_info(run_dir)
+    idle_b = int(info.get("idle_mem_b") or 0)
+    busy, categories, trace_text = _traces(results)
+    sections = [
+        ("Cases", _table(results) + (f"<pre>{escape(chr(10).join(details))}</pre>" if details else "")),
+        ("Ratios to baseline", _ratios(results)),
+        ("Compare and A/B", "".join(_comparisons(run_dir))),
+        ("Traces", busy + categories + (f"<pre>{escape(trace_text)}</pre>" if trace_text else "")),
+        ("Throughput vs batch size", "".join(_throughput_vs_batch(run_dir, results))),
+        ("Memory and power over time", "".join(_memory_and_power(run_dir, results, idle_b))),
+        ("RL phases", _phases(run_dir, results)),
+        ("Step times", "".join(_step_times(run_dir, results))),
+    ]
+    body = "".join(f'<section><h2>{escape(name)}</h2><div class="plots">{html}</div></section>' for name, html in sections if html)
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{escape(title)}</title><script>{MARKER}</script><style>{STYLE}</style></head>"
+        f"<body><h1>{escape(title)}</h1><p>{escape(_describe_run(info))}</p>{body}</body></html>\n"
+    )
+
+
+def run_info(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "run.json"
+    if not path.is_file():
+        return {}
+    sessions = json.loads(path.read_text()).get("sessions") or [{}]
+    info: dict[str, Any] = sessions[-1]
+    return info
+
+
+def _describe_run(info: dict[str, Any]) -> str:
+    fingerprint = info.get("fingerprint") or {}
+    parts = [f"class {info.get('gpu_class', '?')}", f"started {info.get('started', '?')}"]
+    parts += [f"{key} {fingerprint[key]}" for key in ("gpu_name", "driver", "cuda", "torch", "cpu") if fingerprint.get(key)]
+    return "; ".join(parts)

@@ -1,0 +1,66 @@
+"""``summary.md``: the case table, then traces, trace diffs and cliffs (fit for a CI job summary)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trainperf.report.table import render_markdown
+from trainperf.results import CaseResult
+from trainperf.traces.diff import describe
+
+
+def _trace_rows(results: Sequence[CaseResult]) -> list[str]:
+    lines = []
+    for result in results:
+        record = result.trace or {}
+        summary = record.get("summary")
+        if not summary:
+            continue
+        steps = max(1, int(summary.get("steps") or 1))
+        if summary["kind"] == "gpu":
+            idle = f"host-bound {summary['idle_host_bound_ms'] / steps:.2f} ms, other {summary['idle_other_ms'] / steps:.2f} ms"
+            launch = f"{summary['launch']['runtime_us_per_kernel']:.1f}"
+        else:
+            idle, launch = f"{summary['idle_ms'] / steps:.2f} ms", "-"
+        categories = ", ".join(f"{name} {ms / steps:.2f}" for name, ms in list(summary.get("categories_ms", {}).items())[:4])
+        where = record.get("file") or record.get("deleted") or "-"
+        size = f"{(record.get('bytes') or 0) / 2**20:.1f} MB"
+        lines.append(
+            f"| {result.case_id} | {summary['kind']} | {summary['busy_fraction']:.1%} | {idle} | {categories} | "
+            f"{launch} | {where} ({size}) |"
+        )
+    if not lines:
+        return []
+    header = "| case | trace | busy | idle per step | top categories, ms per step | API us/kernel | file |"
+    return ["", "## Traces (profiled steps, not timed)", "", header, "|" + "---|" * 7, *lines]
+
+
+def _diffs(results: Sequence[CaseResult]) -> list[str]:
+    lines = []
+    for result in results:
+        diff = result.verdict.get("trace_diff")
+        if diff:
+            lines += [f"- {result.case_id}: {describe(diff)[0].removeprefix('trace diff: ')}"]
+            lines += [f"  {line.strip()}" for line in describe(diff)[1:]]
+    return ["", "## Trace diffs against the baseline", "", *lines] if lines else []
+
+
+def _cliffs(results: Sequence[CaseResult]) -> list[str]:
+    lines = []
+    for result in results:
+        cliff = result.cliff
+        if cliff:
+            lines.append(
+                f"| {result.case_id} | {cliff.get('summary', '-')} | {cliff.get('launched', '-')} | "
+                f"{'yes' if cliff.get('confirmed') else 'no'} | {cliff.get('largest_fit', '-')} |"
+            )
+    if not lines:
+        return []
+    return ["", "## OOM cliffs", "", "| cliff | result | launches | confirmed | largest fit |", "|---|---|---|---|---|", *lines]
+
+
+def render_summary(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
+    text = render_markdown(results, title, details).rstrip("\n")
+    extra = _trace_rows(results) + _diffs(results) + _cliffs(results)
+    extra += ["", "Plots: `index.html` in this folder; pytest-benchmark format: `benchmark.json`."]
+    return "\n".join([text, *extra]) + "\n"

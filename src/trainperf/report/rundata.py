@@ -1,0 +1,69 @@
+"""What the reports plot, read back from a run folder: each run's steps and NVML samples (no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainperf import stats
+from trainperf.monitor.nvml import Sample, read_samples
+from trainperf.results import CaseResult
+from trainperf.workloads.protocol import SAMPLES_FILE, STEPS_FILE, read_steps
+
+GIB = 2**30
+
+
+@dataclass(slots=True)
+class RunSeries:
+    """One fresh child's records, timed from its first observation."""
+
+    label: str
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def t0(self) -> float:
+        starts = [s["t_end"] - s["duration_s"] for s in self.steps[:1]] + [s.t for s in self.samples[:1]]
+        return min(starts) if starts else 0.0
+
+    def allocated_gib(self) -> list[tuple[float, float]]:
+        return [(s["t_end"] - self.t0, s["allocated_b"] / GIB) for s in self.steps if "allocated_b" in s]
+
+    def device_gib(self, idle_b: int) -> list[tuple[float, float]]:
+        return [(s.t - self.t0, (s.mem_used_b - idle_b) / GIB) for s in self.samples]
+
+    def power_w(self) -> list[tuple[float, float]]:
+        return [(s.t - self.t0, s.power_w) for s in self.samples if s.power_w is not None]
+
+    def step_times(self, profiled: bool) -> list[tuple[float, float]]:
+        return [(float(s["step"]), float(s["duration_s"])) for s in self.steps if bool(s.get("profiled")) is profiled]
+
+    def tokens_per_s(self) -> float | None:
+        """Median per-step throughput after the first step (a cliff probe runs only a few steps)."""
+        rates = [s["tokens"] / s["duration_s"] for s in self.steps[1:] if s.get("duration_s") and not s.get("profiled")]
+        return stats.median(rates) if rates else None
+
+    def phases(self) -> dict[str, float]:
+        """Mean seconds per phase over the steps that carry ``phases`` (RL families)."""
+        totals: dict[str, float] = {}
+        carrying = [s["phases"] for s in self.steps if isinstance(s.get("phases"), dict)]
+        for phases in carrying:
+            for name, seconds in phases.items():
+                totals[name] = totals.get(name, 0.0) + float(seconds)
+        return {name: total / len(carrying) for name, total in totals.items()} if carrying else {}
+
+
+def read_run(folder: Path, label: str) -> RunSeries:
+    samples = read_samples(folder / SAMPLES_FILE) if (folder / SAMPLES_FILE).is_file() else []
+    return RunSeries(label, read_steps(folder / STEPS_FILE), samples)
+
+
+def runs_of(run_dir: Path, result: CaseResult) -> list[RunSeries]:
+    return [read_run(run_dir / run["dir"], Path(run["dir"]).name) for run in result.runs if run.get("dir")]
+
+
+def probe_series(run_dir: Path, case_id: str) -> list[RunSeries]:
+    """The children of one (probe) case id, as a cliff search left them."""
+    folder = run_dir / "cases" / case_id
+    return [read_run(sub, sub.name) for sub in sorted(folder.glob("r*")) if sub.is_dir()]

@@ -1,0 +1,173 @@
+"""Inline SVG plots for the HTML report, drawn in Python (no scripts, no external files).
+
+Three shapes cover every plot: lines over a shared x axis (memory, power, throughput),
+horizontal stacked bars (busy/idle, phases) and ratios with intervals (baseline, compare, A/B).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+WIDTH, HEIGHT = 640, 260
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 40
+
+
+@dataclass(slots=True)
+class Line:
+    label: str
+    points: list[tuple[float, float]]
+    dashed: bool = False
+
+
+@dataclass(slots=True)
+class Mark:
+    """A vertical marker (an OOM cliff) or a single crossed point (an OOM probe)."""
+
+    x: float
+    label: str
+    y: float | None = None
+
+
+@dataclass(slots=True)
+class Bar:
+    label: str
+    parts: list[tuple[str, float]] = field(default_factory=list)
+
+
+def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+    if high <= low:
+        return [low]
+    raw = (high - low) / count
+    step = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if raw <= factor * step:
+            step *= factor
+            break
+    first = math.ceil(low / step) * step
+    return [first + i * step for i in range(int((high - first) / step) + 1)]
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _frame(title: str, height: int = HEIGHT) -> list[str]:
+    attributes = f'width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img"'
+    return [
+        f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" {attributes} aria-label="{escape(title)}">',
+        f'<text x="{WIDTH / 2}" y="16" text-anchor="middle" font-size="13" font-weight="bold">{escape(title)}</text>',
+    ]
+
+
+def line_chart(title: str, x_label: str, y_label: str, lines: Sequence[Line], marks: Sequence[Mark] = ()) -> str:
+    points = [p for line in lines for p in line.points] + [(m.x, m.y if m.y is not None else 0.0) for m in marks]
+    if not points:
+        return ""
+    x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
+    y0, y1 = min(0.0, min(p[1] for p in points)), max(p[1] for p in points)
+    x1, y1 = (x1 if x1 > x0 else x0 + 1), (y1 * 1.05 if y1 > y0 else y0 + 1)
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def sx(x: float) -> float:
+        return LEFT + (x - x0) / (x1 - x0) * plot_w
+
+    def sy(y: float) -> float:
+        return TOP + plot_h - (y - y0) / (y1 - y0) * plot_h
+
+    out = _frame(title)
+    out.append(f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>')
+    for tick in _ticks(y0, y1):
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{sy(tick):.1f}" y2="{sy(tick):.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{LEFT - 4}" y="{sy(tick) + 4:.1f}" text-anchor="end" font-size="10">{_fmt(tick)}</text>')
+    for tick in _ticks(x0, x1):
+        out.append(f'<text x="{sx(tick):.1f}" y="{TOP + plot_h + 14}" text-anchor="middle" font-size="10">{_fmt(tick)}</text>')
+    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 6}" text-anchor="middle" font-size="11">{escape(x_label)}</text>')
+    out.append(
+        f'<text x="12" y="{TOP + plot_h / 2}" text-anchor="middle" font-size="11" '
+        f'transform="rotate(-90 12 {TOP + plot_h / 2})">{escape(y_label)}</text>'
+    )
+    for i, line in enumerate(lines):
+        color = PALETTE[i % len(PALETTE)]
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(line.points))
+        dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+        out.append(f'<polyline class="series" fill="none" stroke="{color}" stroke-width="1.6"{dash} points="{path}"/>')
+        if len(line.points) <= 20:
+            out += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in line.points]
+        out.append(f'<text x="{LEFT + 6}" y="{TOP + 14 + 13 * i}" font-size="10" fill="{color}">{escape(line.label)}</text>')
+    for mark in marks:
+        if mark.y is None:
+            out.append(f'<line class="mark" x1="{sx(mark.x):.1f}" x2="{sx(mark.x):.1f}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#d62728" stroke-dasharray="4 3"/>')
+            out.append(f'<text x="{sx(mark.x) + 3:.1f}" y="{TOP + 12}" font-size="10" fill="#d62728">{escape(mark.label)}</text>')
+        else:
+            cx, cy = sx(mark.x), sy(mark.y)
+            out.append(f'<path class="mark" d="M{cx - 4:.1f},{cy - 4:.1f}L{cx + 4:.1f},{cy + 4:.1f}M{cx - 4:.1f},{cy + 4:.1f}L{cx + 4:.1f},{cy - 4:.1f}" stroke="#d62728" stroke-width="2"/>')
+            out.append(f'<text x="{cx + 6:.1f}" y="{cy - 6:.1f}" font-size="10" fill="#d62728">{escape(mark.label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def stacked_bars(title: str, unit: str, bars: Sequence[Bar], normalise: bool = False) -> str:
+    """One horizontal bar per row, split into named parts; ``normalise`` draws shares of 100%."""
+    if not bars:
+        return ""
+    names = list(dict.fromkeys(name for bar in bars for name, _ in bar.parts))
+    colors = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+    label_w, row_h = 230, 22
+    height = TOP + row_h * len(bars) + 44
+    plot_w = WIDTH - label_w - RIGHT
+    longest = max((sum(v for _, v in bar.parts) for bar in bars), default=1.0) or 1.0
+    out = _frame(title, height)
+    for row, bar in enumerate(bars):
+        y = TOP + row * row_h
+        total = sum(v for _, v in bar.parts) or 1.0
+        scale = plot_w / (total if normalise else longest)
+        out.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end" font-size="10">{escape(bar.label[:40])}</text>')
+        x = float(label_w)
+        for name, value in bar.parts:
+            width = max(0.0, value * scale)
+            shown = f"{value / total:.0%}" if normalise else f"{_fmt(value)} {unit}"
+            out.append(
+                f'<rect class="bar" x="{x:.1f}" y="{y + 3}" width="{width:.1f}" height="{row_h - 6}" fill="{colors[name]}">'
+                f"<title>{escape(name)}: {escape(shown)}</title></rect>"
+            )
+            x += width
+    legend_y = TOP + row_h * len(bars) + 18
+    x = float(label_w)
+    for name in names:
+        out.append(f'<rect x="{x:.1f}" y="{legend_y - 9}" width="10" height="10" fill="{colors[name]}"/>')
+        out.append(f'<text x="{x + 13:.1f}" y="{legend_y}" font-size="10">{escape(name)}</text>')
+        x += 18 + 6.2 * len(name)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def ratio_chart(title: str, rows: Sequence[tuple[str, float, tuple[float, float] | None]]) -> str:
+    """Ratios (current / reference) as points with their 95% intervals around a line at 1."""
+    if not rows:
+        return ""
+    values = [v for _, ratio, ci in rows for v in (ratio, *(ci or ()))]
+    low, high = min(min(values), 0.9), max(max(values), 1.1)
+    label_w, row_h = 260, 20
+    height = TOP + row_h * len(rows) + 30
+    plot_w = WIDTH - label_w - RIGHT
+
+    def sx(x: float) -> float:
+        return label_w + (x - low) / (high - low) * plot_w
+
+    out = _frame(title, height)
+    out.append(f'<line x1="{sx(1):.1f}" x2="{sx(1):.1f}" y1="{TOP}" y2="{height - 24}" stroke="#999" stroke-dasharray="3 3"/>')
+    for row, (label, ratio, interval) in enumerate(rows):
+        y = TOP + row * row_h + 10
+        out.append(f'<text x="{label_w - 6}" y="{y + 4}" text-anchor="end" font-size="10">{escape(label[:44])}</text>')
+        if interval:
+            out.append(f'<line x1="{sx(interval[0]):.1f}" x2="{sx(interval[1]):.1f}" y1="{y}" y2="{y}" stroke="#555" stroke-width="2"/>')
+        color = "#d62728" if ratio > 1 else "#2ca02c"
+        out.append(f'<circle class="ratio" cx="{sx(ratio):.1f}" cy="{y}" r="4" fill="{color}"><title>{ratio:.3f}</title></circle>')
+    for tick in _ticks(low, high):
+        out.append(f'<text x="{sx(tick):.1f}" y="{height - 10}" text-anchor="middle" font-size="10">{tick:.2f}</text>')
+    out.append("</svg>")
+    return "\n".join(out)

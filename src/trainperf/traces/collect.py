@@ -1,0 +1,61 @@
+"""Parent side of ``--perf-trace``: plan each child's trace, analyse what it wrote, keep the size capped,
+and attach a trace diff to a case whose step time regressed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import TrainperfError
+from trainperf.traces.analysis import analyse
+from trainperf.traces.diff import trace_diff
+from trainperf.traces.kineto import load_trace
+from trainperf.traces.plan import TracePlan, plan_trace
+
+TRACES_DIR = "traces"
+
+
+def plan_for(run_dir: Path, case_id: str, worker: str, steps: int) -> TracePlan | str:
+    """Where a child's trace goes: ``<run>/traces/<case-id>/<worker>.pt.trace.json.gz``."""
+    return plan_trace(run_dir / TRACES_DIR / case_id, worker, steps)
+
+
+def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[str, Any]:
+    """The analysis of the trace a child wrote, with its size; a trace over the cap is analysed, then deleted."""
+    kept = ("raw_bytes", "bytes", "activities", "profiled_steps", "environment", "stop_error", "error")
+    record: dict[str, Any] = {k: v for k, v in captured.items() if k in kept}
+    path = plan.path
+    if not path.is_file():
+        record.setdefault("error", "the child wrote no trace (it ended before the profiled steps)")
+        return record
+    try:
+        record["summary"] = analyse(load_trace(path))
+    except TrainperfError as exc:
+        record["error"] = str(exc)
+    size_mb = path.stat().st_size / 2**20
+    record["cap_mb"] = plan.cap_mb
+    if size_mb > plan.cap_mb:
+        path.unlink()
+        record["deleted"] = f"{size_mb:.1f} MB compressed is over the {plan.cap_mb:g} MB cap: analysed, then deleted"
+    else:
+        record["file"] = str(path.relative_to(run_dir))
+    return record
+
+
+def attach_diff(verdict: dict[str, Any], current: dict[str, Any] | None, baseline: dict[str, Any] | None) -> str | None:
+    """For a timing regression with traces on both sides, store the diff in the verdict (the failure
+    detail shows it); otherwise return why there is none (None when no diff was wanted)."""
+    timing = {"step_time_s", "tokens_per_s", "samples_per_hour"}
+    regressed = any(m.get("verdict") == "regressed" and m.get("metric") in timing for m in verdict.get("metrics", []))
+    if not regressed:
+        return None
+    current_summary = (current or {}).get("summary")
+    baseline_summary = (baseline or {}).get("summary")
+    if not current_summary or not baseline_summary:
+        missing = "this run" if not current_summary else "the baseline"
+        return f"no trace diff: {missing} has no trace (write the baseline and run with --perf-trace)"
+    diff = trace_diff(baseline_summary, current_summary)
+    if diff is None:
+        return "no trace diff: one trace is a GPU trace, the other a CPU trace"
+    verdict["trace_diff"] = diff
+    return None
