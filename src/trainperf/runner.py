@@ -19,6 +19,7 @@ from trainperf.baseline import BaselineStore
 from trainperf.case import Case, Outcome
 from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, validate_range
 from trainperf.compare import CaseVerdict, Verdict, compare_case, timing_comparable
+from trainperf.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
 from trainperf.errors import TrainperfError
 from trainperf.estimate import estimate_case
 from trainperf.hardware import CPU_CLASS, GpuClass
@@ -92,8 +93,12 @@ def preflight(case: Case) -> None:
         raise TrainperfError(f"dataset_path {case.dataset_path} does not exist: give a local .jsonl/.json/.parquet file")
 
 
-def child_env(device: str | None) -> dict[str, str]:
+def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
+    """The child's environment variables. ``isolated``: the interpreter is a workload environment
+    of its own, so the suite's PYTHONPATH (which may carry another stack) is not passed on."""
     env = dict(os.environ)
+    if isolated:
+        env.pop("PYTHONPATH", None)
     env.update(
         PYTHONUNBUFFERED="1",
         HF_HUB_OFFLINE="1",
@@ -297,9 +302,13 @@ class CaseRunner:
         except TrainperfError as exc:
             result.outcome, result.message = Outcome.CONFIG_ERROR.value, str(exc)
             return
+        interpreter = self._interpreter(case)
+        if interpreter is None:
+            result.outcome, result.message = Outcome.SKIPPED.value, missing_message(case.environment)
+            return
         total = len(result.runs) + count
         for _ in range(count):
-            outcome, message, child, measurement, info = self._one_child(case, len(result.runs), steps, total)
+            outcome, message, child, measurement, info = self._one_child(case, len(result.runs), steps, total, interpreter)
             info["purpose"] = purpose
             result.runs.append(info)
             if child.get("effective_config") and not result.effective_config:
@@ -316,8 +325,14 @@ class CaseRunner:
             measurements.append(measurement)
         result.metrics = pool_runs(measurements)
 
+    def _interpreter(self, case: Case) -> Interpreter | None:
+        settings = self.ctx.settings
+        return resolve_interpreter(
+            case.environment, perf_python=settings.python, overrides=parse_overrides(settings.env), environ=os.environ
+        )
+
     def _one_child(
-        self, case: Case, repeat: int, steps: int, total: int
+        self, case: Case, repeat: int, steps: int, total: int, interpreter: Interpreter
     ) -> tuple[Outcome, str, dict[str, Any], RunMeasurement | None, dict[str, Any]]:
         ctx = self.ctx
         out_dir = ctx.run_dir / "cases" / case.id / f"r{repeat + 1}"
@@ -334,8 +349,7 @@ class CaseRunner:
             "memory_cap_gib": ctx.gpu_class.memory_gib if ctx.emulated else None,
         }
         write_json_atomic(out_dir / SPEC_FILE, spec)
-        python = ctx.settings.python or sys.executable
-        command = [python, "-m", "trainperf.workloads", str(out_dir / SPEC_FILE)]
+        command = [interpreter.path, "-m", "trainperf.workloads", str(out_dir / SPEC_FILE)]
         label = f"{case.id} run {repeat + 1}/{total}"
         ctx.say(f"[trainperf] {label}: started ({steps} steps, {'GPU ' + str(ctx.device) if self.on_gpu else 'CPU'})")
         progress = _Progress(ctx.say, label, out_dir / STEPS_FILE, steps, ctx.settings.progress_interval)
@@ -347,7 +361,7 @@ class CaseRunner:
             exit_ = run_child(
                 command,
                 log_dir=out_dir,
-                env=child_env(ctx.device if self.on_gpu else None),
+                env=child_env(ctx.device if self.on_gpu else None, isolated=interpreter.isolated),
                 timeout_s=ctx.settings.timeout,
                 on_tick=progress,
             )
@@ -368,6 +382,8 @@ class CaseRunner:
             "wall_s": round(exit_.wall_s, 2),
             "outcome": outcome.value,
             "timeline": child.get("timeline", {}),
+            "environment": case.environment,
+            "python": interpreter.path,
         }
         if measurement is not None:
             info.update(measurement.info)
