@@ -1,4 +1,4 @@
-"""The ``trainperf`` command: env [create|list] | baselines | estimate | report | compare | ab.
+"""The ``trainperf`` command: env [create|list] | side-by-side | baselines | estimate | report | compare | ab.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -94,6 +94,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for line in details:
         print(line)
     (run_dir / "summary.md").write_text(render_markdown(results, f"trainperf: {run_dir.name}", details))
+    return 0
+
+
+def _cmd_side_by_side(args: argparse.Namespace) -> int:
+    """HF LoRA / HF QLoRA / unsloth QLoRA of one GPU class, from run folders or a class's baselines."""
+    from trainperf.report.side_by_side import render
+
+    results: list[CaseResult] = []
+    for folder in map(Path, args.runs):
+        if (folder / "results").is_dir():
+            results += load_run(folder)
+        elif folder.is_dir() and any(folder.glob("*.json")):
+            results += [load_result(path) for path in sorted(folder.glob("*.json"))]
+        else:
+            raise TrainperfError(f"{folder} is neither a run folder (reports/<run>) nor a baselines class folder (baselines/<class>)")
+    print(render(results))
     return 0
 
 
@@ -202,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run", help="reports/<run>")
     report.add_argument("--json", action="store_true", help="print the results as JSON")
     report.set_defaults(func=_cmd_report)
+    side = sub.add_parser(
+        "side-by-side", help="HF LoRA, HF QLoRA and unsloth QLoRA per model and profile, with unsloth/HF ratios"
+    )
+    side.add_argument("runs", nargs="+", metavar="RUN", help="reports/<run> folders or baselines/<class> (one GPU class)")
+    side.set_defaults(func=_cmd_side_by_side)
     ab = sub.add_parser(
         "ab", help="run cases under two Python environments interleaved A B A B; exit 1 when B regressed"
     )
