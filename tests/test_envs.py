@@ -118,7 +118,7 @@ def test_overrides_and_messages() -> None:
     line = missing_message("unsloth")
     assert "\n" not in line and "trainperf env create unsloth" in line and "--perf-env unsloth=PY" in line
     broken = missing_module_message(ModuleNotFoundError("No module named 'unsloth'", name="unsloth"), "unsloth")
-    assert "environment 'unsloth'" in broken and "lacks the module unsloth" in broken and "env create unsloth" in broken
+    assert "unsloth is not installed in environment 'unsloth'" in broken and "env create unsloth" in broken
 
 
 def test_probe_versions_reads_metadata_and_tolerates_broken_interpreters(tmp_path: Path) -> None:

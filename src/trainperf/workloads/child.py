@@ -93,7 +93,7 @@ def missing_module_message(exc: ModuleNotFoundError, environment: str) -> str:
         hint = INSTALL_HINTS.get(top, f"install '{top}'")
     else:
         hint = f"rebuild it with `trainperf env create {environment}` (spec ci/envs/{environment}.txt)"
-    return f"environment '{environment}' ({sys.executable}) lacks the module {top}: {hint}"
+    return f"{top} is not installed in environment '{environment}' ({sys.executable}): {hint}"
 
 
 def apply_memory_cap(spec: dict[str, Any]) -> None:
