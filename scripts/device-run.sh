@@ -11,6 +11,23 @@ if compgen -G ".whl/*.whl" > /dev/null; then
   export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# The 'unsloth' workload environment from carried wheels (scripts/fetch-wheels.sh unsloth: the
+# .whl-unsloth-*/ folders, each carried in its own call, plus .whl/'s bitsandbytes, dill and
+# multiprocess), installed beside the image's torch/transformers/peft. The image's layout is not
+# ours to assume (a venv with --system-site-packages may not see its packages), so the
+# environment's "interpreter" is a wrapper that puts that folder first on the path; the suite
+# runs sft_unsloth children through .venvs/unsloth/bin/python without the 'hf' PYTHONPATH above.
+if compgen -G ".whl-unsloth-*/*.whl" > /dev/null; then
+  shared=$(ls .whl/bitsandbytes-*.whl .whl/dill-*.whl .whl/multiprocess-*.whl 2>/dev/null)
+  # shellcheck disable=SC2086
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-unsloth \
+    .whl-unsloth-*/*.whl $shared || exit 1
+  mkdir -p .venvs/unsloth/bin
+  printf '#!/bin/sh\nPYTHONPATH=/tmp/site-unsloth${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' "$(command -v python3)" \
+    > .venvs/unsloth/bin/python
+  chmod +x .venvs/unsloth/bin/python
+  python3 -m trainperf.cli env list
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm --format=csv
 gpu_class=$(python3 -m trainperf.cli env --class-only)
 echo "GPU class: $gpu_class"

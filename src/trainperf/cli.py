@@ -1,4 +1,4 @@
-"""The ``trainperf`` command: env | baselines | estimate | report | compare | ab | fidelity.
+"""The ``trainperf`` command: env [create|list] | side-by-side | baselines | estimate | report | compare | ab | fidelity.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -21,6 +21,11 @@ def _cmd_env(args: argparse.Namespace) -> int:
     from trainperf.fingerprint import host_fingerprint
     from trainperf.session import detect
 
+    if args.env_command == "create":
+        return _cmd_env_create(args)
+    if args.env_command == "list":
+        return _cmd_env_list(args)
+
     detection = detect(load_classes(), args.gpu_class)
     if args.class_only:
         print(detection.gpu_class.name if detection.gpu_class else "unknown")
@@ -28,6 +33,34 @@ def _cmd_env(args: argparse.Namespace) -> int:
     print(f"GPU class: {detection.describe()}")
     for key, value in host_fingerprint(detection.info).items():
         print(f"  {key}: {value}")
+    return 0
+
+
+def _cmd_env_create(args: argparse.Namespace) -> int:
+    from trainperf.env_create import create, default_options
+    from trainperf.envs import load_spec
+
+    spec = load_spec(args.name)
+    options = default_options(
+        args.name, python=args.python, prefix=args.prefix, wheels=args.wheels, system_site=args.system_site_packages
+    )
+    how = "uv" if options.uv else "venv + pip"
+    print(f"creating environment '{args.name}' in {options.prefix} ({how}; {'CPU torch pin' if options.cpu_only else 'GPU machine'})")
+    create(spec, options)
+    print(f"environment '{args.name}' ready: {options.prefix / 'bin' / 'python'}")
+    return 0
+
+
+def _cmd_env_list(args: argparse.Namespace) -> int:
+    from trainperf.env_create import probe_versions, render_list
+    from trainperf.envs import known_environments, parse_overrides, resolve_interpreter
+
+    overrides = parse_overrides(os.environ.get("TRAINPERF_ENV"))
+    rows = []
+    for name in known_environments():
+        interpreter = resolve_interpreter(name, perf_python=None, overrides=overrides, environ=os.environ)
+        rows.append((name, interpreter, probe_versions(interpreter.path) if interpreter else ""))
+    print(render_list(rows))
     return 0
 
 
@@ -64,6 +97,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     written = write_reports(run_dir, results, f"trainperf: {run_dir.name}", details)
     print(f"wrote {', '.join(str(path) for path in written)}")
+    return 0
+
+
+def _cmd_side_by_side(args: argparse.Namespace) -> int:
+    """HF LoRA / HF QLoRA / unsloth QLoRA of one GPU class, from run folders or a class's baselines."""
+    from trainperf.report.side_by_side import render
+
+    results: list[CaseResult] = []
+    for folder in map(Path, args.runs):
+        if (folder / "results").is_dir():
+            results += load_run(folder)
+        elif folder.is_dir() and any(folder.glob("*.json")):
+            results += [load_result(path) for path in sorted(folder.glob("*.json"))]
+        else:
+            raise TrainperfError(f"{folder} is neither a run folder (reports/<run>) nor a baselines class folder (baselines/<class>)")
+    print(render(results))
     return 0
 
 
@@ -179,7 +228,19 @@ def build_parser() -> argparse.ArgumentParser:
     env = sub.add_parser("env", help="detected GPU class and environment fingerprint")
     env.add_argument("--gpu-class", default=None, help="override the detected class")
     env.add_argument("--class-only", action="store_true", help="print only the class name")
-    env.set_defaults(func=_cmd_env)
+    env.set_defaults(func=_cmd_env, env_command=None)
+    env_sub = env.add_subparsers(dest="env_command", required=False)
+    create = env_sub.add_parser("create", help="build a workload environment (.venvs/NAME) from ci/envs/NAME.txt")
+    create.add_argument("name", help="environment name (hf, unsloth, verl-vllm, verl-sglang)")
+    create.add_argument("--python", default=None, help="base interpreter (default: python3 on PATH)")
+    create.add_argument("--prefix", default=None, help="environment folder (default .venvs/NAME)")
+    create.add_argument(
+        "--wheels", action="append", default=[], help="install offline from this folder of wheels (repeatable)"
+    )
+    create.add_argument(
+        "--system-site-packages", action="store_true", help="see the base interpreter's packages (a runner image's torch)"
+    )
+    env_sub.add_parser("list", help="each workload environment: exists or not, interpreter, key versions")
     baselines = sub.add_parser("baselines", help="list stored baselines")
     baselines.add_argument("--baselines", default="baselines")
     baselines.add_argument("--gpu-class", default=None)
@@ -191,6 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run", help="reports/<run>")
     report.add_argument("--json", action="store_true", help="print the results as JSON")
     report.set_defaults(func=_cmd_report)
+    side = sub.add_parser(
+        "side-by-side", help="HF LoRA, HF QLoRA and unsloth QLoRA per model and profile, with unsloth/HF ratios"
+    )
+    side.add_argument("runs", nargs="+", metavar="RUN", help="reports/<run> folders or baselines/<class> (one GPU class)")
+    side.set_defaults(func=_cmd_side_by_side)
     ab = sub.add_parser(
         "ab", help="run cases under two Python environments interleaved A B A B; exit 1 when B regressed"
     )

@@ -44,6 +44,11 @@ GATED_CONFIG_KEYS = (
     "gradient_checkpointing",
     "loaded_in_4bit",
     "precision",
+    # What unsloth decides on its own (sft_unsloth): attention kernel, activation offload, and
+    # which kind of modules got adapters (gpt-oss: attention only, or the experts too).
+    "attention_backend",
+    "gradient_offload",
+    "adapter_scope",
 )
 
 

@@ -19,6 +19,7 @@ from trainperf.baseline import BaselineStore
 from trainperf.case import Case, Outcome
 from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, validate_range
 from trainperf.compare import CaseVerdict, Verdict, compare_case, timing_comparable
+from trainperf.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
 from trainperf.errors import TrainperfError
 from trainperf.estimate import estimate_case
 from trainperf.hardware import CPU_CLASS, GpuClass
@@ -107,8 +108,12 @@ def preflight(case: Case) -> None:
         raise TrainperfError(f"dataset_path {case.dataset_path} does not exist: give a local .jsonl/.json/.parquet file")
 
 
-def child_env(device: str | None) -> dict[str, str]:
+def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
+    """The child's environment variables. ``isolated``: the interpreter is a workload environment
+    of its own, so the suite's PYTHONPATH (which may carry another stack) is not passed on."""
     env = dict(os.environ)
+    if isolated:
+        env.pop("PYTHONPATH", None)
     env.update(
         PYTHONUNBUFFERED="1",
         HF_HUB_OFFLINE="1",
@@ -339,9 +344,13 @@ class CaseRunner:
         except TrainperfError as exc:
             result.outcome, result.message = Outcome.CONFIG_ERROR.value, str(exc)
             return
+        interpreter = self._interpreter(case)
+        if interpreter is None:
+            result.outcome, result.message = Outcome.SKIPPED.value, missing_message(case.environment)
+            return
         total = len(result.runs) + count
         for _ in range(count):
-            run = self.run_child(case, steps, repeat=len(result.runs), total=total)
+            run = self.run_child(case, steps, repeat=len(result.runs), total=total, interpreter=interpreter)
             outcome, message, child, measurement, info = run.outcome, run.message, run.child, run.measurement, run.info
             info["purpose"] = purpose
             result.runs.append(info)
@@ -361,6 +370,12 @@ class CaseRunner:
             measurements.append(measurement)
         result.metrics = pool_runs(measurements)
 
+    def _interpreter(self, case: Case) -> Interpreter | None:
+        settings = self.ctx.settings
+        return resolve_interpreter(
+            case.environment, perf_python=settings.python, overrides=parse_overrides(settings.env), environ=os.environ
+        )
+
     def run_child(
         self,
         case: Case,
@@ -368,12 +383,17 @@ class CaseRunner:
         *,
         repeat: int,
         total: int,
+        interpreter: Interpreter | None = None,
         plant_slowdown: float | None = None,
         bare: bool = False,
     ) -> ChildRun:
-        """One fresh child of ``case``. ``plant_slowdown`` overrides the session's; ``bare`` runs the
-        training loop without the harness's per-step hooks and without NVML sampling (the fidelity
-        benchmark's reference for the harness's own overhead)."""
+        """One fresh child of ``case`` in its environment's interpreter. ``plant_slowdown`` overrides
+        the session's; ``bare`` runs the training loop without the harness's per-step hooks and
+        without NVML sampling (the fidelity benchmark's reference for the harness's own overhead)."""
+        if interpreter is None:
+            interpreter = self._interpreter(case)
+            if interpreter is None:
+                raise TrainperfError(missing_message(case.environment))
         ctx = self.ctx
         out_dir = ctx.run_dir / "cases" / case.id / f"r{repeat + 1}"
         while (out_dir / SPEC_FILE).exists():  # the same case probed again (cliff confirmation)
@@ -393,8 +413,7 @@ class CaseRunner:
         if isinstance(trace_plan, TracePlan):
             spec["trace"] = trace_plan.to_spec()
         write_json_atomic(out_dir / SPEC_FILE, spec)
-        python = ctx.settings.python or sys.executable
-        command = [python, "-m", "trainperf.workloads", str(out_dir / SPEC_FILE)]
+        command = [interpreter.path, "-m", "trainperf.workloads", str(out_dir / SPEC_FILE)]
         label = f"{case.id} run {repeat + 1}/{total}"
         traced = f", profiling steps {trace_plan.first_profiled_step}-{steps}" if isinstance(trace_plan, TracePlan) else ""
         ctx.say(f"[trainperf] {label}: started ({steps} steps, {'GPU ' + str(ctx.device) if self.on_gpu else 'CPU'}{traced})")
@@ -407,7 +426,7 @@ class CaseRunner:
             exit_ = run_child(
                 command,
                 log_dir=out_dir,
-                env=child_env(ctx.device if self.on_gpu else None),
+                env=child_env(ctx.device if self.on_gpu else None, isolated=interpreter.isolated),
                 timeout_s=ctx.settings.timeout,
                 on_tick=progress,
             )
@@ -428,6 +447,8 @@ class CaseRunner:
             "wall_s": round(exit_.wall_s, 2),
             "outcome": outcome.value,
             "timeline": child.get("timeline", {}),
+            "environment": case.environment,
+            "python": interpreter.path,
         }
         if measurement is not None:
             info.update(measurement.info)

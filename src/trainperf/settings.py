@@ -96,7 +96,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("resume", "resume this run folder: cases with results there are judged, not re-run", None),
     OptionSpec("plant_slowdown", "make every step this fraction slower (to check the gate); never baselined", 0.0, _fraction),
     OptionSpec("progress_interval", "seconds between progress lines of a running case (0: off)", 30.0, float),
-    OptionSpec("python", "Python interpreter for the children (default: this one)", None),
+    OptionSpec("python", "Python interpreter for the children of every case (default: each case's environment)", None),
+    OptionSpec(
+        "env",
+        "point workload environments at existing interpreters: NAME=PYTHON[,NAME=PYTHON] "
+        "(also TRAINPERF_ENV_<NAME>=PYTHON; default .venvs/NAME/bin/python)",
+        None,
+    ),
     OptionSpec(
         "trace",
         "profile the last steps of each run with torch.profiler (left out of the timing metrics) and "
@@ -125,6 +131,7 @@ class Settings:
     plant_slowdown: float
     progress_interval: float
     python: str | None
+    env: str | None = None
     trace: bool = False
 
 
@@ -155,6 +162,10 @@ def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Se
         values["python"] = os.path.abspath(values["python"])
         if not os.path.isfile(values["python"]):
             raise TrainperfError(f"--perf-python {values['python']} is not a Python interpreter")
+    if values["env"] is not None:
+        from trainperf.envs import parse_overrides
+
+        parse_overrides(values["env"])  # a malformed value is a usage error at start, not per case
     if values["resume"] is not None and not values["resume"].is_dir():
         raise TrainperfError(f"--perf-resume {values['resume']} is not a run folder; give reports/<run> of an earlier run")
     return Settings(**values)

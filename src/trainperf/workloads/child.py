@@ -26,6 +26,7 @@ from trainperf.workloads.protocol import (
     INSTALL_HINTS,
     RESULT_FILE,
     STEPS_FILE,
+    WorkloadSkipped,
     write_json_atomic,
 )
 
@@ -62,11 +63,12 @@ def main(argv: list[str]) -> int:
         family = importlib.import_module(FAMILIES[spec["case"]["family"]])
         result.update(family.run(spec, recorder))
         result["outcome"], code = "ok", EXIT_OK
-    except ModuleNotFoundError as exc:
-        top = (exc.name or "").split(".")[0]
-        hint = INSTALL_HINTS.get(top, f"install '{top}'")
+    except WorkloadSkipped as exc:
         result["outcome"], code = "skipped", EXIT_SKIPPED
-        result["message"] = f"{top} is not installed in {sys.executable}: {hint}"
+        result["message"] = _first_line(exc)
+    except ModuleNotFoundError as exc:
+        result["outcome"], code = "skipped", EXIT_SKIPPED
+        result["message"] = missing_module_message(exc, str(spec["case"].get("environment", "hf")))
     except BaseException as exc:  # noqa: BLE001 - every way out is classified and recorded
         if is_oom(exc):
             result["outcome"], code = "oom", EXIT_OOM
@@ -95,6 +97,16 @@ def main(argv: list[str]) -> int:
     sys.stderr.flush()
     # Skip interpreter teardown: after an OOM it can hang on CUDA contexts, and nothing is left to do.
     os._exit(code)
+
+
+def missing_module_message(exc: ModuleNotFoundError, environment: str) -> str:
+    """One line naming the environment, its interpreter, the missing module and the fix."""
+    top = (exc.name or "").split(".")[0]
+    if environment == "hf":
+        hint = INSTALL_HINTS.get(top, f"install '{top}'")
+    else:
+        hint = f"rebuild it with `trainperf env create {environment}` (spec ci/envs/{environment}.txt)"
+    return f"{top} is not installed in environment '{environment}' ({sys.executable}): {hint}"
 
 
 def apply_memory_cap(spec: dict[str, Any]) -> None:

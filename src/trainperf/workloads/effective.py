@@ -60,9 +60,10 @@ def effective_config(model: nn.Module, *, precision: str) -> dict[str, Any]:
     }
 
 
-def library_versions() -> dict[str, str]:
+def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
+    """Installed versions of the training stack, plus a family's own ``extra`` packages."""
     versions = {}
-    for package in PACKAGES:
+    for package in (*PACKAGES, *extra):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:

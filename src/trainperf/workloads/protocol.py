@@ -35,6 +35,11 @@ INSTALL_HINTS = {
 }
 
 
+class WorkloadSkipped(Exception):
+    """Raised by a family that cannot run here at all (unsloth without a CUDA GPU): the case is
+    skipped with this one-line reason instead of crashing."""
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write via a temporary file and rename, so a reader never sees half a file."""
     tmp = path.with_name(path.name + ".tmp")

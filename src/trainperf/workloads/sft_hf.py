@@ -40,7 +40,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     dataset = _dataset(case, tokenizer, steps, model.config.vocab_size, int(spec.get("seed", 0)))
 
     from peft import LoraConfig, prepare_model_for_kbit_training
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     if case.method == "qlora":
         # The published QLoRA recipe: peft's k-bit preparation (fp32 up-casts, input grads).
@@ -56,29 +56,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             task_type="CAUSAL_LM",
         )
     bare_window = _BareWindow.create(device, steps) if spec.get("bare") else None
-    output_dir = tempfile.mkdtemp(prefix="trainperf-sft-")
-    args = SFTConfig(
-        output_dir=output_dir,
-        max_steps=steps,
-        per_device_train_batch_size=case.batch_size,
-        gradient_accumulation_steps=case.grad_accum,
-        learning_rate=case.learning_rate,
-        optim="adamw_torch",
-        bf16=on_gpu,
-        max_grad_norm=0.3,
-        gradient_checkpointing=case.gradient_checkpointing,
-        max_length=case.max_seq_len,
-        packing=False,
-        logging_steps=10,
-        report_to="none",
-        save_strategy="no",
-        seed=int(spec.get("seed", 0)),
-        data_seed=int(spec.get("seed", 0)),
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-        use_cpu=not on_gpu,
-        include_num_input_tokens_seen="non_padding",
-    )
+    args = sft_args(case, spec, steps, on_gpu, gradient_checkpointing=case.gradient_checkpointing)
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -106,6 +84,35 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
         "timeline": timeline,
         "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
     }
+
+
+def sft_args(case: Case, spec: dict[str, Any], steps: int, on_gpu: bool, *, gradient_checkpointing: bool) -> Any:
+    """E2's SFTConfig, shared by every SFT family (only who turns on gradient checkpointing differs)."""
+    from trl import SFTConfig
+
+    seed = int(spec.get("seed", 0))
+    return SFTConfig(
+        output_dir=tempfile.mkdtemp(prefix="trainperf-sft-"),
+        max_steps=steps,
+        per_device_train_batch_size=case.batch_size,
+        gradient_accumulation_steps=case.grad_accum,
+        learning_rate=case.learning_rate,
+        optim="adamw_torch",
+        bf16=on_gpu,
+        max_grad_norm=0.3,
+        gradient_checkpointing=gradient_checkpointing,
+        max_length=case.max_seq_len,
+        packing=False,
+        logging_steps=10,
+        report_to="none",
+        save_strategy="no",
+        seed=seed,
+        data_seed=seed,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        use_cpu=not on_gpu,
+        include_num_input_tokens_seen="non_padding",
+    )
 
 
 def _callback(recorder: StepRecorder) -> Any:

@@ -1,0 +1,255 @@
+"""A synthetic pre-quantised 4-bit checkpoint on disk, for loaders that want files (unsloth's
+``FastLanguageModel.from_pretrained``): random weights in bitsandbytes' serialized NF4 format.
+
+Written layer by layer: the model's skeleton is built on the ``meta`` device, and each linear's
+weight is drawn in bf16 on the given device, NF4-quantised by bitsandbytes (block 64, double
+quantisation) and moved to the CPU as packed bytes at once, so the bf16 model never sits whole
+in memory (Qwen3-32B: ~65 GB in bf16, ~19 GB in NF4). Other parameters (embeddings, norms,
+``lm_head``, which transformers' quantizer keeps unquantised) get the architecture's own
+initialisation in bf16. Tensors go to safetensors shards with an index, ``config.json`` carries
+``quantization_config`` (bnb 4-bit, NF4, double quantisation, bf16 compute) and the local
+tokenizer is saved beside them.
+
+Cached by a hash of everything that shapes the files, under ``TRAINPERF_CACHE_DIR`` (default
+``~/.cache/trainperf``). An entry is written into a temporary folder and renamed into place after
+its completion marker, so a run killed half-way leaves only a temporary folder, which is removed;
+a final folder without its marker (copied, or tampered with) is rebuilt, never loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainperf.errors import TrainperfError
+
+FORMAT_VERSION = 1
+"""Bump when the files written change, so that older cache entries are not reused."""
+COMPLETE_MARKER = "trainperf-complete.json"
+BLOCK_SIZE = 64
+SHARD_BYTES = 2 << 30
+QUANTIZATION_CONFIG: dict[str, Any] = {
+    "quant_method": "bitsandbytes",
+    "load_in_4bit": True,
+    "load_in_8bit": False,
+    "bnb_4bit_quant_type": "nf4",
+    "bnb_4bit_use_double_quant": True,
+    "bnb_4bit_compute_dtype": "bfloat16",
+    "bnb_4bit_quant_storage": "uint8",
+    "llm_int8_skip_modules": ["lm_head"],
+}
+UNQUANTISED = ("lm_head",)
+
+
+class UnsupportedArchitecture(TrainperfError):
+    """The model has parameters this writer cannot quantise (fused mixture-of-experts tensors)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    path: Path
+    cache_hit: bool
+    seconds: float
+    quantized_linears: int
+    rebuilt_partial: bool
+    """A half-written entry was found and rebuilt."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TRAINPERF_CACHE_DIR") or Path.home() / ".cache" / "trainperf") / "checkpoints"
+
+
+def cache_key(name: str, config: dict[str, Any], seed: int) -> str:
+    """``<name>-<hash>``: the hash covers the config, the quantisation, the seed and the format."""
+    material = json.dumps(
+        {"config": config, "quantization": QUANTIZATION_CONFIG, "block": BLOCK_SIZE, "seed": seed, "format": FORMAT_VERSION},
+        sort_keys=True,
+    )
+    return f"{name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
+
+
+def is_complete(path: Path) -> bool:
+    return (path / COMPLETE_MARKER).is_file()
+
+
+def ensure_checkpoint(
+    name: str,
+    config: dict[str, Any],
+    *,
+    device: torch.device,
+    seed: int = 0,
+    root: Path | None = None,
+    say: Callable[[str], None] = print,
+) -> CheckpointInfo:
+    """The cached checkpoint of ``config`` (a model's config.json as a dict), written first if needed."""
+    root = root or cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    key = cache_key(name, config, seed)
+    final = root / key
+    started = time.perf_counter()
+    _remove_stale_temporaries(root, key, say)
+    if is_complete(final):
+        marker = json.loads((final / COMPLETE_MARKER).read_text())
+        return CheckpointInfo(final, True, time.perf_counter() - started, int(marker["quantized_linears"]), False)
+    rebuilt = final.exists()
+    if rebuilt:
+        say(f"[trainperf] checkpoint cache entry {final} is half-written (no {COMPLETE_MARKER}): rebuilding it")
+        shutil.rmtree(final)
+    tmp = root / f"{key}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        quantized = write_checkpoint(tmp, config, device=device, seed=seed)
+        (tmp / COMPLETE_MARKER).write_text(json.dumps({"key": key, "quantized_linears": quantized, "format": FORMAT_VERSION}))
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not is_complete(final):  # not another writer that finished first: a real failure
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return CheckpointInfo(final, False, time.perf_counter() - started, quantized, rebuilt)
+
+
+def _remove_stale_temporaries(root: Path, key: str, say: Callable[[str], None]) -> None:
+    """Temporary folders of writers that died (their pid is gone) are half-written entries."""
+    for leftover in root.glob(f"{key}.tmp-*"):
+        pid = leftover.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        say(f"[trainperf] removing half-written checkpoint {leftover} (its writer is gone)")
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@torch.no_grad()
+def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.device, seed: int = 0) -> int:
+    """Write the shards, index, config and tokenizer of a random NF4 model into ``folder``; return #4-bit linears."""
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trainperf.synth.tokenizer import build_tokenizer
+
+    raw = {k: v for k, v in config.items() if k not in ("architectures", "transformers_version", "quantization_config")}
+    model_type = raw.pop("model_type")
+    raw.pop("torch_dtype", None)
+    raw.pop("dtype", None)
+    hf_config = AutoConfig.for_model(model_type, **raw)
+    hf_config.dtype = torch.bfloat16
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16)
+    unsupported = [n for n, p in model.named_parameters() if p.dim() > 2]
+    if unsupported:
+        raise UnsupportedArchitecture(
+            f"synthetic 4-bit checkpoint of {model_type}: {len(unsupported)} parameters such as {unsupported[0]} are "
+            "fused 3-D tensors (mixture-of-experts) that bitsandbytes does not quantise; only linear layers are supported so far: give the case a local pre-quantised model_path"
+        )
+    std = float(getattr(hf_config, "initializer_range", 0.02) or 0.02)
+    shards = _ShardWriter(folder, save_file)
+    quantized = 0
+    for module_name, module in model.named_modules():
+        own = list(module.named_parameters(recurse=False))
+        if not own:
+            continue
+        prefix = f"{module_name}." if module_name else ""
+        if isinstance(module, nn.Linear) and not module_name.endswith(UNQUANTISED):
+            shards.add(_quantised_linear(prefix, module, device, std, seed))
+            quantized += 1
+            continue
+        shards.add(_initialised(prefix, module, model, seed))
+    shards.close()
+    saved = hf_config.to_dict()
+    saved["architectures"] = [type(model).__name__]
+    saved["quantization_config"] = dict(QUANTIZATION_CONFIG)
+    saved["dtype"] = "bfloat16"
+    saved["use_cache"] = False
+    (folder / "config.json").write_text(json.dumps(saved, indent=1, sort_keys=True))
+    build_tokenizer(int(hf_config.vocab_size)).save_pretrained(str(folder))
+    return quantized
+
+
+def draw_weight(name: str, shape: torch.Size, device: torch.device, std: float, seed: int) -> torch.Tensor:
+    """The bf16 weight drawn for parameter ``name``: deterministic per name and seed (tests redraw it)."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed * 1_000_003 + int(hashlib.sha256(name.encode()).hexdigest()[:8], 16))
+    return torch.empty(shape, dtype=torch.bfloat16, device=device).normal_(0.0, std, generator=generator)
+
+
+def _quantised_linear(prefix: str, module: nn.Linear, device: torch.device, std: float, seed: int) -> dict[str, torch.Tensor]:
+    import bitsandbytes.functional as bnb_functional
+
+    name = f"{prefix}weight"
+    weight = draw_weight(name, module.weight.shape, device, std, seed)
+    packed, state = bnb_functional.quantize_4bit(
+        weight, blocksize=BLOCK_SIZE, compress_statistics=True, quant_type="nf4", quant_storage=torch.uint8
+    )
+    del weight
+    # The keys transformers writes for a Linear4bit: weight, weight.absmax, weight.quant_map,
+    # weight.nested_absmax, weight.nested_quant_map, weight.quant_state.bitsandbytes__nf4.
+    tensors = {name: packed.cpu()}
+    tensors.update({f"{name}.{key}": value.cpu() for key, value in state.as_dict(packed=True).items()})
+    if module.bias is not None:
+        tensors[f"{prefix}bias"] = torch.zeros(module.bias.shape, dtype=torch.bfloat16)
+    return tensors
+
+
+def _initialised(prefix: str, module: nn.Module, model: Any, seed: int) -> dict[str, torch.Tensor]:
+    """A non-quantised module materialised on the CPU with the architecture's own initialisation."""
+    torch.manual_seed(seed + len(prefix))
+    module.to_empty(device="cpu", recurse=False)
+    model._init_weights(module)
+    return {f"{prefix}{n}": p.detach().to(torch.bfloat16).contiguous() for n, p in module.named_parameters(recurse=False)}
+
+
+class _ShardWriter:
+    """Safetensors shards of at most ``SHARD_BYTES`` each, and the index that maps names to shards."""
+
+    def __init__(self, folder: Path, save: Callable[..., None]) -> None:
+        self.folder, self.save = folder, save
+        self.pending: dict[str, torch.Tensor] = {}
+        self.pending_bytes = 0
+        self.weight_map: dict[str, str] = {}
+        self.total_bytes = 0
+        self.count = 0
+
+    def add(self, tensors: dict[str, torch.Tensor]) -> None:
+        size = sum(t.numel() * t.element_size() for t in tensors.values())
+        if self.pending and self.pending_bytes + size > SHARD_BYTES:
+            self._flush()
+        self.pending.update(tensors)
+        self.pending_bytes += size
+
+    def _flush(self) -> None:
+        self.count += 1
+        shard = f"model-{self.count:05d}.safetensors"
+        self.save(self.pending, str(self.folder / shard), metadata={"format": "pt"})
+        self.weight_map.update({name: shard for name in self.pending})
+        self.total_bytes += self.pending_bytes
+        self.pending, self.pending_bytes = {}, 0
+
+    def close(self) -> None:
+        if self.pending:
+            self._flush()
+        index = {"metadata": {"total_size": self.total_bytes}, "weight_map": dict(sorted(self.weight_map.items()))}
+        (self.folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))

@@ -1,0 +1,87 @@
+"""The synthetic pre-quantised 4-bit checkpoint: bnb's serialized NF4 format, cached by config hash,
+a half-written entry rebuilt and never loaded. Runs on the CPU (bitsandbytes 0.50 quantises NF4 there)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("bitsandbytes")
+
+from trainperf.synth.model_configs import load_model_fixture
+from trainperf.synth.quantized_checkpoint import (
+    COMPLETE_MARKER,
+    UnsupportedArchitecture,
+    cache_key,
+    draw_weight,
+    ensure_checkpoint,
+)
+
+CPU = torch.device("cpu")
+TINY = load_model_fixture("qwen3_tiny")["config"]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cache")
+    info = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=root, say=lambda _: None)
+    assert not info.cache_hit and info.quantized_linears == 14  # 7 projections x 2 layers; lm_head stays bf16
+    return info.path
+
+
+def test_transformers_loads_it_as_4bit_and_it_round_trips(written: Path) -> None:
+    import bitsandbytes.functional as bnb_functional
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    config = json.loads((written / "config.json").read_text())
+    quant = config["quantization_config"]
+    assert (quant["bnb_4bit_quant_type"], quant["bnb_4bit_use_double_quant"], quant["bnb_4bit_compute_dtype"]) == (
+        "nf4", True, "bfloat16",
+    )  # fmt: skip
+    model, loading = AutoModelForCausalLM.from_pretrained(
+        str(written), device_map={"": "cpu"}, local_files_only=True, output_loading_info=True
+    )
+    assert not loading["missing_keys"] and not loading["unexpected_keys"]
+    down = model.model.layers[1].mlp.down_proj
+    assert type(down.weight).__name__ == "Params4bit"
+    assert type(model.lm_head.weight).__name__ == "Parameter"
+    restored = bnb_functional.dequantize_4bit(down.weight.data, down.weight.quant_state).float()
+    drawn = draw_weight("model.layers.1.mlp.down_proj.weight", restored.shape, CPU, 0.02, 0).float()
+    assert (restored - drawn).abs().mean() / drawn.abs().mean() < 0.15  # NF4's error, not another tensor
+    assert AutoTokenizer.from_pretrained(str(written), local_files_only=True).vocab_size == TINY["vocab_size"]
+
+
+def test_cache_hit_and_half_written_entry_rebuilt(written: Path) -> None:
+    root = written.parent
+    again = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=root, say=lambda _: None)
+    assert again.cache_hit and again.path == written
+    # A killed writer leaves a temporary folder: removed, never taken for the entry.
+    stale = root / f"{written.name}.tmp-999999999"
+    stale.mkdir()
+    (stale / "model-00001.safetensors").write_bytes(b"torn")
+    # An entry without its completion marker is half-written: rebuilt, not loaded.
+    (written / COMPLETE_MARKER).unlink()
+    (written / "model-00001.safetensors").write_bytes(b"torn")
+    said: list[str] = []
+    rebuilt = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=root, say=said.append)
+    assert not rebuilt.cache_hit and rebuilt.rebuilt_partial and (written / COMPLETE_MARKER).is_file()
+    assert not stale.exists()
+    assert any("half-written" in line for line in said) and all("\n" not in line for line in said)
+    assert os.path.getsize(written / "model-00001.safetensors") > 1000
+
+
+def test_config_hash_keys_the_cache() -> None:
+    changed = dict(TINY, num_hidden_layers=3)
+    assert cache_key("qwen3_tiny", TINY, 0) == cache_key("qwen3_tiny", dict(TINY), 0)
+    assert cache_key("qwen3_tiny", TINY, 0) != cache_key("qwen3_tiny", changed, 0)
+    assert cache_key("qwen3_tiny", TINY, 0) != cache_key("qwen3_tiny", TINY, 1)
+
+
+def test_fused_experts_are_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedArchitecture, match="gpt_oss.*fused 3-D tensors.*model_path"):
+        ensure_checkpoint("gpt_oss_120b", load_model_fixture("gpt_oss_120b")["config"], device=CPU, root=tmp_path)
+    assert not any(tmp_path.glob("*/*"))  # nothing half-written left behind
