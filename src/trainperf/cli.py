@@ -1,4 +1,4 @@
-"""The ``trainperf`` command: env | baselines | estimate | report | compare | ab.
+"""The ``trainperf`` command: env | baselines | estimate | report | compare | ab | verl-metrics.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -139,6 +139,15 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     return status
 
 
+def _cmd_verl_metrics(args: argparse.Namespace) -> int:
+    """verl's per-step metrics of a run made anywhere, as this suite reads them."""
+    from trainperf.verl.logs import read_records, render_records
+
+    records = read_records(Path(args.logfile))
+    print(json.dumps(records, indent=1) if args.json else render_records(records))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainperf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -176,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
     compare.add_argument("--strict", action="store_true", help="noisy cases fail too")
     compare.set_defaults(func=_cmd_compare)
+    verl_metrics = sub.add_parser(
+        "verl-metrics", help="per-step phases, throughput and memory from a verl file-logger JSONL or console log"
+    )
+    verl_metrics.add_argument("logfile", metavar="LOGFILE", help="VERL_FILE_LOGGER_PATH's JSONL, or verl's console output")
+    verl_metrics.add_argument("--json", action="store_true", help="print the step records as JSON")
+    verl_metrics.set_defaults(func=_cmd_verl_metrics)
     return parser
 
 

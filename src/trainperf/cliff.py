@@ -19,7 +19,7 @@ from typing import Any
 
 from trainperf.errors import TrainperfError
 
-AXES = ("batch_size", "max_seq_len", "grad_accum")
+AXES = ("batch_size", "max_seq_len", "grad_accum", "micro_batch_size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +44,16 @@ class Cliff:
 
     @property
     def launched(self) -> int:
-        return sum(1 for p in self.probes if p.outcome != "skipped-by-estimate")
+        return sum(1 for p in self.probes if p.outcome not in ("skipped-by-estimate", "config_error"))
 
     def describe(self) -> str:
         if self.largest_fit is None:
             return f"{self.axis}: nothing fits, {self.low} already runs out of memory"
         if self.smallest_oom is None:
             return f"{self.axis}: everything fits up to {self.high} (cliff above the range)"
-        return f"{self.axis}: largest fit {self.largest_fit}, OOM from {self.smallest_oom}"
+        above = next((p.outcome for p in self.probes if p.value == self.smallest_oom), "oom")
+        cause = "a configuration error" if above == "config_error" else "OOM"
+        return f"{self.axis}: largest fit {self.largest_fit}, {cause} from {self.smallest_oom}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -90,7 +92,11 @@ def find_cliff(
         reason = predicted_oom(value)
         result = Probe(value, False, "skipped-by-estimate", reason) if reason else probe(value)
         cliff.probes.append(result)
-        if not result.fits and result.outcome not in ("oom", "skipped-by-estimate"):
+        # A configuration the framework itself rejects (verl's micro-batch that does not divide the
+        # normalised mini-batch, predicted before launch) bounds the search like an OOM does, as in
+        # E1's sweep; at the low end it means the case itself is wrong.
+        bounds = ("oom", "skipped-by-estimate") + (("config_error",) if value > low else ())
+        if not result.fits and result.outcome not in bounds:
             raise ProbeFailed(f"{axis}={value}: {result.outcome} {result.note}".strip())
         seen[value] = result.fits
         return result.fits

@@ -6,4 +6,4 @@ returns the family's effective configuration; the common harness in ``child.py``
 outcome classification and the result file.
 """
 
-FAMILIES = {"sft_hf": "trainperf.workloads.sft_hf"}
+FAMILIES = {"sft_hf": "trainperf.workloads.sft_hf", "rl_verl": "trainperf.workloads.rl_verl"}

@@ -26,6 +26,7 @@ from trainperf.workloads.protocol import (
     INSTALL_HINTS,
     RESULT_FILE,
     STEPS_FILE,
+    SkipCase,
     write_json_atomic,
 )
 
@@ -56,6 +57,9 @@ def main(argv: list[str]) -> int:
         family = importlib.import_module(FAMILIES[spec["case"]["family"]])
         result.update(family.run(spec, recorder))
         result["outcome"], code = "ok", EXIT_OK
+    except SkipCase as exc:
+        result["outcome"], code = "skipped", EXIT_SKIPPED
+        result["message"] = _first_line(exc)
     except ModuleNotFoundError as exc:
         top = (exc.name or "").split(".")[0]
         hint = INSTALL_HINTS.get(top, f"install '{top}'")
@@ -74,7 +78,9 @@ def main(argv: list[str]) -> int:
         result["traceback"] = traceback.format_exc()[-6000:]
     if recorder is not None:
         result["steps"] = recorder.steps
-        result.setdefault("memory", {}).update(recorder.memory_summary())
+        memory = result.setdefault("memory", {})
+        for key, value in recorder.memory_summary().items():
+            memory.setdefault(key, value)  # a family that runs its training elsewhere reports its own
     result.setdefault("memory", {})["host_peak_rss_b"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     result["child_end"] = time.time()
     write_json_atomic(out_dir / RESULT_FILE, result)

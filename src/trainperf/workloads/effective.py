@@ -60,9 +60,9 @@ def effective_config(model: nn.Module, *, precision: str) -> dict[str, Any]:
     }
 
 
-def library_versions() -> dict[str, str]:
+def library_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
     versions = {}
-    for package in PACKAGES:
+    for package in packages:
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:

@@ -58,9 +58,14 @@ class StepRecorder:
             record["reserved_b"] = torch.cuda.memory_reserved(self.device)
             record["max_allocated_b"] = torch.cuda.max_memory_allocated(self.device)
         record.update(extra)
+        self.record(record)
+        self._last_edge = edge
+
+    def record(self, record: dict[str, Any]) -> None:
+        """Append a step as given: for a framework that times its own steps in other processes
+        (verl's ``timing_s/step``), where an edge in this process would measure nothing."""
         self.steps.append(record)
         self._handle.write(json.dumps(record) + "\n")
-        self._last_edge = edge
 
     def memory_summary(self) -> dict[str, int]:
         if self.device.type != "cuda" or not torch.cuda.is_available():
