@@ -1,12 +1,13 @@
 """OOM cliffs: the largest value of one axis (batch size, sequence length...) that still fits.
 
-The low end is probed first, then the range is bisected: at most ceil(log2(high - low + 1))
-+ 1 launches, each a fresh child (a process that hit OOM is never reused). Galloping from the
-low end (low, 2 low, 4 low, ...) then bisecting the last bracket was tried first and took up to
-18 launches on 1..512 against 10 for bisection; on a bounded range the memory estimate does
-galloping's job instead: probes it puts clearly over the device are not launched (they count
-as OOM and the report says they were skipped). Optionally the result is confirmed by fresh
-runs just below (must fit) and just above (must run out of memory) the cliff.
+The low end is probed first, then the range is bisected (the micro-batch axis over low,
+2 low, 4 low...): at most ceil(log2(high - low + 1)) + 1 launches, each a fresh child (a
+process that hit OOM is never reused). Galloping from the low end (low, 2 low, 4 low, ...)
+then bisecting the last bracket was tried first and took up to 18 launches on 1..512 against
+10 for bisection; on a bounded range the memory estimate does galloping's job instead: probes
+it puts clearly over the device are not launched (they count as OOM and the report says they
+were skipped). Optionally the result is confirmed by fresh runs just below (must fit) and just
+above (must run out of memory) the cliff.
 
 Pure: the probe is a callable, so the search is tested with a fake and run with real children.
 """
@@ -101,19 +102,32 @@ def find_cliff(
         seen[value] = result.fits
         return result.fits
 
-    if not fits(low):
+    values = axis_values(axis, low, high)
+    if not fits(values[0]):
         cliff.smallest_oom = low
         return cliff
-    good, bad = low, high + 1  # high + 1 is a sentinel, never launched
+    good, bad = 0, len(values)  # indices; len(values) is a sentinel, never launched
     while bad - good > 1:
         middle = (good + bad) // 2
-        if fits(middle):
+        if fits(values[middle]):
             good = middle
         else:
             bad = middle
-    cliff.largest_fit = good
-    cliff.smallest_oom = bad if bad <= high else None
+    cliff.largest_fit = values[good]
+    cliff.smallest_oom = values[bad] if bad < len(values) else None
     return cliff
+
+
+def axis_values(axis: str, low: int, high: int) -> list[int]:
+    """The values a search may probe: every integer, except on the micro-batch axis, where only
+    low, 2 low, 4 low... are meaningful (verl needs a micro-batch that divides the per-GPU
+    mini-batch: 17 would be rejected, not measured, and would hide the OOM at 32)."""
+    if axis != "micro_batch_size":
+        return list(range(low, high + 1))
+    values = [low]
+    while values[-1] * 2 <= high:
+        values.append(values[-1] * 2)
+    return values
 
 
 def confirm_cliff(cliff: Cliff, probe: Callable[[int], Probe]) -> list[Probe]:

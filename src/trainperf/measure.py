@@ -95,6 +95,7 @@ def measure_run(
     info: dict[str, Any] = {"steps": len(steps)}
     step_samples: list[float] = []
     throughput_samples: list[float] = []
+    extra_samples: dict[str, list[float]] = {}
     if len(steps) >= 2:
         first = stats.steady_start(durations, tokens if all(tokens) else None)
         steady = steps[first:]
@@ -156,8 +157,7 @@ def measure_run(
             info["sample_interval_median_s"] = stats.median(intervals)
         info["samples"] = len(samples)
     keys = [f"{int(s['step'])}:{int(s['tokens'])}" for s in steps[first:]] if len(steps) >= 2 else []
-    extra = extra_samples if len(steps) >= 2 else {}
-    return RunMeasurement(metrics, step_samples, throughput_samples, info, keys, extra)
+    return RunMeasurement(metrics, step_samples, throughput_samples, info, keys, extra_samples)
 
 
 def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
