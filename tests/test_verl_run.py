@@ -192,3 +192,79 @@ def test_the_child_skips_with_the_reason_where_verl_is_not_installed(tmp_path: P
     result = json.loads((tmp_path / "result.json").read_text())
     assert (done.returncode, result["outcome"]) == (4, "skipped")
     assert result["message"].startswith("verl is not installed") and "verl-vllm" in result["message"]
+
+
+FAKE_MAIN_PPO = """
+import json, os, sys, time
+args = dict(a.split("=", 1) for a in sys.argv[1:])
+print("(TaskRunner pid=1) {'gpu_memory_utilization': 0.5}", flush=True)
+mode = os.environ["FAKE_VERL_MODE"]
+lines = open(os.environ["FAKE_VERL_SAMPLE"]).read().splitlines()
+with open(os.environ["VERL_FILE_LOGGER_PATH"], "w") as log:
+    for line in lines[: int(args["trainer.total_training_steps"])]:
+        if mode == "oom" and json.loads(line)["step"] == 2:
+            print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB.", flush=True)
+            sys.exit(1)
+        log.write(line + "\\n")
+        log.flush()
+        time.sleep(0.6)
+"""
+
+
+@pytest.fixture
+def fake_verl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in ``verl`` package (version 0.9.1) whose ``main_ppo`` replays a recorded JSONL."""
+    site = tmp_path / "site"
+    package = site / "verl" / "trainer"
+    package.mkdir(parents=True)
+    (site / "verl" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "main_ppo.py").write_text(FAKE_MAIN_PPO)
+    info = site / "verl-0.9.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: verl\nVersion: 0.9.1\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(SRC)]))
+    monkeypatch.setenv("FAKE_VERL_SAMPLE", str(DATA / "v0.9.1-ppo.jsonl"))
+    from trainperf.workloads import rl_verl
+
+    monkeypatch.setattr(rl_verl, "require_machine", lambda gpus, device: None)
+    return tmp_path
+
+
+def run_fake(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from trainperf.workloads import rl_verl
+    from trainperf.workloads.recorder import StepRecorder
+
+    monkeypatch.setenv("FAKE_VERL_MODE", mode)
+    case = Case(
+        family="rl_verl", model="qwen3_tiny", method="full", profile="gsm8k", batch_size=4, micro_batch_size=2,
+        extra=(("alg", "ppo"), ("eng", "vllm"), ("mini", "4"), ("p", "32"), ("r", "32")),
+    )  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = {"case": case.to_dict(), "steps": 3, "device": "cpu", "seed": 0, "out_dir": str(out)}
+    recorder = StepRecorder(out / "steps.jsonl", spec)
+    return rl_verl.run(spec, recorder), recorder.steps
+
+
+def test_the_child_tails_verls_jsonl_into_steps_as_they_land(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result, steps = run_fake(fake_verl, "ok", monkeypatch)
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    assert steps[1]["t_end"] - steps[0]["t_end"] > 0.3  # read while verl ran, not all at the end
+    assert "update_weights" in steps[0]["phases"]
+    assert result["memory"]["peak_allocated_b"] == int(max(s["max_allocated_gib"] for s in steps) * 2**30)
+    assert result["effective_config"]["rule_set"] == "engine" and result["versions"]["verl"] == "0.9.1"
+    assert result["ray_stop"] == "ray not installed"
+    overrides_used = (fake_verl / "out" / "verl" / "overrides.txt").read_text()
+    assert "trainer.total_training_steps=3" in overrides_used
+
+
+def test_an_oom_inside_verl_is_classified_from_its_log(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainperf.workloads.child import is_oom
+    from trainperf.workloads.rl_verl import VerlOutOfMemory
+
+    with pytest.raises(VerlOutOfMemory) as caught:
+        run_fake(fake_verl, "oom", monkeypatch)
+    assert is_oom(caught.value)
+    assert "after 1/3 steps" in str(caught.value) and "CUDA out of memory in a worker" in str(caught.value)

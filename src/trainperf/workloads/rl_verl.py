@@ -160,7 +160,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     env = dict(os.environ, VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE), HYDRA_FULL_ERROR="1",
                RAY_DEDUP_LOGS="0", RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
     timeline["launch"] = time.time()
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     tail = _Tail(out_dir / METRICS_FILE)
     with open(out_dir / LOG_FILE, "wb") as log:
         process = subprocess.Popen(
@@ -175,6 +175,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             _kill_group(process)
             ray_said = stop_ray()
             _record_new(tail, recorder, timeline)
+            signal.signal(signal.SIGTERM, previous_handler)
     timeline["end"] = time.time()
     if process.returncode != 0 or len(recorder.steps) < steps:
         failure = classify_failure((out_dir / LOG_FILE).read_text(errors="replace")[-200_000:])
