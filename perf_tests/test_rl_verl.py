@@ -79,11 +79,12 @@ CASES = [
     ),
 ]
 
-# The micro-batch cliff of E1 (the largest micro-batch that fits), by bisection over fresh runs;
-# micro-batches verl rejects bound the search like an OOM does, at no GPU cost.
+# The micro-batch cliff of E1 (the largest micro-batch that fits), by bisection over 1, 2, 4...;
+# micro-batches verl rejects bound the search like an OOM does, at no GPU cost. Two steps a
+# probe: E1's OOMs came in the first update.
 CLIFFS = [
-    (e1("qwen2_5_3b", 1, 2), "micro_batch_size", 1, 512),
-    (e1("qwen2_5_3b", 1, 1), "micro_batch_size", 1, 512),
+    (e1("qwen2_5_3b", 1, 2).replace(steps=2), "micro_batch_size", 1, 512),
+    (e1("qwen2_5_3b", 1, 1).replace(steps=2), "micro_batch_size", 1, 512),
 ]
 
 

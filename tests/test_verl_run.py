@@ -268,3 +268,20 @@ def test_an_oom_inside_verl_is_classified_from_its_log(fake_verl: Path, monkeypa
         run_fake(fake_verl, "oom", monkeypatch)
     assert is_oom(caught.value)
     assert "after 1/3 steps" in str(caught.value) and "CUDA out of memory in a worker" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "words"), [({"plant_slowdown": 0.5}, "plant-slowdown"), ({"memory_cap_gib": 80}, "memory caps")]
+)
+def test_options_acting_in_the_child_process_are_refused_not_faked(option: dict[str, Any], words: str) -> None:
+    from trainperf.workloads.protocol import SkipCase
+    from trainperf.workloads.rl_verl import refuse_unsupported
+
+    with pytest.raises(SkipCase, match=words):
+        refuse_unsupported({"case": rl().to_dict(), **option})
+    refuse_unsupported({"case": rl().to_dict(), "plant_slowdown": 0.0, "memory_cap_gib": None})
+
+
+def test_an_rl_train_batch_is_global() -> None:
+    assert rl(gpus=2).samples_per_step == 64
+    assert Case(family="sft_hf", model="m", method="lora", profile="short", batch_size=4, gpus=2).samples_per_step == 8

@@ -112,6 +112,8 @@ class Case:
 
     @property
     def samples_per_step(self) -> int:
+        if self.family.startswith("rl_"):
+            return self.batch_size  # an RL train batch is global: prompts per step over all GPUs
         return self.batch_size * self.grad_accum * self.gpus
 
     def replace(self, **changes: Any) -> Case:

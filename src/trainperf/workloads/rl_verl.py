@@ -70,6 +70,14 @@ def require_machine(gpus: int, device: str) -> None:
         )
 
 
+def refuse_unsupported(spec: dict[str, Any]) -> None:
+    """Options that act inside this process, where verl's work does not happen: skipped, not faked."""
+    if float(spec.get("plant_slowdown") or 0) > 0:
+        raise SkipCase("--perf-plant-slowdown acts at step edges in this process; verl's steps run in its Ray workers")
+    if spec.get("memory_cap_gib") or spec["case"].get("memory_cap_gib"):
+        raise SkipCase("memory caps (--perf-emulate, memory_cap_gib) act on this process's allocator, not on verl's workers")
+
+
 def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int) -> tuple[Inputs, dict[str, Any]]:
     """The model folder, the parquet and the reward file; a case's local paths replace the synthetic ones."""
     from transformers import AutoTokenizer
@@ -144,6 +152,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec["case"])
     knobs = knobs_of(case)
     require_machine(knobs.gpus, str(spec.get("device", "cpu")))
+    refuse_unsupported(spec)
     version = importlib.metadata.version("verl")
     rules = rule_set(version)
     normalised, problem = check(knobs, rules)
