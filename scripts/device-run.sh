@@ -8,7 +8,8 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site
+  # A caller's PYTHONPATH (a family's own wheels, e.g. /tmp/site-verl) stays in front.
+  export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/site"
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 # The 'unsloth' workload environment from carried wheels (scripts/fetch-wheels.sh unsloth: the

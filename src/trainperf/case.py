@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any, Literal
 
 Method = Literal["lora", "qlora", "full"]
-Expectation = Literal["ok", "oom", "unknown"]
+Expectation = Literal["ok", "oom", "config_error", "unknown"]
 
 
 class Outcome(str, Enum):
@@ -64,6 +64,9 @@ class Case:
     """A local checkpoint folder that replaces the random-weight model (same config expected)."""
     dataset_path: str | None = None
     """A local dataset file (.jsonl/.json/.parquet) that replaces the synthetic profile."""
+    micro_batch_size: int | None = None
+    """Micro-batch per GPU where the family separates it from ``batch_size`` (verl's
+    ``ppo_micro_batch_size_per_gpu``); None (absent from the id) where it does not."""
     memory_cap_gib: float | None = None
     """Cap the child's memory (GPU: the allocator's share of the device; CPU: its address space),
     so that a smaller device can be emulated and a CPU can run out of memory for a cliff."""
@@ -80,8 +83,8 @@ class Case:
         # on the order a catalogue wrote the pairs in (an id change would orphan baselines).
         object.__setattr__(self, "expected", tuple(sorted(dict(self.expected).items())))
         object.__setattr__(self, "extra", tuple(sorted(dict(self.extra).items())))
-        if self.batch_size < 1 or self.grad_accum < 1 or self.gpus < 1:
-            raise ValueError(f"case {self.model}/{self.method}: batch size, accumulation and GPUs must be >= 1")
+        if self.batch_size < 1 or self.grad_accum < 1 or self.gpus < 1 or (self.micro_batch_size or 1) < 1:
+            raise ValueError(f"case {self.model}/{self.method}: batch sizes, accumulation and GPUs must be >= 1")
         if self.method not in ("lora", "qlora", "full"):
             raise ValueError(f"unknown method {self.method!r}: use lora, qlora or full")
 
@@ -96,6 +99,8 @@ class Case:
             parts.append(f"gpus{self.gpus}")
         if self.max_seq_len != 2048:
             parts.append(f"len{self.max_seq_len}")
+        if self.micro_batch_size is not None:
+            parts.append(f"mb{self.micro_batch_size}")
         if self.memory_cap_gib is not None:
             parts.append(f"cap{self.memory_cap_gib:g}g")
         if self.model_path:
@@ -110,6 +115,8 @@ class Case:
 
     @property
     def samples_per_step(self) -> int:
+        if self.family.startswith("rl_"):
+            return self.batch_size  # an RL train batch is global: prompts per step over all GPUs
         return self.batch_size * self.grad_accum * self.gpus
 
     def replace(self, **changes: Any) -> Case:

@@ -1,4 +1,4 @@
-"""The ``trainperf`` command: env [create|list] | side-by-side | baselines | estimate | report | compare | ab | fidelity.
+"""The ``trainperf`` command: env [create|list] | side-by-side | baselines | estimate | report | compare | ab | fidelity | verl-metrics.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -222,6 +222,15 @@ def _cmd_fidelity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verl_metrics(args: argparse.Namespace) -> int:
+    """verl's per-step metrics of a run made anywhere, as this suite reads them."""
+    from trainperf.verl.logs import read_records, render_records
+
+    records = read_records(Path(args.logfile))
+    print(json.dumps(records, indent=1) if args.json else render_records(records))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainperf", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -292,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     fid.add_argument("--python", default=None, help="interpreter for the children")
     fid.add_argument("--json", action="store_true", help="print the report as JSON")
     fid.set_defaults(func=_cmd_fidelity)
+    verl_metrics = sub.add_parser(
+        "verl-metrics", help="per-step phases, throughput and memory from a verl file-logger JSONL or console log"
+    )
+    verl_metrics.add_argument("logfile", metavar="LOGFILE", help="VERL_FILE_LOGGER_PATH's JSONL, or verl's console output")
+    verl_metrics.add_argument("--json", action="store_true", help="print the step records as JSON")
+    verl_metrics.set_defaults(func=_cmd_verl_metrics)
     return parser
 
 

@@ -1,12 +1,13 @@
 """OOM cliffs: the largest value of one axis (batch size, sequence length...) that still fits.
 
-The low end is probed first, then the range is bisected: at most ceil(log2(high - low + 1))
-+ 1 launches, each a fresh child (a process that hit OOM is never reused). Galloping from the
-low end (low, 2 low, 4 low, ...) then bisecting the last bracket was tried first and took up to
-18 launches on 1..512 against 10 for bisection; on a bounded range the memory estimate does
-galloping's job instead: probes it puts clearly over the device are not launched (they count
-as OOM and the report says they were skipped). Optionally the result is confirmed by fresh
-runs just below (must fit) and just above (must run out of memory) the cliff.
+The low end is probed first, then the range is bisected (the micro-batch axis over low,
+2 low, 4 low...): at most ceil(log2(high - low + 1)) + 1 launches, each a fresh child (a
+process that hit OOM is never reused). Galloping from the low end (low, 2 low, 4 low, ...)
+then bisecting the last bracket was tried first and took up to 18 launches on 1..512 against
+10 for bisection; on a bounded range the memory estimate does galloping's job instead: probes
+it puts clearly over the device are not launched (they count as OOM and the report says they
+were skipped). Optionally the result is confirmed by fresh runs just below (must fit) and just
+above (must run out of memory) the cliff.
 
 Pure: the probe is a callable, so the search is tested with a fake and run with real children.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 from trainperf.errors import TrainperfError
 
-AXES = ("batch_size", "max_seq_len", "grad_accum")
+AXES = ("batch_size", "max_seq_len", "grad_accum", "micro_batch_size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +45,16 @@ class Cliff:
 
     @property
     def launched(self) -> int:
-        return sum(1 for p in self.probes if p.outcome != "skipped-by-estimate")
+        return sum(1 for p in self.probes if p.outcome not in ("skipped-by-estimate", "config_error"))
 
     def describe(self) -> str:
         if self.largest_fit is None:
             return f"{self.axis}: nothing fits, {self.low} already runs out of memory"
         if self.smallest_oom is None:
             return f"{self.axis}: everything fits up to {self.high} (cliff above the range)"
-        return f"{self.axis}: largest fit {self.largest_fit}, OOM from {self.smallest_oom}"
+        above = next((p.outcome for p in self.probes if p.value == self.smallest_oom), "oom")
+        cause = "a configuration error" if above == "config_error" else "OOM"
+        return f"{self.axis}: largest fit {self.largest_fit}, {cause} from {self.smallest_oom}"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -90,24 +93,41 @@ def find_cliff(
         reason = predicted_oom(value)
         result = Probe(value, False, "skipped-by-estimate", reason) if reason else probe(value)
         cliff.probes.append(result)
-        if not result.fits and result.outcome not in ("oom", "skipped-by-estimate"):
+        # A configuration the framework itself rejects (verl's micro-batch that does not divide the
+        # normalised mini-batch, predicted before launch) bounds the search like an OOM does, as in
+        # E1's sweep; at the low end it means the case itself is wrong.
+        bounds = ("oom", "skipped-by-estimate") + (("config_error",) if value > low else ())
+        if not result.fits and result.outcome not in bounds:
             raise ProbeFailed(f"{axis}={value}: {result.outcome} {result.note}".strip())
         seen[value] = result.fits
         return result.fits
 
-    if not fits(low):
+    values = axis_values(axis, low, high)
+    if not fits(values[0]):
         cliff.smallest_oom = low
         return cliff
-    good, bad = low, high + 1  # high + 1 is a sentinel, never launched
+    good, bad = 0, len(values)  # indices; len(values) is a sentinel, never launched
     while bad - good > 1:
         middle = (good + bad) // 2
-        if fits(middle):
+        if fits(values[middle]):
             good = middle
         else:
             bad = middle
-    cliff.largest_fit = good
-    cliff.smallest_oom = bad if bad <= high else None
+    cliff.largest_fit = values[good]
+    cliff.smallest_oom = values[bad] if bad < len(values) else None
     return cliff
+
+
+def axis_values(axis: str, low: int, high: int) -> list[int]:
+    """The values a search may probe: every integer, except on the micro-batch axis, where only
+    low, 2 low, 4 low... are meaningful (verl needs a micro-batch that divides the per-GPU
+    mini-batch: 17 would be rejected, not measured, and would hide the OOM at 32)."""
+    if axis != "micro_batch_size":
+        return list(range(low, high + 1))
+    values = [low]
+    while values[-1] * 2 <= high:
+        values.append(values[-1] * 2)
+    return values
 
 
 def confirm_cliff(cliff: Cliff, probe: Callable[[int], Probe]) -> list[Probe]:

@@ -20,7 +20,7 @@ from typing import Any
 from trainperf import stats
 from trainperf.case import Outcome
 from trainperf.fingerprint import environment_changes
-from trainperf.metrics import Direction, Metric
+from trainperf.metrics import Direction, Metric, resolve_metric
 from trainperf.results import CaseResult, MetricValue
 
 ALPHA = 0.01
@@ -229,7 +229,9 @@ def compare_case(
     if outcome is Outcome.SKIPPED:
         return CaseVerdict(Verdict.NOT_COMPARED, False, result.message or "skipped", environment_changes=env)
     if outcome in (Outcome.CRASH, Outcome.TIMEOUT, Outcome.CONFIG_ERROR):
-        expected_error = outcome is Outcome.CONFIG_ERROR and base_outcome is Outcome.CONFIG_ERROR
+        expected_error = outcome is Outcome.CONFIG_ERROR and (
+            base_outcome is Outcome.CONFIG_ERROR or expectation == "config_error"
+        )
         return CaseVerdict(
             Verdict.PASS if expected_error else Verdict.OUTCOME_CHANGED,
             not expected_error,
@@ -244,20 +246,22 @@ def compare_case(
             Verdict.OUTCOME_CHANGED, True, f"out of memory ({was} before): {result.message}", environment_changes=env
         )
     # The case ran.
-    if expectation == "oom" and base_outcome in (None, Outcome.OOM):
+    if expectation in ("oom", "config_error") and base_outcome in (None, Outcome(expectation)):
+        what = "an OOM" if expectation == "oom" else "a configuration error (pre-flight)"
         return CaseVerdict(
-            Verdict.OUTCOME_CHANGED, False, "fits now where an OOM was expected: update the catalogue or baseline",
+            Verdict.OUTCOME_CHANGED, False, f"fits now where {what} was expected: update the catalogue or baseline",
             environment_changes=env,
         )
     if baseline is None or base_outcome is not Outcome.OK:
         reason = "no baseline" if baseline is None else f"baseline outcome was {base_outcome.value if base_outcome else '?'}"
-        verdicts = [compare_metric(metrics[n], v, None) for n, v in result.metrics.items() if n in metrics]
+        known = {n: resolve_metric(metrics, n) for n in result.metrics}
+        verdicts = [compare_metric(m, result.metrics[n], None) for n, m in known.items() if m is not None]
         return CaseVerdict(Verdict.NEW, strict, reason, verdicts, environment_changes=env)
 
     changes = config_changes(baseline.effective_config, result.effective_config)
     verdicts = []
     for name, value in result.metrics.items():
-        metric = metrics.get(name)
+        metric = resolve_metric(metrics, name)
         if metric is None:
             continue
         verdict = compare_metric(metric, value, baseline.metrics.get(name))

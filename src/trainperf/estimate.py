@@ -99,8 +99,8 @@ def max_tokens_per_microbatch(case: Case, steps: int) -> int:
 
 def estimate_case(case: Case, steps: int) -> MemoryEstimate | None:
     """The estimate for a catalogue case on a GPU; None where the model is not covered."""
-    if case.model_path or case.dataset_path:
-        return None
+    if case.model_path or case.dataset_path or case.family.startswith("rl_"):
+        return None  # RL: the rollout engine's own memory pool is not modelled
     counts = param_counts(load_model_fixture(case.model)["config"])
     if counts is None:
         return None

@@ -14,7 +14,7 @@ from itertools import pairwise
 from typing import Any
 
 from trainperf import stats
-from trainperf.metrics import METRICS
+from trainperf.metrics import METRICS, PHASE_REMAINDER, phase_metric_name
 from trainperf.monitor.nvml import Sample
 from trainperf.results import MetricValue
 
@@ -31,6 +31,8 @@ class RunMeasurement:
     info: dict[str, Any] = field(default_factory=dict)
     step_keys: list[str] = field(default_factory=list)
     """``step:tokens`` of each steady step: pairs samples with the baseline's same batch."""
+    extra_samples: dict[str, list[float]] = field(default_factory=dict)
+    """Per-steady-step samples of further metrics (phases, the framework's throughput)."""
 
 
 def _interpolate(samples: Sequence[Sample], t: float, attribute: str) -> float | None:
@@ -81,6 +83,22 @@ def per_step_energy_per_token(samples: Sequence[Sample], edges: Sequence[dict[st
     return values
 
 
+def phase_metrics(steady: Sequence[dict[str, Any]]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Per-phase figures of the steady steps that carry ``phases`` (RL families: generation, log
+    probabilities, updates...): each phase's median and per-step samples, the remainder (step
+    minus its phases) likewise, and the framework's own ``throughput`` where steps report it."""
+    samples: dict[str, list[float]] = {}
+    for step in steady:
+        phases = step.get("phases")
+        if phases:
+            for phase, seconds in phases.items():
+                samples.setdefault(phase_metric_name(phase), []).append(float(seconds))
+            samples.setdefault(PHASE_REMAINDER, []).append(float(step["duration_s"]) - sum(map(float, phases.values())))
+        if step.get("throughput") is not None:
+            samples.setdefault("throughput_per_gpu", []).append(float(step["throughput"]))
+    return {name: stats.median(values) for name, values in samples.items()}, samples
+
+
 def measure_run(
     child: dict[str, Any], samples: Sequence[Sample], *, samples_per_step: int, idle_mem_b: int | None
 ) -> RunMeasurement:
@@ -95,6 +113,7 @@ def measure_run(
         info["profiled_steps"] = len(recorded) - len(steps)
     step_samples: list[float] = []
     throughput_samples: list[float] = []
+    extra_samples: dict[str, list[float]] = {}
     if len(steps) >= 2:
         first = stats.steady_start(durations, tokens if all(tokens) else None)
         steady = steps[first:]
@@ -108,6 +127,8 @@ def measure_run(
         metrics["tokens_per_s"] = steady_tokens / steady_time if steady_time else 0.0
         metrics["samples_per_hour"] = len(steady) * samples_per_step * 3600.0 / steady_time if steady_time else 0.0
         metrics["warmup_s"] = sum(durations[:first])
+        phase_values, extra_samples = phase_metrics(steady)
+        metrics.update(phase_values)
         info.update(
             warmup_steps=first,
             steady_steps=len(steady),
@@ -154,7 +175,7 @@ def measure_run(
             info["sample_interval_median_s"] = stats.median(intervals)
         info["samples"] = len(samples)
     keys = [f"{int(s['step'])}:{int(s['tokens'])}" for s in steps[first:]] if len(steps) >= 2 else []
-    return RunMeasurement(metrics, step_samples, throughput_samples, info, keys)
+    return RunMeasurement(metrics, step_samples, throughput_samples, info, keys, extra_samples)
 
 
 def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
@@ -163,6 +184,7 @@ def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
         "step_time_s": run.step_samples,
         "tokens_per_s": run.throughput_samples,
         "energy_per_token_j": run.info.get("energy_samples", []),
+        **run.extra_samples,
     }
     values = {}
     for name, value in run.metrics.items():

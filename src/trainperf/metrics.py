@@ -46,6 +46,10 @@ _REGISTRY: tuple[Metric, ...] = (
         description="non-padding tokens over the whole steady-state time (stalls included, hence the wider tolerance)",
     ),
     Metric(
+        name="throughput_per_gpu", unit="tok/s/GPU", direction=Direction.HIGHER, tolerance=0.10, timing=True,
+        description="the framework's own per-GPU throughput per step (verl's perf/throughput), median of steady steps",
+    ),
+    Metric(
         name="samples_per_hour", unit="samples/h", direction=Direction.HIGHER, tolerance=0.05, timing=True,
         gated=False, description="the published unit of E2 (steady-state)",
     ),
@@ -88,10 +92,42 @@ _CLIFFS = tuple(
         name=f"cliff_{axis}", unit="", direction=Direction.HIGHER, tolerance=0.0,
         description=f"largest {axis} that fits (OOM-cliff search); any move down fails",
     )
-    for axis in ("batch_size", "max_seq_len", "grad_accum")
+    for axis in ("batch_size", "max_seq_len", "grad_accum", "micro_batch_size")
 )
 
 METRICS: dict[str, Metric] = {m.name: m for m in (*_REGISTRY, *_CLIFFS)}
+
+
+PHASE_PREFIX = "phase_"
+PHASE_REMAINDER = "phase_remainder_s"
+PHASE_ABS_TOLERANCE_S = 0.05
+
+
+def phase_metric_name(phase: str) -> str:
+    return f"{PHASE_PREFIX}{phase}_s"
+
+
+def resolve_metric(metrics: dict[str, Metric], name: str) -> Metric | None:
+    """A metric of ``metrics`` by name, including the per-phase ones a workload defines by logging
+    them (``phase_gen_s``...): those are judged like step time (its tolerance, as configured and
+    scaled for the class), with changes under 50 ms never counting (a phase of a few ms is jitter).
+    The remainder (step minus its phases) is the small difference of two large figures: shown, not gated."""
+    if name in metrics:
+        return metrics[name]
+    if not (name.startswith(PHASE_PREFIX) and name.endswith("_s")) or "step_time_s" not in metrics:
+        return None
+    import dataclasses
+
+    step = metrics["step_time_s"]
+    remainder = name == PHASE_REMAINDER
+    return dataclasses.replace(
+        step,
+        name=name,
+        abs_tolerance=PHASE_ABS_TOLERANCE_S,
+        gated=not remainder,
+        description="step time no phase explains" if remainder else f"median steady-state time of phase "
+        f"{name.removeprefix(PHASE_PREFIX).removesuffix('_s')}, judged step by step like step time",
+    )
 
 
 def with_tolerances(overrides: dict[str, Any], timing_scale: float = 1.0) -> dict[str, Metric]:

@@ -25,7 +25,7 @@ from trainperf.estimate import estimate_case
 from trainperf.hardware import CPU_CLASS, GpuClass
 from trainperf.launch import run_child
 from trainperf.measure import RunMeasurement, measure_run, pool_runs
-from trainperf.metrics import Metric
+from trainperf.metrics import Metric, resolve_metric
 from trainperf.monitor.nvml import Nvml, Sample, Sampler, write_samples
 from trainperf.references import Reference, compare_to_references
 from trainperf.results import CaseResult, MetricValue, append_jsonl, load_result, save_result
@@ -96,8 +96,18 @@ class CaseReport:
     notes: list[str] = field(default_factory=list)
 
 
-def preflight(case: Case) -> None:
-    """Problems found before any process starts: one line each, naming the fix."""
+def preflight(case: Case, python: str | None = None) -> None:
+    """Problems found before any process starts: one line each, naming the fix. ``python`` is the
+    children's interpreter, whose installed packages decide a family's rules (verl's version)."""
+    if case.family == "rl_verl":
+        from trainperf.verl.preflight import check_case
+
+        if case.model_path and not Path(case.model_path, "config.json").is_file():
+            raise TrainperfError(f"model_path {case.model_path} has no config.json: give a local checkpoint folder")
+        if not case.model_path:
+            load_model_fixture(case.model)
+        check_case(case, python)
+        return
     if not case.model_path:
         load_model_fixture(case.model)
     elif not Path(case.model_path, "config.json").is_file():
@@ -287,7 +297,8 @@ class CaseRunner:
         if verdict.verdict is not Verdict.REGRESSED:
             return False
         regressed = [m for m in verdict.metrics if m.gated and m.verdict is Verdict.REGRESSED]
-        return bool(regressed) and all(self.ctx.metrics[m.metric].timing for m in regressed)
+        resolved = [resolve_metric(self.ctx.metrics, m.metric) for m in regressed]
+        return bool(regressed) and all(metric is not None and metric.timing for metric in resolved)
 
     def _timing_comparable(self, baseline: CaseResult | None, result: CaseResult) -> bool:
         if baseline is None:
@@ -340,7 +351,7 @@ class CaseRunner:
     ) -> None:
         """Run ``count`` more fresh children and pool them into ``result``; stop at the first failure."""
         try:
-            preflight(case)
+            preflight(case, self.ctx.settings.python)
         except TrainperfError as exc:
             result.outcome, result.message = Outcome.CONFIG_ERROR.value, str(exc)
             return

@@ -6,4 +6,8 @@ returns the family's effective configuration; the common harness in ``child.py``
 outcome classification and the result file.
 """
 
-FAMILIES = {"sft_hf": "trainperf.workloads.sft_hf", "sft_unsloth": "trainperf.workloads.sft_unsloth"}
+FAMILIES = {
+    "sft_hf": "trainperf.workloads.sft_hf",
+    "sft_unsloth": "trainperf.workloads.sft_unsloth",
+    "rl_verl": "trainperf.workloads.rl_verl",
+}

@@ -26,7 +26,7 @@ from trainperf.workloads.protocol import (
     INSTALL_HINTS,
     RESULT_FILE,
     STEPS_FILE,
-    WorkloadSkipped,
+    SkipCase,
     write_json_atomic,
 )
 
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
         family = importlib.import_module(FAMILIES[spec["case"]["family"]])
         result.update(family.run(spec, recorder))
         result["outcome"], code = "ok", EXIT_OK
-    except WorkloadSkipped as exc:
+    except SkipCase as exc:
         result["outcome"], code = "skipped", EXIT_SKIPPED
         result["message"] = _first_line(exc)
     except ModuleNotFoundError as exc:
@@ -84,7 +84,9 @@ def main(argv: list[str]) -> int:
         result["traceback"] = traceback.format_exc()[-6000:]
     if recorder is not None:
         result["steps"] = recorder.steps
-        result.setdefault("memory", {}).update(recorder.memory_summary())
+        memory = result.setdefault("memory", {})
+        for key, value in recorder.memory_summary().items():
+            memory.setdefault(key, value)  # a family that runs its training elsewhere reports its own
         trace = recorder.trace_info()
         if trace is not None:
             from trainperf.workloads.profiling import environment_note

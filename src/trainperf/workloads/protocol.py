@@ -31,13 +31,13 @@ INSTALL_HINTS = {
     "transformers": "pip install 'trainperf[hf]'",
     "datasets": "pip install 'trainperf[hf]'",
     "accelerate": "pip install 'trainperf[hf]'",
+    "verl": "install the verl-vllm or verl-sglang environment (ci/envs/verl-*.txt; trainperf env)",
     "torch": "install PyTorch for this machine (CPU: pip install torch==2.13.0)",
 }
 
 
-class WorkloadSkipped(Exception):
-    """Raised by a family that cannot run here at all (unsloth without a CUDA GPU): the case is
-    skipped with this one-line reason instead of crashing."""
+class SkipCase(Exception):
+    """Raised by a family when this machine cannot run the case at all (the message says why)."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

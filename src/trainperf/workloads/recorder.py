@@ -70,12 +70,17 @@ class StepRecorder:
         if self.trace_plan is not None and self.trace_plan.profiled(record["step"]):
             record["profiled"] = True  # left out of the timing metrics (measure.py)
         record.update(extra)
-        self.steps.append(record)
-        self._handle.write(json.dumps(record) + "\n")
+        self.record(record)
         if self.profiler is not None:
             # After the edge: the profiler's start and its trace export land in marked steps only.
             self.profiler.step()
         self._last_edge = edge
+
+    def record(self, record: dict[str, Any]) -> None:
+        """Append a step as given: for a framework that times its own steps in other processes
+        (verl's ``timing_s/step``), where an edge in this process would measure nothing."""
+        self.steps.append(record)
+        self._handle.write(json.dumps(record) + "\n")
 
     def trace_info(self) -> dict[str, Any] | None:
         """What the profiler captured (file, sizes, steps), for the result; None when not tracing."""

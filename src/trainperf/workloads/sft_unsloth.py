@@ -18,7 +18,7 @@ import torch
 
 from trainperf.case import Case
 from trainperf.workloads.effective import effective_config, library_versions
-from trainperf.workloads.protocol import WorkloadSkipped
+from trainperf.workloads.protocol import SkipCase
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.sft_hf import LORA_TARGETS, _callback, _dataset, sft_args
 
@@ -40,9 +40,9 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec["case"])
     device = torch.device(spec["device"])
     if device.type != "cuda":
-        raise WorkloadSkipped("unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU runners only")
+        raise SkipCase("unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU runners only")
     if case.method != "qlora":
-        raise WorkloadSkipped(f"sft_unsloth runs unsloth QLoRA only (method {case.method} is sft_hf's)")
+        raise SkipCase(f"sft_unsloth runs unsloth QLoRA only (method {case.method} is sft_hf's)")
     torch.cuda.set_device(device)
     os.environ.update(OFFLINE_ENV)
     steps = int(spec["steps"])
@@ -115,7 +115,7 @@ def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
     try:
         info = ensure_checkpoint(case.model, load_model_fixture(case.model)["config"], device=device, seed=seed)
     except UnsupportedArchitecture as exc:
-        raise WorkloadSkipped(str(exc)) from None
+        raise SkipCase(str(exc)) from None
     state = "cache hit" if info.cache_hit else f"written in {info.seconds:.0f}s"
     print(f"[trainperf] synthetic 4-bit checkpoint {info.path} ({state}, {info.quantized_linears} NF4 linears)", flush=True)
     return str(info.path), f"synthetic-nf4:{info.path.name}"

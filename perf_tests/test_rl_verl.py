@@ -1,0 +1,101 @@
+"""E1 and E3 (EXPERIMENTS.md): RL with verl's ``main_ppo``, PPO and GRPO, vLLM and SGLang rollout.
+
+E1: PPO with GAE and a critic on Qwen2.5-3B and -7B (random weights from the shipped configs),
+batch 256, mini-batch 128, prompt 1024, response 1024, micro-batch per GPU 1, 2, 4, ..., 512 on
+2 GPUs (the published sweep, 10 steps) and the published micro-batch 16 on one GPU. On 2 GPUs
+verl normalises the mini-batch to 64 per GPU, so micro-batches of 128 and more are rejected
+by verl itself: the pre-flight predicts that in milliseconds (``config_error``, expected).
+Qwen2.5-7B ran out of memory at every micro-batch on 2 Max-Q cards (expected OOM).
+
+E3: GRPO with rollout TP 2, FSDP param and optimizer offload, dynamic batch size and KL loss
+(low_var_kl, 0.001), once per engine, at a size that fits two GPUs (the 14B/8-GPU original is
+its own issue), plus a small one-GPU variant. A small one-GPU PPO case runs every phase
+(critic included) in minutes: the first verl case to run on a new machine.
+
+Every case runs in the ``verl-vllm`` or ``verl-sglang`` environment (``--perf-python``); where
+verl is not installed the child skips with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trainperf.case import Case
+from trainperf.catalogue import marks_for, params
+
+GPU = ("maxq", "h100", "h200")
+E1_MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+def verl(
+    model: str, alg: str, eng: str, batch: int, mini: int, micro: int | None, gpus: int, classes: tuple[str, ...],
+    *, p: int = 1024, r: int = 1024, n: int = 1, tp: int = 1, **kw: Any,
+) -> Case:  # fmt: skip
+    knobs = {"alg": alg, "eng": eng, "mini": str(mini), "n": str(n), "p": str(p), "r": str(r), "tp": str(tp)}
+    knobs.update({k: str(v) for k, v in kw.pop("knobs", {}).items()})
+    return Case(
+        family="rl_verl", model=model, method="full", profile="gsm8k", batch_size=batch, micro_batch_size=micro,
+        gpus=gpus, environment=f"verl-{eng}", gpu_classes=classes, extra=tuple(knobs.items()), **kw,
+    )  # fmt: skip
+
+
+def e1_expected(micro: int, gpus: int) -> tuple[tuple[str, Any], ...]:
+    """Published on 2 Max-Q: 32 and 64 ran out of memory, >= 128 was rejected by verl."""
+    if gpus == 2 and micro >= 128:
+        return tuple((c, "config_error") for c in GPU)
+    if gpus == 2 and micro in (32, 64):
+        return (("maxq", "oom"), ("h100", "unknown"), ("h200", "unknown"))
+    return (("h100", "unknown"),) if micro > 16 else ()
+
+
+def e1(model: str, micro: int, gpus: int, **kw: Any) -> Case:
+    return verl(model, "ppo", "vllm", 256, 128, micro, gpus, GPU, steps=10, slow=True, **kw)
+
+
+CASES = [
+    # Small, one GPU, minutes: every PPO phase (critic, values, GAE), then GRPO per engine.
+    verl("qwen2_5_0_5b", "ppo", "vllm", 64, 32, 8, 1, GPU, p=512, r=512, steps=8),
+    *(
+        verl("qwen2_5_0_5b", "grpo", eng, 16, 16, None, 1, GPU, p=512, r=1024, n=4, steps=8,
+             knobs={"dyn": 8192, "offl": 1, "kl": 1})
+        for eng in ("vllm", "sglang")
+    ),
+    # E1: the published sweep on 2 GPUs, and micro-batch 16 on one GPU (the published full run).
+    *(e1("qwen2_5_3b", mb, 2, expected=e1_expected(mb, 2)) for mb in E1_MICRO_BATCHES),
+    e1("qwen2_5_3b", 16, 1, expected=(("h100", "unknown"), ("maxq", "unknown"))),
+    *(
+        e1("qwen2_5_7b", mb, 2, expected=(("maxq", "oom"), ("h100", "unknown"), ("h200", "unknown")),
+           notes="published: OOM at every micro-batch on 2x Max-Q")
+        for mb in (1, 4, 16)
+    ),
+    e1("qwen2_5_7b", 16, 1, expected=(("maxq", "oom"), ("h100", "oom"), ("h200", "unknown"))),
+    # E3 at a size that fits two GPUs: GRPO, TP 2, offload, dynamic batch size, KL loss; per engine.
+    *(
+        verl("qwen2_5_7b", "grpo", eng, 16, 16, None, 2, GPU, r=4096, tp=2, steps=5, slow=True,
+             knobs={"dyn": 16384, "offl": 1, "kl": 1}, expected=(("maxq", "unknown"), ("h100", "unknown")))
+        for eng in ("vllm", "sglang")
+    ),
+]
+
+# The micro-batch cliff of E1 (the largest micro-batch that fits), by bisection over 1, 2, 4...;
+# micro-batches verl rejects bound the search like an OOM does, at no GPU cost. Two steps a
+# probe: E1's OOMs came in the first update.
+CLIFFS = [
+    (e1("qwen2_5_3b", 1, 2).replace(steps=2), "micro_batch_size", 1, 512),
+    (e1("qwen2_5_3b", 1, 1).replace(steps=2), "micro_batch_size", 1, 512),
+]
+
+
+@pytest.mark.parametrize("case", params(CASES))
+def test_rl_verl(case: Case, trainperf: Any) -> None:
+    trainperf(case)
+
+
+@pytest.mark.parametrize(
+    ("case", "axis", "low", "high"),
+    [pytest.param(c, a, lo, hi, id=f"{c.id}-cliff-{a}", marks=marks_for(c)) for c, a, lo, hi in CLIFFS],
+)
+def test_rl_verl_cliff(case: Case, axis: str, low: int, high: int, trainperf: Any) -> None:
+    trainperf.cliff(case, axis, low, high)

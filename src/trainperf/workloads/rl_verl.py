@@ -1,0 +1,227 @@
+"""The verl family's child: hermetic inputs, then ``python -m verl.trainer.main_ppo`` with the
+case's Hydra overrides, its file-logger JSONL tailed into ``steps.jsonl`` as each step lands.
+
+verl runs in its own process group (Ray starts many processes); whatever way it ends, that
+group is killed and ``ray stop --force`` is run, so no worker keeps GPU memory into the next
+case. A SIGTERM from the parent (its timeout, Ctrl-C) does the same before this process exits.
+A failed run is classified from verl's log (``trainperf.verl.classify``): OOM in a Ray worker
+or at the engine's start-up, a dead worker, anything else.
+
+Steps are verl's own (``timing_s/step``, phases, ``perf/throughput``): verl times them in its
+driver. ``t_end`` is when the line was read here (polled every 0.5 s), which places the
+energy window within half a second of the step edges.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trainperf.case import Case
+from trainperf.verl.classify import classify_failure
+from trainperf.verl.knobs import knobs_of
+from trainperf.verl.logs import parse_jsonl_line, step_record
+from trainperf.verl.overrides import Inputs, dataset_rows, overrides
+from trainperf.verl.preflight import check
+from trainperf.verl.versions import rule_set
+from trainperf.workloads.effective import library_versions
+from trainperf.workloads.protocol import SkipCase
+from trainperf.workloads.recorder import StepRecorder
+
+POLL_S = 0.5
+METRICS_FILE = "verl_metrics.jsonl"
+LOG_FILE = "verl.log"
+VERSION_PACKAGES = ("verl", "vllm", "sglang", "ray", "torch", "transformers", "flash-attn", "flashinfer-python")
+GIB = 2**30
+
+
+class VerlOutOfMemory(MemoryError):
+    """verl ran out of memory somewhere in its Ray workers (the message says where)."""
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def require_machine(gpus: int, device: str) -> None:
+    """Skip, with the reason, where verl cannot run: no verl (ModuleNotFoundError), too few GPUs."""
+    if importlib.util.find_spec("verl") is None:
+        raise ModuleNotFoundError("No module named 'verl'", name="verl")
+    if not device.startswith("cuda"):
+        raise SkipCase("verl needs NVIDIA GPUs (its rollout engines are CUDA-only); this run is on the CPU")
+    import torch
+
+    visible = torch.cuda.device_count()
+    if visible < gpus:
+        raise SkipCase(
+            f"the case needs {gpus} GPUs and {visible} is visible (CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')!r}); run it where the suite hands a case {gpus} devices"
+        )
+
+
+def refuse_unsupported(spec: dict[str, Any]) -> None:
+    """Options that act inside this process, where verl's work does not happen: skipped, not faked."""
+    if float(spec.get("plant_slowdown") or 0) > 0:
+        raise SkipCase("--perf-plant-slowdown acts at step edges in this process; verl's steps run in its Ray workers")
+    if spec.get("memory_cap_gib") or spec["case"].get("memory_cap_gib"):
+        raise SkipCase("memory caps (--perf-emulate, memory_cap_gib) act on this process's allocator, not on verl's workers")
+
+
+def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int) -> tuple[Inputs, dict[str, Any]]:
+    """The model folder, the parquet and the reward file; a case's local paths replace the synthetic ones."""
+    from transformers import AutoTokenizer
+
+    from trainperf.synth.rl_inputs import write_gsm8k_parquet, write_model_folder
+    from trainperf.workloads import verl_reward
+
+    info: dict[str, Any] = {}
+    started = time.monotonic()
+    if case.model_path:
+        model_dir = Path(case.model_path)
+    else:
+        folder = write_model_folder(case.model, work / "model", seed=seed)
+        model_dir = folder.path
+        info.update(total_params=folder.parameters, trainable_params=folder.parameters, weight_shards=folder.shards)
+    info["model_build_s"] = round(time.monotonic() - started, 1)
+    if case.dataset_path:
+        parquet = Path(case.dataset_path)
+    else:
+        parquet = work / "train.parquet"
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        info["prompt_words"] = write_gsm8k_parquet(parquet, tokenizer, rows=rows, prompt_len=prompt_len, seed=seed)
+    reward = Path(verl_reward.__file__).resolve()
+    return Inputs(model_dir=model_dir, train_parquet=parquet, reward_file=reward, work_dir=work, experiment=case.id), info
+
+
+def _kill_group(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def stop_ray() -> str:
+    """``ray stop --force`` in this environment, when Ray is installed; what it said."""
+    if importlib.util.find_spec("ray") is None:
+        return "ray not installed"
+    script = Path(sys.executable).with_name("ray")
+    command = [str(script)] if script.is_file() else [sys.executable, "-m", "ray.scripts.scripts"]
+    try:
+        done = subprocess.run([*command, "stop", "--force"], check=False, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"ray stop failed: {exc}"
+    said = (done.stdout + done.stderr).strip().splitlines()
+    return said[-1] if said else f"exit status {done.returncode}"
+
+
+class _Tail:
+    """New complete lines of a growing file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def lines(self) -> list[str]:
+        if not self.path.is_file():
+            return []
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            chunk = handle.read()
+        self.offset += len(chunk)
+        data = self.partial + chunk
+        *complete, self.partial = data.split(b"\n")
+        return [line.decode("utf-8", "replace") for line in complete]
+
+
+def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec["case"])
+    knobs = knobs_of(case)
+    require_machine(knobs.gpus, str(spec.get("device", "cpu")))
+    refuse_unsupported(spec)
+    version = importlib.metadata.version("verl")
+    rules = rule_set(version)
+    normalised, problem = check(knobs, rules)
+    if problem:  # the parent's pre-flight stops these; a child started by hand must not spend GPU time
+        raise ValueError(f"verl {version} would reject this case: {problem}")
+    steps = int(spec["steps"])
+    out_dir = Path(spec["out_dir"])
+    work = out_dir / "verl"
+    work.mkdir(parents=True, exist_ok=True)
+    timeline: dict[str, float] = {"start": time.time()}
+    inputs, info = prepare_inputs(case, work, dataset_rows(knobs, steps), knobs.prompt_len, int(spec.get("seed", 0)))
+    args = overrides(knobs, inputs, steps=steps, rules=rules)
+    (work / "overrides.txt").write_text("\n".join(args) + "\n")
+    env = dict(os.environ, VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE), HYDRA_FULL_ERROR="1",
+               RAY_DEDUP_LOGS="0", RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
+    timeline["launch"] = time.time()
+    previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
+    tail = _Tail(out_dir / METRICS_FILE)
+    with open(out_dir / LOG_FILE, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "verl.trainer.main_ppo", *args],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work, env=env, start_new_session=True,
+        )  # fmt: skip
+        try:
+            while process.poll() is None:
+                _record_new(tail, recorder, timeline)
+                time.sleep(POLL_S)
+        finally:
+            _kill_group(process)
+            ray_said = stop_ray()
+            _record_new(tail, recorder, timeline)
+            signal.signal(signal.SIGTERM, previous_handler)
+    timeline["end"] = time.time()
+    if process.returncode != 0 or len(recorder.steps) < steps:
+        failure = classify_failure((out_dir / LOG_FILE).read_text(errors="replace")[-200_000:])
+        done = f"after {len(recorder.steps)}/{steps} steps, exit status {process.returncode}"
+        if failure.outcome == "oom":
+            raise VerlOutOfMemory(f"out of memory ({done}): {failure.message}")
+        raise RuntimeError(f"verl failed ({done}): {failure.message}")
+    peaks = {
+        key: max((s[field] for s in recorder.steps if field in s), default=None)
+        for key, field in (("peak_allocated_b", "max_allocated_gib"), ("peak_reserved_b", "max_reserved_gib"))
+    }
+    return {
+        "effective_config": {
+            "framework": "verl",
+            "algorithm": knobs.algorithm,
+            "engine": knobs.engine,
+            "precision": "bf16",
+            "rule_set": rules,
+            "global_mini_batch": normalised.global_mini_batch,
+            "mini_batch_per_gpu": normalised.mini_batch_per_gpu,
+            "micro_batches_per_mini": normalised.micro_batches_per_mini,
+            "fixed_response_length": not knobs.natural_lengths,
+            **info,
+        },
+        "versions": library_versions(VERSION_PACKAGES),
+        "timeline": timeline,
+        "memory": {key: int(value * GIB) for key, value in peaks.items() if value is not None},
+        "ray_stop": ray_said,
+    }
+
+
+def _record_new(tail: _Tail, recorder: StepRecorder, timeline: dict[str, float]) -> None:
+    for line in tail.lines():
+        parsed = parse_jsonl_line(line)
+        record = step_record(*parsed) if parsed else None
+        if record is None:
+            continue
+        record["t_end"] = time.time()
+        timeline.setdefault("first_step_end", record["t_end"])
+        recorder.record(record)

@@ -1,0 +1,287 @@
+"""The verl run, as far as a CPU without verl can take it: Hydra overrides checked against each
+release's config keys, per-phase metrics and their verdicts, the micro-batch cliff bounded by
+pre-flight rejections, hermetic inputs on the tiny model, and the child's skip without verl.
+
+Config keys: ``tests/data/verl/ppo_trainer_keys-<version>.txt``, flattened from verl's
+``verl/trainer/config/_generated_ppo_trainer.yaml`` of 0.7.0, 0.8.0 and 0.9.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainperf.case import Case
+from trainperf.cliff import Probe, ProbeFailed, find_cliff
+from trainperf.compare import Verdict, compare_case
+from trainperf.measure import measure_run, pool_runs
+from trainperf.metrics import METRICS
+from trainperf.results import CaseResult
+from trainperf.verl.knobs import knobs_of
+from trainperf.verl.overrides import Inputs, overrides
+from trainperf.verl.versions import rule_set
+
+DATA = Path(__file__).parent / "data" / "verl"
+SRC = Path(__file__).resolve().parents[1] / "src"
+INPUTS = Inputs(
+    model_dir=Path("/m"), train_parquet=Path("/d.parquet"), reward_file=Path("/r.py"), work_dir=Path("/w"), experiment="x"
+)
+
+
+def rl(alg: str = "ppo", micro: int | None = 16, gpus: int = 1, **knobs: Any) -> Case:
+    extra = {"alg": alg, "eng": "vllm", "mini": "32", "tp": "1", **{k: str(v) for k, v in knobs.items()}}
+    return Case(
+        family="rl_verl", model="qwen2_5_0_5b", method="full", profile="gsm8k", batch_size=64,
+        micro_batch_size=micro, gpus=gpus, extra=tuple(extra.items()),
+    )  # fmt: skip
+
+
+def config_keys(version: str) -> set[str]:
+    lines = (DATA / f"ppo_trainer_keys-{version}.txt").read_text().splitlines()
+    return {line for line in lines if line and not line.startswith("#")}
+
+
+CASES = {
+    "ppo": rl(),
+    "grpo-dyn-offload-kl-natural": rl("grpo", None, 2, n=4, tp=2, dyn=8192, offl=1, kl=1, len="natural"),
+}
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.8.0", "0.9.1"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_override_names_a_key_of_that_releases_config(version: str, name: str) -> None:
+    args = overrides(knobs_of(CASES[name]), INPUTS, steps=5, rules=rule_set(version))
+    keys = [arg.split("=", 1)[0] for arg in args if not arg.startswith("hydra.")]
+    assert len(keys) == len(set(keys))
+    assert sorted(set(keys) - config_keys(version)) == []
+
+
+def test_overrides_follow_the_case() -> None:
+    ppo = dict(a.split("=", 1) for a in overrides(knobs_of(CASES["ppo"]), INPUTS, steps=5, rules="engine"))
+    assert ppo["algorithm.adv_estimator"] == "gae" and ppo["critic.ppo_micro_batch_size_per_gpu"] == "16"
+    assert ppo["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "1"  # verl's default is 2
+    assert ppo["actor_rollout_ref.rollout.ignore_eos"] == "True"
+    assert ppo["reward.custom_reward_function.path"] == "/r.py"
+    assert ppo["trainer.total_training_steps"] == "5" and ppo["trainer.logger"] == "[console,file]"
+    grpo = dict(
+        a.split("=", 1) for a in overrides(knobs_of(CASES["grpo-dyn-offload-kl-natural"]), INPUTS, steps=5, rules="workers")
+    )
+    assert grpo["algorithm.adv_estimator"] == "grpo" and not any(k.startswith("critic.") for k in grpo)
+    assert grpo["actor_rollout_ref.actor.use_dynamic_bsz"] == "True"
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in grpo
+    assert grpo["actor_rollout_ref.actor.kl_loss_type"] == "low_var_kl"
+    assert grpo["actor_rollout_ref.actor.fsdp_config.optimizer_offload"] == "True"
+    assert "actor_rollout_ref.rollout.ignore_eos" not in grpo  # lengths vary naturally
+    assert grpo["custom_reward_function.path"] == "/r.py"  # 0.7's top-level key
+
+
+def steps(gen: list[float], rest: float = 2.0) -> list[dict[str, Any]]:
+    return [
+        {"step": i + 1, "t_end": 100.0 + i, "duration_s": g + 5.0 + rest, "tokens": 1000,
+         "phases": {"gen": g, "update_actor": 5.0}, "throughput": 1000 / (g + 5.0 + rest)}
+        for i, g in enumerate(gen)
+    ]  # fmt: skip
+
+
+def test_phases_become_metrics_with_per_step_samples() -> None:
+    gen = [20.0, 10.0, 10.2, 9.9, 10.1, 10.0, 9.8, 10.3, 10.0, 10.1, 9.9, 10.0]
+    run = measure_run({"steps": steps(gen)}, [], samples_per_step=16, idle_mem_b=None)
+    assert run.info["warmup_steps"] == 1
+    assert run.metrics["phase_gen_s"] == pytest.approx(10.0)
+    assert run.metrics["phase_update_actor_s"] == 5.0
+    assert run.metrics["phase_remainder_s"] == pytest.approx(2.0)
+    assert run.metrics["throughput_per_gpu"] == pytest.approx(1000 / 17.0)
+    pooled = pool_runs([run])
+    assert pooled["phase_gen_s"].samples == gen[1:] and pooled["phase_gen_s"].keys == run.step_keys
+
+
+def result_of(gen: list[float]) -> CaseResult:
+    run = measure_run({"steps": steps(gen)}, [], samples_per_step=16, idle_mem_b=None)
+    return CaseResult(case_id="c", case={}, gpu_class="h100", outcome="ok", fingerprint={}, metrics=pool_runs([run]))
+
+
+def test_a_slower_generation_phase_fails_on_its_own_metric_and_the_remainder_never_gates() -> None:
+    base = [10.0 + 0.1 * (i % 3) for i in range(12)]
+    slow_gen = result_of([g * 1.5 for g in base])
+    verdict = compare_case(slow_gen, result_of(base), METRICS, expectation="ok", timing_comparable=True)
+    by_name = {m.metric: m for m in verdict.metrics}
+    assert verdict.verdict is Verdict.REGRESSED and "phase_gen_s" in verdict.reason
+    assert by_name["phase_gen_s"].note.startswith("paired over 11 steps")
+    assert by_name["phase_update_actor_s"].verdict is Verdict.PASS
+    assert by_name["throughput_per_gpu"].verdict is Verdict.REGRESSED
+    assert not by_name["phase_remainder_s"].gated
+
+
+def test_an_expected_config_error_passes_without_a_baseline() -> None:
+    result = CaseResult(case_id="c", case={}, gpu_class="maxq", outcome="config_error", fingerprint={}, message="x")
+    assert not compare_case(result, None, METRICS, expectation="config_error", timing_comparable=True).fails
+    assert compare_case(result, None, METRICS, expectation="ok", timing_comparable=True).fails
+
+
+def test_the_micro_batch_cliff_is_bounded_by_rejections_as_in_e1() -> None:
+    """E1 on 2 Max-Q: 16 fits, 32 and 64 run out of memory, >= 128 is rejected before launch."""
+
+    def probe(value: int) -> Probe:
+        if value >= 128:
+            return Probe(value, False, "config_error", "rejected by pre-flight")
+        return Probe(value, value <= 16, "ok" if value <= 16 else "oom")
+
+    cliff = find_cliff("micro_batch_size", 1, 512, probe)
+    assert (cliff.largest_fit, cliff.smallest_oom) == (16, 32)
+    assert [p.value for p in cliff.probes] == [1, 32, 4, 8, 16]  # powers of two only: 17 would be rejected
+    assert cliff.launched == len([p for p in cliff.probes if p.outcome != "config_error"])
+    rejected_only = find_cliff("micro_batch_size", 1, 512, lambda v: Probe(v, v <= 64, "ok" if v <= 64 else "config_error"))
+    assert rejected_only.describe() == "micro_batch_size: largest fit 64, a configuration error from 128"
+    with pytest.raises(ProbeFailed):
+        find_cliff("micro_batch_size", 128, 512, lambda v: Probe(v, False, "config_error"))
+
+
+def test_micro_batch_size_appears_in_the_id_only_when_set() -> None:
+    sft = Case(family="sft_hf", model="qwen3_8b", method="lora", profile="short", batch_size=4)
+    assert sft.id == "sft_hf-qwen3_8b-lora-short-b4"
+    assert rl().id == "rl_verl-qwen2_5_0_5b-full-gsm8k-b64-mb16-algppo-engvllm-mini32-tp1"
+
+
+def test_hermetic_inputs_on_the_tiny_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder vLLM/verl load offline: sharded safetensors, config, tokenizer with a chat
+    template; a parquet in verl's gsm8k schema whose prompts are exactly the prompt length."""
+    import pyarrow.parquet as pq
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainperf.synth import rl_inputs
+    from trainperf.workloads.verl_reward import compute_score
+
+    monkeypatch.setattr(rl_inputs, "SHARD_BYTES", 400_000)  # the tiny model's 1.3 MB in several shards
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = rl_inputs.write_model_folder("qwen3_tiny", tmp_path / "model", dtype="float32")
+    assert folder.shards >= 3 and folder.parameters == 336_256
+    index = json.loads((folder.path / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) == folder.shards
+    tokenizer = AutoTokenizer.from_pretrained(folder.path, local_files_only=True)
+    assert json.loads((folder.path / "tokenizer_config.json").read_text())["chat_template"]
+    model = AutoModelForCausalLM.from_pretrained(folder.path, local_files_only=True)
+    assert sum(p.numel() for p in model.parameters()) == 336_256
+    assert model.config.eos_token_id == tokenizer.eos_token_id == 2
+    parquet = tmp_path / "train.parquet"
+    rl_inputs.write_gsm8k_parquet(parquet, tokenizer, rows=6, prompt_len=48, seed=3)
+    rows = pq.read_table(parquet).to_pylist()
+    assert len(rows) == 6 and set(rows[0]) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
+    assert rows[0]["reward_model"]["style"] == "rule" and rows[0]["prompt"][0]["role"] == "user"
+    for row in rows:
+        ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
+        assert len(ids["input_ids"] if hasattr(ids, "keys") else ids) == 48
+    truth = rows[0]["reward_model"]["ground_truth"]
+    assert compute_score("s", f"w9 {truth}", truth) == 1.0
+    assert compute_score("s", f"{truth} w9", truth) == 0.1
+    assert compute_score("s", "w9", truth) == 0.0
+
+
+def test_the_child_skips_with_the_reason_where_verl_is_not_installed(tmp_path: Path) -> None:
+    spec = {"case": rl().to_dict(), "steps": 2, "device": "cpu", "seed": 0, "out_dir": str(tmp_path)}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-m", "trainperf.workloads", str(tmp_path / "spec.json")], env=env, check=False, timeout=120
+    )
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert (done.returncode, result["outcome"]) == (4, "skipped")
+    assert result["message"].startswith("verl is not installed") and "verl-vllm" in result["message"]
+
+
+FAKE_MAIN_PPO = """
+import json, os, sys, time
+args = dict(a.split("=", 1) for a in sys.argv[1:])
+print("(TaskRunner pid=1) {'gpu_memory_utilization': 0.5}", flush=True)
+mode = os.environ["FAKE_VERL_MODE"]
+lines = open(os.environ["FAKE_VERL_SAMPLE"]).read().splitlines()
+with open(os.environ["VERL_FILE_LOGGER_PATH"], "w") as log:
+    for line in lines[: int(args["trainer.total_training_steps"])]:
+        if mode == "oom" and json.loads(line)["step"] == 2:
+            print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB.", flush=True)
+            sys.exit(1)
+        log.write(line + "\\n")
+        log.flush()
+        time.sleep(0.6)
+"""
+
+
+@pytest.fixture
+def fake_verl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in ``verl`` package (version 0.9.1) whose ``main_ppo`` replays a recorded JSONL."""
+    site = tmp_path / "site"
+    package = site / "verl" / "trainer"
+    package.mkdir(parents=True)
+    (site / "verl" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "main_ppo.py").write_text(FAKE_MAIN_PPO)
+    info = site / "verl-0.9.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: verl\nVersion: 0.9.1\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(SRC)]))
+    monkeypatch.setenv("FAKE_VERL_SAMPLE", str(DATA / "v0.9.1-ppo.jsonl"))
+    from trainperf.workloads import rl_verl
+
+    monkeypatch.setattr(rl_verl, "require_machine", lambda gpus, device: None)
+    return tmp_path
+
+
+def run_fake(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from trainperf.workloads import rl_verl
+    from trainperf.workloads.recorder import StepRecorder
+
+    monkeypatch.setenv("FAKE_VERL_MODE", mode)
+    case = Case(
+        family="rl_verl", model="qwen3_tiny", method="full", profile="gsm8k", batch_size=4, micro_batch_size=2,
+        extra=(("alg", "ppo"), ("eng", "vllm"), ("mini", "4"), ("p", "32"), ("r", "32")),
+    )  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = {"case": case.to_dict(), "steps": 3, "device": "cpu", "seed": 0, "out_dir": str(out)}
+    recorder = StepRecorder(out / "steps.jsonl", spec)
+    return rl_verl.run(spec, recorder), recorder.steps
+
+
+def test_the_child_tails_verls_jsonl_into_steps_as_they_land(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result, steps = run_fake(fake_verl, "ok", monkeypatch)
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    assert steps[1]["t_end"] - steps[0]["t_end"] > 0.3  # read while verl ran, not all at the end
+    assert "update_weights" in steps[0]["phases"]
+    assert result["memory"]["peak_allocated_b"] == int(max(s["max_allocated_gib"] for s in steps) * 2**30)
+    assert result["effective_config"]["rule_set"] == "engine" and result["versions"]["verl"] == "0.9.1"
+    assert result["ray_stop"] == "ray not installed"
+    overrides_used = (fake_verl / "out" / "verl" / "overrides.txt").read_text()
+    assert "trainer.total_training_steps=3" in overrides_used
+
+
+def test_an_oom_inside_verl_is_classified_from_its_log(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainperf.workloads.child import is_oom
+    from trainperf.workloads.rl_verl import VerlOutOfMemory
+
+    with pytest.raises(VerlOutOfMemory) as caught:
+        run_fake(fake_verl, "oom", monkeypatch)
+    assert is_oom(caught.value)
+    assert "after 1/3 steps" in str(caught.value) and "CUDA out of memory in a worker" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "words"), [({"plant_slowdown": 0.5}, "plant-slowdown"), ({"memory_cap_gib": 80}, "memory caps")]
+)
+def test_options_acting_in_the_child_process_are_refused_not_faked(option: dict[str, Any], words: str) -> None:
+    from trainperf.workloads.protocol import SkipCase
+    from trainperf.workloads.rl_verl import refuse_unsupported
+
+    with pytest.raises(SkipCase, match=words):
+        refuse_unsupported({"case": rl().to_dict(), **option})
+    refuse_unsupported({"case": rl().to_dict(), "plant_slowdown": 0.0, "memory_cap_gib": None})
+
+
+def test_an_rl_train_batch_is_global() -> None:
+    assert rl(gpus=2).samples_per_step == 64
+    assert Case(family="sft_hf", model="m", method="lora", profile="short", batch_size=4, gpus=2).samples_per_step == 8
