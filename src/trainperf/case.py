@@ -70,6 +70,12 @@ class Case:
     memory_cap_gib: float | None = None
     """Cap the child's memory (GPU: the allocator's share of the device; CPU: its address space),
     so that a smaller device can be emulated and a CPU can run out of memory for a cliff."""
+    prompt_len: int | None = None
+    """RL: tokens per synthetic prompt (fixed); None for families that train on a length profile."""
+    completion_len: int | None = None
+    """RL: tokens generated per completion; the ``fixed`` profile forces generation to run to it."""
+    num_generations: int | None = None
+    """RL: completions sampled per prompt (GRPO's group size)."""
     slow: bool = False
     trace: bool = False
     """Profile the last steps of every run of this case (as ``--perf-trace`` does for all cases).
@@ -107,6 +113,10 @@ class Case:
             parts.append("localmodel")
         if self.dataset_path:
             parts.append("localdata")
+        # RL shape: prompt and completion tokens, completions per prompt (absent for SFT: ids unchanged).
+        for prefix, value in (("p", self.prompt_len), ("c", self.completion_len), ("g", self.num_generations)):
+            if value is not None:
+                parts.append(f"{prefix}{value}")
         parts.extend(f"{k}{v}" for k, v in self.extra)
         return "-".join(parts)
 

@@ -22,6 +22,8 @@ from trainperf.compare import CaseVerdict, Verdict, compare_case, timing_compara
 from trainperf.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
 from trainperf.errors import TrainperfError
 from trainperf.estimate import estimate_case
+from trainperf.grpo import FAMILY as GRPO_FAMILY
+from trainperf.grpo import preflight_grpo
 from trainperf.hardware import CPU_CLASS, GpuClass
 from trainperf.launch import run_child
 from trainperf.measure import RunMeasurement, measure_run, pool_runs
@@ -112,7 +114,9 @@ def preflight(case: Case, python: str | None = None) -> None:
         load_model_fixture(case.model)
     elif not Path(case.model_path, "config.json").is_file():
         raise TrainperfError(f"model_path {case.model_path} has no config.json: give a local checkpoint folder")
-    if not case.dataset_path:
+    if case.family == GRPO_FAMILY:
+        preflight_grpo(case)  # fixed-length synthetic prompts: no length profile
+    elif not case.dataset_path:
         load_profile(case.profile)
     elif not Path(case.dataset_path).is_file():
         raise TrainperfError(f"dataset_path {case.dataset_path} does not exist: give a local .jsonl/.json/.parquet file")

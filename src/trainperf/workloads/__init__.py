@@ -10,4 +10,5 @@ FAMILIES = {
     "sft_hf": "trainperf.workloads.sft_hf",
     "sft_unsloth": "trainperf.workloads.sft_unsloth",
     "rl_verl": "trainperf.workloads.rl_verl",
+    "rl_trl": "trainperf.workloads.rl_trl",
 }

@@ -1,0 +1,239 @@
+"""GRPO with TRL's GRPOTrainer: plain transformers generation (no vLLM), a rule reward, LoRA or full.
+
+The work per step is fixed: synthetic prompts of exactly ``prompt_len`` tokens, generation
+forced to exactly ``completion_len`` tokens (``min_new_tokens`` = ``max_new_tokens``: the EOS
+logit is masked until then; any other length stops the run), a reward computed from the token
+ids alone, reference-free (``beta`` 0: no reference model, no KL term) and one generation per
+optimizer step (TRL's default ``steps_per_generation`` = gradient accumulation), so no old
+log-probabilities are recomputed either.
+
+Phases per step, timed by wrapping four methods on the trainer instance (TRL itself is not
+patched): ``gen`` (``_generate``: prompt tokenisation, ``model.generate``, decoding), ``reward``
+(``_calculate_rewards``), ``prepare`` (the rest of ``_prepare_inputs``: padding, log-probabilities
+where TRL computes them, advantages) and ``update`` (``training_step`` less its preparation:
+forward and backward; plus, from the last micro-batch to the step's end, gradient clipping, the
+optimizer and scheduler steps). Tokens per step are the prompt plus completion tokens of the
+step's sequences (each is prefilled or decoded once, then trained on once): TRL's own
+``num_input_tokens_seen`` counts the same.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from trainperf.case import Case
+from trainperf.errors import TrainperfError
+from trainperf.grpo import FIXED_PROFILE, SUPPORTED_TRL_TEXT, GrpoShape, preflight_grpo, trl_version_supported
+from trainperf.workloads.effective import effective_config, library_versions
+from trainperf.workloads.phases import PhaseClock
+from trainperf.workloads.recorder import StepRecorder
+from trainperf.workloads.sft_hf import ATTN_IMPLEMENTATION, LORA_TARGETS  # E2's adapter recipe, shared
+
+PHASE_HOOKS = {"training_step": "update", "_prepare_inputs": "prepare", "_generate": "gen", "_calculate_rewards": "reward"}
+"""GRPOTrainer method -> phase charged with its time (less the time of the phases nested in it)."""
+
+
+def even_token_reward(completion_ids: list[list[int]], **_: Any) -> list[float | None]:
+    """The share of even token ids in each completion: deterministic, costs microseconds, and differs
+    between the completions of a group, so advantages (and so gradients) are not all zero."""
+    return [sum(1 for token in ids if token % 2 == 0) / len(ids) if ids else 0.0 for ids in completion_ids]
+
+
+def prompt_texts(count: int, prompt_len: int, vocab_size: int, seed: int) -> list[str]:
+    """``count`` prompts of exactly ``prompt_len`` tokens under the local word-level tokenizer."""
+    from trainperf.synth.profiles import synthetic_token_ids
+    from trainperf.synth.tokenizer import FIRST_REGULAR_ID
+
+    rows = synthetic_token_ids([prompt_len] * count, vocab_size, FIRST_REGULAR_ID, seed=seed)
+    return [" ".join(f"w{token}" for token in row) for row in rows]
+
+
+def check_trl(version: str, trainer: Any) -> None:
+    """The installed trl must be a supported version whose GRPOTrainer has every hooked method."""
+    if not trl_version_supported(version):
+        raise TrainperfError(f"trl {version} is not supported by the rl_trl phase hooks: install {SUPPORTED_TRL_TEXT}")
+    missing = [name for name in PHASE_HOOKS if not callable(getattr(trainer, name, None))]
+    if missing:
+        raise TrainperfError(
+            f"trl {version}: GRPOTrainer has no {', '.join(missing)}, which the rl_trl phase hooks time; "
+            f"install {SUPPORTED_TRL_TEXT}"
+        )
+
+
+class GrpoStepLog:
+    """What the hooks saw during one optimizer step: the generated batch's token counts and rewards."""
+
+    def __init__(self, shape: GrpoShape, force_length: bool) -> None:
+        self.shape, self.force_length = shape, force_length
+        self.prompt_tokens = self.completion_tokens = 0
+        self.rewards: list[float] = []
+
+    def generated(self, output: Any) -> None:
+        # trl 1.16: _generate returns (prompt_ids, completion_ids, tool_mask, completions, ...), ids as lists.
+        prompt_ids, completion_ids = output[0], output[1]
+        lengths = sorted({len(ids) for ids in completion_ids})
+        if self.force_length and lengths != [self.shape.completion_len]:
+            raise TrainperfError(
+                f"completions of {lengths} tokens where exactly {self.shape.completion_len} were forced: generation "
+                "ignored min_new_tokens, so the work per step is no longer fixed"
+            )
+        prompt_lengths = sorted({len(ids) for ids in prompt_ids})
+        if prompt_lengths != [self.shape.prompt_len]:
+            raise TrainperfError(f"prompts of {prompt_lengths} tokens where {self.shape.prompt_len} were built")
+        self.prompt_tokens += sum(len(ids) for ids in prompt_ids)
+        self.completion_tokens += sum(len(ids) for ids in completion_ids)
+
+    def scored(self, output: Any) -> None:
+        self.rewards.extend(float(r) for r in output.sum(dim=1).tolist())
+
+    def take(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+        if self.rewards:
+            fields["reward_mean"] = sum(self.rewards) / len(self.rewards)
+        self.prompt_tokens = self.completion_tokens = 0
+        self.rewards = []
+        return fields
+
+
+def install_phase_hooks(trainer: Any, clock: PhaseClock, log: GrpoStepLog) -> None:
+    """Wrap the hooked methods on this trainer instance: every caller inside TRL and transformers
+    reaches them through ``self``, so the instance attributes take effect and TRL stays unpatched."""
+    after: dict[str, Callable[[Any], None]] = {"_generate": log.generated, "_calculate_rewards": log.scored}
+    for name, phase in PHASE_HOOKS.items():
+        setattr(trainer, name, _timed(getattr(trainer, name), phase, clock, after.get(name)))
+
+
+def _timed(method: Callable[..., Any], phase: str, clock: PhaseClock, after: Callable[[Any], None] | None) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with clock.phase(phase):
+            output = method(*args, **kwargs)
+        if after is not None:
+            after(output)
+        return output
+
+    return wrapper
+
+
+def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec["case"])
+    shape = preflight_grpo(case)  # the parent checked it too; a hand-written spec gets the same one line
+    device = torch.device(spec["device"])
+    on_gpu = device.type == "cuda"
+    if on_gpu:
+        torch.cuda.set_device(device)
+    dtype = torch.bfloat16 if on_gpu else torch.float32
+    steps, seed = int(spec["steps"]), int(spec.get("seed", 0))
+    timeline: dict[str, float] = {}
+    started = time.perf_counter()
+
+    from trainperf.synth.random_model import build_random_model, hf_config
+    from trainperf.synth.tokenizer import build_tokenizer
+
+    config = hf_config(case.model, dtype, ATTN_IMPLEMENTATION)
+    model, build = build_random_model(config, device=device, dtype=dtype, quantize_4bit=False, seed=seed)
+    timeline["build_s"] = build.seconds
+    tokenizer = build_tokenizer(config.vocab_size)
+
+    import datasets
+    from peft import LoraConfig
+    from trl import GRPOConfig, GRPOTrainer
+
+    texts = prompt_texts(steps * shape.prompts_per_step, shape.prompt_len, config.vocab_size, seed)
+    peft_config = None
+    if case.method == "lora":
+        peft_config = LoraConfig(
+            r=case.lora_r, lora_alpha=case.lora_alpha, lora_dropout=0.0, bias="none",
+            target_modules=LORA_TARGETS, task_type="CAUSAL_LM",
+        )
+    force_length = case.profile == FIXED_PROFILE
+    generation_kwargs: dict[str, Any] = {"use_cache": True}  # the model config says no cache (a training default)
+    if force_length:
+        generation_kwargs["min_new_tokens"] = shape.completion_len
+    args = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="trainperf-grpo-"),
+        max_steps=steps,
+        per_device_train_batch_size=case.batch_size,
+        gradient_accumulation_steps=case.grad_accum,
+        num_generations=shape.num_generations,
+        max_completion_length=shape.completion_len,
+        generation_kwargs=generation_kwargs,
+        beta=0.0,
+        learning_rate=case.learning_rate,
+        optim="adamw_torch",
+        bf16=on_gpu,
+        gradient_checkpointing=case.gradient_checkpointing,
+        logging_steps=10,
+        report_to="none",
+        save_strategy="no",
+        seed=seed,
+        data_seed=seed,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        use_cpu=not on_gpu,
+    )
+    clock = PhaseClock(sync=(lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None))
+    log = GrpoStepLog(shape, force_length)
+    trainer = GRPOTrainer(
+        model=model,  # type: ignore[arg-type]  # a PreTrainedModel, typed nn.Module by the builder
+        reward_funcs=[even_token_reward],
+        args=args,
+        train_dataset=datasets.Dataset.from_dict({"prompt": texts}),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[_callback(recorder, clock, log)],
+    )
+    check_trl(importlib.metadata.version("trl"), trainer)
+    install_phase_hooks(trainer, clock, log)
+    timeline["setup_s"] = time.perf_counter() - started
+    trainer.train()
+    timeline["train_s"] = time.perf_counter() - started - timeline["setup_s"]
+
+    assert trainer.model is not None
+    effective = effective_config(trainer.model, precision="bf16" if on_gpu else "fp32")
+    generation = trainer.generation_config
+    effective.update(
+        optimizer=getattr(args.optim, "value", str(args.optim)),
+        model_source=build.source,
+        dataset_source=f"synthetic prompts: {shape.prompt_len} tokens",
+        generation_backend="transformers.generate",
+        generation_use_cache=bool(generation.use_cache),
+        generation_min_new_tokens=generation.min_new_tokens,
+        generation_max_new_tokens=generation.max_new_tokens,
+        num_generations=args.num_generations,
+        steps_per_generation=args.steps_per_generation,
+        beta=args.beta,
+        loss_type=args.loss_type,
+        reward=even_token_reward.__name__,
+    )
+    return {
+        "effective_config": effective,
+        "versions": library_versions(),
+        "timeline": timeline,
+        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+    }
+
+
+def _callback(recorder: StepRecorder, clock: PhaseClock, log: GrpoStepLog) -> Any:
+    from transformers import TrainerCallback
+
+    class StepEdges(TrainerCallback):
+        """Synchronised step edges; each step's phases, tokens and rewards from the hooks."""
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            clock.take()
+            log.take()
+            recorder.begin()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            clock.charge_since_last_edge("update")  # clipping, optimizer, scheduler, zero_grad
+            fields = log.take()
+            tokens = fields["prompt_tokens"] + fields["completion_tokens"]
+            recorder.step_end(tokens, phases={k: round(v, 6) for k, v in clock.take().items()}, **fields)
+
+    return StepEdges()
