@@ -7,7 +7,10 @@ parent derives ``phase_<name>_s`` and the unexplained remainder from them.
 
 Edges are synchronised with the device through ``sync`` (``torch.cuda.synchronize`` on a GPU):
 without it, kernels queued in one phase would be charged to whichever later phase first waits
-for the device (the log-probability kernels of the preparation would land in the update).
+for the device (the log-probability kernels of the preparation would land in the update). At
+TRL's other edges the queue is already empty (generation ends by copying the ids to the host, the
+reward runs on the host), so there a synchronisation costs microseconds: a few per step, against
+steps of seconds.
 """
 
 from __future__ import annotations
