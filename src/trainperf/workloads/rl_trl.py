@@ -139,6 +139,12 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     model, build = build_random_model(config, device=device, dtype=dtype, quantize_4bit=False, seed=seed)
     timeline["build_s"] = build.seconds
     tokenizer = build_tokenizer(config.vocab_size)
+    # The shipped configs name the real tokenizer's special ids (Qwen2.5's EOS is 151645, an ordinary
+    # word here): only the local tokenizer's EOS may end, or be held back from ending, a completion.
+    configs: tuple[Any, ...] = (model.config, model.generation_config)
+    for source in configs:
+        source.eos_token_id, source.bos_token_id = tokenizer.eos_token_id, tokenizer.bos_token_id
+        source.pad_token_id = tokenizer.pad_token_id
 
     import datasets
     from peft import LoraConfig
