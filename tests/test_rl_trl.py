@@ -18,6 +18,12 @@ from trainperf.errors import TrainperfError
 from trainperf.estimate import estimate_case
 from trainperf.grpo import grpo_shape, preflight_grpo, trl_version_supported
 from trainperf.runner import child_env, preflight
+from trainperf.synth.tokenizer import build_tokenizer
+from trainperf.workloads.phases import PhaseClock
+
+# Imported at collection (it imports torch, hence numpy): an in-process pytester run elsewhere in
+# the session restores sys.modules afterwards, and numpy cannot be imported a second time.
+from trainperf.workloads.rl_trl import check_trl, even_token_reward, prompt_texts
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = Case(
@@ -77,15 +83,10 @@ def test_catalogue_cases_pass_preflight_and_get_no_sft_estimate() -> None:
 
 
 def test_even_token_reward() -> None:
-    from trainperf.workloads.rl_trl import even_token_reward
-
     assert even_token_reward([[2, 4, 5, 7], [1], []], prompts=["x"] * 3) == [0.5, 0.0, 0.0]
 
 
 def test_prompts_have_exactly_prompt_len_tokens_and_are_deterministic() -> None:
-    from trainperf.synth.tokenizer import build_tokenizer
-    from trainperf.workloads.rl_trl import prompt_texts
-
     texts = prompt_texts(5, 16, 2048, seed=0)
     assert texts == prompt_texts(5, 16, 2048, seed=0) and len(set(texts)) == 5
     ids = build_tokenizer(2048)(text=texts)["input_ids"]
@@ -99,8 +100,6 @@ class _FakeTrainer:
 
 
 def test_trl_check_names_the_supported_versions() -> None:
-    from trainperf.workloads.rl_trl import check_trl
-
     assert trl_version_supported("1.16.0") and trl_version_supported("1.20.0.dev0")
     assert not trl_version_supported("0.19.1") and not trl_version_supported("2.0.0")
     with pytest.raises(TrainperfError, match=r"trl 0\.19\.1 is not supported.*trl >= 1\.16, < 2"):
@@ -110,8 +109,6 @@ def test_trl_check_names_the_supported_versions() -> None:
 
 
 def test_phase_clock_charges_nested_time_to_the_innermost_phase() -> None:
-    from trainperf.workloads.phases import PhaseClock
-
     syncs: list[float] = []
     clock = PhaseClock(sync=lambda: syncs.append(time.perf_counter()))
     started = time.perf_counter()
