@@ -171,7 +171,10 @@ class Harness:
 
     def check(self, case: Case, record_property: Any = None) -> CaseReport:
         try:
-            report = CaseRunner(self._context()).run(case)
+            context = self._context()
+            if context.placement is not None and case.gpus > len(context.placement.devices):
+                pytest.skip(f"needs {case.gpus} GPUs; this session sees {len(context.placement.devices)}")
+            report = CaseRunner(context).run(case)
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         return self._conclude(report, record_property)

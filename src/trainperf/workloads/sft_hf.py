@@ -77,6 +77,9 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     effective["dataset_source"] = case.dataset_path or f"synthetic:{case.profile}"
     if case.method == "qlora":
         effective["quantized_modules"] = build.quantized_modules
+    if case.gpus > 1:  # recorded for multi-GPU cases only: single-GPU configurations stay as baselined
+        effective["world_size"] = args.world_size
+        effective["distributed"] = str(trainer.accelerator.distributed_type)
     return {
         **({"bare_window": bare_window.window} if bare_window is not None else {}),
         "effective_config": effective,
