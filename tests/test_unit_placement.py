@@ -73,3 +73,24 @@ def test_lock_is_free_again_after_the_block(tmp_path: Path) -> None:
         assert waited < 1
     with reserve(["0"], ["0"], directory=tmp_path) as waited:
         assert waited < 1
+
+
+def test_n_auto_means_one_worker_per_visible_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainperf import workers
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert workers.auto_workers() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert workers.auto_workers() is None  # no GPU: xdist's own default (one per core)
+
+
+def test_controller_stamp_never_reuses_an_earlier_run_folder(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    from trainperf import workers
+
+    now = datetime(2026, 11, 21, 23, 15, 0)
+    assert workers.new_stamp(tmp_path, now) == "20261121-231500"
+    (tmp_path / "20261121-231500-h200").mkdir()
+    assert workers.new_stamp(tmp_path, now) == "20261121-231500.2"
+    assert workers.run_dirs(tmp_path, "20261121-231500") == [tmp_path / "20261121-231500-h200"]

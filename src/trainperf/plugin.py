@@ -85,6 +85,12 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput[workers.STAMP_KEY] = state.stamp
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on a GPU machine: one worker per visible GPU (xdist's default, one per core, elsewhere)."""
+    return workers.auto_workers()
+
+
 class _WorkerReports:
     """Registered on the xdist controller only: notes the baselines the workers wrote, which
     their test reports carry as user properties."""

@@ -59,6 +59,11 @@ def placement_for(config: Any) -> Placement:
     return Placement(tuple(visible_devices(Nvml.count)), worker_index(worker_id(config)))
 
 
+def auto_workers() -> int | None:
+    """Workers for ``-n auto``: the number of visible GPUs; None (xdist decides) without one."""
+    return len(visible_devices(Nvml.count)) or None
+
+
 def own_gpu(detection: Detection, placement: Placement) -> Detection:
     """The detection moved to this worker's own GPU (same class: a runner's GPUs are alike)."""
     own = placement.own
