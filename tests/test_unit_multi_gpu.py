@@ -90,3 +90,11 @@ def test_a_gpu_without_energy_drops_the_total_rather_than_underreport() -> None:
     blind = [Sample(s.t, s.mem_used_b, None, None, None, None, None) for s in _samples(100.0, 4.0, t0, 60)]
     run = measure_gpus({"steps": steps}, {"0": _samples(300.0, 20.0, t0, 60), "1": blind}, samples_per_step=8, idle_mem_b={})
     assert "energy_per_token_j" not in run.metrics and "power_mean_w" not in run.metrics
+
+
+def test_child_sees_exactly_the_case_gpus_numbered_as_nvml_numbers_them() -> None:
+    from trainperf.runner import child_env
+
+    env = child_env("2,3")
+    assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert child_env(None)["CUDA_VISIBLE_DEVICES"] == ""
