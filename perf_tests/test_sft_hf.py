@@ -39,6 +39,9 @@ CASES = [
         expected=(("maxq", "oom"), ("h100", "oom"), ("h200", "oom")),
         notes="does not fit on one GPU of any class",
     ),
+    # Two GPUs (E1's and E2's workstations have two): Qwen3-8B LoRA at batch 4 per GPU, data
+    # parallel (DDP, the default) and sharded (FSDP), one rank per GPU through torchrun.
+    *(sft("qwen3_8b", "lora", p, 4, GPU, gpus=2, strategy=s) for s in ("ddp", "fsdp") for p in PROFILES),
     # Qwen3-32B, batch 2 (E2: batch 4 exceeds 96 GB for LoRA and QLoRA).
     *(sft("qwen3_32b", "qlora", p, 2, GPU, slow=True) for p in PROFILES),
     *(sft("qwen3_32b", "lora", p, 2, GPU, slow=True, expected=(("h100", "unknown"),)) for p in PROFILES),

@@ -15,6 +15,8 @@ from enum import Enum
 from typing import Any, Literal
 
 Method = Literal["lora", "qlora", "full"]
+Strategy = Literal["ddp", "fsdp"]
+STRATEGIES = ("ddp", "fsdp")
 Expectation = Literal["ok", "oom", "config_error", "unknown"]
 
 
@@ -48,6 +50,8 @@ class Case:
     grad_accum: int = 1
     gradient_checkpointing: bool = True
     gpus: int = 1
+    strategy: Strategy = "ddp"
+    """How a multi-GPU case splits the work: ``ddp`` (replicas) or ``fsdp`` (sharded); in the id only when not ``ddp``."""
     environment: str = "hf"
     """Name of the Python environment the family runs in (``ci/envs/<name>.txt``)."""
     gpu_classes: tuple[str, ...] = ()
@@ -93,6 +97,8 @@ class Case:
             raise ValueError(f"case {self.model}/{self.method}: batch sizes, accumulation and GPUs must be >= 1")
         if self.method not in ("lora", "qlora", "full"):
             raise ValueError(f"unknown method {self.method!r}: use lora, qlora or full")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}: use {' or '.join(STRATEGIES)}")
 
     @property
     def id(self) -> str:
@@ -103,6 +109,8 @@ class Case:
             parts.append("nogc")
         if self.gpus != 1:
             parts.append(f"gpus{self.gpus}")
+        if self.strategy != "ddp":
+            parts.append(self.strategy)
         if self.max_seq_len != 2048:
             parts.append(f"len{self.max_seq_len}")
         if self.micro_batch_size is not None:

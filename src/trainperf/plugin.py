@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from trainperf import workers
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.hardware import CPU_CLASS, load_classes
-from trainperf.report.build import write_reports
 from trainperf.report.export import key_figures
-from trainperf.report.table import failure_detail, render_text
+from trainperf.report.table import failure_detail
 from trainperf.runner import CaseReport, CaseRunner, RunContext
 from trainperf.session import Detection, detect, emulate, open_run
 from trainperf.settings import OPTIONS, Settings, resolve
@@ -41,6 +41,10 @@ class _State:
     context: RunContext | None = None
     reports: list[CaseReport] = field(default_factory=list)
     deselected_other_class: int = 0
+    stamp: str | None = None
+    """Under xdist: the run folder's stamp the controller chose and handed to every worker."""
+    written: dict[str, str] = field(default_factory=dict)
+    """Under xdist, on the controller: baselines the workers wrote, by case id."""
 
 
 STATE = pytest.StashKey[_State]()
@@ -64,7 +68,41 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve(cli, config.getini, Path(config.rootpath))
     except TrainperfError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[STATE] = _State(settings=settings, rootdir=Path(config.rootpath))
+    state = _State(settings=settings, rootdir=Path(config.rootpath))
+    if workers.is_controller(config):
+        config.pluginmanager.register(_WorkerReports(state), "trainperf-worker-reports")
+        if settings.resume is None:
+            state.stamp = workers.new_stamp(settings.output)
+    state.stamp = state.stamp or workers.shared_stamp(config)
+    config.stash[STATE] = state
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: every worker writes into the one run folder this stamp names."""
+    state = node.config.stash[STATE]
+    if state.stamp is not None:
+        node.workerinput[workers.STAMP_KEY] = state.stamp
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on a GPU machine: one worker per visible GPU (xdist's default, one per core, elsewhere)."""
+    return workers.auto_workers()
+
+
+class _WorkerReports:
+    """Registered on the xdist controller only: notes the baselines the workers wrote, which
+    their test reports carry as user properties."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == "trainperf_baseline_written":
+                case_id, _, path = str(value).partition("=")
+                self.state.written.setdefault(case_id, path)
 
 
 def case_of(item: pytest.Item) -> Case | None:
@@ -124,7 +162,13 @@ class Harness:
             detection = state.detection
             if state.session_class == CPU_CLASS and detection.gpu_class and detection.gpu_class.name != CPU_CLASS:
                 detection = Detection(load_classes()[CPU_CLASS], None, None, detection.overridden)
-            state.context = open_run(state.settings, detection, state.rootdir)
+            placement = workers.placement_for(self.config) if detection.device is not None else None
+            if placement is not None:
+                detection = workers.own_gpu(detection, placement)
+            state.context = open_run(
+                state.settings, detection, state.rootdir, stamp=state.stamp, worker=workers.worker_id(self.config)
+            )
+            state.context.placement = placement
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             capture = self.config.pluginmanager.get_plugin("capturemanager")
             if reporter is not None:
@@ -133,7 +177,10 @@ class Harness:
 
     def check(self, case: Case, record_property: Any = None) -> CaseReport:
         try:
-            report = CaseRunner(self._context()).run(case)
+            context = self._context()
+            if context.placement is not None and case.gpus > len(context.placement.devices):
+                pytest.skip(f"needs {case.gpus} GPUs; this session sees {len(context.placement.devices)}")
+            report = CaseRunner(context).run(case)
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         return self._conclude(report, record_property)
@@ -151,6 +198,8 @@ class Harness:
         if record_property is not None:
             for name, value in key_figures(report.result).items():
                 record_property(f"trainperf_{name}", value)
+            if report.baseline_written:
+                record_property("trainperf_baseline_written", f"{report.result.case_id}={report.baseline_written}")
         if report.result.outcome == Outcome.SKIPPED.value:
             pytest.skip(report.result.message or "skipped")
         if report.verdict.fails:
@@ -196,28 +245,42 @@ def trainperf(trainperf_session: Harness, record_property: Any) -> CaseCheck:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
-    if state is None:
-        return
+    if state is None or workers.worker_id(config):
+        return  # a worker's terminal is not shown; the controller writes the one summary
     if state.deselected_other_class:
         terminalreporter.write_line(
             f"trainperf: {state.deselected_other_class} case(s) of other GPU classes deselected "
             f"(this machine: {state.detection.describe() if state.detection else '?'})"
         )
+    if workers.is_controller(config):
+        _controller_summary(terminalreporter, state)
+        return
     if not state.reports or state.context is None:
         return
     results = [report.result for report in state.reports]
-    terminalreporter.section(f"trainperf: {state.context.gpu_class.name} ({len(results)} cases)")
-    terminalreporter.write_line(render_text(results))
-    details = []
-    for report in state.reports:
-        if report.verdict.verdict.value not in ("pass", "new", "expected-oom", "not-compared"):
-            details += failure_detail(report.result)
-        details += [f"{report.result.case_id}: {note}" for note in report.notes]
-        if report.baseline_written:
-            details.append(f"{report.result.case_id}: baseline written to {report.baseline_written}")
-    for line in details:
+    notes = {report.result.case_id: report.notes for report in state.reports}
+    written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
+    _summarize(terminalreporter, state.context.run_dir, state.context.gpu_class.name, results, workers.details(results, notes, written))
+
+
+def _controller_summary(terminalreporter: Any, state: _State) -> None:
+    """Under xdist: one summary of every worker's results, read from the run folder's result files."""
+    settings = state.settings
+    folders = [settings.resume] if settings.resume else workers.run_dirs(settings.output, state.stamp or "")
+    for run_dir in folders:
+        try:
+            results = workers.load_run_results(run_dir)
+        except TrainperfError as exc:
+            terminalreporter.write_line(f"trainperf: {exc}")
+            continue
+        if results:
+            lines = workers.details(results, {}, dict(state.written))
+            _summarize(terminalreporter, run_dir, results[0].gpu_class, results, lines)
+
+
+def _summarize(terminalreporter: Any, run_dir: Path, gpu_class: str, results: list[Any], lines: list[str]) -> None:
+    terminalreporter.section(f"trainperf: {gpu_class} ({len(results)} cases)")
+    terminalreporter.write_line(workers.write_summary(run_dir, gpu_class, results, lines))
+    for line in lines:
         terminalreporter.write_line(line)
-    run_dir = state.context.run_dir
-    title = f"trainperf {state.context.gpu_class.name}: {run_dir.name}"
-    write_reports(run_dir, results, title, details)
     terminalreporter.write_line(f"trainperf: results in {run_dir} (summary.md, index.html, benchmark.json, results/*.json)")

@@ -25,10 +25,13 @@ from trainperf.estimate import estimate_case
 from trainperf.grpo import FAMILY as GRPO_FAMILY
 from trainperf.grpo import preflight_grpo
 from trainperf.hardware import CPU_CLASS, GpuClass
+from trainperf.hygiene import check as check_gpus
 from trainperf.launch import run_child
 from trainperf.measure import RunMeasurement, measure_run, pool_runs
 from trainperf.metrics import Metric, resolve_metric
 from trainperf.monitor.nvml import Nvml, Sample, Sampler, write_samples
+from trainperf.multi_gpu import child_command, measure_gpus, merge_ranks, per_gpu_note
+from trainperf.placement import Placement, reserve
 from trainperf.references import Reference, compare_to_references
 from trainperf.results import CaseResult, MetricValue, append_jsonl, load_result, save_result
 from trainperf.settings import Settings
@@ -43,6 +46,7 @@ from trainperf.workloads.protocol import (
     SAMPLES_FILE,
     SPEC_FILE,
     STEPS_FILE,
+    rank_file,
     write_json_atomic,
 )
 
@@ -76,6 +80,8 @@ class RunContext:
     emulated: str | None = None
     """Set under --perf-emulate: every child's memory is capped to ``gpu_class.memory_gib``."""
     say: Callable[[str], None] = print
+    placement: Placement | None = None
+    """The GPUs this pytest process may use and the one it owns (one xdist worker per GPU)."""
 
 
 @dataclass(slots=True)
@@ -137,6 +143,9 @@ def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
         HF_DATASETS_DISABLE_PROGRESS_BARS="1",
         TOKENIZERS_PARALLELISM="false",
         CUDA_VISIBLE_DEVICES=device if device is not None else "",
+        # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: without this, the
+        # child's GPU "1" need not be the GPU the parent samples as 1.
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
     )
     # The child imports this very trainperf, whatever interpreter runs it.
     src = str(Path(__file__).resolve().parents[1])
@@ -183,6 +192,7 @@ class CaseRunner:
                     f"timing regression of the first {first} run(s) {held} by {ctx.settings.confirm} more fresh "
                     "run(s); steps are compared through their median across all runs"
                 )
+        notes += gpu_notes(result.runs)
         result.verdict = verdict.to_dict()
         no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
         if no_diff:
@@ -428,33 +438,44 @@ class CaseRunner:
         if isinstance(trace_plan, TracePlan):
             spec["trace"] = trace_plan.to_spec()
         write_json_atomic(out_dir / SPEC_FILE, spec)
-        command = [interpreter.path, "-m", "trainperf.workloads", str(out_dir / SPEC_FILE)]
         label = f"{case.id} run {repeat + 1}/{total}"
-        traced = f", profiling steps {trace_plan.first_profiled_step}-{steps}" if isinstance(trace_plan, TracePlan) else ""
-        ctx.say(f"[trainperf] {label}: started ({steps} steps, {'GPU ' + str(ctx.device) if self.on_gpu else 'CPU'}{traced})")
-        progress = _Progress(ctx.say, label, out_dir / STEPS_FILE, steps, ctx.settings.progress_interval)
-        sampler = Sampler(ctx.device) if self.on_gpu and ctx.device is not None and not bare else None
-        samples: list[Sample] = []
-        try:
-            if sampler is not None:
-                sampler.start()
-            exit_ = run_child(
-                command,
-                log_dir=out_dir,
-                env=child_env(ctx.device if self.on_gpu else None, isolated=interpreter.isolated),
-                timeout_s=ctx.settings.timeout,
-                on_tick=progress,
-            )
-        finally:
-            if sampler is not None:
-                samples = sampler.stop()
-        if samples:
-            write_samples(out_dir / SAMPLES_FILE, samples)
-        child = _read_child(out_dir)
-        outcome, message = classify(exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout)
-        measurement = None
-        if child.get("steps") or child.get("memory") or samples:
-            measurement = measure_run(child, samples, samples_per_step=case.samples_per_step, idle_mem_b=ctx.idle_mem_b)
+        devices = self._case_devices(case)
+        everyone = ctx.placement.devices if ctx.placement else devices
+        with reserve(devices, everyone, on_wait=lambda gpu: ctx.say(f"[trainperf] {label}: waiting for GPU {gpu}")) as waited:
+            before = self._check_gpus(case, devices, label)
+            idle = {d: self._idle_level(d) for d in devices}
+            command = child_command(interpreter.path, case.gpus, out_dir / SPEC_FILE)
+            where = f"GPU {','.join(devices)}" if devices else "CPU"
+            traced = f", profiling steps {trace_plan.first_profiled_step}-{steps}" if isinstance(trace_plan, TracePlan) else ""
+            ctx.say(f"[trainperf] {label}: started ({steps} steps, {where}{traced})")
+            progress = _Progress(ctx.say, label, out_dir / STEPS_FILE, steps, ctx.settings.progress_interval)
+            samplers = {d: Sampler(d) for d in devices} if not bare else {}
+            samples: dict[str, list[Sample]] = {}
+            try:
+                for sampler in samplers.values():
+                    sampler.start()
+                env = child_env(",".join(devices) if devices else None, isolated=interpreter.isolated)
+                if case.gpus > 1 and not devices:  # ranks on the CPU (gloo), e.g. the self-tests
+                    env["ACCELERATE_USE_CPU"] = "true"
+                exit_ = run_child(command, log_dir=out_dir, env=env, timeout_s=ctx.settings.timeout, on_tick=progress)
+            finally:
+                samples = {d: sampler.stop() for d, sampler in samplers.items()}
+            for rank, device in enumerate(samples):
+                if samples[device]:
+                    write_samples(out_dir / rank_file(SAMPLES_FILE, rank), samples[device])
+            child = _read_child(out_dir)
+            if case.gpus > 1:
+                child = merge_ranks(child, out_dir, case.gpus)
+            outcome, message = classify(exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout)
+            measurement = None
+            if child.get("steps") or child.get("memory") or any(samples.values()):
+                if case.gpus > 1:
+                    measurement = measure_gpus(child, samples, samples_per_step=case.samples_per_step, idle_mem_b=dict(idle))
+                else:
+                    first = samples[devices[0]] if devices and samples else []
+                    idle_b = idle[devices[0]] if devices else ctx.idle_mem_b
+                    measurement = measure_run(child, first, samples_per_step=case.samples_per_step, idle_mem_b=idle_b)
+            idle_after = [self._wait_idle(d, idle[d]) for d in devices]
         info: dict[str, Any] = {
             "dir": str(out_dir.relative_to(ctx.run_dir)),
             "returncode": exit_.returncode,
@@ -475,17 +496,49 @@ class CaseRunner:
             info["memory_snapshot"] = child["memory_snapshot"]
         if outcome is not Outcome.OK:
             info["stderr_tail"] = exit_.stderr_tail[-3000:]
-        if self.on_gpu:
-            info["idle_after"] = self._wait_idle()
+        if devices:
+            info.update(gpus=list(devices), gpu_wait_s=round(waited, 1), gpu_before=before)
+            info["idle_after"] = idle_after[0] if len(idle_after) == 1 else idle_after
         done = f", {len(child.get('steps') or [])}/{steps} steps"
         ctx.say(f"[trainperf] {label}: {outcome.value} after {exit_.wall_s:.0f}s{done}" + (f" ({message})" if message else ""))
         return ChildRun(outcome, message, child, measurement, info)
 
-    def _wait_idle(self) -> dict[str, Any]:
-        """Wait until the GPU's memory is back near its idle level, and report if it is not."""
+    def _case_devices(self, case: Case) -> tuple[str, ...]:
+        """The GPUs a case's child gets: this worker's own, plus the next ones for a k-GPU case."""
+        if not self.on_gpu:
+            if case.gpus > 1 and self.ctx.gpu_class.name != CPU_CLASS:
+                raise TrainperfError(f"{case.id} needs {case.gpus} GPUs and NVML sees none here")
+            return ()
         assert self.ctx.device is not None
-        handle = Nvml.handle(self.ctx.device)
-        idle = (self.ctx.idle_mem_b or 0) + IDLE_SLACK_B
+        placement = self.ctx.placement or Placement((self.ctx.device,))
+        return placement.for_case(case.gpus)
+
+    def _check_gpus(self, case: Case, devices: tuple[str, ...], label: str) -> dict[str, Any] | None:
+        """Runner hygiene before a child: foreign processes and throttling, said, stored, and with
+        --perf-require-idle-gpu an error."""
+        if not devices:
+            return None
+        hygiene = check_gpus(devices)
+        for problem in hygiene.problems():
+            self.ctx.say(f"[trainperf] {label}: {problem}")
+        if not hygiene.clean and self.ctx.settings.require_idle_gpu:
+            raise TrainperfError(
+                f"{case.id}: {'; '.join(hygiene.problems())} (--perf-require-idle-gpu): free the GPU or run without the option"
+            )
+        return hygiene.to_dict()
+
+    def _idle_level(self, device: str) -> int:
+        """Device memory in use with no case on it: read now (each worker's or case's own GPU), and
+        for the session's GPU never above the session's reading, so that memory a previous case
+        left behind is not subtracted from this one's peak."""
+        now = int(Nvml.sample(Nvml.handle(device)).mem_used_b)
+        session = self.ctx.idle_mem_b if device == self.ctx.device else None
+        return now if session is None else min(now, session)
+
+    def _wait_idle(self, device: str, idle_b: int | None) -> dict[str, Any]:
+        """Wait until the GPU's memory is back near its level before the case, and report if it is not."""
+        handle = Nvml.handle(device)
+        idle = (idle_b or 0) + IDLE_SLACK_B
         started = time.monotonic()
         used = Nvml.sample(handle).mem_used_b
         while used > idle and time.monotonic() - started < IDLE_WAIT_S:
@@ -494,10 +547,26 @@ class CaseRunner:
         back = used <= idle
         if not back:
             self.ctx.say(
-                f"[trainperf] warning: GPU memory still {used / 2**30:.1f} GiB in use {IDLE_WAIT_S:.0f}s after the "
-                "case ended; the next case may be disturbed"
+                f"[trainperf] warning: GPU {device} memory still {used / 2**30:.1f} GiB in use {IDLE_WAIT_S:.0f}s after "
+                "the case ended; the next case may be disturbed"
             )
         return {"idle": back, "mem_used_gib": round(used / 2**30, 2), "waited_s": round(time.monotonic() - started, 1)}
+
+
+def gpu_notes(runs: list[dict[str, Any]]) -> list[str]:
+    """Report lines from the runs' GPU records: what was wrong before a run, and per-GPU figures."""
+    notes = []
+    for number, run in enumerate(runs, 1):
+        before = run.get("gpu_before") or {}
+        for device, procs in (before.get("foreign_processes") or {}).items():
+            pids = ", ".join(str(pid) for pid, _ in procs)
+            notes.append(f"run {number}: GPU {device} held by foreign process(es) {pids} before it started (noisy neighbour?)")
+        for device, reasons in (before.get("throttled") or {}).items():
+            notes.append(f"run {number}: GPU {device} throttled before it started ({', '.join(reasons)})")
+    per_gpu = per_gpu_note(runs)
+    if per_gpu:
+        notes.append(per_gpu)
+    return notes
 
 
 def _read_probes(path: Path) -> list[Probe]:

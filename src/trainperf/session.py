@@ -77,8 +77,14 @@ def emulate(detection: Detection, classes: dict[str, GpuClass], name: str) -> De
     return Detection(target, detection.device, detection.info, False, emulated=name)
 
 
-def open_run(settings: Settings, detection: Detection, rootdir: Path) -> RunContext:
-    """Create (or reopen, with --perf-resume) the run folder and everything a case needs."""
+def open_run(
+    settings: Settings, detection: Detection, rootdir: Path, *, stamp: str | None = None, worker: str | None = None
+) -> RunContext:
+    """Create (or reopen, with --perf-resume) the run folder and everything a case needs.
+
+    ``stamp``: the run folder's time stamp, given by the xdist controller so that every worker
+    writes into one folder; ``worker``: the xdist worker, whose session record is its own file.
+    """
     if detection.gpu_class is None:
         raise TrainperfError(
             f"GPU {detection.describe()} matches no class in fixtures/hardware/: add a class file there "
@@ -88,6 +94,8 @@ def open_run(settings: Settings, detection: Detection, rootdir: Path) -> RunCont
     on_gpu = gpu_class.name != CPU_CLASS
     if settings.resume is not None:
         run_dir = settings.resume
+    elif stamp is not None:
+        run_dir = settings.output / f"{stamp}-{gpu_class.name}{'-emulated' if detection.emulated else ''}"
     else:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = settings.output / f"{stamp}-{gpu_class.name}{'-emulated' if detection.emulated else ''}"
@@ -101,7 +109,7 @@ def open_run(settings: Settings, detection: Detection, rootdir: Path) -> RunCont
         idle_mem_b = Nvml.sample(Nvml.handle(detection.device)).mem_used_b
     fingerprint = host_fingerprint(detection.info if on_gpu else None)
     metrics = with_tolerances(tolerances_from_pyproject(rootdir), gpu_class.timing_tolerance_scale)
-    _write_run_file(run_dir, settings, detection, fingerprint, idle_mem_b)
+    _write_run_file(run_dir / (f"run.{worker}.json" if worker else "run.json"), settings, detection, fingerprint, idle_mem_b)
     return RunContext(
         settings=settings,
         run_dir=run_dir,
@@ -117,9 +125,8 @@ def open_run(settings: Settings, detection: Detection, rootdir: Path) -> RunCont
 
 
 def _write_run_file(
-    run_dir: Path, settings: Settings, detection: Detection, fingerprint: dict[str, Any], idle_mem_b: int | None
+    path: Path, settings: Settings, detection: Detection, fingerprint: dict[str, Any], idle_mem_b: int | None
 ) -> None:
-    path = run_dir / "run.json"
     record = {
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "argv": sys.argv,

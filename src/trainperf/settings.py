@@ -111,6 +111,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         _bool,
         flag=True,
     ),
+    OptionSpec(
+        "require_idle_gpu",
+        "fail a case whose GPU is busy (a foreign process) or throttled before it starts, instead of measuring it",
+        False,
+        _bool,
+        flag=True,
+    ),
 )
 
 
@@ -133,6 +140,7 @@ class Settings:
     python: str | None
     env: str | None = None
     trace: bool = False
+    require_idle_gpu: bool = False
 
 
 def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:

@@ -127,6 +127,32 @@ class Nvml:
             return []
 
 
+    @classmethod
+    def compute_processes(cls, handle: Any) -> list[tuple[int, int | None]]:
+        """(pid, used bytes or None) of every compute context on the device; empty when NVML cannot tell."""
+        assert _nvml is not None
+        try:
+            running = _nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        except _nvml.NVMLError:
+            return []
+        return [(int(p.pid), int(p.usedGpuMemory) if p.usedGpuMemory else None) for p in running]
+
+    @classmethod
+    def max_sm_clock_mhz(cls, handle: Any) -> int | None:
+        assert _nvml is not None
+        return _optional(lambda: int(_nvml.nvmlDeviceGetMaxClockInfo(handle, _nvml.NVML_CLOCK_SM)))
+
+    @classmethod
+    def power_limit_w(cls, handle: Any) -> float | None:
+        assert _nvml is not None
+        return _optional(lambda: _nvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0)
+
+    @classmethod
+    def count(cls) -> int:
+        """Number of GPUs NVML sees (0 without a driver or the extra)."""
+        return int(_nvml.nvmlDeviceGetCount()) if cls.available() and _nvml is not None else 0
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 

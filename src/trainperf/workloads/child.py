@@ -27,6 +27,8 @@ from trainperf.workloads.protocol import (
     RESULT_FILE,
     STEPS_FILE,
     SkipCase,
+    launch_rank,
+    rank_file,
     write_json_atomic,
 )
 
@@ -46,8 +48,13 @@ def main(argv: list[str]) -> int:
     spec_path = Path(argv[0])
     spec: dict[str, Any] = json.loads(spec_path.read_text())
     out_dir = Path(spec["out_dir"])
+    # Under a launcher (a multi-GPU case) each rank drives the GPU of its local rank; only rank 0
+    # writes the files the parent measures, the others their own rank files (their memory).
+    rank, local_rank, world = launch_rank()
+    if world > 1 and str(spec.get("device", "cpu")).startswith("cuda"):
+        spec["device"] = f"cuda:{local_rank}"
     started = time.time()
-    result: dict[str, Any] = {"child_start": started, "pid": os.getpid(), "python": sys.executable}
+    result: dict[str, Any] = {"child_start": started, "pid": os.getpid(), "python": sys.executable, "rank": rank}
     recorder = None
     memory_history = None
     try:
@@ -59,7 +66,7 @@ def main(argv: list[str]) -> int:
 
             memory_history = MemoryHistory(_torch_device(spec))
 
-        recorder = StepRecorder(out_dir / STEPS_FILE, spec)
+        recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec)
         family = importlib.import_module(FAMILIES[spec["case"]["family"]])
         result.update(family.run(spec, recorder))
         result["outcome"], code = "ok", EXIT_OK
@@ -94,7 +101,7 @@ def main(argv: list[str]) -> int:
             result["trace"] = {**trace, "environment": environment_note()}
     result.setdefault("memory", {})["host_peak_rss_b"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     result["child_end"] = time.time()
-    write_json_atomic(out_dir / RESULT_FILE, result)
+    write_json_atomic(out_dir / rank_file(RESULT_FILE, rank), result)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: after an OOM it can hang on CUDA contexts, and nothing is left to do.
@@ -122,8 +129,9 @@ def apply_memory_cap(spec: dict[str, Any]) -> None:
     if str(spec.get("device", "cpu")).startswith("cuda"):
         import torch
 
-        total = torch.cuda.get_device_properties(0).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_b / total), 0)
+        index = torch.device(spec["device"]).index or 0
+        total = torch.cuda.get_device_properties(index).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_b / total), index)
     else:
         # Address space, not resident memory: the allocator's request fails cleanly ("can't
         # allocate memory"), which is classified as an OOM, instead of the kernel's OOM killer.

@@ -36,6 +36,20 @@ INSTALL_HINTS = {
 }
 
 
+def rank_file(name: str, rank: int) -> str:
+    """A file of rank ``rank`` of a multi-GPU child: rank 0 keeps the plain name (it records the
+    steps the parent measures), every other rank writes ``result.rank1.json`` and so on."""
+    if rank == 0:
+        return name
+    stem, dot, suffix = name.partition(".")
+    return f"{stem}.rank{rank}{dot}{suffix}"
+
+
+def launch_rank() -> tuple[int, int, int]:
+    """(rank, local rank, world size) from the launcher's environment; (0, 0, 1) without one."""
+    return (int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")))
+
+
 class SkipCase(Exception):
     """Raised by a family when this machine cannot run the case at all (the message says why)."""
 

@@ -56,7 +56,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             task_type="CAUSAL_LM",
         )
     bare_window = _BareWindow.create(device, steps) if spec.get("bare") else None
-    args = sft_args(case, spec, steps, on_gpu, gradient_checkpointing=case.gradient_checkpointing)
+    args = sft_args(case, spec, steps, on_gpu, gradient_checkpointing=case.gradient_checkpointing, extra=distributed_args(case, model))
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -77,6 +77,9 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     effective["dataset_source"] = case.dataset_path or f"synthetic:{case.profile}"
     if case.method == "qlora":
         effective["quantized_modules"] = build.quantized_modules
+    if case.gpus > 1:  # recorded for multi-GPU cases only: single-GPU configurations stay as baselined
+        effective["world_size"] = args.world_size
+        effective["distributed"] = str(trainer.accelerator.distributed_type)
     return {
         **({"bare_window": bare_window.window} if bare_window is not None else {}),
         "effective_config": effective,
@@ -86,7 +89,15 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     }
 
 
-def sft_args(case: Case, spec: dict[str, Any], steps: int, on_gpu: bool, *, gradient_checkpointing: bool) -> Any:
+def sft_args(
+    case: Case,
+    spec: dict[str, Any],
+    steps: int,
+    on_gpu: bool,
+    *,
+    gradient_checkpointing: bool,
+    extra: dict[str, Any] | None = None,
+) -> Any:
     """E2's SFTConfig, shared by every SFT family (only who turns on gradient checkpointing differs)."""
     from trl import SFTConfig
 
@@ -112,7 +123,23 @@ def sft_args(case: Case, spec: dict[str, Any], steps: int, on_gpu: bool, *, grad
         disable_tqdm=True,
         use_cpu=not on_gpu,
         include_num_input_tokens_seen="non_padding",
+        **(extra or {}),
     )
+
+
+def distributed_args(case: Case, model: Any) -> dict[str, Any]:
+    """SFTConfig arguments of a multi-GPU case (one rank per GPU under the launcher); none for one GPU,
+    so that single-GPU cases keep exactly the configuration their baselines were measured with."""
+    if case.gpus == 1:
+        return {}
+    # Reentrant checkpointing re-runs forward outside autograd's view, which DDP's reducer and
+    # FSDP's hooks do not survive with frozen base weights (LoRA); every parameter that trains is used.
+    args: dict[str, Any] = {"gradient_checkpointing_kwargs": {"use_reentrant": False}, "ddp_find_unused_parameters": False}
+    if case.strategy == "fsdp":
+        layer_classes = sorted({type(m).__name__ for m in model.modules() if type(m).__name__.endswith("DecoderLayer")})
+        args["fsdp"] = "full_shard auto_wrap"
+        args["fsdp_config"] = {"transformer_layer_cls_to_wrap": layer_classes}
+    return args
 
 
 def _callback(recorder: StepRecorder) -> Any:

@@ -1,0 +1,122 @@
+"""Which GPUs a case runs on: one pytest-xdist worker per GPU, k-GPU cases reserved without deadlock.
+
+Every visible GPU has a lock file; a child holds the locks of every GPU it uses for its whole
+life (and the idle wait after it). Locks are always taken in ascending GPU order, so two
+workers that both want two of two GPUs queue on the first lock instead of each holding one
+and waiting for the other: no cycle of waits can form. ``flock`` locks die with their
+process, so a killed worker never leaves a stale reservation.
+
+Worker ``gw<i>`` owns GPU ``i mod n`` of the visible list; with more workers than GPUs two
+workers share one and its lock serialises them. A k-GPU case takes its worker's own GPU and
+the next k-1 in the visible list (wrapping), locked in ascending order.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainperf.errors import TrainperfError
+
+LOCK_DIR_ENV = "TRAINPERF_GPU_LOCK_DIR"
+"""Where the per-GPU lock files live; machine-wide by default, so that two pytest sessions on
+one runner (a nightly and a manual run) also queue instead of sharing a GPU."""
+_WORKER_ID = re.compile(r"^gw(\d+)$")
+
+
+def lock_dir() -> Path:
+    return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "trainperf-gpu-locks")
+
+
+def visible_devices(count_gpus: Callable[[], int]) -> list[str]:
+    """The GPUs this session may use, as CUDA_VISIBLE_DEVICES names them (indices or UUIDs).
+
+    ``count_gpus`` is asked only when CUDA_VISIBLE_DEVICES is unset (NVML's device count).
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [str(i) for i in range(count_gpus())]
+    names = [name.strip() for name in visible.split(",") if name.strip()]
+    return [] if names[:1] == ["-1"] else names
+
+
+def worker_index(worker_id: str | None) -> int:
+    """0 for a serial run (no xdist) or the controller, ``i`` for worker ``gw<i>``."""
+    if not worker_id:
+        return 0
+    match = _WORKER_ID.match(worker_id)
+    return int(match.group(1)) if match else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The GPUs of this pytest process: all visible ones, and the one it owns."""
+
+    devices: tuple[str, ...]
+    worker: int = 0
+
+    @property
+    def own(self) -> str | None:
+        return self.devices[self.worker % len(self.devices)] if self.devices else None
+
+    def for_case(self, gpus: int) -> tuple[str, ...]:
+        """The ``gpus`` devices a case takes: this worker's own GPU and the next ones, wrapping."""
+        if gpus > len(self.devices):
+            raise TrainperfError(
+                f"the case needs {gpus} GPUs and this session sees {len(self.devices)} "
+                f"({','.join(self.devices) or 'none'}); run it on a runner with {gpus} GPUs or widen CUDA_VISIBLE_DEVICES"
+            )
+        start = self.worker % len(self.devices)
+        return tuple(self.devices[(start + k) % len(self.devices)] for k in range(gpus))
+
+
+def lock_order(devices: Sequence[str], all_devices: Sequence[str]) -> list[str]:
+    """The one global order every process takes locks in: position in the visible list."""
+    rank = {name: position for position, name in enumerate(all_devices)}
+    return sorted(devices, key=lambda name: (rank.get(name, len(rank)), name))
+
+
+@contextmanager
+def reserve(
+    devices: Sequence[str],
+    all_devices: Sequence[str],
+    *,
+    directory: Path | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    poll_s: float = 0.5,
+) -> Iterator[float]:
+    """Hold the locks of ``devices`` (ascending order) for the block; yields the seconds waited."""
+    folder = directory or lock_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    handles = []
+    started = time.monotonic()
+    try:
+        for name in lock_order(devices, all_devices):
+            handle = open(folder / f"gpu-{_safe(name)}.lock", "a+")  # noqa: SIM115 - held until the block ends
+            handles.append(handle)
+            told = False
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if on_wait is not None and not told:
+                        on_wait(name)
+                        told = True
+                    time.sleep(poll_s)
+        yield time.monotonic() - started
+    finally:
+        for handle in reversed(handles):
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)

@@ -1,0 +1,96 @@
+"""GPU placement: one GPU per xdist worker, k-GPU reservations that cannot deadlock."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+
+from trainperf.errors import TrainperfError
+from trainperf.placement import Placement, lock_order, reserve, visible_devices, worker_index
+
+
+def test_worker_owns_gpu_of_its_number_and_wraps() -> None:
+    devices = ("0", "1")
+    assert [Placement(devices, worker_index(w)).own for w in (None, "gw0", "gw1", "gw2")] == ["0", "0", "1", "0"]
+    assert Placement((), 0).own is None
+
+
+def test_k_gpu_case_takes_own_gpu_and_the_next() -> None:
+    placement = Placement(("0", "1", "2", "3"), worker=3)
+    assert placement.for_case(1) == ("3",)
+    assert placement.for_case(2) == ("3", "0")
+    with pytest.raises(TrainperfError, match="needs 5 GPUs and this session sees 4"):
+        placement.for_case(5)
+
+
+def test_visible_devices_follow_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert visible_devices(lambda: 8) == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert visible_devices(lambda: 8) == []
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert visible_devices(lambda: 2) == ["0", "1"]
+
+
+def test_locks_are_taken_in_one_global_order() -> None:
+    assert lock_order(["1", "0"], ["0", "1"]) == ["0", "1"]
+    assert lock_order(["GPU-b", "GPU-a"], ["GPU-b", "GPU-a"]) == ["GPU-b", "GPU-a"]  # visible order, not names
+
+
+def _hold(devices: list[str], folder: str, hold_s: float, log: object) -> None:
+    with reserve(devices, ["0", "1"], directory=Path(folder), poll_s=0.01):
+        start = time.monotonic()
+        time.sleep(hold_s)
+        log.put((tuple(devices), start, time.monotonic()))  # type: ignore[attr-defined]
+
+
+def test_two_workers_each_wanting_both_gpus_do_not_deadlock(tmp_path: Path) -> None:
+    """Worker gw1 asks for (1, 0), gw0 for (0, 1): both lock 0 first, so one waits for the other."""
+    ctx = multiprocessing.get_context("fork")
+    log = ctx.Queue()
+    workers = [
+        ctx.Process(target=_hold, args=(["1", "0"], str(tmp_path), 0.3, log)),
+        ctx.Process(target=_hold, args=(["0", "1"], str(tmp_path), 0.3, log)),
+        ctx.Process(target=_hold, args=(["1"], str(tmp_path), 0.1, log)),
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=20)
+        assert worker.exitcode == 0, "a reservation never finished: deadlock"
+    spans = [log.get(timeout=1) for _ in workers]
+    # No two holders of GPU 1 overlapped in time.
+    holders = sorted((start, end) for devices, start, end in spans if "1" in devices)
+    assert all(earlier[1] <= later[0] for earlier, later in itertools.pairwise(holders))
+
+
+def test_lock_is_free_again_after_the_block(tmp_path: Path) -> None:
+    with reserve(["0"], ["0"], directory=tmp_path) as waited:
+        assert waited < 1
+    with reserve(["0"], ["0"], directory=tmp_path) as waited:
+        assert waited < 1
+
+
+def test_n_auto_means_one_worker_per_visible_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainperf import workers
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert workers.auto_workers() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert workers.auto_workers() is None  # no GPU: xdist's own default (one per core)
+
+
+def test_controller_stamp_never_reuses_an_earlier_run_folder(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    from trainperf import workers
+
+    now = datetime(2026, 11, 21, 23, 15, 0)
+    assert workers.new_stamp(tmp_path, now) == "20261121-231500"
+    (tmp_path / "20261121-231500-h200").mkdir()
+    assert workers.new_stamp(tmp_path, now) == "20261121-231500.2"
+    assert workers.run_dirs(tmp_path, "20261121-231500") == [tmp_path / "20261121-231500-h200"]

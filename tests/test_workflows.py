@@ -1,0 +1,62 @@
+"""The CI workflow files: valid against GitHub's workflow schema, and wired to this repository."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainperf.hardware import CPU_CLASS, load_classes
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted([*ROOT.glob(".github/workflows/*.yml"), *ROOT.glob("ci/workflows/*.yml")])
+
+
+def load(name: str) -> dict:
+    (path,) = [p for p in WORKFLOWS if p.name == name]
+    data: dict = yaml.safe_load(path.read_text())
+    return data
+
+
+def test_there_are_the_three_workflows() -> None:
+    assert {p.name for p in WORKFLOWS} == {"pr.yml", "nightly-gpu.yml", "upgrade-check.yml"}
+
+
+def test_workflows_validate_against_the_github_schema() -> None:
+    checker = shutil.which("check-jsonschema") or str(Path(sys.executable).with_name("check-jsonschema"))
+    if not Path(checker).is_file():
+        pytest.skip("check-jsonschema is not installed: pip install -e '.[dev]'")
+    done = subprocess.run(
+        [checker, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_nightly_covers_every_gpu_class_on_its_own_runner_label() -> None:
+    job = load("nightly-gpu.yml")["jobs"]["gpu"]
+    classes = {name for name in load_classes() if name != CPU_CLASS}
+    assert set(job["strategy"]["matrix"]["gpu_class"]) == classes
+    assert job["runs-on"] == ["self-hosted", "linux", "${{ matrix.gpu_class }}"]
+    script = "\n".join(step.get("run", "") for step in job["steps"])
+    assert '-m "${{ matrix.gpu_class }}" -n "$gpus"' in script  # one worker per GPU
+    assert "GITHUB_STEP_SUMMARY" in script
+    assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in job["steps"])
+
+
+def test_upgrade_check_builds_two_environments_and_runs_ab() -> None:
+    workflow = load("upgrade-check.yml")
+    inputs = workflow[True]["workflow_dispatch"]["inputs"]  # YAML 1.1 reads the key 'on' as True
+    assert {"gpu_class", "candidate_pins"} <= set(inputs)
+    script = "\n".join(step.get("run", "") for step in workflow["jobs"]["ab"]["steps"])
+    assert ".venvs/current" in script and ".venvs/candidate" in script
+    assert "trainperf ab --env-a .venvs/current/bin/python --env-b .venvs/candidate/bin/python" in script
+
+
+def test_pr_workflow_runs_the_ci_script_that_exists() -> None:
+    steps = load("pr.yml")["jobs"]["cpu"]["steps"]
+    assert any(step.get("run") == ".ci/run" for step in steps)
+    assert (ROOT / ".ci" / "run").is_file()
