@@ -125,6 +125,8 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     errors = []
     print(f"{'class':6s} {'case':36s} {'estimate GiB':>12s} {'measured GiB':>12s} {'error':>7s}")
     for path in sorted(root.glob("*/*.json")):
+        if path.parent.name == "published":  # reference points, not measured baselines
+            continue
         baseline = load_result(path)
         measured = baseline.metrics.get("peak_allocated_gib")
         steps = next((run.get("steps_requested") for run in baseline.runs if run.get("steps_requested")), None)

@@ -49,6 +49,8 @@ def select(results: Sequence[CaseResult]) -> list[Row]:
         case = result.case
         if label is None or case.get("model_path") or case.get("dataset_path") or case.get("memory_cap_gib"):
             continue
+        if result.cliff or int(case.get("gpus", 1)) != 1:  # an OOM-cliff search or a multi-GPU case: no like-for-like row
+            continue
         rows.append(Row(case["model"], case["profile"], label, int(case["batch_size"]), result))
     order = {label: i for i, (_, _, label) in enumerate(METHODS)}
     return sorted(rows, key=lambda r: (r.model, r.profile != "short", r.profile, order[r.method], r.batch))
