@@ -86,14 +86,18 @@ def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: C
     say(f"[trainperf fidelity] {case.id} on {context.gpu_class.name}: {len(labels)} children, {plan.steps} steps each, in {context.run_dir}")
     for index in range(len(state["children"]), len(labels)):
         label = labels[index]
-        child = runner.run_child(
-            case,
-            plan.steps,
-            repeat=index,
-            total=len(labels),
-            plant_slowdown=fidelity.planted_fraction(label) or 0.0,
-            bare=label == fidelity.BARE,
-        )
+        try:
+            child = runner.run_child(
+                case,
+                plan.steps,
+                repeat=index,
+                total=len(labels),
+                plant_slowdown=fidelity.planted_fraction(label) or 0.0,
+                bare=label == fidelity.BARE,
+            )
+        except KeyboardInterrupt:  # a time limit or Ctrl-C: report what finished, say how to go on
+            say(f"[trainperf fidelity] interrupted after {index}/{len(labels)} children; continue with --resume {context.run_dir}")
+            return context.run_dir
         state["children"].append({"label": label, "dir": child.info["dir"], "outcome": child.outcome.value, "message": child.message})
         write_json_atomic(state_path, state)
         if child.outcome is not Outcome.OK:
