@@ -70,3 +70,20 @@ def library_versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
             continue
     versions["torch_cuda"] = str(torch.version.cuda)
     return versions
+
+
+def harness_trainer_args(seed: int, on_gpu: bool) -> dict[str, Any]:
+    """TrainingArguments every family sets the same way: AdamW, bf16 on a GPU, no saving, no
+    reporting, no progress bars, seeded data order, data loaded in the training process."""
+    return {
+        "optim": "adamw_torch",
+        "bf16": on_gpu,
+        "logging_steps": 10,
+        "report_to": "none",
+        "save_strategy": "no",
+        "seed": seed,
+        "data_seed": seed,
+        "dataloader_num_workers": 0,
+        "disable_tqdm": True,
+        "use_cpu": not on_gpu,
+    }

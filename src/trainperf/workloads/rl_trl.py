@@ -30,7 +30,7 @@ import torch
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.grpo import FIXED_PROFILE, SUPPORTED_TRL_TEXT, GrpoShape, preflight_grpo, trl_version_supported
-from trainperf.workloads.effective import effective_config, library_versions
+from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
 from trainperf.workloads.phases import PhaseClock
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.sft_hf import ATTN_IMPLEMENTATION, LORA_TARGETS  # E2's adapter recipe, shared
@@ -176,17 +176,8 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
         generation_kwargs=generation_kwargs,
         beta=0.0,
         learning_rate=case.learning_rate,
-        optim="adamw_torch",
-        bf16=on_gpu,
         gradient_checkpointing=case.gradient_checkpointing,
-        logging_steps=10,
-        report_to="none",
-        save_strategy="no",
-        seed=seed,
-        data_seed=seed,
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-        use_cpu=not on_gpu,
+        **harness_trainer_args(seed, on_gpu),
     )
     clock = PhaseClock(sync=(lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None))
     log = GrpoStepLog(shape, force_length)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from trainperf.case import Case
-from trainperf.workloads.effective import effective_config, library_versions
+from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
 from trainperf.workloads.recorder import StepRecorder
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -108,21 +108,12 @@ def sft_args(
         per_device_train_batch_size=case.batch_size,
         gradient_accumulation_steps=case.grad_accum,
         learning_rate=case.learning_rate,
-        optim="adamw_torch",
-        bf16=on_gpu,
         max_grad_norm=0.3,
         gradient_checkpointing=gradient_checkpointing,
         max_length=case.max_seq_len,
         packing=False,
-        logging_steps=10,
-        report_to="none",
-        save_strategy="no",
-        seed=seed,
-        data_seed=seed,
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-        use_cpu=not on_gpu,
         include_num_input_tokens_seen="non_padding",
+        **harness_trainer_args(seed, on_gpu),
         **(extra or {}),
     )
 
