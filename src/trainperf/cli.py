@@ -292,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fid.add_argument("case", nargs="?", help="case id from perf_tests/, e.g. sft_hf-qwen3_8b-lora-long-b4")
     fid.add_argument("--aa", type=int, default=5, help="fresh runs in each of the two A/A series (default 5)")
-    fid.add_argument("--bare", type=int, default=2, help="bare runs (no harness hooks, no sampling) for the overhead (2)")
+    fid.add_argument("--bare", type=int, default=5, help="bare runs (no harness hooks, no sampling) for the overhead (5: 2 could not resolve 1%% on an H100)")
     fid.add_argument("--plant", default="0.03,0.05", help="planted step slowdowns, fractions (0.03,0.05)")
     fid.add_argument("--plant-runs", type=int, default=2, help="fresh runs per planted slowdown (2)")
     fid.add_argument("--steps", type=int, default=16, help="optimizer steps per child (16)")
