@@ -104,13 +104,7 @@ def _groups(value: MetricValue) -> dict[str, list[float]] | None:
     return groups
 
 
-def _by_key(value: MetricValue) -> dict[str, float] | None:
-    """Samples grouped by their work key (median over repeats), None when not keyed."""
-    groups = _groups(value)
-    return {key: stats.median(samples) for key, samples in groups.items()} if groups is not None else None
-
-
-def paired_keys(current: MetricValue, baseline: MetricValue) -> tuple[list[str], bool]:
+def paired_keys(current_groups: dict[str, list[float]], baseline_groups: dict[str, list[float]]) -> tuple[list[str], bool]:
     """The steps to compare pair by pair, and whether they are the baseline's stable ones.
 
     Where the baseline was pooled from several fresh runs, it shows which steps repeat: on an
@@ -118,9 +112,6 @@ def paired_keys(current: MetricValue, baseline: MetricValue) -> tuple[list[str],
     and steps that met a new shape (allocator growth) moved by 20-40% from run to run. Judging
     only the steps that repeat keeps a uniform slowdown visible instead of drowned in that noise.
     """
-    current_groups, baseline_groups = _groups(current), _groups(baseline)
-    if not current_groups or not baseline_groups:
-        return [], False
     shared = sorted(current_groups.keys() & baseline_groups.keys())
     stable = [
         key
@@ -154,11 +145,13 @@ def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue |
     lower_better = metric.direction is Direction.LOWER
     if abs(cur - base) <= metric.abs_tolerance:
         return verdict
-    keys, stable = paired_keys(current, baseline)
+    current_groups, baseline_groups = _groups(current), _groups(baseline)
+    keys, stable = paired_keys(current_groups, baseline_groups) if current_groups and baseline_groups else ([], False)
     if keys:
-        cur_keyed, base_keyed = _by_key(current), _by_key(baseline)
-        assert cur_keyed is not None and base_keyed is not None
-        ratios = stats.paired_ratios({k: cur_keyed[k] for k in keys}, base_keyed)
+        assert current_groups is not None and baseline_groups is not None
+        ratios = stats.paired_ratios(
+            {k: stats.median(current_groups[k]) for k in keys}, {k: stats.median(baseline_groups[k]) for k in keys}
+        )
         ratio = stats.median(ratios)
         verdict.ratio, verdict.interval = ratio, stats.bootstrap_median_interval(ratios)
         verdict.note = f"paired over {len(ratios)} steps" + (" that repeat within the baseline's runs" if stable else "")

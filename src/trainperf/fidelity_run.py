@@ -20,14 +20,7 @@ from trainperf.errors import TrainperfError
 from trainperf.measure import RunMeasurement, measure_run
 from trainperf.metrics import tolerances_from_pyproject
 from trainperf.monitor.nvml import read_samples
-from trainperf.workloads.protocol import (
-    BARE_WINDOW_START,
-    RESULT_FILE,
-    SAMPLES_FILE,
-    STEPS_FILE,
-    read_steps,
-    write_json_atomic,
-)
+from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, read_child_result, write_json_atomic
 
 STATE_FILE = "fidelity.json"
 REPORT_FILE = "fidelity-report.json"
@@ -107,10 +100,8 @@ def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: C
 
 def _read_child(run_dir: Path, relative: str) -> tuple[dict[str, Any], list[Any]]:
     folder = run_dir / relative
-    path = folder / RESULT_FILE
-    child: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {"steps": read_steps(folder / STEPS_FILE)}
     samples = read_samples(folder / SAMPLES_FILE) if (folder / SAMPLES_FILE).is_file() else []
-    return child, samples
+    return read_child_result(folder), samples
 
 
 def analyse(run_dir: Path, root: Path) -> dict[str, Any]:

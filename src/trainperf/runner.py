@@ -42,11 +42,11 @@ from trainperf.traces.plan import TracePlan
 from trainperf.workloads.child import OOM_MARKERS
 from trainperf.workloads.protocol import (
     EXIT_OK,
-    RESULT_FILE,
     SAMPLES_FILE,
     SPEC_FILE,
     STEPS_FILE,
     rank_file,
+    read_child_result,
     write_json_atomic,
 )
 
@@ -463,7 +463,7 @@ class CaseRunner:
             for rank, device in enumerate(samples):
                 if samples[device]:
                     write_samples(out_dir / rank_file(SAMPLES_FILE, rank), samples[device])
-            child = _read_child(out_dir)
+            child = read_child_result(out_dir)
             if case.gpus > 1:
                 child = merge_ranks(child, out_dir, case.gpus)
             outcome, message = classify(exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout)
@@ -581,22 +581,6 @@ def _read_probes(path: Path) -> list[Probe]:
             except (ValueError, TypeError):
                 break
     return probes
-
-
-def _read_child(out_dir: Path) -> dict[str, Any]:
-    import json
-
-    from trainperf.workloads.protocol import read_steps
-
-    path = out_dir / RESULT_FILE
-    if path.is_file():
-        try:
-            data: dict[str, Any] = json.loads(path.read_text())
-            return data
-        except ValueError:
-            pass
-    # No result: the child died hard (killed, segfault). Keep the steps it flushed.
-    return {"steps": read_steps(out_dir / STEPS_FILE)}
 
 
 def classify(

@@ -75,3 +75,16 @@ def read_steps(path: Path) -> list[dict[str, Any]]:
         except ValueError:
             break
     return steps
+
+
+def read_child_result(out_dir: Path) -> dict[str, Any]:
+    """What a child left in ``out_dir``: its result file, or, when it died hard (killed, segfault)
+    before writing one, the steps it had flushed."""
+    path = out_dir / RESULT_FILE
+    if path.is_file():
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+            return data
+        except ValueError:
+            pass
+    return {"steps": read_steps(out_dir / STEPS_FILE)}
