@@ -112,6 +112,9 @@ def noise(runs: Sequence[RunMeasurement]) -> Noise:
 class Judgement:
     """One comparison the gate would make: ``current`` judged against ``baseline``."""
 
+    series: str
+    pooled: bool
+    """True: every run of the series pooled; False: one run of it alone."""
     comparison: str
     tolerance: float
     verdict: str
@@ -124,12 +127,17 @@ class Judgement:
 
 
 def judge_step_time(
-    current: Sequence[RunMeasurement], baseline: Sequence[RunMeasurement], tolerance: float, comparison: str
+    current: Sequence[RunMeasurement], baseline: Sequence[RunMeasurement], tolerance: float, series: str, run: int | None
 ) -> Judgement:
-    """The gate's step-time verdict for pooled ``current`` runs against pooled ``baseline`` runs."""
+    """The gate's step-time verdict for pooled ``current`` runs (all of ``series``, or its ``run``-th
+    alone) against pooled ``baseline`` runs."""
     metric: Metric = dataclasses.replace(METRICS["step_time_s"], tolerance=tolerance)
     verdict = compare_metric(metric, pool_runs(current)["step_time_s"], pool_runs(baseline)["step_time_s"])
-    return Judgement(comparison, tolerance, verdict.verdict.value, verdict.ratio, verdict.interval, verdict.p_value)
+    which = f"pooled ({len(current)})" if run is None else f"run {run}"
+    return Judgement(
+        series, run is None, f"{series} {which} vs A ({len(baseline)})", tolerance,
+        verdict.verdict.value, verdict.ratio, verdict.interval, verdict.p_value,
+    )  # fmt: skip
 
 
 def detection(groups: dict[str, list[RunMeasurement]], tolerances: Sequence[float]) -> list[Judgement]:
@@ -144,9 +152,9 @@ def detection(groups: dict[str, list[RunMeasurement]], tolerances: Sequence[floa
             runs = groups.get(label, [])
             if not runs:
                 continue
-            judged.append(judge_step_time(runs, base, tolerance, f"{label} pooled ({len(runs)}) vs A ({len(base)})"))
+            judged.append(judge_step_time(runs, base, tolerance, label, None))
             for index, run in enumerate(runs, 1):
-                judged.append(judge_step_time([run], base, tolerance, f"{label} run {index} vs A ({len(base)})"))
+                judged.append(judge_step_time([run], base, tolerance, label, index))
     return judged
 
 
@@ -154,9 +162,8 @@ def detection_summary(judged: Sequence[Judgement]) -> list[dict[str, Any]]:
     """Per tolerance and series: how many single runs and whether the pooled runs were flagged."""
     rows: dict[tuple[float, str], dict[str, Any]] = {}
     for j in judged:
-        label = j.comparison.split(" ")[0]
-        row = rows.setdefault((j.tolerance, label), {"tolerance": j.tolerance, "series": label, "single_flagged": 0, "single": 0})
-        if " pooled " in j.comparison:
+        row = rows.setdefault((j.tolerance, j.series), {"tolerance": j.tolerance, "series": j.series, "single_flagged": 0, "single": 0})
+        if j.pooled:
             row["pooled"] = j.verdict
             row["pooled_ratio"] = j.ratio
         else:
