@@ -55,7 +55,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             target_modules=LORA_TARGETS,
             task_type="CAUSAL_LM",
         )
-    bare_window = _BareWindow.create(device, steps) if spec.get("bare") else None
+    bare_window = _bare_window(device, steps) if spec.get("bare") else None
     args = sft_args(case, spec, steps, on_gpu, gradient_checkpointing=case.gradient_checkpointing, extra=distributed_args(case, model))
     trainer = SFTTrainer(
         model=model,
@@ -154,43 +154,40 @@ def _callback(recorder: StepRecorder) -> Any:
     return StepEdges()
 
 
-class _BareWindow:
+def _bare_window(device: torch.device, steps: int) -> Any:
     """The bare loop's only hook: two synchronised edges, after step ``BARE_WINDOW_START`` and after
     the last step, and the Trainer's own token counter at both (a CPU-side integer, no sync)."""
+    from transformers import TrainerCallback
 
-    @staticmethod
-    def create(device: torch.device, steps: int) -> Any:
-        from transformers import TrainerCallback
+    from trainperf.workloads.protocol import BARE_WINDOW_START
 
-        from trainperf.workloads.protocol import BARE_WINDOW_START
+    if steps <= BARE_WINDOW_START + 1:
+        raise ValueError(f"a bare run needs more than {BARE_WINDOW_START + 1} steps, got {steps}")
 
-        if steps <= BARE_WINDOW_START + 1:
-            raise ValueError(f"a bare run needs more than {BARE_WINDOW_START + 1} steps, got {steps}")
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
-        def sync() -> None:
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+    class BareWindow(TrainerCallback):
+        def __init__(self) -> None:
+            self.window: dict[str, float] = {}
+            self._start = (0.0, 0)
 
-        class BareWindow(TrainerCallback):
-            def __init__(self) -> None:
-                self.window: dict[str, float] = {}
-                self._start = (0.0, 0)
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step == BARE_WINDOW_START:
+                sync()
+                self._start = (time.perf_counter(), state.num_input_tokens_seen)
+            elif state.global_step == steps:
+                sync()
+                t0, tokens0 = self._start
+                self.window = {
+                    "after_step": BARE_WINDOW_START,
+                    "steps": steps - BARE_WINDOW_START,
+                    "seconds": time.perf_counter() - t0,
+                    "tokens": state.num_input_tokens_seen - tokens0,
+                }
 
-            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                if state.global_step == BARE_WINDOW_START:
-                    sync()
-                    self._start = (time.perf_counter(), state.num_input_tokens_seen)
-                elif state.global_step == steps:
-                    sync()
-                    t0, tokens0 = self._start
-                    self.window = {
-                        "after_step": BARE_WINDOW_START,
-                        "steps": steps - BARE_WINDOW_START,
-                        "seconds": time.perf_counter() - t0,
-                        "tokens": state.num_input_tokens_seen - tokens0,
-                    }
-
-        return BareWindow()
+    return BareWindow()
 
 
 def _model_and_tokenizer(case: Case, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any, Any]:
