@@ -122,22 +122,13 @@ def test_analyse_needs_a_fidelity_run(tmp_path: Path) -> None:
 def test_bare_child_times_only_its_window(tmp_path: Path) -> None:
     """A real bare child on the CPU: no per-step records, one window after step BARE_WINDOW_START
     with the Trainer's token count."""
-    import subprocess
-    import sys
+    from child_run import run_child_spec
 
     from trainperf.case import Case
-    from trainperf.runner import child_env
 
     case = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))
     steps = BARE_WINDOW_START + 3
-    spec = {"case": case.to_dict(), "steps": steps, "device": "cpu", "seed": 0, "out_dir": str(tmp_path), "bare": True}
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    done = subprocess.run(
-        [sys.executable, "-m", "trainperf.workloads", str(tmp_path / "spec.json")],
-        env=child_env(None), capture_output=True, text=True, timeout=240, check=False,
-    )
-    result = json.loads((tmp_path / "result.json").read_text())
-    assert done.returncode == 0, result.get("traceback") or done.stderr[-2000:]
+    result = run_child_spec(tmp_path, {"case": case.to_dict(), "steps": steps, "device": "cpu", "seed": 0, "bare": True})
     assert result["steps"] == []
     window = result["bare_window"]
     assert window["after_step"] == BARE_WINDOW_START and window["steps"] == 3

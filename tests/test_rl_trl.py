@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from child_run import run_child_spec
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.estimate import estimate_case
 from trainperf.grpo import grpo_shape, preflight_grpo, trl_version_supported
-from trainperf.runner import child_env, preflight
+from trainperf.runner import preflight
 from trainperf.synth.tokenizer import build_tokenizer
 from trainperf.workloads.phases import PhaseClock
 
@@ -133,14 +132,7 @@ def test_phase_clock_charges_nested_time_to_the_innermost_phase() -> None:
 def test_tiny_grpo_child_end_to_end(tmp_path: Path) -> None:
     """Real GRPO steps on the CPU through the child entry point: phases, tokens, forced lengths."""
     steps = 3
-    spec = {"case": TINY.to_dict(), "steps": steps, "device": "cpu", "seed": 0, "out_dir": str(tmp_path)}
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    done = subprocess.run(
-        [sys.executable, "-m", "trainperf.workloads", str(tmp_path / "spec.json")],
-        env=child_env(None), capture_output=True, text=True, timeout=240, check=False,
-    )
-    result = json.loads((tmp_path / "result.json").read_text())
-    assert done.returncode == 0, result.get("traceback") or done.stderr[-2000:]
+    result = run_child_spec(tmp_path, {"case": TINY.to_dict(), "steps": steps, "device": "cpu", "seed": 0})
     assert result["outcome"] == "ok"
     records = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert len(records) == steps
