@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainperf import fidelity
+from trainperf import fidelity, stats
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.measure import RunMeasurement, measure_run
@@ -200,6 +200,4 @@ def render(report: dict[str, Any]) -> str:
 
 
 def _median(values: Sequence[float]) -> str:
-    from trainperf import stats
-
     return f"{stats.median(values):,.0f}" if values else "n/a"
