@@ -22,6 +22,13 @@ ATTN_IMPLEMENTATION = "sdpa"
 
 def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec["case"])
+    # Everything the run will import, first: a missing package is a skip in seconds, before a
+    # model is built on the GPU (on 2xH200 a missing `datasets` skipped only after Qwen3-8B had
+    # taken 15.3 GiB per GPU, and the table showed that as the skipped case's memory).
+    import datasets  # noqa: F401
+    import peft  # noqa: F401
+    import trl  # noqa: F401
+
     if case.method == "qlora":
         # transformers reports a missing bitsandbytes as a plain ImportError deep in model set-up;
         # importing it here first makes it a ModuleNotFoundError the harness turns into a clear skip.
