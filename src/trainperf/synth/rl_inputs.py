@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.synth.model_configs import load_model_fixture
-from trainperf.synth.tokenizer import FIRST_REGULAR_ID, SPECIAL_TOKENS, build_tokenizer
+from trainperf.synth.tokenizer import FIRST_REGULAR_ID, SPECIAL_TOKENS, build_tokenizer, regular_id_end
 
 SHARD_BYTES = 2 << 30
 DATA_SOURCE = "trainperf/synthetic_gsm8k"
@@ -157,7 +157,7 @@ def write_gsm8k_parquet(path: Path, tokenizer: Any, *, rows: int, prompt_len: in
     content_len = prompt_len - template_overhead(tokenizer)
     if content_len < 1:
         raise ValueError(f"prompt length {prompt_len} is shorter than the chat template itself")
-    vocab = len(tokenizer)
+    vocab = regular_id_end(len(tokenizer))
     rng = random.Random(seed)
     records = []
     for index in range(rows):

@@ -48,9 +48,9 @@ def even_token_reward(completion_ids: list[list[int]], **_: Any) -> list[float |
 def prompt_texts(count: int, prompt_len: int, vocab_size: int, seed: int) -> list[str]:
     """``count`` prompts of exactly ``prompt_len`` tokens under the local word-level tokenizer."""
     from trainperf.synth.profiles import synthetic_token_ids
-    from trainperf.synth.tokenizer import FIRST_REGULAR_ID
+    from trainperf.synth.tokenizer import FIRST_REGULAR_ID, regular_id_end
 
-    rows = synthetic_token_ids([prompt_len] * count, vocab_size, FIRST_REGULAR_ID, seed=seed)
+    rows = synthetic_token_ids([prompt_len] * count, regular_id_end(vocab_size), FIRST_REGULAR_ID, seed=seed)
     return [" ".join(f"w{token}" for token in row) for row in rows]
 
 
