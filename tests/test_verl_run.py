@@ -220,6 +220,8 @@ def fake_verl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (site / "verl" / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
     (package / "main_ppo.py").write_text(FAKE_MAIN_PPO)
+    (site / "flash_attn").mkdir()  # a runner with flash-attn: the PPO critic can load
+    (site / "flash_attn" / "__init__.py").write_text("")
     info = site / "verl-0.9.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: verl\nVersion: 0.9.1\n")
@@ -232,14 +234,17 @@ def fake_verl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def run_fake(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def run_fake(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch, alg: str = "ppo"
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from trainperf.workloads import rl_verl
     from trainperf.workloads.recorder import StepRecorder
 
     monkeypatch.setenv("FAKE_VERL_MODE", mode)
     case = Case(
-        family="rl_verl", model="qwen3_tiny", method="full", profile="gsm8k", batch_size=4, micro_batch_size=2,
-        extra=(("alg", "ppo"), ("eng", "vllm"), ("mini", "4"), ("p", "32"), ("r", "32")),
+        family="rl_verl", model="qwen3_tiny", method="full", profile="gsm8k", batch_size=4,
+        micro_batch_size=2 if alg == "ppo" else None,
+        extra=(("alg", alg), ("eng", "vllm"), ("mini", "4"), ("p", "32"), ("r", "32"), *((("dyn", "256"),) if alg == "grpo" else ())),
     )  # fmt: skip
     out = tmp_path / "out"
     out.mkdir()
@@ -285,3 +290,43 @@ def test_options_acting_in_the_child_process_are_refused_not_faked(option: dict[
 def test_an_rl_train_batch_is_global() -> None:
     assert rl(gpus=2).samples_per_step == 64
     assert Case(family="sft_hf", model="m", method="lora", profile="short", batch_size=4, gpus=2).samples_per_step == 8
+
+
+def without_flash_attn(site: Path) -> None:
+    import importlib
+    import shutil
+
+    shutil.rmtree(site / "flash_attn")
+    importlib.invalidate_caches()
+
+
+def test_without_flash_attn_a_ppo_case_skips_naming_verls_hard_coded_critic_attention(
+    fake_verl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on an H100 (verl 0.9.1, no flash-attn wheel for torch 2.11/CUDA 13): the critic's
+    load_valuehead_model asks for flash_attention_2 whatever the overrides say."""
+    from trainperf.workloads.protocol import SkipCase
+
+    without_flash_attn(fake_verl / "site")
+    with pytest.raises(SkipCase, match=r"flash_attention_2.*load_valuehead_model.*GRPO"):
+        run_fake(fake_verl, "ok", monkeypatch)
+    assert not (fake_verl / "out" / "verl").exists()  # skipped before the model folder was written
+
+
+def test_without_flash_attn_a_grpo_case_runs_on_sdpa_and_says_so(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    without_flash_attn(fake_verl / "site")
+    monkeypatch.setenv("TRAINPERF_VERL_OVERRIDES", "trainer.logger=[console,file] +extra.knob=1")
+    result, steps = run_fake(fake_verl, "ok", monkeypatch, alg="grpo")
+    assert len(steps) == 3 and result["effective_config"]["actor_attention"] == "sdpa"
+    used = (fake_verl / "out" / "verl" / "overrides.txt").read_text().splitlines()
+    assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in used
+    assert "actor_rollout_ref.model.use_remove_padding=False" in used
+    assert "actor_rollout_ref.model.use_remove_padding=True" not in used  # replaced, not given twice
+    assert used[-1] == "+extra.knob=1"
+
+
+def test_extra_overrides_replace_a_key_already_set_and_append_new_ones() -> None:
+    from trainperf.verl.overrides import merge_overrides
+
+    merged = merge_overrides(["a=1", "b.c=True", "d=3"], ["b.c=False", "++x.y=sdpa", "+z=1"])
+    assert merged == ["a=1", "b.c=False", "d=3", "++x.y=sdpa", "+z=1"]

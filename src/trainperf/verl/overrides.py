@@ -124,3 +124,38 @@ def overrides(knobs: VerlKnobs, inputs: Inputs, *, steps: int, rules: RuleSet) -
 def dataset_rows(knobs: VerlKnobs, steps: int) -> int:
     """Prompts the parquet needs: one epoch covers every step (``total_epochs=1``)."""
     return knobs.train_batch * steps
+
+
+def merge_overrides(args: list[str], extra: list[str]) -> list[str]:
+    """``args`` with ``extra`` Hydra overrides applied: one for a key already set replaces it
+    (Hydra refuses a key given twice), a new one (``+key=`` / ``++key=``) is appended."""
+    def key_of(item: str) -> str:
+        return item.split("=", 1)[0].lstrip("+~")
+
+    replaced = {key_of(item): item for item in extra}
+    merged = [replaced.pop(key_of(item), item) for item in args]
+    return merged + [item for item in extra if key_of(item) in replaced]
+
+
+# Without flash-attn (no wheel on PyPI; building it takes hours), the actor and reference models
+# can run PyTorch's SDPA: verl 0.9 reads ``model.override_config.attn_implementation`` (its
+# workers/config/model.py) and has pure-torch unpad/pad fallbacks, but its remove-padding path is
+# written for flash-attn's varlen kernels, so it is turned off too. Recorded in the result.
+SDPA_OVERRIDES = (
+    "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+    "actor_rollout_ref.model.use_remove_padding=False",
+)
+CRITIC_NEEDS_FLASH_ATTN = (
+    "verl {version} loads the PPO critic with attn_implementation='flash_attention_2' written into "
+    "verl/utils/model.py (load_valuehead_model), and flash-attn is not installed in this environment: "
+    "install a flash-attn build for its torch/CUDA, or run the GRPO cases (no critic)"
+)
+
+
+def attention_overrides(knobs: VerlKnobs, *, flash_attn_installed: bool, version: str) -> tuple[list[str], str | None]:
+    """Overrides that let a case run where flash-attn is missing, or the reason it cannot."""
+    if flash_attn_installed:
+        return [], None
+    if knobs.use_critic:
+        return [], CRITIC_NEEDS_FLASH_ATTN.format(version=version)
+    return list(SDPA_OVERRIDES), None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from trainperf.case import Case
 from trainperf.verl.classify import classify_failure
 from trainperf.verl.knobs import knobs_of
 from trainperf.verl.logs import parse_jsonl_line, step_record
-from trainperf.verl.overrides import Inputs, dataset_rows, overrides
+from trainperf.verl.overrides import Inputs, attention_overrides, dataset_rows, merge_overrides, overrides
 from trainperf.verl.preflight import check
 from trainperf.verl.versions import rule_set
 from trainperf.workloads.effective import library_versions
@@ -158,13 +159,20 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     normalised, problem = check(knobs, rules)
     if problem:  # the parent's pre-flight stops these; a child started by hand must not spend GPU time
         raise ValueError(f"verl {version} would reject this case: {problem}")
+    flash_attn = importlib.util.find_spec("flash_attn") is not None
+    attention, cannot = attention_overrides(knobs, flash_attn_installed=flash_attn, version=version)
+    if cannot:  # before the model folder is written: a skip costs milliseconds
+        raise SkipCase(cannot)
     steps = int(spec["steps"])
     out_dir = Path(spec["out_dir"])
     work = out_dir / "verl"
     work.mkdir(parents=True, exist_ok=True)
     timeline: dict[str, float] = {"start": time.time()}
     inputs, info = prepare_inputs(case, work, dataset_rows(knobs, steps), knobs.prompt_len, int(spec.get("seed", 0)))
-    args = overrides(knobs, inputs, steps=steps, rules=rules)
+    # TRAINPERF_VERL_OVERRIDES: extra Hydra overrides for a runner's stack, applied last;
+    # everything used is written to overrides.txt.
+    extra = shlex.split(os.environ.get("TRAINPERF_VERL_OVERRIDES", ""))
+    args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention, *extra])
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
     env = dict(os.environ, VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE), HYDRA_FULL_ERROR="1",
                RAY_DEDUP_LOGS="0", RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
@@ -207,6 +215,8 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             "mini_batch_per_gpu": normalised.mini_batch_per_gpu,
             "micro_batches_per_mini": normalised.micro_batches_per_mini,
             "fixed_response_length": not knobs.natural_lengths,
+            # gated like any effective setting: installing flash-attn changes the workload
+            "actor_attention": "flash_attention_2" if flash_attn else "sdpa",
             **info,
         },
         "versions": library_versions(VERSION_PACKAGES),
