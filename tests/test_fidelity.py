@@ -52,6 +52,21 @@ def test_overhead_is_the_harness_shortfall_against_bare() -> None:
     assert fidelity.overhead([], [1.0]).slowdown is None
 
 
+def test_paired_overhead_cancels_a_drift_that_the_pooled_medians_take_for_overhead() -> None:
+    """As on the H100 (2026-11-22): the last rounds ran bare only and the GPU had slowed, so the
+    pooled medians made the harness 4% *faster*; round by round it is level."""
+    drift = [1.0, 0.99, 0.98, 0.95, 0.94]
+    rounds = [([2000 * d, 2000 * d], 2000 * d) for d in drift[:3]]
+    bare_only = [2000 * d for d in drift[3:]]
+    pooled = fidelity.overhead([t for h, _ in rounds for t in h], [b for _, b in rounds] + bare_only)
+    assert pooled.slowdown is not None and pooled.slowdown < -0.005
+    paired = fidelity.paired_overhead(rounds + [([], b) for b in bare_only])
+    assert paired.rounds == 3 and paired.slowdown == pytest.approx(0.0, abs=1e-12)
+    slower = fidelity.paired_overhead([([990.0], 1000.0), ([985.0, 995.0], 1000.0), ([980.0], 1000.0)])
+    assert slower.slowdown == pytest.approx(0.01) and slower.interval is not None
+    assert fidelity.paired_overhead([([990.0], 1000.0)] * 2).slowdown is None  # too few rounds
+
+
 def test_window_throughput_counts_only_steps_after_the_window_start() -> None:
     steps = [{"step": i, "duration_s": 1.0, "tokens": 100 * i} for i in range(1, 6)]
     assert fidelity.window_tokens_per_s(steps, 3) == pytest.approx((400 + 500) / 2)
@@ -73,6 +88,7 @@ def test_aa_passes_and_a_planted_five_percent_is_caught_at_three_percent_toleran
 def test_plan_interleaves_and_validates() -> None:
     plan = Plan("c", 16, 2, 1, (0.05,), 1)
     assert plan.schedule() == ["A", "bare", "A2", "plant0.05", "A", "A2"]
+    assert [r for r, _label in plan.rounds()] == [0, 0, 0, 0, 1, 1]
     with pytest.raises(TrainperfError, match="--aa"):
         Plan("c", 16, 1, 1, (), 1)
     with pytest.raises(TrainperfError, match="--plant"):
@@ -104,6 +120,7 @@ def test_analyse_a_run_folder_from_its_files(tmp_path: Path) -> None:
     assert report["children_done"] == 6
     assert report["overhead"]["bare_tokens_per_s"] == [pytest.approx(41584 / 13.0)]
     assert report["noise"]["runs"] == 4
+    assert report["overhead_paired"]["rounds"] == 1 and report["overhead_paired"]["slowdown"] is None
     assert "fidelity of sft_hf-m-lora-long-b4" in render(report)
     assert (tmp_path / "fidelity-report.json").is_file()
 
@@ -133,3 +150,18 @@ def test_bare_child_times_only_its_window(tmp_path: Path) -> None:
     window = result["bare_window"]
     assert window["after_step"] == BARE_WINDOW_START and window["steps"] == 3
     assert window["seconds"] > 0 and window["tokens"] > 0
+
+
+def test_resume_keeps_the_saved_plan_and_refuses_a_different_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the H100 a resume without repeating every option was refused; now the folder's plan is
+    taken, and only an option given differently is an error."""
+    from trainperf.fidelity_run import load_plan
+
+    plan = Plan("sft_hf-m-lora-long-b4", 12, 3, 5, (0.05,), 0)
+    (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": []}))
+    assert load_plan(tmp_path) == plan
+    (tmp_path / STATE_FILE).write_text("{not json")
+    with pytest.raises(TrainperfError, match="not a fidelity plan"):
+        load_plan(tmp_path)
+    with pytest.raises(TrainperfError, match="no fidelity.json"):
+        load_plan(tmp_path / "missing")

@@ -195,21 +195,35 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 def _cmd_fidelity(args: argparse.Namespace) -> int:
     """The suite measured by itself on one case: overhead, noise, detection power, power readings."""
     from trainperf.catalogue import find_case
-    from trainperf.fidelity_run import Plan, analyse, render, run_fidelity
+    from trainperf.fidelity_run import FIDELITY_DEFAULTS, Plan, analyse, load_plan, render, run_fidelity
 
     root = Path.cwd()
     if args.analyse:
         run_dir = Path(args.analyse)
     else:
-        if not args.case:
-            raise TrainperfError("give a case id (trainperf fidelity CASE_ID) or --analyse RUN_DIR")
-        try:
-            fractions = tuple(float(f) for f in args.plant.split(",") if f.strip())
-        except ValueError as exc:
-            raise TrainperfError(f"--plant {args.plant!r}: give fractions such as 0.03,0.05") from exc
-        plan = Plan(args.case, args.steps, args.aa, args.bare, fractions, args.plant_runs)
-        case = find_case(root, args.case)
-        cli = {"output": args.output, "resume": args.resume, "gpu_class": args.gpu_class, "python": args.python, "steps": args.steps}
+        # A resumed run keeps its own plan: options given again must agree with it (run_fidelity
+        # refuses a different one), options left out are taken from it.
+        saved = load_plan(Path(args.resume)) if args.resume else None
+        defaults = saved or Plan(args.case or "", *FIDELITY_DEFAULTS)
+        case_id = args.case or defaults.case_id
+        if not case_id:
+            raise TrainperfError("give a case id (trainperf fidelity CASE_ID), --resume RUN_DIR or --analyse RUN_DIR")
+        fractions = defaults.plant_fractions
+        if args.plant is not None:
+            try:
+                fractions = tuple(float(f) for f in args.plant.split(",") if f.strip())
+            except ValueError as exc:
+                raise TrainperfError(f"--plant {args.plant!r}: give fractions such as 0.03,0.05") from exc
+
+        def given(value: int | None, fallback: int) -> int:
+            return fallback if value is None else value
+
+        plan = Plan(
+            case_id, given(args.steps, defaults.steps), given(args.aa, defaults.aa_repeats),
+            given(args.bare, defaults.bare_runs), fractions, given(args.plant_runs, defaults.plant_runs),
+        )  # fmt: skip
+        case = find_case(root, case_id)
+        cli = {"output": args.output, "resume": args.resume, "gpu_class": args.gpu_class, "python": args.python, "steps": plan.steps}
         try:
             run_dir = run_fidelity(root, case, plan, cli)
         except TrainperfError as exc:
@@ -291,13 +305,14 @@ def build_parser() -> argparse.ArgumentParser:
         "fidelity", help="measure the suite itself on one case: overhead, noise, detection of planted slowdowns, power"
     )
     fid.add_argument("case", nargs="?", help="case id from perf_tests/, e.g. sft_hf-qwen3_8b-lora-long-b4")
-    fid.add_argument("--aa", type=int, default=5, help="fresh runs in each of the two A/A series (default 5)")
-    fid.add_argument("--bare", type=int, default=5, help="bare runs (no harness hooks, no sampling) for the overhead (5: 2 could not resolve 1%% on an H100)")
-    fid.add_argument("--plant", default="0.03,0.05", help="planted step slowdowns, fractions (0.03,0.05)")
-    fid.add_argument("--plant-runs", type=int, default=2, help="fresh runs per planted slowdown (2)")
-    fid.add_argument("--steps", type=int, default=16, help="optimizer steps per child (16)")
+    # Plan options default to None so that --resume can tell given from left out (FIDELITY_DEFAULTS).
+    fid.add_argument("--aa", type=int, default=None, help="fresh runs in each of the two A/A series (default 5)")
+    fid.add_argument("--bare", type=int, default=None, help="bare runs (no harness hooks, no sampling) for the overhead (default 5)")
+    fid.add_argument("--plant", default=None, help="planted step slowdowns, fractions (default 0.03,0.05)")
+    fid.add_argument("--plant-runs", type=int, default=None, help="fresh runs per planted slowdown (default 2)")
+    fid.add_argument("--steps", type=int, default=None, help="optimizer steps per child (default 16)")
     fid.add_argument("--output", default="reports", help="folder for the run folder (reports)")
-    fid.add_argument("--resume", default=None, help="continue this run folder's plan")
+    fid.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue this run folder's plan (its options are kept)")
     fid.add_argument("--analyse", default=None, metavar="RUN_DIR", help="only analyse an existing run folder")
     fid.add_argument("--gpu-class", default=None, help="override the detected class")
     fid.add_argument("--python", default=None, help="interpreter for the children")

@@ -94,6 +94,32 @@ def overhead(harness: Sequence[float], bare: Sequence[float]) -> Overhead:
 
 
 @dataclass(slots=True)
+class PairedOverhead:
+    rounds: int
+    """Rounds that hold a bare run and at least one harness run."""
+    slowdown: float | None
+    """Median over rounds of 1 - mean(harness tokens/s in the round) / bare tokens/s in the round."""
+    interval: tuple[float, float] | None
+    """95% bootstrap interval of that median."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+MIN_PAIRED_ROUNDS = 3
+
+
+def paired_overhead(rounds: Sequence[tuple[Sequence[float], float]]) -> PairedOverhead:
+    """Overhead from runs launched side by side: each round's harness runs against its own bare
+    run, so a drift over the session (a GPU warming, a neighbour arriving) cancels instead of
+    landing on whichever side ran more at the end. ``rounds``: (harness tokens/s, bare tokens/s)."""
+    slowdowns = [1 - (sum(harness) / len(harness)) / bare for harness, bare in rounds if harness and bare > 0]
+    if len(slowdowns) < MIN_PAIRED_ROUNDS:
+        return PairedOverhead(len(slowdowns), None, None)
+    return PairedOverhead(len(slowdowns), stats.median(slowdowns), stats.bootstrap_median_interval(slowdowns))
+
+
+@dataclass(slots=True)
 class Noise:
     runs: int
     cv: dict[str, float | None]

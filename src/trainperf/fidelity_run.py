@@ -45,17 +45,37 @@ class Plan:
 
     def schedule(self) -> list[str]:
         """Labels of the children in launch order, round by round."""
-        labels: list[str] = []
+        return [label for _round, label in self.rounds()]
+
+    def rounds(self) -> list[tuple[int, str]]:
+        """(round, label) of the children in launch order."""
+        entries: list[tuple[int, str]] = []
         for round_index in range(max(self.aa_repeats, self.bare_runs, self.plant_runs)):
             if round_index < self.aa_repeats:
-                labels.append(fidelity.AA_BASE)
+                entries.append((round_index, fidelity.AA_BASE))
             if round_index < self.bare_runs:
-                labels.append(fidelity.BARE)
+                entries.append((round_index, fidelity.BARE))
             if round_index < self.aa_repeats:
-                labels.append(fidelity.AA_OTHER)
+                entries.append((round_index, fidelity.AA_OTHER))
             if round_index < self.plant_runs:
-                labels.extend(fidelity.planted_label(f) for f in self.plant_fractions)
-        return labels
+                entries.extend((round_index, fidelity.planted_label(f)) for f in self.plant_fractions)
+        return entries
+
+
+# steps, A/A runs per series, bare runs, planted fractions, runs per planted fraction
+FIDELITY_DEFAULTS: tuple[int, int, int, tuple[float, ...], int] = (16, 5, 5, (0.03, 0.05), 2)
+
+
+def load_plan(run_dir: Path) -> Plan:
+    """The plan a fidelity run folder was started with."""
+    state_path = run_dir / STATE_FILE
+    try:
+        saved = json.loads(state_path.read_text())["plan"]
+        return Plan(**{**saved, "plant_fractions": tuple(saved["plant_fractions"])})
+    except FileNotFoundError:
+        raise TrainperfError(f"{run_dir} has no {STATE_FILE}: give --resume a folder that 'trainperf fidelity' made") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TrainperfError(f"{state_path} is not a fidelity plan ({exc}); start a new run without --resume") from None
 
 
 def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: Callable[[str], None] = print) -> Path:
@@ -117,19 +137,26 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
     groups: dict[str, list[RunMeasurement]] = {}
     harness: list[fidelity.HarnessRun] = []
     bare_tps: list[float] = []
-    for entry in state["children"]:
+    by_round: dict[int, tuple[list[float], list[float]]] = {}  # round -> (harness, bare) tokens/s
+    round_of = [round_index for round_index, _label in plan.rounds()]
+    for index, entry in enumerate(state["children"]):
         if entry["outcome"] != Outcome.OK.value:
             continue
         child, samples = _read_child(run_dir, entry["dir"])
+        pair = by_round.setdefault(round_of[index] if index < len(round_of) else -1, ([], []))
         if entry["label"] == fidelity.BARE:
             window = child.get("bare_window") or {}
             if window.get("seconds"):
                 bare_tps.append(window["tokens"] / window["seconds"])
+                pair[1].append(bare_tps[-1])
             continue
         assert case is not None
         measured = measure_run(child, samples, samples_per_step=case.samples_per_step, idle_mem_b=idle_mem_b)
         groups.setdefault(entry["label"], []).append(measured)
         harness.append(fidelity.HarnessRun(entry["label"], measured, child.get("steps", []), samples))
+        tps = fidelity.window_tokens_per_s(child.get("steps", []), BARE_WINDOW_START)
+        if entry["label"] in (fidelity.AA_BASE, fidelity.AA_OTHER) and tps is not None:
+            pair[0].append(tps)
     unplanted = [run for run in harness if run.label in (fidelity.AA_BASE, fidelity.AA_OTHER)]
     harness_tps = [tps for run in unplanted if (tps := fidelity.window_tokens_per_s(run.steps, BARE_WINDOW_START))]
     default_tolerance = float(tolerances_from_pyproject(root).get("step_time_s", 0.05))
@@ -145,6 +172,9 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
         "children_planned": len(plan.schedule()),
         "gpu": sessions[0].get("fingerprint", {}),
         "overhead": fidelity.overhead(harness_tps, bare_tps).to_dict(),
+        "overhead_paired": fidelity.paired_overhead(
+            [(harness_round, bare_round[0]) for harness_round, bare_round in by_round.values() if bare_round]
+        ).to_dict(),
         "noise": fidelity.noise([run.measurement for run in unplanted]).to_dict(),
         "default_tolerance": default_tolerance,
         "detection": summary,
@@ -174,6 +204,15 @@ def render(report: dict[str, Any]) -> str:
         + (f" [95% {_pct(interval[0])} .. {_pct(interval[1])}]" if interval else "")
         + "   target <= 1%"
     )
+    paired = report.get("overhead_paired") or {}
+    if paired.get("slowdown") is not None:
+        low, high = paired["interval"]
+        lines.append(
+            f"           paired by round ({paired['rounds']} rounds, drift cancels): {_pct(paired['slowdown'])} slower "
+            f"[95% {_pct(low)} .. {_pct(high)}]"
+        )
+    elif paired:
+        lines.append(f"           paired by round: {paired['rounds']} rounds, fewer than {fidelity.MIN_PAIRED_ROUNDS}: not estimated")
     noise = report["noise"]
     parts = ", ".join(f"{name} {_pct(value, signed=False)}" for name, value in noise["cv"].items())
     lines.append(f"noise      CV over {noise['runs']} fresh children: {parts}   target step time <= 1%")
