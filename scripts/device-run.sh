@@ -6,8 +6,15 @@
 #          bash scripts/device-run.sh trainperf fidelity CASE ...   (a trainperf command instead)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+# The 'hf' family's wheels: .whl/ (all of them) or .whl-hf/ (all but bitsandbytes, small enough to
+# travel beside a 60 MiB part of the verl stack). What an earlier call installed stays in
+# /tmp/site while the machine is warm, so a call that carries none still finds it.
+hf_wheels=$(ls .whl/*.whl .whl-hf/*.whl 2>/dev/null)
+if [ -n "$hf_wheels" ]; then
+  # shellcheck disable=SC2086
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $hf_wheels || exit 1
+fi
+if [ -d /tmp/site ]; then
   # A caller's PYTHONPATH (a family's own wheels, e.g. /tmp/site-verl) stays in front.
   export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/site"
 fi
@@ -29,6 +36,22 @@ if compgen -G ".whl-unsloth-*/*.whl" > /dev/null; then
   chmod +x .venvs/unsloth/bin/python
   python3 -m trainperf.cli env list
 fi
+# The 'verl-vllm' workload environment, unpacked by scripts/pack-verl-site.sh --unpack into
+# /tmp/site-verl (it survives between calls while the machine is warm); a wrapper interpreter as
+# for unsloth. FlashInfer is not in the lean set, so vLLM must not ask for its sampler.
+# Wheels for that environment that are not in the packed site (.whl-verl/extra: e.g. antlr4, an
+# sdist-only dependency of omegaconf built into a wheel here) go into the same folder.
+if [ -d /tmp/site-verl/verl ] && compgen -G ".whl-verl/extra/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-verl \
+    .whl-verl/extra/*.whl || exit 1
+fi
+if [ -d /tmp/site-verl/verl ]; then
+  mkdir -p .venvs/verl-vllm/bin
+  printf '#!/bin/sh\nVLLM_USE_FLASHINFER_SAMPLER=0 PYTHONPATH=/tmp/site-verl${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' \
+    "$(command -v python3)" > .venvs/verl-vllm/bin/python
+  chmod +x .venvs/verl-vllm/bin/python
+  python3 -m trainperf.cli env list
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm --format=csv
 gpu_class=$(python3 -m trainperf.cli env --class-only)
 echo "GPU class: $gpu_class"
@@ -45,7 +68,7 @@ timeout --signal=INT "${PERF_WALL_S:-540}" "${command[@]}" 2>&1 | tee "$out/${LO
 rc=${PIPESTATUS[0]}
 # Profiler traces (--perf-trace) are large: packed only when asked (PERF_PACK_TRACES=1);
 # their analysis is in the result files either way.
-exclude=(--exclude='*.pt.trace.json*')
+exclude=(--exclude='*.pt.trace.json*' --exclude='*.safetensors' --exclude='*.parquet')  # synthetic inputs too
 [ "${PERF_PACK_TRACES:-0}" = 1 ] && exclude=()
 tar czf "$out/results.tgz" "${exclude[@]}" reports baselines
 exit "$rc"
