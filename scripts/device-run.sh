@@ -41,11 +41,11 @@ fi
 # for unsloth. FlashInfer is not in the lean set, so vLLM must not ask for its sampler.
 # Wheels for that environment that are not in the packed site (.whl-verl/extra: e.g. antlr4, an
 # sdist-only dependency of omegaconf built into a wheel here) go into the same folder.
-if [ -d /tmp/site-verl/verl ] && compgen -G ".whl-verl/extra/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-verl \
-    .whl-verl/extra/*.whl || exit 1
-fi
 if [ -d /tmp/site-verl/verl ]; then
+  if compgen -G ".whl-verl/extra/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-verl \
+      .whl-verl/extra/*.whl || exit 1
+  fi
   mkdir -p .venvs/verl-vllm/bin
   printf '#!/bin/sh\nVLLM_USE_FLASHINFER_SAMPLER=0 PYTHONPATH=/tmp/site-verl${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' \
     "$(command -v python3)" > .venvs/verl-vllm/bin/python

@@ -152,16 +152,16 @@ def test_bare_child_times_only_its_window(tmp_path: Path) -> None:
     assert window["seconds"] > 0 and window["tokens"] > 0
 
 
-def test_resume_keeps_the_saved_plan_and_refuses_a_different_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On the H100 a resume without repeating every option was refused; now the folder's plan is
-    taken, and only an option given differently is an error."""
-    from trainperf.fidelity_run import load_plan
+def test_a_run_folders_saved_plan_is_read_back_and_a_broken_one_named(tmp_path: Path) -> None:
+    """On the H100 a resume without repeating every option was refused; --resume now takes the
+    folder's plan (read here), and run_fidelity still refuses an option given differently."""
+    from trainperf.fidelity_run import load_state
 
     plan = Plan("sft_hf-m-lora-long-b4", 12, 3, 5, (0.05,), 0)
     (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": []}))
-    assert load_plan(tmp_path) == plan
+    assert load_state(tmp_path)[0] == plan
     (tmp_path / STATE_FILE).write_text("{not json")
     with pytest.raises(TrainperfError, match="not a fidelity plan"):
-        load_plan(tmp_path)
+        load_state(tmp_path)
     with pytest.raises(TrainperfError, match="no fidelity.json"):
-        load_plan(tmp_path / "missing")
+        load_state(tmp_path / "missing")

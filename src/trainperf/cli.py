@@ -195,7 +195,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 def _cmd_fidelity(args: argparse.Namespace) -> int:
     """The suite measured by itself on one case: overhead, noise, detection power, power readings."""
     from trainperf.catalogue import find_case
-    from trainperf.fidelity_run import FIDELITY_DEFAULTS, Plan, analyse, load_plan, render, run_fidelity
+    from trainperf.fidelity_run import FIDELITY_DEFAULTS, Plan, analyse, load_state, render, run_fidelity
 
     root = Path.cwd()
     if args.analyse:
@@ -203,7 +203,7 @@ def _cmd_fidelity(args: argparse.Namespace) -> int:
     else:
         # A resumed run keeps its own plan: options given again must agree with it (run_fidelity
         # refuses a different one), options left out are taken from it.
-        saved = load_plan(Path(args.resume)) if args.resume else None
+        saved = load_state(Path(args.resume))[0] if args.resume else None
         defaults = saved or Plan(args.case or "", *FIDELITY_DEFAULTS)
         case_id = args.case or defaults.case_id
         if not case_id:

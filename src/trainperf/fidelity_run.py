@@ -66,16 +66,17 @@ class Plan:
 FIDELITY_DEFAULTS: tuple[int, int, int, tuple[float, ...], int] = (16, 5, 5, (0.03, 0.05), 2)
 
 
-def load_plan(run_dir: Path) -> Plan:
-    """The plan a fidelity run folder was started with."""
+def load_state(run_dir: Path) -> tuple[Plan, dict[str, Any]]:
+    """The plan a fidelity run folder was started with, and its state (the children so far)."""
     state_path = run_dir / STATE_FILE
     try:
-        saved = json.loads(state_path.read_text())["plan"]
-        return Plan(**{**saved, "plant_fractions": tuple(saved["plant_fractions"])})
+        state = json.loads(state_path.read_text())
+        saved = state["plan"]
+        return Plan(**{**saved, "plant_fractions": tuple(saved["plant_fractions"])}), state
     except FileNotFoundError:
-        raise TrainperfError(f"{run_dir} has no {STATE_FILE}: give --resume a folder that 'trainperf fidelity' made") from None
+        raise TrainperfError(f"{run_dir} has no {STATE_FILE}: give a folder that 'trainperf fidelity' made") from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise TrainperfError(f"{state_path} is not a fidelity plan ({exc}); start a new run without --resume") from None
+        raise TrainperfError(f"{state_path} is not a fidelity plan ({exc}); start a new run") from None
 
 
 def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: Callable[[str], None] = print) -> Path:
@@ -126,29 +127,23 @@ def _read_child(run_dir: Path, relative: str) -> tuple[dict[str, Any], list[Any]
 
 def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
     """The fidelity report of a run folder, from its files alone (it can be analysed anywhere)."""
-    state_path = run_dir / STATE_FILE
-    if not state_path.is_file():
-        raise TrainperfError(f"{run_dir} has no {STATE_FILE}: give the folder a 'trainperf fidelity' run made")
-    state = json.loads(state_path.read_text())
-    plan = Plan(**{**state["plan"], "plant_fractions": tuple(state["plan"]["plant_fractions"])})
+    plan, state = load_state(run_dir)
     sessions = json.loads((run_dir / "run.json").read_text())["sessions"]
     idle_mem_b = sessions[0].get("idle_mem_b")
     case = Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / "spec.json").read_text())["case"]) if state["children"] else None
     groups: dict[str, list[RunMeasurement]] = {}
     harness: list[fidelity.HarnessRun] = []
-    bare_tps: list[float] = []
-    by_round: dict[int, tuple[list[float], list[float]]] = {}  # round -> (harness, bare) tokens/s
-    round_of = [round_index for round_index, _label in plan.rounds()]
-    for index, entry in enumerate(state["children"]):
+    # Tokens/s over the bare window, per round in launch order: (A/A harness runs, bare runs).
+    by_round: dict[int, tuple[list[float], list[float]]] = {}
+    for (round_index, _label), entry in zip(plan.rounds(), state["children"], strict=False):
         if entry["outcome"] != Outcome.OK.value:
             continue
         child, samples = _read_child(run_dir, entry["dir"])
-        pair = by_round.setdefault(round_of[index] if index < len(round_of) else -1, ([], []))
+        pair = by_round.setdefault(round_index, ([], []))
         if entry["label"] == fidelity.BARE:
             window = child.get("bare_window") or {}
             if window.get("seconds"):
-                bare_tps.append(window["tokens"] / window["seconds"])
-                pair[1].append(bare_tps[-1])
+                pair[1].append(window["tokens"] / window["seconds"])
             continue
         assert case is not None
         measured = measure_run(child, samples, samples_per_step=case.samples_per_step, idle_mem_b=idle_mem_b)
@@ -158,7 +153,8 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
         if entry["label"] in (fidelity.AA_BASE, fidelity.AA_OTHER) and tps is not None:
             pair[0].append(tps)
     unplanted = [run for run in harness if run.label in (fidelity.AA_BASE, fidelity.AA_OTHER)]
-    harness_tps = [tps for run in unplanted if (tps := fidelity.window_tokens_per_s(run.steps, BARE_WINDOW_START))]
+    harness_tps = [tps for harness_round, _bare in by_round.values() for tps in harness_round]
+    bare_tps = [tps for _harness, bare_round in by_round.values() for tps in bare_round]
     default_tolerance = float(tolerances_from_pyproject(root).get("step_time_s", 0.05))
     tolerances = sorted({*fidelity.TOLERANCE_SWEEP, default_tolerance})
     judged = fidelity.detection(groups, tolerances)
