@@ -56,7 +56,7 @@ def e1(model: str, micro: int, gpus: int, **kw: Any) -> Case:
 
 CASES = [
     # Small, one GPU, minutes: every PPO phase (critic, values, GAE), then GRPO per engine.
-    verl("qwen2_5_0_5b", "ppo", "vllm", 64, 32, 8, 1, GPU, p=512, r=512, steps=8),
+    verl("qwen2_5_0_5b", "ppo", "vllm", 64, 32, 8, 1, GPU, p=512, r=512, steps=5),
     *(
         verl("qwen2_5_0_5b", "grpo", eng, 16, 16, None, 1, GPU, p=512, r=1024, n=4, steps=8,
              knobs={"dyn": 8192, "offl": 1, "kl": 1})

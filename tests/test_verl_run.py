@@ -8,6 +8,7 @@ Config keys: ``tests/data/verl/ppo_trainer_keys-<version>.txt``, flattened from 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -195,9 +196,15 @@ def test_the_child_skips_with_the_reason_where_verl_is_not_installed(tmp_path: P
 
 
 FAKE_MAIN_PPO = """
-import json, os, sys, time
+import importlib, json, os, sys, time
 args = dict(a.split("=", 1) for a in sys.argv[1:])
 print("(TaskRunner pid=1) {'gpu_memory_utilization': 0.5}", flush=True)
+if "critic.model.path" in args:  # as verl: the legacy worker binds the loader, then imports external_lib
+    from verl.workers import fsdp_workers
+    if args.get("critic.model.external_lib"):
+        importlib.import_module(args["critic.model.external_lib"])
+    critic = fsdp_workers.load_valuehead_model(args["critic.model.path"], None, None, False)
+    print(f"critic attention: {critic.config._attn_implementation}", flush=True)
 mode = os.environ["FAKE_VERL_MODE"]
 lines = open(os.environ["FAKE_VERL_SAMPLE"]).read().splitlines()
 with open(os.environ["VERL_FILE_LOGGER_PATH"], "w") as log:
@@ -211,6 +218,16 @@ with open(os.environ["VERL_FILE_LOGGER_PATH"], "w") as log:
 """
 
 
+# verl's load_valuehead_model as far as attention goes: flash_attention_2 whatever it is asked.
+FAKE_VALUEHEAD_LOADER = """
+import importlib.util, types
+def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):
+    if importlib.util.find_spec("flash_attn") is None:
+        raise ImportError("FlashAttention2 has been toggled on, but the package flash_attn seems to be not installed")
+    return types.SimpleNamespace(config=types.SimpleNamespace(_attn_implementation="flash_attention_2"))
+"""
+
+
 @pytest.fixture
 def fake_verl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A stand-in ``verl`` package (version 0.9.1) whose ``main_ppo`` replays a recorded JSONL."""
@@ -220,6 +237,11 @@ def fake_verl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (site / "verl" / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
     (package / "main_ppo.py").write_text(FAKE_MAIN_PPO)
+    for sub in ("utils", "workers"):
+        (site / "verl" / sub).mkdir()
+        (site / "verl" / sub / "__init__.py").write_text("")
+    (site / "verl" / "utils" / "model.py").write_text(FAKE_VALUEHEAD_LOADER)
+    (site / "verl" / "workers" / "fsdp_workers.py").write_text("from verl.utils.model import load_valuehead_model\n")
     (site / "flash_attn").mkdir()  # a runner with flash-attn: the PPO critic can load
     (site / "flash_attn" / "__init__.py").write_text("")
     info = site / "verl-0.9.1.dist-info"
@@ -300,17 +322,45 @@ def without_flash_attn(site: Path) -> None:
     importlib.invalidate_caches()
 
 
-def test_without_flash_attn_a_ppo_case_skips_naming_verls_hard_coded_critic_attention(
+def test_with_flash_attn_the_critic_is_verls_own(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result, _ = run_fake(fake_verl, "ok", monkeypatch)
+    assert "critic attention: flash_attention_2" in (fake_verl / "out" / "verl.log").read_text()
+    assert result["effective_config"]["critic_attention"] == "flash_attention_2"
+    assert "external_lib" not in (fake_verl / "out" / "verl" / "overrides.txt").read_text()
+
+
+def test_without_flash_attn_a_ppo_critic_loads_for_real_with_sdpa_through_verls_plugin_hook(
     fake_verl: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Seen on an H100 (verl 0.9.1, no flash-attn wheel for torch 2.11/CUDA 13): the critic's
-    load_valuehead_model asks for flash_attention_2 whatever the overrides say."""
-    from trainperf.workloads.protocol import SkipCase
-
+    load_valuehead_model asks for flash_attention_2 whatever the overrides say. The child's shim,
+    imported by the (fake) verl through critic.model.external_lib, loads the run's real synthetic
+    checkpoint with transformers on SDPA, also where a verl module bound the loader beforehand."""
     without_flash_attn(fake_verl / "site")
-    with pytest.raises(SkipCase, match=r"flash_attention_2.*load_valuehead_model.*GRPO"):
-        run_fake(fake_verl, "ok", monkeypatch)
-    assert not (fake_verl / "out" / "verl").exists()  # skipped before the model folder was written
+    result, steps = run_fake(fake_verl, "ok", monkeypatch)
+    assert len(steps) == 3
+    assert "critic attention: sdpa" in (fake_verl / "out" / "verl.log").read_text()
+    config = result["effective_config"]
+    assert (config["actor_attention"], config["critic_attention"]) == ("sdpa", "sdpa")
+    used = (fake_verl / "out" / "verl" / "overrides.txt").read_text().splitlines()
+    assert "critic.model.external_lib=trainperf_verl_sdpa_critic" in used
+    assert "critic.model.use_remove_padding=False" in used and "critic.model.use_remove_padding=True" not in used
+
+
+def test_the_critic_shim_says_so_when_verl_renamed_the_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainperf.workloads import verl_sdpa_critic
+
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash-attn is installed here: the shim leaves verl alone")
+    (tmp_path / "verl" / "utils").mkdir(parents=True)
+    (tmp_path / "verl" / "__init__.py").write_text("")
+    (tmp_path / "verl" / "utils" / "__init__.py").write_text("")
+    (tmp_path / "verl" / "utils" / "model.py").write_text("def load_critic(): pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [n for n in sys.modules if n == "verl" or n.startswith("verl.")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(ImportError, match="no load_valuehead_model.*needs flash-attn"):
+        verl_sdpa_critic.install()
 
 
 def test_without_flash_attn_a_grpo_case_runs_on_sdpa_and_says_so(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from trainperf.verl.knobs import KL_LOSS_COEF, KL_LOSS_TYPE, VerlKnobs
 from trainperf.verl.versions import RuleSet
+from trainperf.workloads.verl_sdpa_critic import MODULE_NAME as CRITIC_SHIM_MODULE
 
 ACTOR_LR = 1e-6
 CRITIC_LR = 1e-5
@@ -145,17 +146,31 @@ SDPA_OVERRIDES = (
     "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
     "actor_rollout_ref.model.use_remove_padding=False",
 )
-CRITIC_NEEDS_FLASH_ATTN = (
-    "verl {version} loads the PPO critic with attn_implementation='flash_attention_2' written into "
-    "verl/utils/model.py (load_valuehead_model), and flash-attn is not installed in this environment: "
-    "install a flash-attn build for its torch/CUDA, or run the GRPO cases (no critic)"
+# The PPO critic ignores override_config: verl's load_valuehead_model hard-codes
+# flash_attention_2. verl's own plug-in hook (``critic.model.external_lib``, imported before the
+# critic is built) loads trainperf's replacement, which the child puts on the path
+# (trainperf/workloads/verl_sdpa_critic.py says how).
+CRITIC_SDPA_OVERRIDES = (
+    f"critic.model.external_lib={CRITIC_SHIM_MODULE}",
+    "++critic.model.override_config.attn_implementation=sdpa",
+    "critic.model.use_remove_padding=False",
 )
 
 
-def attention_overrides(knobs: VerlKnobs, *, flash_attn_installed: bool, version: str) -> tuple[list[str], str | None]:
-    """Overrides that let a case run where flash-attn is missing, or the reason it cannot."""
+@dataclass(frozen=True, slots=True)
+class Attention:
+    """What a run without flash-attn changes: its overrides and what the result records."""
+
+    overrides: tuple[str, ...]
+    actor: str
+    critic: str | None  # None: the case has no critic
+    needs_critic_shim: bool
+
+
+def attention_overrides(knobs: VerlKnobs, *, flash_attn_installed: bool) -> Attention:
+    """Overrides that let a case run where flash-attn is missing (none where it is installed)."""
+    critic = knobs.use_critic
     if flash_attn_installed:
-        return [], None
-    if knobs.use_critic:
-        return [], CRITIC_NEEDS_FLASH_ATTN.format(version=version)
-    return list(SDPA_OVERRIDES), None
+        return Attention((), "flash_attention_2", "flash_attention_2" if critic else None, needs_critic_shim=False)
+    extra = CRITIC_SDPA_OVERRIDES if critic else ()
+    return Attention((*SDPA_OVERRIDES, *extra), "sdpa", "sdpa" if critic else None, needs_critic_shim=critic)

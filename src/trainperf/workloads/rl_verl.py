@@ -29,9 +29,17 @@ from trainperf.case import Case
 from trainperf.verl.classify import classify_failure
 from trainperf.verl.knobs import knobs_of
 from trainperf.verl.logs import parse_jsonl_line, step_record
-from trainperf.verl.overrides import Inputs, attention_overrides, dataset_rows, merge_overrides, overrides
+from trainperf.verl.overrides import (
+    CRITIC_SHIM_MODULE,
+    Inputs,
+    attention_overrides,
+    dataset_rows,
+    merge_overrides,
+    overrides,
+)
 from trainperf.verl.preflight import check
 from trainperf.verl.versions import rule_set
+from trainperf.workloads import verl_sdpa_critic
 from trainperf.workloads.effective import library_versions
 from trainperf.workloads.protocol import SkipCase
 from trainperf.workloads.recorder import StepRecorder
@@ -105,6 +113,15 @@ def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int
     return Inputs(model_dir=model_dir, train_parquet=parquet, reward_file=reward, work_dir=work, experiment=case.id), info
 
 
+def write_critic_shim(work: Path) -> Path:
+    """A folder holding the critic's SDPA loader under the module name verl imports."""
+    folder = work / "python"
+    folder.mkdir(parents=True, exist_ok=True)
+    source = Path(verl_sdpa_critic.__file__).read_text()
+    (folder / f"{CRITIC_SHIM_MODULE}.py").write_text(source)
+    return folder
+
+
 def _kill_group(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         try:
@@ -159,10 +176,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     normalised, problem = check(knobs, rules)
     if problem:  # the parent's pre-flight stops these; a child started by hand must not spend GPU time
         raise ValueError(f"verl {version} would reject this case: {problem}")
-    flash_attn = importlib.util.find_spec("flash_attn") is not None
-    attention, cannot = attention_overrides(knobs, flash_attn_installed=flash_attn, version=version)
-    if cannot:  # before the model folder is written: a skip costs milliseconds
-        raise SkipCase(cannot)
+    attention = attention_overrides(knobs, flash_attn_installed=importlib.util.find_spec("flash_attn") is not None)
     steps = int(spec["steps"])
     out_dir = Path(spec["out_dir"])
     work = out_dir / "verl"
@@ -172,10 +186,13 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     # TRAINPERF_VERL_OVERRIDES: extra Hydra overrides for a runner's stack, applied last;
     # everything used is written to overrides.txt.
     extra = shlex.split(os.environ.get("TRAINPERF_VERL_OVERRIDES", ""))
-    args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention, *extra])
+    args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention.overrides, *extra])
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
     env = dict(os.environ, VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE), HYDRA_FULL_ERROR="1",
                RAY_DEDUP_LOGS="0", RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
+    if attention.needs_critic_shim:  # Ray's workers inherit PYTHONPATH from this environment
+        shim_dir = write_critic_shim(work)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(shim_dir), env.get("PYTHONPATH"))))
     timeline["launch"] = time.time()
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     tail = _Tail(out_dir / METRICS_FILE)
@@ -216,7 +233,8 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             "micro_batches_per_mini": normalised.micro_batches_per_mini,
             "fixed_response_length": not knobs.natural_lengths,
             # gated like any effective setting: installing flash-attn changes the workload
-            "actor_attention": "flash_attention_2" if flash_attn else "sdpa",
+            "actor_attention": attention.actor,
+            **({"critic_attention": attention.critic} if attention.critic else {}),
             **info,
         },
         "versions": library_versions(VERSION_PACKAGES),
