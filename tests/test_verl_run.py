@@ -8,6 +8,7 @@ Config keys: ``tests/data/verl/ppo_trainer_keys-<version>.txt``, flattened from 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -199,10 +200,8 @@ FAKE_MAIN_PPO = """
 import importlib, json, os, sys, time
 args = dict(a.split("=", 1) for a in sys.argv[1:])
 print("(TaskRunner pid=1) {'gpu_memory_utilization': 0.5}", flush=True)
-if "critic.model.path" in args:  # as verl: the legacy worker binds the loader, then imports external_lib
+if "critic.model.path" in args:  # as verl's worker: a module that bound the loader at its import
     from verl.workers import fsdp_workers
-    if args.get("critic.model.external_lib"):
-        importlib.import_module(args["critic.model.external_lib"])
     critic = fsdp_workers.load_valuehead_model(args["critic.model.path"], None, None, False)
     print(f"critic attention: {critic.config._attn_implementation}", flush=True)
 mode = os.environ["FAKE_VERL_MODE"]
@@ -218,6 +217,12 @@ with open(os.environ["VERL_FILE_LOGGER_PATH"], "w") as log:
 """
 
 
+# verl/__init__.py's plug-in hook (0.9.1), run in every process that imports verl
+FAKE_VERL_INIT = """
+import importlib, os
+for name in filter(None, os.getenv("VERL_USE_EXTERNAL_MODULES", "").split(",")):
+    importlib.import_module(name)
+"""
 # verl's load_valuehead_model as far as attention goes: flash_attention_2 whatever it is asked.
 FAKE_VALUEHEAD_LOADER = """
 import importlib.util, types
@@ -234,7 +239,7 @@ def fake_verl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     site = tmp_path / "site"
     package = site / "verl" / "trainer"
     package.mkdir(parents=True)
-    (site / "verl" / "__init__.py").write_text("")
+    (site / "verl" / "__init__.py").write_text(FAKE_VERL_INIT)
     (package / "__init__.py").write_text("")
     (package / "main_ppo.py").write_text(FAKE_MAIN_PPO)
     for sub in ("utils", "workers"):
@@ -326,7 +331,7 @@ def test_with_flash_attn_the_critic_is_verls_own(fake_verl: Path, monkeypatch: p
     result, _ = run_fake(fake_verl, "ok", monkeypatch)
     assert "critic attention: flash_attention_2" in (fake_verl / "out" / "verl.log").read_text()
     assert result["effective_config"]["critic_attention"] == "flash_attention_2"
-    assert "external_lib" not in (fake_verl / "out" / "verl" / "overrides.txt").read_text()
+    assert not (fake_verl / "out" / "verl" / "env.txt").exists()
 
 
 def test_without_flash_attn_a_ppo_critic_loads_for_real_with_sdpa_through_verls_plugin_hook(
@@ -334,8 +339,9 @@ def test_without_flash_attn_a_ppo_critic_loads_for_real_with_sdpa_through_verls_
 ) -> None:
     """Seen on an H100 (verl 0.9.1, no flash-attn wheel for torch 2.11/CUDA 13): the critic's
     load_valuehead_model asks for flash_attention_2 whatever the overrides say. The child's shim,
-    imported by the (fake) verl through critic.model.external_lib, loads the run's real synthetic
-    checkpoint with transformers on SDPA, also where a verl module bound the loader beforehand."""
+    imported by the (fake) verl's __init__ through VERL_USE_EXTERNAL_MODULES before the loader's
+    module exists, swaps it as that module loads, so the worker module that binds it gets the SDPA
+    one, which loads the run's real synthetic checkpoint with transformers."""
     without_flash_attn(fake_verl / "site")
     result, steps = run_fake(fake_verl, "ok", monkeypatch)
     assert len(steps) == 3
@@ -343,7 +349,7 @@ def test_without_flash_attn_a_ppo_critic_loads_for_real_with_sdpa_through_verls_
     config = result["effective_config"]
     assert (config["actor_attention"], config["critic_attention"]) == ("sdpa", "sdpa")
     used = (fake_verl / "out" / "verl" / "overrides.txt").read_text().splitlines()
-    assert "critic.model.external_lib=trainperf_verl_sdpa_critic" in used
+    assert "VERL_USE_EXTERNAL_MODULES=trainperf_verl_sdpa_critic" in (fake_verl / "out" / "verl" / "env.txt").read_text()
     assert "critic.model.use_remove_padding=False" in used and "critic.model.use_remove_padding=True" not in used
 
 
@@ -359,8 +365,11 @@ def test_the_critic_shim_says_so_when_verl_renamed_the_loader(tmp_path: Path, mo
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in [n for n in sys.modules if n == "verl" or n.startswith("verl.")]:
         monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    assert verl_sdpa_critic.install()  # verl.utils.model not loaded yet: waits for it
     with pytest.raises(ImportError, match="no load_valuehead_model.*needs flash-attn"):
-        verl_sdpa_critic.install()
+        importlib.import_module("verl.utils.model")
+    assert not any(isinstance(f, verl_sdpa_critic._PatchAfterImport) for f in sys.meta_path)
 
 
 def test_without_flash_attn_a_grpo_case_runs_on_sdpa_and_says_so(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:

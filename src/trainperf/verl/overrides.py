@@ -13,7 +13,6 @@ from pathlib import Path
 
 from trainperf.verl.knobs import KL_LOSS_COEF, KL_LOSS_TYPE, VerlKnobs
 from trainperf.verl.versions import RuleSet
-from trainperf.workloads.verl_sdpa_critic import MODULE_NAME as CRITIC_SHIM_MODULE
 
 ACTOR_LR = 1e-6
 CRITIC_LR = 1e-5
@@ -147,11 +146,9 @@ SDPA_OVERRIDES = (
     "actor_rollout_ref.model.use_remove_padding=False",
 )
 # The PPO critic ignores override_config: verl's load_valuehead_model hard-codes
-# flash_attention_2. verl's own plug-in hook (``critic.model.external_lib``, imported before the
-# critic is built) loads trainperf's replacement, which the child puts on the path
-# (trainperf/workloads/verl_sdpa_critic.py says how).
+# flash_attention_2. The child has verl import trainperf's replacement in every process
+# (trainperf/workloads/verl_sdpa_critic.py says how and why not through external_lib).
 CRITIC_SDPA_OVERRIDES = (
-    f"critic.model.external_lib={CRITIC_SHIM_MODULE}",
     "++critic.model.override_config.attn_implementation=sdpa",
     "critic.model.use_remove_padding=False",
 )

@@ -29,14 +29,7 @@ from trainperf.case import Case
 from trainperf.verl.classify import classify_failure
 from trainperf.verl.knobs import knobs_of
 from trainperf.verl.logs import parse_jsonl_line, step_record
-from trainperf.verl.overrides import (
-    CRITIC_SHIM_MODULE,
-    Inputs,
-    attention_overrides,
-    dataset_rows,
-    merge_overrides,
-    overrides,
-)
+from trainperf.verl.overrides import Inputs, attention_overrides, dataset_rows, merge_overrides, overrides
 from trainperf.verl.preflight import check
 from trainperf.verl.versions import rule_set
 from trainperf.workloads import verl_sdpa_critic
@@ -113,13 +106,17 @@ def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int
     return Inputs(model_dir=model_dir, train_parquet=parquet, reward_file=reward, work_dir=work, experiment=case.id), info
 
 
-def write_critic_shim(work: Path) -> Path:
-    """A folder holding the critic's SDPA loader under the module name verl imports."""
+def critic_shim_env(work: Path, env: dict[str, str]) -> dict[str, str]:
+    """Variables that make verl import the critic's SDPA loader in every process it starts."""
     folder = work / "python"
     folder.mkdir(parents=True, exist_ok=True)
-    source = Path(verl_sdpa_critic.__file__).read_text()
-    (folder / f"{CRITIC_SHIM_MODULE}.py").write_text(source)
-    return folder
+    name = verl_sdpa_critic.MODULE_NAME
+    (folder / f"{name}.py").write_text(Path(verl_sdpa_critic.__file__).read_text())
+    modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m and m != name]
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(folder), env.get("PYTHONPATH")))),
+        "VERL_USE_EXTERNAL_MODULES": ",".join([*modules, name]),
+    }
 
 
 def _kill_group(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
@@ -190,9 +187,9 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
     env = dict(os.environ, VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE), HYDRA_FULL_ERROR="1",
                RAY_DEDUP_LOGS="0", RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
-    if attention.needs_critic_shim:  # Ray's workers inherit PYTHONPATH from this environment
-        shim_dir = write_critic_shim(work)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(shim_dir), env.get("PYTHONPATH"))))
+    if attention.needs_critic_shim:  # Ray's workers inherit this environment
+        env.update(critic_shim_env(work, env))
+        (work / "env.txt").write_text("".join(f"{key}={env[key]}\n" for key in ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES")))
     timeline["launch"] = time.time()
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     tail = _Tail(out_dir / METRICS_FILE)
