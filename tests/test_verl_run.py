@@ -32,7 +32,7 @@ from trainperf.verl.versions import rule_set
 DATA = Path(__file__).parent / "data" / "verl"
 SRC = Path(__file__).resolve().parents[1] / "src"
 INPUTS = Inputs(
-    model_dir=Path("/m"), train_parquet=Path("/d.parquet"), reward_file=Path("/r.py"), work_dir=Path("/w"), experiment="x"
+    model_dir=Path("/m"), tokenizer_dir=Path("/m/tokenizer"), train_parquet=Path("/d.parquet"), reward_file=Path("/r.py"), work_dir=Path("/w"), experiment="x"
 )
 
 
@@ -182,6 +182,42 @@ def test_hermetic_inputs_on_the_tiny_model(tmp_path: Path, monkeypatch: pytest.M
     assert compute_score("s", f"w9 {truth}", truth) == 1.0
     assert compute_score("s", f"{truth} w9", truth) == 0.1
     assert compute_score("s", "w9", truth) == 0.0
+
+
+def test_a_qwen2_model_folder_gives_verl_a_tokenizer_that_keeps_the_synthetic_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on an H100: transformers 5 loads a folder whose config says model_type qwen2 with
+    Qwen2Tokenizer, which encoded every synthetic word to nothing (verl's prompts: 6 tokens, not
+    512). verl reads the tokenizer from its own folder (tokenizer_path), where it stays ours."""
+    from transformers import AutoTokenizer
+
+    from trainperf.synth import rl_inputs
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = rl_inputs.write_model_folder("qwen3_tiny", tmp_path / "model", dtype="float32")
+    config = json.loads((folder.path / "config.json").read_text())
+    config.update(model_type="qwen2", architectures=["Qwen2ForCausalLM"])  # Qwen2.5's, on the tiny shapes
+    (folder.path / "config.json").write_text(json.dumps(config))
+    assert not (folder.tokenizer / "config.json").exists()
+    tokenizer = AutoTokenizer.from_pretrained(folder.tokenizer, local_files_only=True)
+    assert tokenizer.encode("w100 w200", add_special_tokens=False) == [100, 200]
+    assert rl_inputs.write_gsm8k_parquet(tmp_path / "t.parquet", tokenizer, rows=2, prompt_len=40) == 32
+
+
+def test_synthetic_prompts_refuse_a_tokenizer_that_does_not_keep_their_length(tmp_path: Path) -> None:
+    from trainperf.synth import rl_inputs
+
+    class DropsWords:  # what Qwen2Tokenizer did to them: only the template's own tokens remain
+        def __len__(self) -> int:
+            return 2048
+
+        def apply_chat_template(self, messages: list[dict[str, str]], **kwargs: Any) -> list[int]:
+            return [1] * 6
+
+    with pytest.raises(ValueError, match=r"is 6 tokens with DropsWords, not 64.*dataset_path"):
+        rl_inputs.write_gsm8k_parquet(tmp_path / "t.parquet", DropsWords(), rows=2, prompt_len=64)
+    assert not (tmp_path / "t.parquet").exists()
 
 
 def test_the_child_skips_with_the_reason_where_verl_is_not_installed(tmp_path: Path) -> None:

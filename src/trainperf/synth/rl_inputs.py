@@ -35,6 +35,17 @@ class ModelFolder:
     path: Path
     parameters: int
     shards: int
+    tokenizer: Path
+    """The tokenizer alone, in a folder without config.json (see TOKENIZER_SUBFOLDER)."""
+
+
+# transformers 5 (5.9 and 5.17 at least) loads the tokenizer of a folder whose config.json says
+# model_type "qwen2" as Qwen2Tokenizer whatever tokenizer_config.json names
+# (MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS in tokenization_auto.py): a byte-level BPE rebuilt
+# from our word vocabulary that encodes every synthetic word to nothing. On an H100, verl's
+# Qwen2.5 prompts came out 6 tokens long instead of 512. The tokenizer is also saved on its own,
+# where AutoTokenizer reads tokenizer_config.json, and verl is pointed at it (tokenizer_path).
+TOKENIZER_SUBFOLDER = "tokenizer"
 
 
 def model_config(name: str, dtype: str = "bfloat16") -> dict[str, Any]:
@@ -82,13 +93,20 @@ def write_model_folder(name: str, folder: Path, *, dtype: str = "bfloat16", seed
     index = {"metadata": {"total_size": writer.total_bytes}, "weight_map": weight_map}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=1, sort_keys=True))
     tokenizer = build_tokenizer(int(config["vocab_size"]))
+    # At the root too: an engine that loads the tokenizer from the model path (vLLM) needs one,
+    # and uses it only to detokenise (verl hands it token ids).
+    for target in (folder, folder / TOKENIZER_SUBFOLDER):
+        _save_tokenizer(tokenizer, target)
+    return ModelFolder(folder, total, len(set(weight_map.values())), folder / TOKENIZER_SUBFOLDER)
+
+
+def _save_tokenizer(tokenizer: Any, folder: Path) -> None:
     tokenizer.save_pretrained(folder)
     # transformers 5 saves the template as chat_template.jinja; older loaders (an engine's own
     # transformers) read it from tokenizer_config.json, so it goes there too.
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
     tokenizer_config.setdefault("chat_template", tokenizer.chat_template)
     (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
-    return ModelFolder(folder, total, len(set(weight_map.values())))
 
 
 class _ShardWriter:
@@ -160,17 +178,26 @@ def write_gsm8k_parquet(path: Path, tokenizer: Any, *, rows: int, prompt_len: in
     vocab = regular_id_end(len(tokenizer))
     rng = random.Random(seed)
     records = []
+    prompts: list[list[dict[str, str]]] = []
     for index in range(rows):
         words = [f"w{rng.randrange(FIRST_REGULAR_ID, vocab)}" for _ in range(content_len)]
         answer = words[rng.randrange(content_len)]
         question = " ".join(words)
+        prompts.append(chat_prompt(words))
         records.append({
             "data_source": DATA_SOURCE,
-            "prompt": chat_prompt(words),
+            "prompt": prompts[-1],
             "ability": "math",
             "reward_model": {"style": "rule", "ground_truth": answer},
             "extra_info": {"split": "train", "index": index, "answer": answer, "question": question},
         })  # fmt: skip
+    got = len(_chat_ids(tokenizer, prompts[0])) if prompts else prompt_len
+    if got != prompt_len:  # a tokenizer that splits or drops the synthetic words
+        raise ValueError(
+            f"a synthetic prompt of {content_len} words is {got} tokens with {type(tokenizer).__name__}, "
+            f"not {prompt_len}: synthetic prompts need trainperf's own tokenizer; with a real "
+            "checkpoint's tokenizer give the case a dataset_path"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(records), path)
     return content_len

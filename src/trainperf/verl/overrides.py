@@ -25,6 +25,7 @@ class Inputs:
     """The files a run reads and writes (made by the child before launch)."""
 
     model_dir: Path
+    tokenizer_dir: Path
     train_parquet: Path
     reward_file: Path
     work_dir: Path
@@ -53,6 +54,7 @@ def overrides(knobs: VerlKnobs, inputs: Inputs, *, steps: int, rules: RuleSet) -
         # Step k is the same batch in every run (paired comparison of phases).
         "data.shuffle=False",
         f"actor_rollout_ref.model.path={model}",
+        f"actor_rollout_ref.model.tokenizer_path={inputs.tokenizer_dir}",
         "actor_rollout_ref.model.use_remove_padding=True",
         "actor_rollout_ref.model.enable_gradient_checkpointing=True",
         f"{actor}.optim.lr={ACTOR_LR:g}",
@@ -89,6 +91,7 @@ def overrides(knobs: VerlKnobs, inputs: Inputs, *, steps: int, rules: RuleSet) -
     if knobs.use_critic:
         args += [
             f"critic.model.path={model}",
+            f"critic.model.tokenizer_path={inputs.tokenizer_dir}",
             "critic.model.use_remove_padding=True",
             "critic.model.enable_gradient_checkpointing=True",
             f"critic.optim.lr={CRITIC_LR:g}",

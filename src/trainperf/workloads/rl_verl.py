@@ -90,20 +90,24 @@ def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int
     info: dict[str, Any] = {}
     started = time.monotonic()
     if case.model_path:
-        model_dir = Path(case.model_path)
+        model_dir = tokenizer_dir = Path(case.model_path)
     else:
         folder = write_model_folder(case.model, work / "model", seed=seed)
-        model_dir = folder.path
+        model_dir, tokenizer_dir = folder.path, folder.tokenizer
         info.update(total_params=folder.parameters, trainable_params=folder.parameters, weight_shards=folder.shards)
     info["model_build_s"] = round(time.monotonic() - started, 1)
     if case.dataset_path:
         parquet = Path(case.dataset_path)
     else:
         parquet = work / "train.parquet"
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)  # as verl loads it (tokenizer_path)
         info["prompt_words"] = write_gsm8k_parquet(parquet, tokenizer, rows=rows, prompt_len=prompt_len, seed=seed)
     reward = Path(verl_reward.__file__).resolve()
-    return Inputs(model_dir=model_dir, train_parquet=parquet, reward_file=reward, work_dir=work, experiment=case.id), info
+    inputs = Inputs(
+        model_dir=model_dir, tokenizer_dir=tokenizer_dir, train_parquet=parquet, reward_file=reward, work_dir=work,
+        experiment=case.id,
+    )  # fmt: skip
+    return inputs, info
 
 
 def critic_shim_env(work: Path, env: dict[str, str]) -> dict[str, str]:
