@@ -93,13 +93,20 @@ def test_plan_interleaves_and_validates() -> None:
         Plan("c", 16, 1, 1, (), 1)
     with pytest.raises(TrainperfError, match="--plant"):
         Plan("c", 16, 2, 1, (1.5,), 1)
+    assert Plan("c", 40, 2, 1, (), 0, window_after=16).window_after == 16
+    with pytest.raises(TrainperfError, match=r"--steps must be more than 20: the window starts after step 16"):
+        Plan("c", 20, 2, 1, (), 0, window_after=16)
+    with pytest.raises(TrainperfError, match="--window-after"):
+        Plan("c", 16, 2, 1, (), 0, window_after=0)
 
 
-def _child(folder: Path, steps: list[dict[str, float]] | None = None, bare: float | None = None) -> None:
+def _child(
+    folder: Path, steps: list[dict[str, float]] | None = None, bare: float | None = None, after: int = BARE_WINDOW_START
+) -> None:
     folder.mkdir(parents=True)
     result: dict[str, object] = {"outcome": "ok", "steps": steps or []}
     if bare is not None:
-        result["bare_window"] = {"after_step": BARE_WINDOW_START, "steps": 13, "seconds": bare, "tokens": 41584}
+        result["bare_window"] = {"after_step": after, "steps": 16 - after, "seconds": bare, "tokens": 41584}
     (folder / "result.json").write_text(json.dumps(result))
     (folder / "spec.json").write_text(json.dumps({"case": {"family": "sft_hf", "model": "m", "method": "lora", "profile": "long", "batch_size": 4}}))
 
@@ -125,6 +132,35 @@ def test_analyse_a_run_folder_from_its_files(tmp_path: Path) -> None:
     assert (tmp_path / "fidelity-report.json").is_file()
 
 
+def _write_run(tmp_path: Path, plan: Plan, bare_after: int) -> None:
+    children = []
+    for index, label in enumerate(plan.schedule()):
+        relative = f"cases/c/r{index + 1}"
+        if label == "bare":
+            _child(tmp_path / relative, bare=13.0, after=bare_after)
+        else:
+            _child(tmp_path / relative, _steps(index))
+        children.append({"label": label, "dir": relative, "outcome": "ok", "message": ""})
+    (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": children}))
+    (tmp_path / "run.json").write_text(json.dumps({"sessions": [{"idle_mem_b": None, "fingerprint": {"gpu_name": "X"}}]}))
+
+
+def test_a_later_window_times_the_harness_over_the_same_steps_as_the_bare_runs(tmp_path: Path) -> None:
+    plan = Plan("sft_hf-m-lora-long-b4", 16, 2, 1, (), 0, window_after=10)
+    _write_run(tmp_path, plan, bare_after=10)
+    report = analyse(tmp_path, tmp_path)
+    first_harness = _steps(0)
+    assert report["overhead"]["harness_tokens_per_s"][0] == pytest.approx(fidelity.window_tokens_per_s(first_harness, 10))
+    assert report["overhead"]["harness_tokens_per_s"][0] != pytest.approx(fidelity.window_tokens_per_s(first_harness, 3))
+    assert "overhead and power after step 10" in render(report)
+
+
+def test_a_bare_run_timed_over_another_window_is_refused(tmp_path: Path) -> None:
+    _write_run(tmp_path, Plan("sft_hf-m-lora-long-b4", 16, 2, 1, (), 0, window_after=10), bare_after=3)
+    with pytest.raises(TrainperfError, match="timed after step 3, the plan says 10"):
+        analyse(tmp_path, tmp_path)
+
+
 def _plan(plan: Plan) -> dict[str, object]:
     from dataclasses import asdict
 
@@ -136,19 +172,23 @@ def test_analyse_needs_a_fidelity_run(tmp_path: Path) -> None:
         analyse(tmp_path, tmp_path)
 
 
-def test_bare_child_times_only_its_window(tmp_path: Path) -> None:
+@pytest.mark.parametrize("after", [None, 5])
+def test_bare_child_times_only_its_window(tmp_path: Path, after: int | None) -> None:
     """A real bare child on the CPU: no per-step records, one window after step BARE_WINDOW_START
-    with the Trainer's token count."""
+    (or the plan's --window-after) with the Trainer's token count."""
     from child_run import run_child_spec
 
     from trainperf.case import Case
 
     case = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))
-    steps = BARE_WINDOW_START + 3
-    result = run_child_spec(tmp_path, {"case": case.to_dict(), "steps": steps, "device": "cpu", "seed": 0, "bare": True})
+    start = BARE_WINDOW_START if after is None else after
+    spec = {"case": case.to_dict(), "steps": start + 3, "device": "cpu", "seed": 0, "bare": True}
+    if after is not None:
+        spec["bare_window_after"] = after
+    result = run_child_spec(tmp_path, spec)
     assert result["steps"] == []
     window = result["bare_window"]
-    assert window["after_step"] == BARE_WINDOW_START and window["steps"] == 3
+    assert window["after_step"] == start and window["steps"] == 3
     assert window["seconds"] > 0 and window["tokens"] > 0
 
 
@@ -160,6 +200,9 @@ def test_a_run_folders_saved_plan_is_read_back_and_a_broken_one_named(tmp_path: 
     plan = Plan("sft_hf-m-lora-long-b4", 12, 3, 5, (0.05,), 0)
     (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": []}))
     assert load_state(tmp_path)[0] == plan
+    saved_before_the_window_option = {k: v for k, v in _plan(plan).items() if k != "window_after"}
+    (tmp_path / STATE_FILE).write_text(json.dumps({"plan": saved_before_the_window_option, "children": []}))
+    assert load_state(tmp_path)[0] == plan  # the committed H100 runs resume and analyse as they were
     (tmp_path / STATE_FILE).write_text("{not json")
     with pytest.raises(TrainperfError, match="not a fidelity plan"):
         load_state(tmp_path)

@@ -221,6 +221,7 @@ def _cmd_fidelity(args: argparse.Namespace) -> int:
         plan = Plan(
             case_id, given(args.steps, defaults.steps), given(args.aa, defaults.aa_repeats),
             given(args.bare, defaults.bare_runs), fractions, given(args.plant_runs, defaults.plant_runs),
+            given(args.window_after, defaults.window_after),
         )  # fmt: skip
         case = find_case(root, case_id)
         cli = {"output": args.output, "resume": args.resume, "gpu_class": args.gpu_class, "python": args.python, "steps": plan.steps}
@@ -311,6 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     fid.add_argument("--plant", default=None, help="planted step slowdowns, fractions (default 0.03,0.05)")
     fid.add_argument("--plant-runs", type=int, default=None, help="fresh runs per planted slowdown (default 2)")
     fid.add_argument("--steps", type=int, default=None, help="optimizer steps per child (default 16)")
+    fid.add_argument(
+        "--window-after", type=int, default=None, metavar="STEP",
+        help="measure overhead and power over the steps after this one (default 3; later leaves out warm-up)",
+    )  # fmt: skip
     fid.add_argument("--output", default="reports", help="folder for the run folder (reports)")
     fid.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue this run folder's plan (its options are kept)")
     fid.add_argument("--analyse", default=None, metavar="RUN_DIR", help="only analyse an existing run folder")

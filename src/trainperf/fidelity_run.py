@@ -34,12 +34,20 @@ class Plan:
     bare_runs: int
     plant_fractions: tuple[float, ...]
     plant_runs: int
+    window_after: int = BARE_WINDOW_START
+    """Overhead and power are measured over the steps after this one. Later than the default
+    leaves out warm-up steps that vary from run to run (the allocator growing for a new longest
+    batch: two such steps gave each 16-step run 2% of tokens/s noise on an H100)."""
 
     def __post_init__(self) -> None:
         if self.aa_repeats < 2:
             raise TrainperfError("--aa must be at least 2: noise needs several fresh runs per series")
-        if self.steps <= BARE_WINDOW_START + 4:
-            raise TrainperfError(f"--steps must be more than {BARE_WINDOW_START + 4}: the bare window starts after step {BARE_WINDOW_START}")
+        if self.window_after < 1:
+            raise TrainperfError("--window-after must be at least 1: the first step is never steady")
+        if self.steps <= self.window_after + 4:
+            raise TrainperfError(
+                f"--steps must be more than {self.window_after + 4}: the window starts after step {self.window_after}"
+            )
         if any(not 0 < f < 1 for f in self.plant_fractions):
             raise TrainperfError("--plant takes fractions between 0 and 1, e.g. 0.03,0.05")
 
@@ -92,8 +100,8 @@ def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: C
     state_path = context.run_dir / STATE_FILE
     state: dict[str, Any] = {"plan": asdict(plan), "children": []}
     if state_path.is_file():
-        state = json.loads(state_path.read_text())
-        if state["plan"] != json.loads(json.dumps(asdict(plan))):
+        saved, state = load_state(context.run_dir)  # a plan saved before a field existed gets its default
+        if saved != plan:
             raise TrainperfError(f"{state_path} was started with another plan ({state['plan']}): resume with the same options")
     labels = plan.schedule()
     runner = CaseRunner(context)
@@ -108,6 +116,7 @@ def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: C
                 total=len(labels),
                 plant_slowdown=fidelity.planted_fraction(label) or 0.0,
                 bare=label == fidelity.BARE,
+                window_after=plan.window_after,
             )
         except KeyboardInterrupt:  # a time limit or Ctrl-C: report what finished, say how to go on
             say(f"[trainperf fidelity] interrupted after {index}/{len(labels)} children; continue with --resume {context.run_dir}")
@@ -142,6 +151,11 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
         pair = by_round.setdefault(round_index, ([], []))
         if entry["label"] == fidelity.BARE:
             window = child.get("bare_window") or {}
+            if window.get("after_step", plan.window_after) != plan.window_after:
+                raise TrainperfError(
+                    f"{entry['dir']}: its bare run was timed after step {window['after_step']}, "
+                    f"the plan says {plan.window_after}: the run folder mixes two plans"
+                )
             if window.get("seconds"):
                 pair[1].append(window["tokens"] / window["seconds"])
             continue
@@ -149,7 +163,7 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
         measured = measure_run(child, samples, samples_per_step=case.samples_per_step, idle_mem_b=idle_mem_b)
         groups.setdefault(entry["label"], []).append(measured)
         harness.append(fidelity.HarnessRun(entry["label"], measured, child.get("steps", []), samples))
-        tps = fidelity.window_tokens_per_s(child.get("steps", []), BARE_WINDOW_START)
+        tps = fidelity.window_tokens_per_s(child.get("steps", []), plan.window_after)
         if entry["label"] in (fidelity.AA_BASE, fidelity.AA_OTHER) and tps is not None:
             pair[0].append(tps)
     unplanted = [run for run in harness if run.label in (fidelity.AA_BASE, fidelity.AA_OTHER)]
@@ -176,7 +190,7 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
         "detection": summary,
         "judgements": [j.to_dict() for j in judged],
         "smallest_detected_at_default": smallest,
-        "power": fidelity.power_check(unplanted, BARE_WINDOW_START).to_dict(),
+        "power": fidelity.power_check(unplanted, plan.window_after).to_dict(),
     }
     write_json_atomic(run_dir / REPORT_FILE, report)
     return report
@@ -186,11 +200,16 @@ def _pct(value: float | None, signed: bool = True) -> str:
     return "n/a" if value is None else (f"{value:+.2%}" if signed else f"{value:.2%}")
 
 
+def _window(plan: dict[str, Any]) -> str:
+    after = int(plan.get("window_after", BARE_WINDOW_START))
+    return "" if after == BARE_WINDOW_START else f", overhead and power after step {after}"
+
+
 def render(report: dict[str, Any]) -> str:
     gpu = report["gpu"]
     lines = [
         (f"fidelity of {report['case_id']} ({report['run']}): {report['children_done']}/{report['children_planned']} children, "
-        f"{report['plan']['steps']} steps each; GPU {gpu.get('gpu_name', '?')}, driver {gpu.get('driver', '?')}"),
+        f"{report['plan']['steps']} steps each{_window(report['plan'])}; GPU {gpu.get('gpu_name', '?')}, driver {gpu.get('driver', '?')}"),
     ]
     over = report["overhead"]
     interval = over["interval"]

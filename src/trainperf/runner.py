@@ -411,10 +411,12 @@ class CaseRunner:
         interpreter: Interpreter | None = None,
         plant_slowdown: float | None = None,
         bare: bool = False,
+        window_after: int | None = None,
     ) -> ChildRun:
         """One fresh child of ``case`` in its environment's interpreter. ``plant_slowdown`` overrides
         the session's; ``bare`` runs the training loop without the harness's per-step hooks and
-        without NVML sampling (the fidelity benchmark's reference for the harness's own overhead)."""
+        without NVML sampling (the fidelity benchmark's reference for the harness's own overhead),
+        timed over the steps after ``window_after`` (default: the protocol's)."""
         if interpreter is None:
             interpreter = self._interpreter(case)
             if interpreter is None:
@@ -433,6 +435,7 @@ class CaseRunner:
             "plant_slowdown": ctx.settings.plant_slowdown if plant_slowdown is None else plant_slowdown,
             "memory_cap_gib": ctx.gpu_class.memory_gib if ctx.emulated else None,
             "bare": bare,
+            **({"bare_window_after": window_after} if bare and window_after is not None else {}),
         }
         trace_plan = plan_for(ctx.run_dir, case.id, out_dir.name, steps) if ctx.settings.trace or case.trace else None
         if isinstance(trace_plan, TracePlan):

@@ -14,6 +14,7 @@ import torch
 
 from trainperf.case import Case
 from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
+from trainperf.workloads.protocol import BARE_WINDOW_START
 from trainperf.workloads.recorder import StepRecorder
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -62,7 +63,9 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             target_modules=LORA_TARGETS,
             task_type="CAUSAL_LM",
         )
-    bare_window = _bare_window(device, steps) if spec.get("bare") else None
+    bare_window = None
+    if spec.get("bare"):
+        bare_window = _bare_window(device, steps, int(spec.get("bare_window_after", BARE_WINDOW_START)))
     args = sft_args(case, spec, steps, on_gpu, gradient_checkpointing=case.gradient_checkpointing, extra=distributed_args(case, model))
     trainer = SFTTrainer(
         model=model,
@@ -161,15 +164,13 @@ def _callback(recorder: StepRecorder) -> Any:
     return StepEdges()
 
 
-def _bare_window(device: torch.device, steps: int) -> Any:
-    """The bare loop's only hook: two synchronised edges, after step ``BARE_WINDOW_START`` and after
-    the last step, and the Trainer's own token counter at both (a CPU-side integer, no sync)."""
+def _bare_window(device: torch.device, steps: int, after: int) -> Any:
+    """The bare loop's only hook: two synchronised edges, after step ``after`` and after the last
+    step, and the Trainer's own token counter at both (a CPU-side integer, no sync)."""
     from transformers import TrainerCallback
 
-    from trainperf.workloads.protocol import BARE_WINDOW_START
-
-    if steps <= BARE_WINDOW_START + 1:
-        raise ValueError(f"a bare run needs more than {BARE_WINDOW_START + 1} steps, got {steps}")
+    if steps <= after + 1:
+        raise ValueError(f"a bare run timed after step {after} needs more than {after + 1} steps, got {steps}")
 
     def sync() -> None:
         if device.type == "cuda":
@@ -181,15 +182,15 @@ def _bare_window(device: torch.device, steps: int) -> Any:
             self._start = (0.0, 0)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.global_step == BARE_WINDOW_START:
+            if state.global_step == after:
                 sync()
                 self._start = (time.perf_counter(), state.num_input_tokens_seen)
             elif state.global_step == steps:
                 sync()
                 t0, tokens0 = self._start
                 self.window = {
-                    "after_step": BARE_WINDOW_START,
-                    "steps": steps - BARE_WINDOW_START,
+                    "after_step": after,
+                    "steps": steps - after,
                     "seconds": time.perf_counter() - t0,
                     "tokens": state.num_input_tokens_seen - tokens0,
                 }
