@@ -62,6 +62,13 @@ CASES = [
              knobs={"dyn": 8192, "offl": 1, "kl": 1})
         for eng in ("vllm", "sglang")
     ),
+    # E3's shape (rollout TP 2 over 2 GPUs, offload, dynamic batch, KL loss) on the small model:
+    # minutes, the first 2-GPU verl case to run on a new machine, per engine.
+    *(
+        verl("qwen2_5_0_5b", "grpo", eng, 16, 16, None, 2, GPU, p=512, r=1024, n=4, tp=2, steps=4,
+             knobs={"dyn": 8192, "offl": 1, "kl": 1})
+        for eng in ("vllm", "sglang")
+    ),
     # E1: the published sweep on 2 GPUs, and micro-batch 16 on one GPU (the published full run).
     *(e1("qwen2_5_3b", mb, 2, expected=e1_expected(mb, 2)) for mb in E1_MICRO_BATCHES),
     e1("qwen2_5_3b", 16, 1, expected=(("h100", "unknown"), ("maxq", "unknown"))),
