@@ -36,22 +36,29 @@ if compgen -G ".whl-unsloth-*/*.whl" > /dev/null; then
   chmod +x .venvs/unsloth/bin/python
   python3 -m trainperf.cli env list
 fi
-# The 'verl-vllm' workload environment, unpacked by scripts/pack-verl-site.sh --unpack into
-# /tmp/site-verl (it survives between calls while the machine is warm); a wrapper interpreter as
-# for unsloth. FlashInfer is not in the lean set, so vLLM must not ask for its sampler.
-# Wheels for that environment that are not in the packed site (.whl-verl/extra: e.g. antlr4, an
-# sdist-only dependency of omegaconf built into a wheel here) go into the same folder.
-if [ -d /tmp/site-verl/verl ]; then
-  if compgen -G ".whl-verl/extra/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-verl \
-      .whl-verl/extra/*.whl || exit 1
+# The 'verl-vllm' and 'verl-sglang' workload environments, unpacked by scripts/pack-verl-site.sh
+# [--engine sglang] --unpack into /tmp/site-verl or /tmp/site-sglang (they survive between calls
+# while the machine is warm); a wrapper interpreter each, as for unsloth. FlashInfer is not in the
+# lean vLLM set, so vLLM must not ask for its sampler. Wheels for the vLLM environment that are not
+# in its packed site (.whl-verl/extra: e.g. antlr4, an sdist-only dependency of omegaconf built into
+# a wheel here) go into the same folder.
+for engine in vllm sglang; do
+  site=/tmp/site-verl; [ "$engine" = sglang ] && site=/tmp/site-sglang
+  [ -d "$site/verl" ] || continue
+  extra=""
+  if [ "$engine" = vllm ]; then
+    extra="VLLM_USE_FLASHINFER_SAMPLER=0 "
+    if compgen -G ".whl-verl/extra/*.whl" > /dev/null; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+        .whl-verl/extra/*.whl || exit 1
+    fi
   fi
-  mkdir -p .venvs/verl-vllm/bin
-  printf '#!/bin/sh\nVLLM_USE_FLASHINFER_SAMPLER=0 PYTHONPATH=/tmp/site-verl${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' \
-    "$(command -v python3)" > .venvs/verl-vllm/bin/python
-  chmod +x .venvs/verl-vllm/bin/python
+  mkdir -p ".venvs/verl-$engine/bin"
+  printf '#!/bin/sh\n%sPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' "$extra" "$site" "$(command -v python3)" \
+    > ".venvs/verl-$engine/bin/python"
+  chmod +x ".venvs/verl-$engine/bin/python"
   python3 -m trainperf.cli env list
-fi
+done
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm --format=csv
 gpu_class=$(python3 -m trainperf.cli env --class-only)
 echo "GPU class: $gpu_class"

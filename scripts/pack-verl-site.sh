@@ -1,50 +1,87 @@
 #!/usr/bin/env bash
-# Bring the verl-vLLM stack to an offline GPU runner in as few device calls as possible.
-# Here (any x86-64 or not, no GPU): install the lean set (scripts/verl-vllm-lean.txt without its
-# "maybe" lines) plus scripts/verl-vllm-extra.txt for CPython 3.12 into a folder, prune what a
-# Hopper PPO/GRPO run on a dense model cannot load, and cut one xz tarball into < 60 MiB parts:
-#   bash scripts/pack-verl-site.sh                 -> .whl-verl/site/part-NN (carry one per call)
+# Bring a verl stack (the vLLM or the SGLang engine) to an offline GPU runner in as few device
+# calls as possible.
+# Here (any x86-64, no GPU): install the engine's lean set (scripts/verl-<engine>-lean.txt without
+# its "maybe" lines, plus scripts/verl-vllm-extra.txt for vLLM) for CPython 3.12 into a folder,
+# prune what a Hopper (sm90) PPO/GRPO run on a dense model cannot load, and cut one xz tarball
+# into parts of at most 60 MiB:
+#   bash scripts/pack-verl-site.sh [--engine sglang]            -> .whl-verl/site/part-NN (vLLM)
+#                                                                  .whl-sglang/site/part-NN (SGLang)
 # On the runner, each call keeps its part outside the repo copy (kept while the machine is warm):
-#   bash scripts/pack-verl-site.sh --stash         -> /tmp/verl-parts/
-#   bash scripts/pack-verl-site.sh --unpack        -> /tmp/site-verl (after the last part)
-# Pruned, each worth a whole device call: vLLM's FlashAttention-2 kernels (Hopper runs FA3; FA2
-# is Ampere's; vLLM imports each in try/except), its MoE kernels (dense models only; imported
-# under contextlib.suppress), its Rust front end (used only with VLLM_RUST_FRONTEND_PATH) and
-# Ray's Java jar. Add a file back here if a run says it is missing.
+#   bash scripts/pack-verl-site.sh [--engine sglang] --stash    -> /tmp/<engine>-parts/
+#   bash scripts/pack-verl-site.sh [--engine sglang] --unpack   -> /tmp/site-verl, /tmp/site-sglang
+# Pruned, each worth a whole device call; add a file back here if a run says it is missing.
+#  vLLM: its FlashAttention-2 kernels (Hopper runs FA3; FA2 is Ampere's; vLLM imports each in
+#   try/except), its MoE kernels (dense models only; imported under contextlib.suppress), its Rust
+#   front end (used only with VLLM_RUST_FRONTEND_PATH).
+#  SGLang (read from the wheels of sglang-kernel 0.4.2.post2):
+#   - sgl_kernel/sm100/common_ops.abi3.so: sgl_kernel/load_utils.py:60-67 picks sm90/common_ops.*
+#     when torch reports compute capability 90 (H100/H200) and sm100/ for every other GPU, so the
+#     SGLang bundle loads on sm90 GPUs only.
+#   - sgl_kernel/flashmla_ops.abi3.so: FlashMLA (DeepSeek MLA attention), loaded only by
+#     sgl_kernel/flash_mla.py:5-10 inside try/except, which sgl_kernel/__init__.py does not import;
+#     sglang imports it only inside functions of nsa_backend.py and in xpu_backend.py.
+#   Kept: sgl_kernel/flash_ops.abi3.so (FA3, the prebuilt Hopper attention). flashinfer-cubin is
+#   not in the set: its cubins are trtllm-gen/cute-dsl/deep-gemm kernels (flashinfer/artifacts.py
+#   :138-149) that flashinfer/jit/env.py:67-92 only points a cache directory at.
+#  Both: Ray's Java jar.
 set -euo pipefail
-dir=.whl-verl
+engine=vllm
+if [[ "${1:-}" == "--engine" ]]; then engine=${2:?--engine takes vllm or sglang}; shift 2; fi
+case "$engine" in
+  vllm)   dir=.whl-verl;   site=/tmp/site-verl;   parts=/tmp/verl-parts
+          prune=(vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so vllm/_moe_C_stable_libtorch.abi3.so vllm/vllm-rs) ;;
+  sglang) dir=.whl-sglang; site=/tmp/site-sglang; parts=/tmp/sglang-parts
+          prune=(sgl_kernel/sm100/common_ops.abi3.so sgl_kernel/flashmla_ops.abi3.so) ;;
+  *) echo "--engine takes vllm or sglang, not '$engine'"; exit 2 ;;
+esac
+prune+=(ray/jars/ray_dist.jar)
 case "${1:-}" in
   --stash)
-    mkdir -p /tmp/verl-parts
-    cp "$dir"/site/part-* /tmp/verl-parts/
-    ls -la /tmp/verl-parts; exit 0 ;;
+    mkdir -p "$parts"
+    cp "$dir"/site/part-* "$parts"/
+    ls -la "$parts"; exit 0 ;;
   --unpack)
-    [[ -s /tmp/verl-parts/SHA256SUMS || -s "$dir/site/SHA256SUMS" ]] || { echo "no SHA256SUMS: carry the folder with the checksum file"; exit 1; }
-    cp "$dir"/site/SHA256SUMS /tmp/verl-parts/ 2>/dev/null || true
-    (cd /tmp/verl-parts && sha256sum -c --quiet SHA256SUMS) || { echo "a part is missing or corrupt: carry it again"; exit 1; }
-    mkdir -p /tmp/site-verl
+    [[ -s "$parts/SHA256SUMS" || -s "$dir/site/SHA256SUMS" ]] || { echo "no SHA256SUMS: carry the folder with the checksum file"; exit 1; }
+    cp "$dir"/site/SHA256SUMS "$parts"/ 2>/dev/null || true
+    (cd "$parts" && sha256sum -c --quiet SHA256SUMS) || { echo "a part is missing or corrupt: carry it again"; exit 1; }
+    mkdir -p "$site"
     # xz -T0 decompresses the blocks of a multi-threaded archive in parallel (xz >= 5.4).
-    cat /tmp/verl-parts/part-* | xz -T0 -dc | tar -x -C /tmp/site-verl
-    echo "unpacked into /tmp/site-verl: export PYTHONPATH=/tmp/site-verl:\$PYTHONPATH"; exit 0 ;;
+    cat "$parts"/part-* | xz -T0 -dc | tar -x -C "$site"
+    echo "unpacked into $site: export PYTHONPATH=$site:\$PYTHONPATH"; exit 0 ;;
+  "") ;;
+  *) echo "unknown option '$1': --stash, --unpack, or nothing to build the parts"; exit 2 ;;
 esac
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$dir/download" "$dir/site"
-{ grep -E '^[a-z]' "$here/verl-vllm-lean.txt" | grep -Ev '# *[0-9.]+ +maybe' | cut -f1
-  grep -E '^[a-z]' "$here/verl-vllm-extra.txt"; } > "$dir/requirements-site.txt"
+{ grep -E '^[a-z]' "$here/verl-$engine-lean.txt" | grep -Ev '# *[0-9.]+ +maybe' | cut -f1
+  [[ "$engine" == vllm ]] && grep -E '^[a-z]' "$here/verl-vllm-extra.txt"; } > "$dir/requirements-site.txt" || true
+if [[ "$engine" == sglang ]]; then
+  # Reuse the wheels fetched for the vLLM stack where name and version match (hard links).
+  for f in .whl-verl/download/*.whl .whl-verl/extra/*.whl; do
+    [[ -e "$f" ]] || continue
+    b=$(basename "$f"); n=$(echo "$b" | cut -d- -f1 | tr '_A-Z' '-a-z'); v=$(echo "$b" | cut -d- -f2)
+    if grep -qix "$n==$v" "$dir/requirements-site.txt" && [[ ! -e "$dir/download/$b" ]]; then
+      ln -f "$f" "$dir/download/$b" 2>/dev/null || cp "$f" "$dir/download/$b"; fi
+  done
+  # antlr4-python3-runtime 4.9.3 (omegaconf's) is an sdist only: the wheel built into .whl-verl/extra.
+  ls "$dir"/download/antlr4_python3_runtime-4.9.3-*.whl >/dev/null \
+    || { echo "build the antlr4-python3-runtime 4.9.3 wheel into .whl-verl/extra first"; exit 1; }
+fi
 platforms=(--platform any --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 for n in $(seq 5 39); do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
+grep -v '^antlr4-python3-runtime' "$dir/requirements-site.txt" > "$dir/requirements-download.txt"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${platforms[@]}" \
-  -r "$dir/requirements-site.txt" -d "$dir/download"
+  -r "$dir/requirements-download.txt" -d "$dir/download"
 build=$(mktemp -d)
 trap 'rm -rf "$build"' EXIT
 python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: --python-version 3.12 \
   --implementation cp "${platforms[@]}" --target "$build/site" \
-  $(sed -E 's/[=<>!].*//' "$dir/requirements-site.txt" | while read -r name; do
-      ls "$dir"/download/"$(echo "$name" | tr '-' '_')"-*.whl "$dir"/download/"$name"-*.whl 2>/dev/null | head -1; done | sort -u)
-rm -f "$build"/site/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so \
-      "$build"/site/vllm/_moe_C_stable_libtorch.abi3.so \
-      "$build"/site/vllm/vllm-rs \
-      "$build"/site/ray/jars/ray_dist.jar
+  $(sed -E 's/==/ /' "$dir/requirements-site.txt" | while read -r name version; do
+      u=$(echo "$name" | tr '-' '_')
+      ls "$dir"/download/"$u"-"$version"-*.whl "$dir"/download/"$name"-"$version"-*.whl 2>/dev/null | head -1
+    done | sort -u)
+for path in "${prune[@]}"; do rm -f "$build/site/$path"; done
 find "$build/site" -name '__pycache__' -prune -exec rm -rf {} +
 rm -f "$dir"/site/part-* "$dir"/site/SHA256SUMS
 tar -C "$build/site" -cf - . | xz -T0 -6 > "$build/site.tar.xz"
@@ -53,4 +90,4 @@ size=$(stat -c %s "$build/site.tar.xz"); limit=$((60 * 1024 * 1024))
 split -n $(((size + limit - 1) / limit)) -d "$build/site.tar.xz" "$dir/site/part-"
 (cd "$dir/site" && sha256sum part-* > SHA256SUMS)
 du -sh "$build/site"; ls -la "$dir/site"
-echo "$(ls "$dir"/site/part-* | wc -l) parts under $dir/site: carry .whl-verl/site with one part each call"
+echo "$(ls "$dir"/site/part-* | wc -l) parts under $dir/site: carry one part (and SHA256SUMS with the last) per call"
