@@ -247,7 +247,10 @@ with open(os.environ["VERL_FILE_LOGGER_PATH"], "w") as log:
         if mode == "oom" and json.loads(line)["step"] == 2:
             print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB.", flush=True)
             sys.exit(1)
-        log.write(line + "\\n")
+        record = json.loads(line)  # the recorded run's lengths replaced by this case's, as verl would log them
+        record["data"]["prompt_length/mean"] = 6.0 if mode == "short-prompts" else float(args["data.max_prompt_length"])
+        record["data"]["response_length/mean"] = float(args["data.max_response_length"])
+        log.write(json.dumps(record) + "\\n")
         log.flush()
         time.sleep(0.6)
 """
@@ -326,6 +329,21 @@ def test_the_child_tails_verls_jsonl_into_steps_as_they_land(fake_verl: Path, mo
     assert result["ray_stop"] == "ray not installed"
     overrides_used = (fake_verl / "out" / "verl" / "overrides.txt").read_text()
     assert "trainer.total_training_steps=3" in overrides_used
+
+
+def test_a_run_of_other_lengths_than_the_case_is_an_error_not_a_measurement(
+    fake_verl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on an H100: verl ran 6-token prompts for a case of 512 and every phase looked fine."""
+    with pytest.raises(RuntimeError, match=r"verl's prompts were 6 tokens, the case's are 32.*nothing was baselined"):
+        run_fake(fake_verl, "short-prompts", monkeypatch)
+
+
+def test_the_lengths_verl_ran_are_recorded(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result, steps = run_fake(fake_verl, "ok", monkeypatch)
+    assert steps[0]["prompt_length_mean"] == 32.0
+    config = result["effective_config"]
+    assert (config["prompt_len_measured"], config["response_len_measured"]) == (32.0, 32.0)
 
 
 def test_an_oom_inside_verl_is_classified_from_its_log(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -425,3 +443,26 @@ def test_extra_overrides_replace_a_key_already_set_and_append_new_ones() -> None
 
     merged = merge_overrides(["a=1", "b.c=True", "d=3"], ["b.c=False", "++x.y=sdpa", "+z=1"])
     assert merged == ["a=1", "b.c=False", "d=3", "++x.y=sdpa", "+z=1"]
+
+
+@pytest.mark.parametrize(
+    ("engine", "natural", "synthetic", "prompt", "response", "problem"),
+    [
+        ("vllm", False, True, 512.0, 1024.0, None),
+        ("vllm", False, True, 6.0, 1024.0, "prompts were 6 tokens, the case's are 512"),
+        ("vllm", False, False, 300.0, 1024.0, None),  # a user's dataset: its own prompt lengths
+        ("vllm", False, True, 512.0, 1000.5, "responses were 1000.5 tokens, the case forces 1024"),
+        ("sglang", False, True, 512.0, 1000.5, None),  # verl does not pass ignore_eos to SGLang
+        ("vllm", True, True, 512.0, 300.0, None),  # natural lengths vary by design
+    ],
+)
+def test_length_checks_follow_what_the_suite_forces(
+    engine: str, natural: bool, synthetic: bool, prompt: float, response: float, problem: str | None
+) -> None:
+    from trainperf.verl.knobs import knobs_of
+    from trainperf.verl.lengths import Lengths, length_mismatch
+
+    extra = {"eng": engine, "p": 512, "r": 1024, **({"len": "natural"} if natural else {})}
+    knobs = knobs_of(rl("grpo", None, 1, n=4, dyn=8192, **extra))
+    found = length_mismatch(knobs, Lengths(prompt, response), synthetic_prompts=synthetic)
+    assert (found is None) if problem is None else (found is not None and problem in found)

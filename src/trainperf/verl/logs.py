@@ -39,6 +39,7 @@ MEMORY_FIELDS = {
 MEMORY_SCOPES = ("actor/perf/", "critic/perf/", "perf/")
 EXTRA_FIELDS = {
     "response_length_mean": "response_length/mean",
+    "prompt_length_mean": "prompt_length/mean",
     "response_clip_ratio": "response_length/clip_ratio",
     "mfu_actor": "perf/mfu/actor",
 }

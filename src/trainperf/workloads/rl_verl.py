@@ -28,6 +28,7 @@ from typing import Any
 from trainperf.case import Case
 from trainperf.verl.classify import classify_failure
 from trainperf.verl.knobs import knobs_of
+from trainperf.verl.lengths import length_mismatch, measured_lengths
 from trainperf.verl.logs import parse_jsonl_line, step_record
 from trainperf.verl.overrides import Inputs, attention_overrides, dataset_rows, merge_overrides, overrides
 from trainperf.verl.preflight import check
@@ -218,6 +219,10 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
         if failure.outcome == "oom":
             raise VerlOutOfMemory(f"out of memory ({done}): {failure.message}")
         raise RuntimeError(f"verl failed ({done}): {failure.message}")
+    lengths = measured_lengths(recorder.steps)
+    mismatch = length_mismatch(knobs, lengths, synthetic_prompts=not case.dataset_path)
+    if mismatch:  # the work is not the case's: an error, never a baseline
+        raise RuntimeError(mismatch)
     peaks = {
         key: max((s[field] for s in recorder.steps if field in s), default=None)
         for key, field in (("peak_allocated_b", "max_allocated_gib"), ("peak_reserved_b", "max_reserved_gib"))
@@ -235,6 +240,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             "fixed_response_length": not knobs.natural_lengths,
             # gated like any effective setting: installing flash-attn changes the workload
             "actor_attention": attention.actor,
+            **lengths.to_config(),
             **({"critic_attention": attention.critic} if attention.critic else {}),
             **info,
         },
