@@ -55,7 +55,7 @@ esac
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$dir/download" "$dir/site"
 { grep -E '^[a-z]' "$here/verl-$engine-lean.txt" | grep -Ev '# *[0-9.]+ +maybe' | cut -f1
-  [[ "$engine" == vllm ]] && grep -E '^[a-z]' "$here/verl-vllm-extra.txt"; } > "$dir/requirements-site.txt" || true
+  if [[ "$engine" == vllm ]]; then grep -E '^[a-z]' "$here/verl-vllm-extra.txt"; fi; } > "$dir/requirements-site.txt"
 if [[ "$engine" == sglang ]]; then
   # Reuse the wheels fetched for the vLLM stack where name and version match (hard links).
   for f in .whl-verl/download/*.whl .whl-verl/extra/*.whl; do

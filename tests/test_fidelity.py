@@ -111,18 +111,23 @@ def _child(
     (folder / "spec.json").write_text(json.dumps({"case": {"family": "sft_hf", "model": "m", "method": "lora", "profile": "long", "batch_size": 4}}))
 
 
-def test_analyse_a_run_folder_from_its_files(tmp_path: Path) -> None:
-    plan = Plan("sft_hf-m-lora-long-b4", 16, 2, 1, (0.05,), 1)
+def _write_run(tmp_path: Path, plan: Plan, bare_after: int = BARE_WINDOW_START) -> None:
+    """A finished run folder of ``plan``: synthetic children, planted ones 5% slower per step."""
     children = []
     for index, label in enumerate(plan.schedule()):
         relative = f"cases/c/r{index + 1}"
         if label == "bare":
-            _child(tmp_path / relative, bare=13.0)
+            _child(tmp_path / relative, bare=13.0, after=bare_after)
         else:
             _child(tmp_path / relative, _steps(index, 0.05 if label.startswith("plant") else 0.0))
         children.append({"label": label, "dir": relative, "outcome": "ok", "message": ""})
     (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": children}))
     (tmp_path / "run.json").write_text(json.dumps({"sessions": [{"idle_mem_b": None, "fingerprint": {"gpu_name": "X"}}]}))
+
+
+def test_analyse_a_run_folder_from_its_files(tmp_path: Path) -> None:
+    plan = Plan("sft_hf-m-lora-long-b4", 16, 2, 1, (0.05,), 1)
+    _write_run(tmp_path, plan)
     report = analyse(tmp_path, tmp_path)
     assert report["children_done"] == 6
     assert report["overhead"]["bare_tokens_per_s"] == [pytest.approx(41584 / 13.0)]
@@ -130,19 +135,6 @@ def test_analyse_a_run_folder_from_its_files(tmp_path: Path) -> None:
     assert report["overhead_paired"]["rounds"] == 1 and report["overhead_paired"]["slowdown"] is None
     assert "fidelity of sft_hf-m-lora-long-b4" in render(report)
     assert (tmp_path / "fidelity-report.json").is_file()
-
-
-def _write_run(tmp_path: Path, plan: Plan, bare_after: int) -> None:
-    children = []
-    for index, label in enumerate(plan.schedule()):
-        relative = f"cases/c/r{index + 1}"
-        if label == "bare":
-            _child(tmp_path / relative, bare=13.0, after=bare_after)
-        else:
-            _child(tmp_path / relative, _steps(index))
-        children.append({"label": label, "dir": relative, "outcome": "ok", "message": ""})
-    (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": children}))
-    (tmp_path / "run.json").write_text(json.dumps({"sessions": [{"idle_mem_b": None, "fingerprint": {"gpu_name": "X"}}]}))
 
 
 def test_a_later_window_times_the_harness_over_the_same_steps_as_the_bare_runs(tmp_path: Path) -> None:

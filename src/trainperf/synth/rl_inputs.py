@@ -177,21 +177,19 @@ def write_gsm8k_parquet(path: Path, tokenizer: Any, *, rows: int, prompt_len: in
         raise ValueError(f"prompt length {prompt_len} is shorter than the chat template itself")
     vocab = regular_id_end(len(tokenizer))
     rng = random.Random(seed)
-    records = []
-    prompts: list[list[dict[str, str]]] = []
+    records: list[dict[str, Any]] = []
     for index in range(rows):
         words = [f"w{rng.randrange(FIRST_REGULAR_ID, vocab)}" for _ in range(content_len)]
         answer = words[rng.randrange(content_len)]
         question = " ".join(words)
-        prompts.append(chat_prompt(words))
         records.append({
             "data_source": DATA_SOURCE,
-            "prompt": prompts[-1],
+            "prompt": chat_prompt(words),
             "ability": "math",
             "reward_model": {"style": "rule", "ground_truth": answer},
             "extra_info": {"split": "train", "index": index, "answer": answer, "question": question},
         })  # fmt: skip
-    got = len(_chat_ids(tokenizer, prompts[0])) if prompts else prompt_len
+    got = len(_chat_ids(tokenizer, records[0]["prompt"])) if records else prompt_len
     if got != prompt_len:  # a tokenizer that splits or drops the synthetic words
         raise ValueError(
             f"a synthetic prompt of {content_len} words is {got} tokens with {type(tokenizer).__name__}, "

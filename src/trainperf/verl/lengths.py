@@ -9,11 +9,11 @@ and nothing failed: every phase ran, shorter. verl logs ``prompt_length/mean`` a
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainperf import stats
 from trainperf.verl.knobs import VerlKnobs
 
 # Means over a batch of equal lengths are exact; half a token absorbs float formatting.
@@ -35,7 +35,7 @@ def measured_lengths(steps: Sequence[dict[str, Any]]) -> Lengths:
 
     def median(field: str) -> float | None:
         values = [float(s[field]) for s in steps if field in s]
-        return statistics.median(values) if values else None
+        return stats.median(values) if values else None
 
     return Lengths(median("prompt_length_mean"), median("response_length_mean"))
 

@@ -164,13 +164,17 @@ class Attention:
     overrides: tuple[str, ...]
     actor: str
     critic: str | None  # None: the case has no critic
-    needs_critic_shim: bool
+
+    @property
+    def needs_critic_shim(self) -> bool:
+        """A critic on SDPA: verl's own loader would ask for flash_attention_2."""
+        return self.critic == "sdpa"
 
 
 def attention_overrides(knobs: VerlKnobs, *, flash_attn_installed: bool) -> Attention:
     """Overrides that let a case run where flash-attn is missing (none where it is installed)."""
     critic = knobs.use_critic
     if flash_attn_installed:
-        return Attention((), "flash_attention_2", "flash_attention_2" if critic else None, needs_critic_shim=False)
+        return Attention((), "flash_attention_2", "flash_attention_2" if critic else None)
     extra = CRITIC_SDPA_OVERRIDES if critic else ()
-    return Attention((*SDPA_OVERRIDES, *extra), "sdpa", "sdpa" if critic else None, needs_critic_shim=critic)
+    return Attention((*SDPA_OVERRIDES, *extra), "sdpa", "sdpa" if critic else None)
