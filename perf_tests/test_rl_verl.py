@@ -27,6 +27,7 @@ from trainperf.catalogue import marks_for, params
 
 GPU = ("maxq", "h100", "h200")
 E1_MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+SMALL_PPO_MICRO_BATCHES = (2, 4, 16, 32, 64)  # and 8, the case above
 
 
 def verl(
@@ -57,6 +58,13 @@ def e1(model: str, micro: int, gpus: int, **kw: Any) -> Case:
 CASES = [
     # Small, one GPU, minutes: every PPO phase (critic, values, GAE), then GRPO per engine.
     verl("qwen2_5_0_5b", "ppo", "vllm", 64, 32, 8, 1, GPU, p=512, r=512, steps=5),
+    # E1's micro-batch sweep at the small size: the same case at micro-batch 2 ... 32 (phase times
+    # per micro-batch), and 64, above the mini-batch of 32, which verl rejects (pre-flight).
+    *(
+        verl("qwen2_5_0_5b", "ppo", "vllm", 64, 32, mb, 1, GPU, p=512, r=512, steps=5,
+             expected=tuple((c, "config_error") for c in GPU) if mb > 32 else ())
+        for mb in SMALL_PPO_MICRO_BATCHES
+    ),
     *(
         verl("qwen2_5_0_5b", "grpo", eng, 16, 16, None, 1, GPU, p=512, r=1024, n=4, steps=8,
              knobs={"dyn": 8192, "offl": 1, "kl": 1})
