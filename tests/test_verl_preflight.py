@@ -17,14 +17,19 @@ Rule sets (read from the published wheels and tags):
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
-from trainperf.runner import preflight
+from trainperf.hardware import load_classes
+from trainperf.runner import CaseRunner, preflight
+from trainperf.session import Detection, open_run
+from trainperf.settings import resolve
 from trainperf.verl.knobs import knobs_of
 from trainperf.verl.preflight import check, check_case
 from trainperf.verl.versions import CATALOGUE_VERL_VERSION, effective_version, rule_set
@@ -152,3 +157,24 @@ def test_malformed_knobs_are_one_line_errors(change: dict[str, str], words: str)
 def test_a_micro_batch_or_a_dynamic_budget_is_required() -> None:
     with pytest.raises(TrainperfError, match="give micro_batch_size"):
         knobs_of(rl_case(micro=None))
+
+
+def test_the_runner_models_the_verl_of_the_cases_environment_not_the_suites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the H100 the verl-vllm environment had verl 0.9.1 while pre-flight said 'assumed': it
+    asked the suite's interpreter. An environment with verl 0.6.1 must be modelled as 0.6.1."""
+    site = tmp_path / "site"
+    (site / "verl-0.6.1.dist-info").mkdir(parents=True)
+    (site / "verl-0.6.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: verl\nVersion: 0.6.1\n")
+    python = tmp_path / "env" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    settings = resolve({"output": str(tmp_path / "reports"), "env": f"verl-vllm={python}"}, lambda _name: None, tmp_path)
+    runner = CaseRunner(open_run(settings, Detection(load_classes()["cpu"], None, None, False), tmp_path))
+    case = rl_case(micro=256).replace(environment="verl-vllm")
+    result = runner._new_result(case)
+    runner._add_runs(case, 2, result, [], 1)
+    assert result.outcome == "config_error"
+    assert result.message.startswith("verl 0.6.1 (installed) would reject this case"), result.message

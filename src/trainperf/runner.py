@@ -364,12 +364,14 @@ class CaseRunner:
         purpose: str = "measurement",
     ) -> None:
         """Run ``count`` more fresh children and pool them into ``result``; stop at the first failure."""
+        interpreter = self._interpreter(case)
         try:
-            preflight(case, self.ctx.settings.python)
+            # The rules are those of the verl installed where the case will run: its environment's
+            # interpreter, not the suite's (which has no verl and would make pre-flight assume one).
+            preflight(case, interpreter.path if interpreter else self.ctx.settings.python)
         except TrainperfError as exc:
             result.outcome, result.message = Outcome.CONFIG_ERROR.value, str(exc)
             return
-        interpreter = self._interpreter(case)
         if interpreter is None:
             result.outcome, result.message = Outcome.SKIPPED.value, missing_message(case.environment)
             return
