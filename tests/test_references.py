@@ -52,3 +52,11 @@ def test_a_broken_reference_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps({"source": "x", "entries": [{"gpu_class": "h100"}]}))
     with pytest.raises(TrainperfError, match="bad.json is not a valid reference file"):
         load_references(tmp_path)
+
+
+def test_listing_the_shipped_baselines_skips_the_published_reference_points(capsys: pytest.CaptureFixture[str]) -> None:
+    from trainperf.cli import main
+
+    assert main(["baselines", "--baselines", str(REPO_ROOT / "baselines")]) == 0
+    out = capsys.readouterr().out
+    assert "== h100" in out and "published" not in out

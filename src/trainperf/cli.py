@@ -13,6 +13,7 @@ from pathlib import Path
 
 from trainperf.errors import TrainperfError
 from trainperf.hardware import load_classes
+from trainperf.paths import PUBLISHED_DIR
 from trainperf.report.table import failure_detail, render_text
 from trainperf.results import CaseResult, load_result
 
@@ -66,7 +67,8 @@ def _cmd_env_list(args: argparse.Namespace) -> int:
 
 def _cmd_baselines(args: argparse.Namespace) -> int:
     root = Path(args.baselines)
-    classes = [args.gpu_class] if args.gpu_class else sorted(p.name for p in root.iterdir() if p.is_dir())
+    # baselines/published/ holds reference points of another schema, not a GPU class's baselines.
+    classes = [args.gpu_class] if args.gpu_class else sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != PUBLISHED_DIR)
     for gpu_class in classes:
         results = [load_result(path) for path in sorted((root / gpu_class).glob("*.json"))]
         if not results:
@@ -125,7 +127,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     errors = []
     print(f"{'class':6s} {'case':36s} {'estimate GiB':>12s} {'measured GiB':>12s} {'error':>7s}")
     for path in sorted(root.glob("*/*.json")):
-        if path.parent.name == "published":  # reference points, not measured baselines
+        if path.parent.name == PUBLISHED_DIR:  # reference points, not measured baselines
             continue
         baseline = load_result(path)
         measured = baseline.metrics.get("peak_allocated_gib")

@@ -12,3 +12,5 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES_DIR = Path(os.environ.get("TRAINPERF_FIXTURES", REPO_ROOT / "fixtures"))
+PUBLISHED_DIR = "published"
+"""The folder of ``baselines/`` holding published reference points (not a GPU class's baselines)."""

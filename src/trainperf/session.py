@@ -15,12 +15,10 @@ from trainperf.fingerprint import host_fingerprint
 from trainperf.hardware import CPU_CLASS, GpuClass, classify, load_classes, visible_gpu_index
 from trainperf.metrics import tolerances_from_pyproject, with_tolerances
 from trainperf.monitor.nvml import DeviceInfo, Nvml
+from trainperf.paths import PUBLISHED_DIR
 from trainperf.references import load_references
 from trainperf.runner import RunContext
 from trainperf.settings import Settings
-
-PUBLISHED_DIR = "published"
-"""Sub-folder of the baselines root with the published reference points (never gating)."""
 
 
 @dataclass(frozen=True, slots=True)
