@@ -8,8 +8,8 @@ by verl itself: the pre-flight predicts that in milliseconds (``config_error``, 
 Qwen2.5-7B ran out of memory at every micro-batch on 2 Max-Q cards (expected OOM).
 
 E3: GRPO with rollout TP 2, FSDP param and optimizer offload, dynamic batch size and KL loss
-(low_var_kl, 0.001), once per engine, at a size that fits two GPUs (the 14B/8-GPU original is
-its own issue), plus a small one-GPU variant. A small one-GPU PPO case runs every phase
+(low_var_kl, 0.001), once per engine: at its own scale (14B on 8 GPUs, fixed 8,192-token
+responses), at a size that fits two GPUs (7B), and on the 0.5B model (1 and 2 GPUs). A small one-GPU PPO case runs every phase
 (critic included) in minutes: the first verl case to run on a new machine.
 
 Every case runs in the ``verl-vllm`` or ``verl-sglang`` environment (``--perf-python``); where
@@ -90,6 +90,15 @@ CASES = [
     *(
         verl("qwen2_5_7b", "grpo", eng, 16, 16, None, 2, GPU, r=4096, tp=2, steps=5, slow=True,
              knobs={"dyn": 16384, "offl": 1, "kl": 1}, expected=(("maxq", "unknown"), ("h100", "unknown")))
+        for eng in ("vllm", "sglang")
+    ),
+    # E3 at its scale (8 GPUs, the Phi-4-sized 14B model, rollout TP 2, FSDP offload, dynamic
+    # batch of 39,904 tokens per GPU, KL loss, batch 16, n 1, prompts of 1,020 tokens), per engine.
+    # E3's responses ran to 31,744 tokens (mean 17,436); here they are fixed at 8,192 so that a
+    # few steps fit one machine's loan and every run does the same work.
+    *(
+        verl("phi_4", "grpo", eng, 16, 16, None, 8, ("h100", "h200"), p=1020, r=8192, tp=2, steps=3, slow=True,
+             knobs={"dyn": 39904, "offl": 1, "kl": 1}, notes="E3 at its scale: 14B GRPO on 8 GPUs")
         for eng in ("vllm", "sglang")
     ),
 ]

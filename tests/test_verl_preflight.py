@@ -17,6 +17,7 @@ Rule sets (read from the published wheels and tags):
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,9 @@ from trainperf.verl.versions import CATALOGUE_VERL_VERSION, effective_version, r
 
 WORKERS = ("0.6.1", "0.7.0")
 ENGINE = ("0.8.0", "0.9.1")
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def rl_case(batch: int = 256, mini: int = 128, micro: int | None = 16, gpus: int = 2, **knobs: Any) -> Case:
@@ -178,3 +182,29 @@ def test_the_runner_models_the_verl_of_the_cases_environment_not_the_suites(
     runner._add_runs(case, 2, result, [], 1)
     assert result.outcome == "config_error"
     assert result.message.startswith("verl 0.6.1 (installed) would reject this case"), result.message
+
+
+def catalogue_cases() -> list[Case]:
+    spec = importlib.util.spec_from_file_location("catalogue_rl_verl", ROOT / "perf_tests" / "test_rl_verl.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cases: list[Case] = module.CASES
+    return cases
+
+
+CATALOGUE = {case.id: case for case in catalogue_cases()}
+
+
+# By id, not by Case: the plugin deselects Case parameters of other GPU classes on this machine.
+@pytest.mark.parametrize("case_id", sorted(CATALOGUE))
+def test_every_catalogue_case_passes_pre_flight_unless_a_config_error_is_expected(case_id: str) -> None:
+    """A case mis-specified for verl 0.9.1 would cost a GPU loan to find out (the E3-scale case: 8
+    GPUs, TP 2, a 39,904-token dynamic batch over 9,212-token sequences)."""
+    case = CATALOGUE[case_id]
+    expect_rejection = "config_error" in dict(case.expected).values()
+    if expect_rejection:
+        with pytest.raises(TrainperfError, match="would reject this case"):
+            preflight(case)
+    else:
+        preflight(case)
