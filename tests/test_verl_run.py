@@ -466,3 +466,32 @@ def test_length_checks_follow_what_the_suite_forces(
     knobs = knobs_of(rl("grpo", None, 1, n=4, dyn=8192, **extra))
     found = length_mismatch(knobs, Lengths(prompt, response), synthetic_prompts=synthetic)
     assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+def test_the_e3_scale_model_phi3_gets_loadable_inputs_at_its_prompt_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 8-GPU E3 case builds Phi-4 (model_type phi3, vocab 100,352): shrunk here to two small
+    layers, the folder must load as Phi3 and its prompts must be exactly 1,020 tokens."""
+    import pyarrow.parquet as pq
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainperf.synth import rl_inputs
+
+    full = rl_inputs.model_config
+
+    def shrunk(name: str, dtype: str = "bfloat16") -> dict[str, Any]:
+        config = full(name, dtype)
+        config.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+        return config
+
+    monkeypatch.setattr(rl_inputs, "model_config", shrunk)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = rl_inputs.write_model_folder("phi_4", tmp_path / "model", dtype="float32")
+    model = AutoModelForCausalLM.from_pretrained(folder.path, local_files_only=True)
+    assert type(model).__name__ == "Phi3ForCausalLM" and model.config.vocab_size == 100_352
+    tokenizer = AutoTokenizer.from_pretrained(folder.tokenizer, local_files_only=True)
+    rl_inputs.write_gsm8k_parquet(tmp_path / "train.parquet", tokenizer, rows=2, prompt_len=1020)
+    for row in pq.read_table(tmp_path / "train.parquet").to_pylist():
+        ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
+        assert len(ids["input_ids"] if hasattr(ids, "keys") else ids) == 1020
