@@ -7,7 +7,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 # The 'hf' family's wheels: .whl/ (all of them) or .whl-hf/ (all but bitsandbytes, small enough to
-# travel beside a 60 MiB part of the verl stack). What an earlier call installed stays in
+# travel beside a part of the verl stack). What an earlier call installed stays in
 # /tmp/site while the machine is warm, so a call that carries none still finds it.
 hf_wheels=$(ls .whl/*.whl .whl-hf/*.whl 2>/dev/null)
 if [ -n "$hf_wheels" ]; then

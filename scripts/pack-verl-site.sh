@@ -4,12 +4,15 @@
 # Here (any x86-64, no GPU): install the engine's lean set (scripts/verl-<engine>-lean.txt without
 # its "maybe" lines, plus scripts/verl-vllm-extra.txt for vLLM) for CPython 3.12 into a folder,
 # prune what a Hopper (sm90) PPO/GRPO run on a dense model cannot load, and cut one xz tarball
-# into parts of at most 60 MiB:
+# into parts of at most 48 MiB (the device tool carries 64 MiB a call, the repo included, and the
+# repo grows with every session's logs):
 #   bash scripts/pack-verl-site.sh [--engine sglang]            -> .whl-verl/site/part-NN (vLLM)
 #                                                                  .whl-sglang/site/part-NN (SGLang)
 # On the runner, each call keeps its part outside the repo copy (kept while the machine is warm):
 #   bash scripts/pack-verl-site.sh [--engine sglang] --stash    -> /tmp/<engine>-parts/
 #   bash scripts/pack-verl-site.sh [--engine sglang] --unpack   -> /tmp/site-verl, /tmp/site-sglang
+# Here, parts cut to an earlier limit are re-cut (same tarball, no rebuild):
+#   bash scripts/pack-verl-site.sh [--engine sglang] --resplit
 # Pruned, each worth a whole device call; add a file back here if a run says it is missing.
 #  vLLM: its FlashAttention-2 kernels (Hopper runs FA3; FA2 is Ampere's; vLLM imports each in
 #   try/except), its MoE kernels (dense models only; imported under contextlib.suppress), its Rust
@@ -36,6 +39,17 @@ case "$engine" in
   *) echo "--engine takes vllm or sglang, not '$engine'"; exit 2 ;;
 esac
 prune+=(ray/jars/ray_dist.jar)
+PART_LIMIT_B=$((48 * 1024 * 1024))
+# Cut one tarball into equal parts of at most PART_LIMIT_B, with their checksums.
+split_parts() {
+  local tarball=$1 out=$2 size
+  size=$(stat -c %s "$tarball")
+  rm -f "$out"/part-* "$out"/SHA256SUMS
+  split -n $(((size + PART_LIMIT_B - 1) / PART_LIMIT_B)) -d "$tarball" "$out/part-"
+  (cd "$out" && sha256sum part-* > SHA256SUMS)
+  ls -la "$out"
+  echo "$(ls "$out"/part-* | wc -l) parts under $out: carry one part (and SHA256SUMS with the last) per call"
+}
 case "${1:-}" in
   --stash)
     mkdir -p "$parts"
@@ -49,8 +63,13 @@ case "${1:-}" in
     # xz -T0 decompresses the blocks of a multi-threaded archive in parallel (xz >= 5.4).
     cat "$parts"/part-* | xz -T0 -dc | tar -x -C "$site"
     echo "unpacked into $site: export PYTHONPATH=$site:\$PYTHONPATH"; exit 0 ;;
+  --resplit)
+    [[ -s "$dir/site/SHA256SUMS" ]] || { echo "no parts under $dir/site: build them first (no option)"; exit 1; }
+    (cd "$dir/site" && sha256sum -c --quiet SHA256SUMS) || { echo "the parts under $dir/site are corrupt: rebuild them"; exit 1; }
+    whole=$(mktemp); cat "$dir"/site/part-* > "$whole"
+    split_parts "$whole" "$dir/site"; rm -f "$whole"; exit 0 ;;
   "") ;;
-  *) echo "unknown option '$1': --stash, --unpack, or nothing to build the parts"; exit 2 ;;
+  *) echo "unknown option '$1': --stash, --unpack, --resplit, or nothing to build the parts"; exit 2 ;;
 esac
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$dir/download" "$dir/site"
@@ -83,11 +102,6 @@ python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: 
     done | sort -u)
 for path in "${prune[@]}"; do rm -f "$build/site/$path"; done
 find "$build/site" -name '__pycache__' -prune -exec rm -rf {} +
-rm -f "$dir"/site/part-* "$dir"/site/SHA256SUMS
 tar -C "$build/site" -cf - . | xz -T0 -6 > "$build/site.tar.xz"
-# Equal parts of at most 60 MiB, so that each call has room left for the repo and small wheels.
-size=$(stat -c %s "$build/site.tar.xz"); limit=$((60 * 1024 * 1024))
-split -n $(((size + limit - 1) / limit)) -d "$build/site.tar.xz" "$dir/site/part-"
-(cd "$dir/site" && sha256sum part-* > SHA256SUMS)
-du -sh "$build/site"; ls -la "$dir/site"
-echo "$(ls "$dir"/site/part-* | wc -l) parts under $dir/site: carry one part (and SHA256SUMS with the last) per call"
+du -sh "$build/site"
+split_parts "$build/site.tar.xz" "$dir/site"
