@@ -39,7 +39,7 @@ case "$engine" in
   *) echo "--engine takes vllm or sglang, not '$engine'"; exit 2 ;;
 esac
 prune+=(ray/jars/ray_dist.jar)
-PART_LIMIT_B=$((48 * 1024 * 1024))
+PART_LIMIT_B=$((${TRAINPERF_PART_MIB:-48} * 1024 * 1024))  # the test suite cuts smaller parts
 # Cut one tarball into equal parts of at most PART_LIMIT_B, with their checksums.
 split_parts() {
   local tarball=$1 out=$2 size
