@@ -3,7 +3,6 @@ TRL-version check, and the tiny case end to end (real GRPO steps on the CPU)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from child_run import run_child_spec
 
 from trainperf.case import Case
+from trainperf.catalogue import load_catalogue
 from trainperf.errors import TrainperfError
 from trainperf.estimate import estimate_case
 from trainperf.grpo import grpo_shape, preflight_grpo, trl_version_supported
@@ -32,12 +32,7 @@ TINY = Case(
 
 
 def catalogue_cases() -> list[Case]:
-    spec = importlib.util.spec_from_file_location("catalogue_rl_trl", ROOT / "perf_tests" / "test_rl_trl.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    cases: list[Case] = module.CASES
-    return cases
+    return [case for case in load_catalogue(ROOT).values() if case.family == "rl_trl"]
 
 
 def test_rl_knobs_name_the_id_and_sft_ids_do_not_change() -> None:

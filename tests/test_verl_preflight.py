@@ -17,7 +17,6 @@ Rule sets (read from the published wheels and tags):
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
+from trainperf.catalogue import load_catalogue
 from trainperf.errors import TrainperfError
 from trainperf.hardware import load_classes
 from trainperf.runner import CaseRunner, preflight
@@ -184,16 +184,7 @@ def test_the_runner_models_the_verl_of_the_cases_environment_not_the_suites(
     assert result.message.startswith("verl 0.6.1 (installed) would reject this case"), result.message
 
 
-def catalogue_cases() -> list[Case]:
-    spec = importlib.util.spec_from_file_location("catalogue_rl_verl", ROOT / "perf_tests" / "test_rl_verl.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    cases: list[Case] = module.CASES
-    return cases
-
-
-CATALOGUE = {case.id: case for case in catalogue_cases()}
+CATALOGUE = {case_id: case for case_id, case in load_catalogue(ROOT).items() if case.family == "rl_verl"}
 
 
 # By id, not by Case: the plugin deselects Case parameters of other GPU classes on this machine.
