@@ -30,11 +30,18 @@ def test_ids_name_gpus_and_a_non_default_strategy_only() -> None:
 
 def test_one_gpu_runs_the_workload_and_k_gpus_run_the_launcher() -> None:
     spec = Path("/r/spec.json")
-    assert child_command("py", 1, spec) == ["py", "-m", "trainperf.workloads", "/r/spec.json"]
-    assert child_command("py", 2, spec) == [
+    assert child_command("py", 1, spec, "sft_hf") == ["py", "-m", "trainperf.workloads", "/r/spec.json"]
+    assert child_command("py", 2, spec, "sft_hf") == [
         "py", "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=2",
         "-m", "trainperf.workloads", "/r/spec.json",
     ]
+
+
+def test_verl_spreads_over_its_gpus_itself_so_its_child_is_one_process() -> None:
+    # Under torchrun each of the 2 ranks would start a whole verl trainer (and Ray cluster).
+    spec = Path("/r/spec.json")
+    assert child_command("py", 2, spec, "rl_verl") == ["py", "-m", "trainperf.workloads", "/r/spec.json"]
+    assert child_command("py", 8, spec, "rl_verl") == ["py", "-m", "trainperf.workloads", "/r/spec.json"]
 
 
 def test_rank_files() -> None:

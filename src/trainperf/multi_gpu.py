@@ -20,6 +20,7 @@ from typing import Any
 
 from trainperf.measure import GIB, RunMeasurement, measure_run
 from trainperf.monitor.nvml import Sample
+from trainperf.workloads import SELF_DISTRIBUTING
 from trainperf.workloads.protocol import RESULT_FILE, rank_file
 
 LAUNCHER_MODULE = "torch.distributed.run"
@@ -27,10 +28,16 @@ LAUNCHER_MODULE = "torch.distributed.run"
 _SEVERITY = ("oom", "crash", "skipped", "ok")
 
 
-def child_command(python: str, gpus: int, spec_path: Path) -> list[str]:
+def launches_ranks(family: str, gpus: int) -> bool:
+    """Whether the case's child is the launcher with one rank per GPU (else one process that sees
+    all of the case's GPUs: one GPU, or a family that spreads over them itself)."""
+    return gpus > 1 and family not in SELF_DISTRIBUTING
+
+
+def child_command(python: str, gpus: int, spec_path: Path, family: str) -> list[str]:
     """The child's command line: the workload itself, or the launcher with one rank per GPU."""
     workload = ["-m", "trainperf.workloads", str(spec_path)]
-    if gpus == 1:
+    if not launches_ranks(family, gpus):
         return [python, *workload]
     # --standalone: a private rendezvous on a free local port, so two workers' launchers never meet.
     return [python, "-m", LAUNCHER_MODULE, "--standalone", "--nnodes=1", f"--nproc-per-node={gpus}", *workload]

@@ -30,7 +30,7 @@ from trainperf.launch import run_child
 from trainperf.measure import RunMeasurement, measure_run, pool_runs
 from trainperf.metrics import Metric, resolve_metric
 from trainperf.monitor.nvml import Nvml, Sample, Sampler, write_samples
-from trainperf.multi_gpu import child_command, measure_gpus, merge_ranks, per_gpu_note
+from trainperf.multi_gpu import child_command, launches_ranks, measure_gpus, merge_ranks, per_gpu_note
 from trainperf.placement import Placement, reserve
 from trainperf.references import Reference, compare_to_references
 from trainperf.results import CaseResult, MetricValue, append_jsonl, load_result, save_result
@@ -449,7 +449,7 @@ class CaseRunner:
         with reserve(devices, everyone, on_wait=lambda gpu: ctx.say(f"[trainperf] {label}: waiting for GPU {gpu}")) as waited:
             before = self._check_gpus(case, devices, label)
             idle = {d: self._idle_level(d) for d in devices}
-            command = child_command(interpreter.path, case.gpus, out_dir / SPEC_FILE)
+            command = child_command(interpreter.path, case.gpus, out_dir / SPEC_FILE, case.family)
             where = f"GPU {','.join(devices)}" if devices else "CPU"
             traced = f", profiling steps {trace_plan.first_profiled_step}-{steps}" if isinstance(trace_plan, TracePlan) else ""
             ctx.say(f"[trainperf] {label}: started ({steps} steps, {where}{traced})")
@@ -460,7 +460,7 @@ class CaseRunner:
                 for sampler in samplers.values():
                     sampler.start()
                 env = child_env(",".join(devices) if devices else None, isolated=interpreter.isolated)
-                if case.gpus > 1 and not devices:  # ranks on the CPU (gloo), e.g. the self-tests
+                if launches_ranks(case.family, case.gpus) and not devices:  # ranks on the CPU (gloo), e.g. the self-tests
                     env["ACCELERATE_USE_CPU"] = "true"
                 exit_ = run_child(command, log_dir=out_dir, env=env, timeout_s=ctx.settings.timeout, on_tick=progress)
             finally:
@@ -469,7 +469,7 @@ class CaseRunner:
                 if samples[device]:
                     write_samples(out_dir / rank_file(SAMPLES_FILE, rank), samples[device])
             child = read_child_result(out_dir)
-            if case.gpus > 1:
+            if launches_ranks(case.family, case.gpus):
                 child = merge_ranks(child, out_dir, case.gpus)
             outcome, message = classify(exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout)
             measurement = None
