@@ -47,8 +47,10 @@ CASES = [
     *(sft("qwen3_32b", "lora", p, 2, GPU, slow=True, expected=(("h100", "unknown"),)) for p in PROFILES),
     sft(
         "qwen3_32b", "lora", "long", 4, GPU, slow=True,
-        expected=(("maxq", "oom"), ("h100", "oom"), ("h200", "unknown")),
-        notes="published: batch 4 exceeds the Max-Q's 96 GB",
+        # Measured to fit on the 80 GB H100 (74.8 GiB device, 2026-11-22) and on the H200, with
+        # this suite's settings; E2's run on the Max-Q did not fit, so that stays its expectation.
+        expected=(("maxq", "oom"),),
+        notes="published: batch 4 exceeds the Max-Q's 96 GB; fits on H100 and H200 here",
     ),
 ]
 
