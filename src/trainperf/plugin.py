@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from trainperf import workers
+from trainperf import interruption, workers
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.hardware import CPU_CLASS, load_classes
@@ -255,12 +255,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if workers.is_controller(config):
         _controller_summary(terminalreporter, state)
         return
-    if not state.reports or state.context is None:
+    if state.context is None:
         return
-    results = [report.result for report in state.reports]
-    notes = {report.result.case_id: report.notes for report in state.reports}
-    written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
-    _summarize(terminalreporter, state.context.run_dir, state.context.gpu_class.name, results, workers.details(results, notes, written))
+    run_dir = state.context.run_dir
+    if state.reports:
+        results = [report.result for report in state.reports]
+        notes = {report.result.case_id: report.notes for report in state.reports}
+        written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
+        _summarize(terminalreporter, run_dir, state.context.gpu_class.name, results, workers.details(results, notes, written))
+    cut = interruption.pending(run_dir)
+    if cut is not None:
+        terminalreporter.write_line(interruption.describe(run_dir, cut))
 
 
 def _controller_summary(terminalreporter: Any, state: _State) -> None:
@@ -276,6 +281,9 @@ def _controller_summary(terminalreporter: Any, state: _State) -> None:
         if results:
             lines = workers.details(results, {}, dict(state.written))
             _summarize(terminalreporter, run_dir, results[0].gpu_class, results, lines)
+        cut = interruption.pending(run_dir)
+        if cut is not None:
+            terminalreporter.write_line(interruption.describe(run_dir, cut))
 
 
 def _summarize(terminalreporter: Any, run_dir: Path, gpu_class: str, results: list[Any], lines: list[str]) -> None:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from trainperf import interruption
 from trainperf.baseline import BaselineStore
 from trainperf.case import Case, Outcome
 from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, validate_range
@@ -462,12 +463,19 @@ class CaseRunner:
                 env = child_env(",".join(devices) if devices else None, isolated=interpreter.isolated)
                 if launches_ranks(case.family, case.gpus) and not devices:  # ranks on the CPU (gloo), e.g. the self-tests
                     env["ACCELERATE_USE_CPU"] = "true"
-                exit_ = run_child(command, log_dir=out_dir, env=env, timeout_s=ctx.settings.timeout, on_tick=progress)
+                try:
+                    exit_ = run_child(command, log_dir=out_dir, env=env, timeout_s=ctx.settings.timeout, on_tick=progress)
+                except KeyboardInterrupt:
+                    steps_done = interruption.steps_on_disk(out_dir / STEPS_FILE)
+                    where_kept = str(out_dir.relative_to(ctx.run_dir))
+                    interruption.record(ctx.run_dir, interruption.Interruption(case.id, label, where_kept, steps_done, steps))
+                    raise
             finally:
                 samples = {d: sampler.stop() for d, sampler in samplers.items()}
-            for rank, device in enumerate(samples):
-                if samples[device]:
-                    write_samples(out_dir / rank_file(SAMPLES_FILE, rank), samples[device])
+                # Written before anything else can fail, also when the run is being interrupted.
+                for rank, device in enumerate(samples):
+                    if samples[device]:
+                        write_samples(out_dir / rank_file(SAMPLES_FILE, rank), samples[device])
             child = read_child_result(out_dir)
             if launches_ranks(case.family, case.gpus):
                 child = merge_ranks(child, out_dir, case.gpus)

@@ -1,0 +1,104 @@
+"""A run cut half-way (Ctrl-C, a CI time limit's SIGINT) names the case it cut and how to go on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainperf import interruption
+from trainperf.case import Case
+from trainperf.hardware import load_classes
+from trainperf.runner import CaseRunner
+from trainperf.session import Detection, open_run
+from trainperf.settings import resolve
+
+CASE = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))
+
+
+def test_steps_on_disk_counts_whole_lines_only(tmp_path: Path) -> None:
+    steps = tmp_path / "steps.jsonl"
+    assert interruption.steps_on_disk(steps) == 0
+    steps.write_text('{"step": 1}\n{"step": 2}\n{"step": 3, "dura')
+    assert interruption.steps_on_disk(steps) == 2
+
+
+def test_the_runner_records_the_cut_child_and_the_record_lapses_once_the_case_has_a_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = resolve({"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines")}, lambda _n: None, tmp_path)
+    context = open_run(settings, Detection(load_classes()["cpu"], None, None, False), tmp_path)
+    context.say = lambda _line: None
+
+    def cut_after_two_steps(command: list[str], *, log_dir: Path, **_kw: Any) -> None:
+        (log_dir / "steps.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("trainperf.runner.run_child", cut_after_two_steps)
+    with pytest.raises(KeyboardInterrupt):
+        CaseRunner(context).run_child(CASE, 12, repeat=0, total=3)
+    cut = interruption.pending(context.run_dir)
+    assert cut == interruption.Interruption(CASE.id, f"{CASE.id} run 1/3", f"cases/{CASE.id}/r1", 2, 12)
+    line = interruption.describe(context.run_dir, cut)
+    assert f"interrupted during {CASE.id} run 1/3 after 2/12 steps" in line
+    assert f"--perf-resume {context.run_dir}" in line
+
+    (context.run_dir / "results").mkdir(exist_ok=True)
+    (context.run_dir / "results" / f"{CASE.id}.json").write_text("{}")  # a resumed run finished it
+    assert interruption.pending(context.run_dir) is None
+
+
+def test_a_corrupt_record_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / interruption.INTERRUPTED_FILE).write_text("{not json")
+    assert interruption.pending(tmp_path) is None
+    (tmp_path / interruption.INTERRUPTED_FILE).write_text(json.dumps({"case_id": "x"}))
+    assert interruption.pending(tmp_path) is None
+
+
+CATALOGUE = """
+import pytest
+from trainperf.case import Case
+from trainperf.catalogue import params
+
+CASES = [Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))]
+
+@pytest.mark.parametrize("case", params(CASES))
+def test_case(case, trainperf):
+    trainperf(case)
+"""
+
+
+def test_sigint_during_real_training_steps_is_named_in_the_summary(tmp_path: Path) -> None:
+    (tmp_path / "test_catalogue.py").write_text(CATALOGUE)
+    command = [
+        sys.executable, "-m", "pytest", "-m", "cpu", "-q", "test_catalogue.py",
+        "--perf-steps", "2000", "--perf-progress-interval", "1", "--perf-output", "reports", "--perf-baselines", "baselines",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + 240
+    for line in process.stdout:
+        seen.append(line)
+        if "run 1/" in line and "step " in line and "/2000" in line:  # real steps are landing
+            break
+        assert time.monotonic() < deadline, "".join(seen[-20:])
+    else:
+        pytest.fail("the run ended before its steps began: " + "".join(seen[-20:]))
+    os.kill(process.pid, signal.SIGINT)  # what Ctrl-C or `timeout --signal=INT` sends
+    rest, _ = process.communicate(timeout=120)
+    output = "".join(seen) + rest
+    assert f"interrupted during {CASE.id} run 1/" in output, output[-3000:]
+    assert "--perf-resume" in output
+    run_dir = next((tmp_path / "reports").iterdir())
+    record = json.loads((run_dir / interruption.INTERRUPTED_FILE).read_text())
+    assert 1 <= record["steps_done"] < 2000
+    steps_file = run_dir / record["child_dir"] / "steps.jsonl"
+    assert interruption.steps_on_disk(steps_file) >= record["steps_done"]  # the files stayed
