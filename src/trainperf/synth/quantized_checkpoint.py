@@ -55,6 +55,35 @@ class UnsupportedArchitecture(TrainperfError):
     """The model has parameters this writer cannot quantise (fused mixture-of-experts tensors)."""
 
 
+class NotEnoughDisk(TrainperfError):
+    """The cache's disk cannot hold the checkpoint: found before writing, not after minutes of it."""
+
+
+# Serialized NF4 with double quantisation, per quantised weight element: the packed 4-bit value,
+# one uint8 absmax per block of 64 and one fp32 absmax per 256 of those; per quantised tensor:
+# the two code books (16 and 256 fp32) and the packed quant-state record (~160 bytes).
+NF4_BYTES_PER_ELEMENT = 0.5 + 1 / BLOCK_SIZE + 4 / (BLOCK_SIZE * 256)
+NF4_BYTES_PER_TENSOR = 16 * 4 + 256 * 4 + 160
+DISK_MARGIN = 1.05
+"""Room asked beyond the estimate: the index, config and tokenizer files, and the estimate's error."""
+
+
+def checkpoint_bytes(parameters: list[tuple[str, int, bool]]) -> int:
+    """Bytes the shards will take: ``(name, elements, quantised)`` per parameter; the rest is bf16."""
+    return int(
+        sum(count * NF4_BYTES_PER_ELEMENT + NF4_BYTES_PER_TENSOR if quantised else count * 2 for _name, count, quantised in parameters)
+    )
+
+
+def require_room(folder: Path, needed_b: int, what: str) -> None:
+    free_b = shutil.disk_usage(folder).free
+    if needed_b * DISK_MARGIN > free_b:
+        raise NotEnoughDisk(
+            f"{what} needs about {needed_b * DISK_MARGIN / 1e9:.1f} GB under {folder.parent} and {free_b / 1e9:.1f} GB "
+            "are free: point TRAINPERF_CACHE_DIR at a larger disk, or give the case a local pre-quantised model_path"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointInfo:
     path: Path
@@ -165,6 +194,12 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
             f"synthetic 4-bit checkpoint of {model_type}: {len(unsupported)} parameters such as {unsupported[0]} are "
             "fused 3-D tensors (mixture-of-experts) that bitsandbytes does not quantise; only linear layers are supported so far: give the case a local pre-quantised model_path"
         )
+    planned = [
+        (f"{prefix}.{name}" if prefix else name, param.numel(), isinstance(module, nn.Linear) and name == "weight" and not prefix.endswith(UNQUANTISED))
+        for prefix, module in model.named_modules()
+        for name, param in module.named_parameters(recurse=False)
+    ]
+    require_room(folder, checkpoint_bytes(planned), f"the synthetic 4-bit checkpoint of {model_type} ({len(planned)} tensors)")
     std = float(getattr(hf_config, "initializer_range", 0.02) or 0.02)
     shards = _ShardWriter(folder, save_file)
     quantized = 0

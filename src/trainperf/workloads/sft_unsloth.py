@@ -110,11 +110,11 @@ def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
     if case.model_path:
         return case.model_path, f"local:{case.model_path}"
     from trainperf.synth.model_configs import load_model_fixture
-    from trainperf.synth.quantized_checkpoint import UnsupportedArchitecture, ensure_checkpoint
+    from trainperf.synth.quantized_checkpoint import NotEnoughDisk, UnsupportedArchitecture, ensure_checkpoint
 
     try:
         info = ensure_checkpoint(case.model, load_model_fixture(case.model)["config"], device=device, seed=seed)
-    except UnsupportedArchitecture as exc:
+    except (UnsupportedArchitecture, NotEnoughDisk) as exc:  # cannot run on this machine as it is: say why
         raise SkipCase(str(exc)) from None
     state = "cache hit" if info.cache_hit else f"written in {info.seconds:.0f}s"
     print(f"[trainperf] synthetic 4-bit checkpoint {info.path} ({state}, {info.quantized_linears} NF4 linears)", flush=True)
