@@ -1,4 +1,4 @@
-"""The ``trainperf`` command: env [create|list] | side-by-side | baselines | estimate | report | compare | ab | fidelity | verl-metrics.
+"""The ``trainperf`` command: env [create|list] | side-by-side | engines | baselines | estimate | report | compare | ab | fidelity | verl-metrics.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -102,19 +102,35 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_side_by_side(args: argparse.Namespace) -> int:
-    """HF LoRA / HF QLoRA / unsloth QLoRA of one GPU class, from run folders or a class's baselines."""
-    from trainperf.report.side_by_side import render
-
+def _load_results(folders: list[str]) -> list[CaseResult]:
+    """The results of run folders (reports/<run>) and baselines class folders (baselines/<class>)."""
     results: list[CaseResult] = []
-    for folder in map(Path, args.runs):
+    for folder in map(Path, folders):
         if (folder / "results").is_dir():
             results += load_run(folder)
         elif folder.is_dir() and any(folder.glob("*.json")):
             results += [load_result(path) for path in sorted(folder.glob("*.json"))]
         else:
             raise TrainperfError(f"{folder} is neither a run folder (reports/<run>) nor a baselines class folder (baselines/<class>)")
-    print(render(results))
+    return results
+
+
+def _cmd_side_by_side(args: argparse.Namespace) -> int:
+    """HF LoRA / HF QLoRA / unsloth QLoRA of one GPU class, from run folders or a class's baselines."""
+    from trainperf.report.side_by_side import render
+
+    print(render(_load_results(args.runs)))
+    return 0
+
+
+def _cmd_engines(args: argparse.Namespace) -> int:
+    """verl's vLLM and SGLang rollouts side by side, per case shape, with SGLang/vLLM and E3's ratio."""
+    from trainperf.references import load_references
+    from trainperf.report.engines import render
+
+    published = Path(args.baselines) / PUBLISHED_DIR
+    references = load_references(published) if published.is_dir() else []
+    print(render(_load_results(args.runs), references))
     return 0
 
 
@@ -285,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     side.add_argument("runs", nargs="+", metavar="RUN", help="reports/<run> folders or baselines/<class> (one GPU class)")
     side.set_defaults(func=_cmd_side_by_side)
+    engines = sub.add_parser(
+        "engines", help="verl's vLLM and SGLang rollouts per case shape: phases, memory, power and SGLang/vLLM (E3)"
+    )
+    engines.add_argument("runs", nargs="+", metavar="RUN", help="reports/<run> folders or baselines/<class>")
+    engines.add_argument("--baselines", default="baselines", help="where published/ reference points are (default baselines)")
+    engines.set_defaults(func=_cmd_engines)
     ab = sub.add_parser(
         "ab", help="run cases under two Python environments interleaved A B A B; exit 1 when B regressed"
     )

@@ -1,0 +1,135 @@
+"""verl's rollout engines side by side: E3's comparison (vLLM against SGLang), from measured results.
+
+Two ``rl_verl`` results pair up when their cases differ in the engine alone (``eng``, and the
+environment that follows it) and they come from one GPU class. For each pair: step time, each
+phase verl times, throughput, memory and power for both engines, and SGLang/vLLM. Where published
+reference points (``baselines/published/``, E3's 8×H100 phase times) give both engines' figure for
+the same case shape, their ratio is shown beside, with the class it was measured on: a ratio
+carries across GPU classes better than a time does, but it is still another machine. No I/O here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trainperf.errors import TrainperfError
+from trainperf.references import Reference
+from trainperf.report.table import align, format_value
+from trainperf.results import CaseResult
+
+FAMILY = "rl_verl"
+BASE, OTHER = "vllm", "sglang"
+ROWS = (
+    ("step_time_s", "step s"),
+    ("phase_gen_s", "gen s"),
+    ("phase_old_log_prob_s", "old_log_prob s"),
+    ("phase_ref_s", "ref s"),
+    ("phase_values_s", "values s"),
+    ("phase_adv_s", "adv s"),
+    ("phase_update_critic_s", "update_critic s"),
+    ("phase_update_actor_s", "update_actor s"),
+    ("phase_update_weights_s", "update_weights s"),
+    ("phase_remainder_s", "remainder s"),
+    ("tokens_per_s", "tok/s"),
+    ("throughput_per_gpu", "verl tok/s/GPU"),
+    ("peak_allocated_gib", "peak alloc GiB"),
+    ("device_mem_peak_gib", "device GiB (highest GPU)"),
+    ("power_mean_w", "W (all GPUs)"),
+    ("energy_per_token_j", "J/tok"),
+)
+HEADER = ("figure", "vLLM", "SGLang", "SGLang/vLLM", "published SGLang/vLLM")
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePair:
+    shape: str
+    """The case without its engine, as read: ``rl_verl qwen2_5_0_5b grpo, 2 GPUs, TP 2``."""
+    vllm: CaseResult
+    sglang: CaseResult
+
+
+def _engine(result: CaseResult) -> str | None:
+    case = result.case
+    if case.get("family") != FAMILY:
+        return None
+    engine = (case.get("extra") or {}).get("eng")
+    return engine if engine in (BASE, OTHER) else None
+
+
+def _shape_key(result: CaseResult) -> str:
+    case = {k: v for k, v in result.case.items() if k not in ("id", "environment", "expected", "gpu_classes", "notes")}
+    case["extra"] = {k: v for k, v in (case.get("extra") or {}).items() if k != "eng"}
+    return json.dumps([result.gpu_class, case], sort_keys=True, default=str)
+
+
+def _describe(result: CaseResult) -> str:
+    case, extra = result.case, result.case.get("extra") or {}
+    return (
+        f"{case['model']} {extra.get('alg', '?')}, {case.get('gpus', 1)} GPU(s), TP {extra.get('tp', '?')} on "
+        f"{result.gpu_class} ({case['id'].replace('-eng' + BASE, '-eng*')})"
+    )
+
+
+def pairs(results: Sequence[CaseResult]) -> list[EnginePair]:
+    """Every case shape measured with both engines, in a stable order; cliff searches left out."""
+    by_shape: dict[str, dict[str, CaseResult]] = {}
+    for result in results:
+        engine = _engine(result)
+        if engine is None or result.cliff:
+            continue
+        by_shape.setdefault(_shape_key(result), {})[engine] = result
+    found = [EnginePair(_describe(group[BASE]), group[BASE], group[OTHER]) for group in by_shape.values() if BASE in group and OTHER in group]
+    return sorted(found, key=lambda pair: pair.shape)
+
+
+def _value(result: CaseResult, metric: str) -> float | None:
+    value = result.metrics.get(metric)
+    return value.value if value is not None and result.outcome == "ok" else None
+
+
+def _published_ratio(pair: EnginePair, metric: str, references: Sequence[Reference]) -> str:
+    """SGLang/vLLM of published points whose match fits this shape (any GPU class, named)."""
+    found: dict[str, tuple[float, str]] = {}
+    for reference in references:
+        if reference.metric != metric:
+            continue
+        for engine, result in ((BASE, pair.vllm), (OTHER, pair.sglang)):
+            fields = {**{k: str(v) for k, v in result.case.items()}, **(result.case.get("extra") or {})}
+            if all(fields.get(key) == value for key, value in reference.match):
+                found[engine] = (reference.value, f"{reference.source}, {reference.gpu_class}")
+    if BASE in found and OTHER in found and found[BASE][0]:
+        return f"{found[OTHER][0] / found[BASE][0]:.2f} ({found[OTHER][1]})"
+    return "-"
+
+
+def table(pair: EnginePair, references: Sequence[Reference] = ()) -> list[list[str]]:
+    body = []
+    for metric, label in ROWS:
+        base, other = _value(pair.vllm, metric), _value(pair.sglang, metric)
+        if base is None and other is None:
+            continue  # a phase this algorithm does not have (PPO's values, GRPO's ref)
+        ratio = f"{other / base:.2f}" if base and other is not None else "-"
+        body.append([label, format_value(base), format_value(other), ratio, _published_ratio(pair, metric, references)])
+    outcomes = f"{pair.vllm.outcome} / {pair.sglang.outcome}"
+    if outcomes != "ok / ok":
+        body.insert(0, ["outcome", pair.vllm.outcome, pair.sglang.outcome, "-", "-"])
+    return body
+
+
+def render(results: Sequence[CaseResult], references: Sequence[Reference] = ()) -> str:
+    found = pairs(results)
+    if not found:
+        raise TrainperfError(
+            "no verl case measured with both rollout engines here: give run folders or baselines/<class> "
+            "holding an rl_verl case's engvllm and engsglang results"
+        )
+    blocks = []
+    for pair in found:
+        blocks += [pair.shape, *align(HEADER, table(pair, references)), ""]
+    blocks.append(
+        "medians over each run's steady steps; power and energy summed over the case's GPUs; one run per engine "
+        "unless the results pooled more (see each result's runs)"
+    )
+    return "\n".join(blocks)
