@@ -72,6 +72,20 @@ def test_window_throughput_counts_only_steps_after_the_window_start() -> None:
     assert fidelity.window_tokens_per_s(steps, 3) == pytest.approx((400 + 500) / 2)
 
 
+def test_window_noise_names_the_steps_that_vary_from_child_to_child() -> None:
+    runs = [_steps(seed) for seed in range(6)]
+    noise = fidelity.window_noise(runs, BARE_WINDOW_START)
+    steady = [i for i, tokens in enumerate(TOKENS, 1) if tokens > 4000 and i > BARE_WINDOW_START]
+    assert noise.runs == 6 and sorted(noise.step_cv) == list(range(BARE_WINDOW_START + 1, len(TOKENS) + 1))
+    assert all(step not in noise.unsteady_steps for step in steady)  # +-0.4%: well under 2%
+    assert set(noise.unsteady_steps) <= {i for i, tokens in enumerate(TOKENS, 1) if tokens <= 4000}
+    assert len(noise.unsteady_steps) >= 5  # +-30% host-bound steps are caught (a few may land close)
+    assert noise.unsteady_time_share is not None and 0.3 < noise.unsteady_time_share < 0.8
+    assert noise.tokens_per_s_cv is not None and noise.tokens_per_s_cv > 0.01
+    # A step a run lacks (cut short) is left out rather than compared over fewer runs.
+    assert len(TOKENS) not in fidelity.window_noise([*runs[:5], runs[5][:-1]], BARE_WINDOW_START).step_cv
+
+
 def test_aa_passes_and_a_planted_five_percent_is_caught_at_three_percent_tolerance() -> None:
     groups = {
         fidelity.AA_BASE: [_measured(seed) for seed in range(5)],
@@ -134,6 +148,8 @@ def test_analyse_a_run_folder_from_its_files(tmp_path: Path) -> None:
     assert report["noise"]["runs"] == 4
     assert report["overhead_paired"]["rounds"] == 1 and report["overhead_paired"]["slowdown"] is None
     assert "fidelity of sft_hf-m-lora-long-b4" in render(report)
+    assert report["window_noise"]["runs"] == 4  # the A/A harness runs, not the planted ones
+    assert "window tokens/s (steps after 3) varies" in render(report)
     assert (tmp_path / "fidelity-report.json").is_file()
 
 

@@ -69,6 +69,50 @@ def window_tokens_per_s(steps: Sequence[dict[str, Any]], after_step: int) -> flo
     return sum(float(s["tokens"]) for s in window) / seconds if seconds > 0 else None
 
 
+STEADY_STEP_CV = 0.02
+"""A step index whose time varies more than this across fresh children is called unsteady: the
+GPU waits on the host there (short batches), or the allocator grows (a new longest batch)."""
+
+
+@dataclass(slots=True)
+class WindowNoise:
+    """Where the run-to-run noise of the window's tokens/s comes from, step index by step index.
+
+    Every child of a case runs the same batches in the same order, so each step index can be
+    compared across children: steps that keep the GPU busy repeat to well under 1%, steps that
+    wait on the host do not. The overhead is measured over the window's tokens/s (the bare loop
+    has no per-step times), so its resolution is set by the unsteady steps inside the window."""
+
+    after_step: int
+    runs: int
+    tokens_per_s_cv: float | None
+    step_cv: dict[int, float]
+    """Coefficient of variation of each step index's time across the runs (window steps only)."""
+    unsteady_steps: list[int]
+    unsteady_time_share: float | None
+    """Share of the window's median time spent in unsteady steps."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def window_noise(runs_steps: Sequence[Sequence[dict[str, Any]]], after_step: int) -> WindowNoise:
+    """Per-step noise inside the window over runs of one case (harness runs: they time each step)."""
+    by_step: dict[int, list[float]] = {}
+    for steps in runs_steps:
+        for step in steps:
+            if int(step["step"]) > after_step:
+                by_step.setdefault(int(step["step"]), []).append(float(step["duration_s"]))
+    complete = {k: v for k, v in sorted(by_step.items()) if len(v) == len(runs_steps)}
+    step_cv = {k: c for k, v in complete.items() if (c := cv(v)) is not None}
+    unsteady = [k for k, c in step_cv.items() if c > STEADY_STEP_CV]
+    medians = {k: stats.median(v) for k, v in complete.items()}
+    total = sum(medians.values())
+    share = sum(medians[k] for k in unsteady) / total if total > 0 else None
+    window = [t for steps in runs_steps if (t := window_tokens_per_s(steps, after_step)) is not None]
+    return WindowNoise(after_step, len(runs_steps), cv(window), step_cv, unsteady, share)
+
+
 @dataclass(slots=True)
 class Overhead:
     harness_tokens_per_s: list[float]

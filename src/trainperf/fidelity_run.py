@@ -191,6 +191,7 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
         "judgements": [j.to_dict() for j in judged],
         "smallest_detected_at_default": smallest,
         "power": fidelity.power_check(unplanted, plan.window_after).to_dict(),
+        "window_noise": fidelity.window_noise([run.steps for run in unplanted], plan.window_after).to_dict(),
     }
     write_json_atomic(run_dir / REPORT_FILE, report)
     return report
@@ -228,6 +229,16 @@ def render(report: dict[str, Any]) -> str:
         )
     elif paired:
         lines.append(f"           paired by round: {paired['rounds']} rounds, fewer than {fidelity.MIN_PAIRED_ROUNDS}: not estimated")
+    window = report.get("window_noise")  # absent from reports written before it existed
+    if window and window.get("tokens_per_s_cv") is not None:
+        unsteady = window["unsteady_steps"]
+        steady = [c for k, c in window["step_cv"].items() if int(k) not in unsteady]
+        lines.append(
+            f"           window tokens/s (steps after {window['after_step']}) varies {_pct(window['tokens_per_s_cv'], signed=False)} "
+            f"over {window['runs']} harness runs: steps {_steps(unsteady)} vary {_cv_range(window, unsteady)} from child to "
+            f"child ({_pct(window['unsteady_time_share'], signed=False)} of the window's time), the other "
+            f"{len(steady)} at most {_pct(max(steady) if steady else None, signed=False)}"
+        )
     noise = report["noise"]
     parts = ", ".join(f"{name} {_pct(value, signed=False)}" for name, value in noise["cv"].items())
     lines.append(f"noise      CV over {noise['runs']} fresh children: {parts}   target step time <= 1%")
@@ -251,6 +262,15 @@ def render(report: dict[str, Any]) -> str:
         f"{len(power['counter_j'])} runs); sampling interval median {ms[0]}, p95 {ms[1]}, max {ms[2]}"
     )
     return "\n".join(lines)
+
+
+def _steps(steps: Sequence[int]) -> str:
+    return ", ".join(str(step) for step in steps) if steps else "none"
+
+
+def _cv_range(window: dict[str, Any], steps: Sequence[int]) -> str:
+    values = [window["step_cv"][key] for key in window["step_cv"] if int(key) in steps]
+    return f"{min(values):.1%}-{max(values):.1%}" if values else "-"
 
 
 def _median(values: Sequence[float]) -> str:
