@@ -75,7 +75,23 @@ def test_case(case, trainperf):
 """
 
 
-def test_sigint_during_real_training_steps_is_named_in_the_summary(tmp_path: Path) -> None:
+def _processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line mentions ``text`` (Linux /proc), e.g. a run folder's spec file."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode("utf-8", "replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_summary(tmp_path: Path, stop: int) -> None:
+    # SIGINT: Ctrl-C, `timeout --signal=INT`. SIGTERM: `timeout`'s default, a CI runner cancelling
+    # a job; without a handler the parent died at once and the child trained on in its own session.
     (tmp_path / "test_catalogue.py").write_text(CATALOGUE)
     command = [
         sys.executable, "-m", "pytest", "-m", "cpu", "-q", "test_catalogue.py",
@@ -92,7 +108,7 @@ def test_sigint_during_real_training_steps_is_named_in_the_summary(tmp_path: Pat
         assert time.monotonic() < deadline, "".join(seen[-20:])
     else:
         pytest.fail("the run ended before its steps began: " + "".join(seen[-20:]))
-    os.kill(process.pid, signal.SIGINT)  # what Ctrl-C or `timeout --signal=INT` sends
+    os.kill(process.pid, stop)
     rest, _ = process.communicate(timeout=120)
     output = "".join(seen) + rest
     assert f"interrupted during {CASE.id} run 1/" in output, output[-3000:]
@@ -102,3 +118,7 @@ def test_sigint_during_real_training_steps_is_named_in_the_summary(tmp_path: Pat
     assert 1 <= record["steps_done"] < 2000
     steps_file = run_dir / record["child_dir"] / "steps.jsonl"
     assert interruption.steps_on_disk(steps_file) >= record["steps_done"]  # the files stayed
+    leftover = _processes_mentioning(str(run_dir / record["child_dir"]))
+    for pid in leftover:  # never leave an orphan training on the test machine
+        os.kill(pid, signal.SIGKILL)
+    assert leftover == []  # no child left training

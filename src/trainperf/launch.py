@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +45,30 @@ def kill_group(process: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) 
             continue
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived while a child ran: handled as Ctrl-C is (the child's group killed, the
+    finished cases reported), since the child's own session would otherwise outlive us."""
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While a child runs, SIGTERM (``timeout``'s default, a CI runner cancelling a job) stops the
+    run the way Ctrl-C does. Without this the parent dies at once and the child, started in its
+    own session so that it can be killed as a group, trains on and holds the GPU."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers can only be set from the main thread; a worker thread's caller owns them
+        return
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise Terminated("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _group_gone(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -70,10 +96,10 @@ def run_child(
     timeout_s: float,
     on_tick: Callable[[float], None] | None = None,
 ) -> Exit:
-    """Run ``command`` to completion or timeout; Ctrl-C kills the group and propagates."""
+    """Run ``command`` to completion or timeout; Ctrl-C or SIGTERM kills the group and propagates."""
     log_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with open(log_dir / STDOUT_FILE, "wb") as out, open(log_dir / STDERR_FILE, "wb") as err:
+    with open(log_dir / STDOUT_FILE, "wb") as out, open(log_dir / STDERR_FILE, "wb") as err, sigterm_as_interrupt():
         try:
             process = subprocess.Popen(
                 command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=log_dir, start_new_session=True
