@@ -118,7 +118,9 @@ def run_child(
                     on_tick(elapsed)
                 time.sleep(POLL_S)
         except BaseException:
-            kill_group(process, grace_s=3.0)
+            # The full grace: a verl child answers SIGTERM by stopping its Ray cluster, whose
+            # workers are not in its process group and would keep GPU memory if cut short.
+            kill_group(process)
             raise
         # Stragglers (dataloader workers, compile workers) must not outlive the case.
         if not _group_gone(process.pid):
