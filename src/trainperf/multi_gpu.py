@@ -3,7 +3,9 @@
 A case with ``gpus > 1`` runs as one child that is torchrun (``python -m torch.distributed.run``)
 with one rank per GPU; the whole launcher group is the child, so a timeout or Ctrl-C kills
 every rank. Rank 0 records the steps (the Trainer's token counter is already summed over
-ranks); every rank reports its own allocator memory. The parent samples every GPU of the case.
+ranks); every rank reports its own allocator memory. A family that spreads over its GPUs
+itself (verl, through Ray: ``SELF_DISTRIBUTING``) runs as one plain child that sees them all.
+Either way the parent samples every GPU of the case.
 
 For such a case the gated figures mean: peak allocated/reserved and device memory, the
 highest single rank or GPU (what has to fit on one card); mean power and energy per token,
