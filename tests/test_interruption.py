@@ -19,15 +19,17 @@ from trainperf.hardware import load_classes
 from trainperf.runner import CaseRunner
 from trainperf.session import Detection, open_run
 from trainperf.settings import resolve
+from trainperf.workloads.protocol import read_steps
 
 CASE = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))
 
 
 def test_steps_on_disk_counts_whole_lines_only(tmp_path: Path) -> None:
+    # The runner counts a cut child's steps with the protocol's own reader.
     steps = tmp_path / "steps.jsonl"
-    assert interruption.steps_on_disk(steps) == 0
+    assert len(read_steps(steps)) == 0
     steps.write_text('{"step": 1}\n{"step": 2}\n{"step": 3, "dura')
-    assert interruption.steps_on_disk(steps) == 2
+    assert len(read_steps(steps)) == 2
 
 
 def test_the_runner_records_the_cut_child_and_the_record_lapses_once_the_case_has_a_result(
@@ -117,7 +119,7 @@ def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_s
     record = json.loads((run_dir / interruption.INTERRUPTED_FILE).read_text())
     assert 1 <= record["steps_done"] < 2000
     steps_file = run_dir / record["child_dir"] / "steps.jsonl"
-    assert interruption.steps_on_disk(steps_file) >= record["steps_done"]  # the files stayed
+    assert len(read_steps(steps_file)) >= record["steps_done"]  # the files stayed
     leftover = _processes_mentioning(str(run_dir / record["child_dir"]))
     for pid in leftover:  # never leave an orphan training on the test machine
         os.kill(pid, signal.SIGKILL)

@@ -30,22 +30,6 @@ class Interruption:
     steps_requested: int
 
 
-def steps_on_disk(steps_file: Path) -> int:
-    """Steps a child recorded before it was stopped (one JSON line each; a torn last line is not one)."""
-    try:
-        lines = steps_file.read_text().splitlines()
-    except OSError:
-        return 0
-    done = 0
-    for line in lines:
-        try:
-            json.loads(line)
-        except ValueError:
-            continue
-        done += 1
-    return done
-
-
 def record(run_dir: Path, interruption: Interruption) -> None:
     write_json_atomic(run_dir / INTERRUPTED_FILE, asdict(interruption))
 

@@ -263,9 +263,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         notes = {report.result.case_id: report.notes for report in state.reports}
         written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
         _summarize(terminalreporter, run_dir, state.context.gpu_class.name, results, workers.details(results, notes, written))
-    cut = interruption.pending(run_dir)
-    if cut is not None:
-        terminalreporter.write_line(interruption.describe(run_dir, cut))
+    _say_interruption(terminalreporter, run_dir)
 
 
 def _controller_summary(terminalreporter: Any, state: _State) -> None:
@@ -281,9 +279,14 @@ def _controller_summary(terminalreporter: Any, state: _State) -> None:
         if results:
             lines = workers.details(results, {}, dict(state.written))
             _summarize(terminalreporter, run_dir, results[0].gpu_class, results, lines)
-        cut = interruption.pending(run_dir)
-        if cut is not None:
-            terminalreporter.write_line(interruption.describe(run_dir, cut))
+        _say_interruption(terminalreporter, run_dir)
+
+
+def _say_interruption(terminalreporter: Any, run_dir: Path) -> None:
+    """The last line of a cut run's summary: the case it cut and how to go on."""
+    cut = interruption.pending(run_dir)
+    if cut is not None:
+        terminalreporter.write_line(interruption.describe(run_dir, cut))
 
 
 def _summarize(terminalreporter: Any, run_dir: Path, gpu_class: str, results: list[Any], lines: list[str]) -> None:

@@ -28,8 +28,10 @@ class Reference:
     note: str = ""
 
     def matches(self, case: Case, gpu_class: str) -> bool:
-        if gpu_class != self.gpu_class:
-            return False
+        return gpu_class == self.gpu_class and self.fits(case)
+
+    def fits(self, case: Case) -> bool:
+        """The case has the shape the published point describes, on whatever GPU class."""
         fields = {**{k: str(v) for k, v in case.to_dict().items()}, **dict(case.extra)}
         return all(fields.get(key) == value for key, value in self.match)
 

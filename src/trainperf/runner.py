@@ -48,6 +48,7 @@ from trainperf.workloads.protocol import (
     STEPS_FILE,
     rank_file,
     read_child_result,
+    read_steps,
     write_json_atomic,
 )
 
@@ -466,7 +467,7 @@ class CaseRunner:
                 try:
                     exit_ = run_child(command, log_dir=out_dir, env=env, timeout_s=ctx.settings.timeout, on_tick=progress)
                 except KeyboardInterrupt:
-                    steps_done = interruption.steps_on_disk(out_dir / STEPS_FILE)
+                    steps_done = len(read_steps(out_dir / STEPS_FILE))
                     where_kept = str(out_dir.relative_to(ctx.run_dir))
                     interruption.record(ctx.run_dir, interruption.Interruption(case.id, label, where_kept, steps_done, steps))
                     raise

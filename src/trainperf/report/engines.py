@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.references import Reference
 from trainperf.report.table import align, format_value
@@ -96,8 +97,7 @@ def _published_ratio(pair: EnginePair, metric: str, references: Sequence[Referen
         if reference.metric != metric:
             continue
         for engine, result in ((BASE, pair.vllm), (OTHER, pair.sglang)):
-            fields = {**{k: str(v) for k, v in result.case.items()}, **(result.case.get("extra") or {})}
-            if all(fields.get(key) == value for key, value in reference.match):
+            if reference.fits(Case.from_dict(result.case)):
                 found[engine] = (reference.value, f"{reference.source}, {reference.gpu_class}")
     if BASE in found and OTHER in found and found[BASE][0]:
         return f"{found[OTHER][0] / found[BASE][0]:.2f} ({found[OTHER][1]})"

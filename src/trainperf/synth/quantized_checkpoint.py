@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from trainperf.errors import TrainperfError
+from trainperf.estimate import NF4_BYTES_PER_PARAM
 
 FORMAT_VERSION = 1
 """Bump when the files written change, so that older cache entries are not reused."""
@@ -59,10 +60,10 @@ class NotEnoughDisk(TrainperfError):
     """The cache's disk cannot hold the checkpoint: found before writing, not after minutes of it."""
 
 
-# Serialized NF4 with double quantisation, per quantised weight element: the packed 4-bit value,
-# one uint8 absmax per block of 64 and one fp32 absmax per 256 of those; per quantised tensor:
-# the two code books (16 and 256 fp32) and the packed quant-state record (~160 bytes).
-NF4_BYTES_PER_ELEMENT = 0.5 + 1 / BLOCK_SIZE + 4 / (BLOCK_SIZE * 256)
+# Serialized NF4 with double quantisation: per quantised weight element, the memory estimate's
+# figure (the packed 4-bit value, a uint8 absmax per block of 64, an fp32 absmax per 256 of those);
+# per quantised tensor, the two code books (16 and 256 fp32) and the packed quant-state record
+# (~160 bytes).
 NF4_BYTES_PER_TENSOR = 16 * 4 + 256 * 4 + 160
 DISK_MARGIN = 1.05
 """Room asked beyond the estimate: the index, config and tokenizer files, and the estimate's error."""
@@ -71,7 +72,7 @@ DISK_MARGIN = 1.05
 def checkpoint_bytes(parameters: list[tuple[str, int, bool]]) -> int:
     """Bytes the shards will take: ``(name, elements, quantised)`` per parameter; the rest is bf16."""
     return int(
-        sum(count * NF4_BYTES_PER_ELEMENT + NF4_BYTES_PER_TENSOR if quantised else count * 2 for _name, count, quantised in parameters)
+        sum(count * NF4_BYTES_PER_PARAM + NF4_BYTES_PER_TENSOR if quantised else count * 2 for _name, count, quantised in parameters)
     )
 
 
@@ -195,8 +196,8 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
             "fused 3-D tensors (mixture-of-experts) that bitsandbytes does not quantise; only linear layers are supported so far: give the case a local pre-quantised model_path"
         )
     planned = [
-        (f"{prefix}.{name}" if prefix else name, param.numel(), isinstance(module, nn.Linear) and name == "weight" and not prefix.endswith(UNQUANTISED))
-        for prefix, module in model.named_modules()
+        (f"{module_name}.{name}" if module_name else name, param.numel(), name == "weight" and _quantised(module_name, module))
+        for module_name, module in model.named_modules()
         for name, param in module.named_parameters(recurse=False)
     ]
     require_room(folder, checkpoint_bytes(planned), f"the synthetic 4-bit checkpoint of {model_type} ({len(planned)} tensors)")
@@ -208,7 +209,7 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
         if not own:
             continue
         prefix = f"{module_name}." if module_name else ""
-        if isinstance(module, nn.Linear) and not module_name.endswith(UNQUANTISED):
+        if _quantised(module_name, module):
             shards.add(_quantised_linear(prefix, module, device, std, seed))
             quantized += 1
             continue
@@ -222,6 +223,11 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
     (folder / "config.json").write_text(json.dumps(saved, indent=1, sort_keys=True))
     build_tokenizer(int(hf_config.vocab_size)).save_pretrained(str(folder))
     return quantized
+
+
+def _quantised(module_name: str, module: nn.Module) -> bool:
+    """Whether a module's weight is written NF4 (linears but ``lm_head``, as transformers' quantizer does)."""
+    return isinstance(module, nn.Linear) and not module_name.endswith(UNQUANTISED)
 
 
 def draw_weight(name: str, shape: torch.Size, device: torch.device, std: float, seed: int) -> torch.Tensor:
