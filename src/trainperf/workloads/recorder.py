@@ -93,9 +93,14 @@ class StepRecorder:
         return self.profiler.info
 
     def memory_summary(self) -> dict[str, int]:
+        """This process's allocator peaks; empty where it allocated nothing on the GPU.
+
+        A zero peak is no measurement: the training ran in other processes (verl's Ray workers,
+        whose own peaks the family reports from their log) or never reached the GPU. Reported as
+        0 GiB it would read as a figure and become a baseline that any real run "exceeds"."""
         if self.device.type != "cuda" or not torch.cuda.is_available():
             return {}
-        return {
-            "peak_allocated_b": torch.cuda.max_memory_allocated(self.device),
-            "peak_reserved_b": torch.cuda.max_memory_reserved(self.device),
-        }
+        allocated = torch.cuda.max_memory_allocated(self.device)
+        if allocated == 0:
+            return {}
+        return {"peak_allocated_b": allocated, "peak_reserved_b": torch.cuda.max_memory_reserved(self.device)}

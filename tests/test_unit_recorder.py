@@ -1,0 +1,34 @@
+"""The child's own allocator figures: reported only where this process trained on the GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainperf.workloads.recorder import StepRecorder
+
+
+def _cuda_recorder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, allocated: int, reserved: int) -> StepRecorder:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: allocated)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device=None: reserved)
+    return StepRecorder(tmp_path / "steps.jsonl", {"device": "cuda:0"})
+
+
+def test_a_process_that_trained_on_the_gpu_reports_its_peaks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = _cuda_recorder(tmp_path, monkeypatch, allocated=7 << 30, reserved=8 << 30)
+    assert recorder.memory_summary() == {"peak_allocated_b": 7 << 30, "peak_reserved_b": 8 << 30}
+
+
+def test_a_process_that_allocated_nothing_reports_no_figure_not_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # verl's launcher process on an H100: its workers ran out of memory, it allocated nothing itself.
+    recorder = _cuda_recorder(tmp_path, monkeypatch, allocated=0, reserved=0)
+    assert recorder.memory_summary() == {}
+
+
+def test_a_cpu_run_reports_no_gpu_figures(tmp_path: Path) -> None:
+    assert StepRecorder(tmp_path / "steps.jsonl", {"device": "cpu"}).memory_summary() == {}
