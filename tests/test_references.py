@@ -60,3 +60,5 @@ def test_listing_the_shipped_baselines_skips_the_published_reference_points(caps
     assert main(["baselines", "--baselines", str(REPO_ROOT / "baselines")]) == 0
     out = capsys.readouterr().out
     assert "== h100" in out and "published" not in out
+    # a cliff baseline says its largest fit (measured on an H100, 2026-11-22)
+    assert "sft_hf-qwen3_32b-lora-long-b1-cliff-batch_size: batch_size: largest fit 6, OOM from 7, confirmed" in out

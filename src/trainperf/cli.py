@@ -75,6 +75,11 @@ def _cmd_baselines(args: argparse.Namespace) -> int:
             continue
         print(f"== {gpu_class} ({len(results)} baselines)")
         print(render_text(results))
+        # A cliff's result is its largest fit, which the table's per-step columns cannot show.
+        for result in results:
+            if result.cliff:
+                confirmed = ", confirmed" if result.cliff.get("confirmed") else ""
+                print(f"{result.case_id}: {result.cliff.get('summary', '-')}{confirmed}")
     return 0
 
 
