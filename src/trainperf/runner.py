@@ -6,6 +6,7 @@ sampler data -> compare with baseline -> verdict. The parent never imports torch
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -15,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainperf import interruption
+from trainperf import interruption, stats
 from trainperf.baseline import BaselineStore
 from trainperf.case import Case, Outcome
 from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, validate_range
@@ -480,7 +481,7 @@ class CaseRunner:
             child = read_child_result(out_dir)
             if launches_ranks(case.family, case.gpus):
                 child = merge_ranks(child, out_dir, case.gpus)
-            outcome, message = classify(exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout)
+            outcome, message = classify(exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout, steps)
             measurement = None
             if child.get("steps") or child.get("memory") or any(samples.values()):
                 if case.gpus > 1:
@@ -598,11 +599,13 @@ def _read_probes(path: Path) -> list[Probe]:
 
 
 def classify(
-    returncode: int | None, timed_out: bool, child: dict[str, Any], stderr_tail: str, timeout_s: float
-) -> tuple[Outcome, str]:
+    returncode: int | None, timed_out: bool, child: dict[str, Any], stderr_tail: str, timeout_s: float,
+    steps_requested: int = 0,
+) -> tuple[Outcome, str]:  # fmt: skip
     """The outcome of one child from its result file, exit status and stderr."""
     if timed_out:
-        return Outcome.TIMEOUT, f"killed after the {timeout_s:.0f}s limit (--perf-timeout)"
+        advice = timeout_advice(child.get("steps") or [], steps_requested, timeout_s)
+        return Outcome.TIMEOUT, f"killed after the {timeout_s:.0f}s limit (--perf-timeout){advice}"
     reported = child.get("outcome")
     if reported is not None:
         outcome = Outcome(reported)
@@ -615,6 +618,21 @@ def classify(
     if returncode is not None and returncode < 0:
         return Outcome.CRASH, f"killed by signal {-returncode} (host out of memory if 9?); stderr: {_last_line(stderr_tail)}"
     return Outcome.CRASH, f"exit status {returncode} without a result; stderr: {_last_line(stderr_tail)}"
+
+
+def timeout_advice(steps: list[dict[str, Any]], requested: int, timeout_s: float) -> str:
+    """What limit the cut run needed, from its own pace: the set-up and the steps it did, plus
+    its remaining steps at their median time, a fifth more, in whole minutes. A verl case spends
+    5-7 minutes before its first step, which a limit sized from step times alone misses."""
+    durations = [float(s["duration_s"]) for s in steps if s.get("duration_s") is not None]
+    if not durations:
+        return ": cut before its first step ended (set-up, or a first step slower than the limit); give a longer one"
+    left = max(0, requested - len(steps))
+    if left == 0:
+        return ""
+    needed = timeout_s + left * stats.median(durations)
+    suggest = math.ceil(needed * 1.2 / 60) * 60
+    return f" at step {len(steps)}/{requested}; at its pace the run needs about {needed:.0f}s: give --perf-timeout {suggest} or more"
 
 
 def _last_line(text: str) -> str:
