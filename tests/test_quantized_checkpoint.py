@@ -92,7 +92,7 @@ def test_the_room_asked_for_matches_what_is_written(tmp_path: Path, monkeypatch:
 
     asked: list[int] = []
     check = quantized_checkpoint.require_room
-    monkeypatch.setattr(quantized_checkpoint, "require_room", lambda folder, needed, what: (asked.append(needed), check(folder, needed, what)))
+    monkeypatch.setattr(quantized_checkpoint, "require_room", lambda folder, needed, what, **kw: (asked.append(needed), check(folder, needed, what, **kw)))
     info = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=tmp_path, say=lambda _: None)
     written = json.loads((info.path / "model.safetensors.index.json").read_text())["metadata"]["total_size"]
     assert asked and abs(asked[0] / written - 1) < 0.03, (asked, written)
@@ -101,10 +101,10 @@ def test_the_room_asked_for_matches_what_is_written(tmp_path: Path, monkeypatch:
 def test_a_disk_too_small_is_one_line_before_any_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from collections import namedtuple
 
-    from trainperf.synth import quantized_checkpoint
+    from trainperf.synth import cache, quantized_checkpoint
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(quantized_checkpoint.shutil, "disk_usage", lambda _path: usage(10**9, 10**9 - 4096, 4096))
+    monkeypatch.setattr(cache.shutil, "disk_usage", lambda _path: usage(10**9, 10**9 - 4096, 4096))
     with pytest.raises(quantized_checkpoint.NotEnoughDisk, match=r"needs about .* GB under .* are free: point TRAINPERF_CACHE_DIR"):
         ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=tmp_path, say=lambda _: None)
     assert list(tmp_path.iterdir()) == []  # no half-written entry left behind
@@ -114,12 +114,12 @@ def test_the_unsloth_case_is_skipped_with_that_line(tmp_path: Path, monkeypatch:
     from collections import namedtuple
 
     from trainperf.case import Case
-    from trainperf.synth import quantized_checkpoint
+    from trainperf.synth import cache
     from trainperf.workloads.protocol import SkipCase
     from trainperf.workloads.sft_unsloth import _checkpoint
 
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(quantized_checkpoint.shutil, "disk_usage", lambda _path: usage(10**9, 10**9 - 4096, 4096))
+    monkeypatch.setattr(cache.shutil, "disk_usage", lambda _path: usage(10**9, 10**9 - 4096, 4096))
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path))
     case = Case(family="sft_unsloth", environment="unsloth", model="qwen3_tiny", method="qlora", profile="short", batch_size=4)
     with pytest.raises(SkipCase, match="TRAINPERF_CACHE_DIR"):

@@ -10,19 +10,15 @@ initialisation in bf16. Tensors go to safetensors shards with an index, ``config
 ``quantization_config`` (bnb 4-bit, NF4, double quantisation, bf16 compute) and the local
 tokenizer is saved beside them.
 
-Cached by a hash of everything that shapes the files, under ``TRAINPERF_CACHE_DIR`` (default
-``~/.cache/trainperf``). An entry is written into a temporary folder and renamed into place after
-its completion marker, so a run killed half-way leaves only a temporary folder, which is removed;
-a final folder without its marker (copied, or tampered with) is rebuilt, never loaded.
+Cached by a hash of everything that shapes the files, under ``TRAINPERF_CACHE_DIR/checkpoints``
+(default ``~/.cache/trainperf``), through ``synth/cache.py``: a run killed half-way leaves no
+entry that could be loaded, and a disk too small is one line before any writing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +29,13 @@ from torch import nn
 
 from trainperf.errors import TrainperfError
 from trainperf.estimate import NF4_BYTES_PER_PARAM
+from trainperf.synth import cache
+from trainperf.synth.cache import COMPLETE_MARKER, NotEnoughDisk, require_room
+
+__all__ = ["COMPLETE_MARKER", "NotEnoughDisk", "UnsupportedArchitecture", "ensure_checkpoint", "write_checkpoint"]
 
 FORMAT_VERSION = 1
 """Bump when the files written change, so that older cache entries are not reused."""
-COMPLETE_MARKER = "trainperf-complete.json"
 BLOCK_SIZE = 64
 SHARD_BYTES = 2 << 30
 QUANTIZATION_CONFIG: dict[str, Any] = {
@@ -56,17 +55,11 @@ class UnsupportedArchitecture(TrainperfError):
     """The model has parameters this writer cannot quantise (fused mixture-of-experts tensors)."""
 
 
-class NotEnoughDisk(TrainperfError):
-    """The cache's disk cannot hold the checkpoint: found before writing, not after minutes of it."""
-
-
 # Serialized NF4 with double quantisation: per quantised weight element, the memory estimate's
 # figure (the packed 4-bit value, a uint8 absmax per block of 64, an fp32 absmax per 256 of those);
 # per quantised tensor, the two code books (16 and 256 fp32) and the packed quant-state record
 # (~160 bytes).
 NF4_BYTES_PER_TENSOR = 16 * 4 + 256 * 4 + 160
-DISK_MARGIN = 1.05
-"""Room asked beyond the estimate: the index, config and tokenizer files, and the estimate's error."""
 
 
 def checkpoint_bytes(parameters: list[tuple[str, int, bool]]) -> int:
@@ -74,15 +67,6 @@ def checkpoint_bytes(parameters: list[tuple[str, int, bool]]) -> int:
     return int(
         sum(count * NF4_BYTES_PER_PARAM + NF4_BYTES_PER_TENSOR if quantised else count * 2 for _name, count, quantised in parameters)
     )
-
-
-def require_room(folder: Path, needed_b: int, what: str) -> None:
-    free_b = shutil.disk_usage(folder).free
-    if needed_b * DISK_MARGIN > free_b:
-        raise NotEnoughDisk(
-            f"{what} needs about {needed_b * DISK_MARGIN / 1e9:.1f} GB under {folder.parent} and {free_b / 1e9:.1f} GB "
-            "are free: point TRAINPERF_CACHE_DIR at a larger disk, or give the case a local pre-quantised model_path"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +80,7 @@ class CheckpointInfo:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("TRAINPERF_CACHE_DIR") or Path.home() / ".cache" / "trainperf") / "checkpoints"
+    return cache.cache_root("checkpoints")
 
 
 def cache_key(name: str, config: dict[str, Any], seed: int) -> str:
@@ -106,10 +90,6 @@ def cache_key(name: str, config: dict[str, Any], seed: int) -> str:
         sort_keys=True,
     )
     return f"{name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
-
-
-def is_complete(path: Path) -> bool:
-    return (path / COMPLETE_MARKER).is_file()
 
 
 def ensure_checkpoint(
@@ -122,55 +102,13 @@ def ensure_checkpoint(
     say: Callable[[str], None] = print,
 ) -> CheckpointInfo:
     """The cached checkpoint of ``config`` (a model's config.json as a dict), written first if needed."""
-    root = root or cache_root()
-    root.mkdir(parents=True, exist_ok=True)
     key = cache_key(name, config, seed)
-    final = root / key
-    started = time.perf_counter()
-    _remove_stale_temporaries(root, key, say)
-    if is_complete(final):
-        marker = json.loads((final / COMPLETE_MARKER).read_text())
-        return CheckpointInfo(final, True, time.perf_counter() - started, int(marker["quantized_linears"]), False)
-    rebuilt = final.exists()
-    if rebuilt:
-        say(f"[trainperf] checkpoint cache entry {final} is half-written (no {COMPLETE_MARKER}): rebuilding it")
-        shutil.rmtree(final)
-    tmp = root / f"{key}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        quantized = write_checkpoint(tmp, config, device=device, seed=seed)
-        (tmp / COMPLETE_MARKER).write_text(json.dumps({"key": key, "quantized_linears": quantized, "format": FORMAT_VERSION}))
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not is_complete(final):  # not another writer that finished first: a real failure
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return CheckpointInfo(final, False, time.perf_counter() - started, quantized, rebuilt)
 
+    def build(folder: Path) -> dict[str, Any]:
+        return {"quantized_linears": write_checkpoint(folder, config, device=device, seed=seed), "format": FORMAT_VERSION}
 
-def _remove_stale_temporaries(root: Path, key: str, say: Callable[[str], None]) -> None:
-    """Temporary folders of writers that died (their pid is gone) are half-written entries."""
-    for leftover in root.glob(f"{key}.tmp-*"):
-        pid = leftover.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
-            continue
-        say(f"[trainperf] removing half-written checkpoint {leftover} (its writer is gone)")
-        shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    entry = cache.ensure_entry(root or cache_root(), key, build, say=say)
+    return CheckpointInfo(entry.path, entry.hit, entry.seconds, int(entry.marker["quantized_linears"]), entry.rebuilt_partial)
 
 
 @torch.no_grad()
@@ -200,7 +138,10 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
         for module_name, module in model.named_modules()
         for name, param in module.named_parameters(recurse=False)
     ]
-    require_room(folder, checkpoint_bytes(planned), f"the synthetic 4-bit checkpoint of {model_type} ({len(planned)} tensors)")
+    require_room(
+        folder, checkpoint_bytes(planned), f"the synthetic 4-bit checkpoint of {model_type} ({len(planned)} tensors)",
+        instead="a local pre-quantised model_path",
+    )  # fmt: skip
     std = float(getattr(hf_config, "initializer_range", 0.02) or 0.02)
     shards = _ShardWriter(folder, save_file)
     quantized = 0

@@ -1,0 +1,119 @@
+"""Synthetic files cached on disk (random-weight checkpoints): built once, reused by every run.
+
+An entry is written into a temporary folder and renamed into place after its completion marker,
+so a run killed half-way leaves only a temporary folder, which the next run removes; a final
+folder without its marker (copied, or tampered with) is rebuilt, never loaded. Two writers of
+the same entry (xdist workers) both finish; the first rename wins and the other's copy is
+dropped. Before writing, the room the entry needs is checked against the disk's free space, so
+that a disk too small is one line at once, not a failure minutes later half-way through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import TrainperfError
+
+COMPLETE_MARKER = "trainperf-complete.json"
+DISK_MARGIN = 1.05
+"""Room asked beyond the estimate: small files (index, config, tokenizer) and the estimate's error."""
+
+
+class NotEnoughDisk(TrainperfError):
+    """The cache's disk cannot hold the entry: found before writing, not after minutes of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    path: Path
+    hit: bool
+    seconds: float
+    marker: dict[str, Any]
+    """What the builder recorded about the files (parameter counts, shards...)."""
+    rebuilt_partial: bool
+    """A half-written entry was found and rebuilt."""
+
+
+def cache_root(kind: str) -> Path:
+    """``$TRAINPERF_CACHE_DIR/<kind>`` (default ``~/.cache/trainperf/<kind>``)."""
+    return Path(os.environ.get("TRAINPERF_CACHE_DIR") or Path.home() / ".cache" / "trainperf") / kind
+
+
+def is_complete(path: Path) -> bool:
+    return (path / COMPLETE_MARKER).is_file()
+
+
+def require_room(folder: Path, needed_b: int, what: str, instead: str) -> None:
+    """Refuse in one line when ``folder``'s disk has less than ``needed_b`` (and the margin) free."""
+    free_b = shutil.disk_usage(folder).free
+    if needed_b * DISK_MARGIN > free_b:
+        raise NotEnoughDisk(
+            f"{what} needs about {needed_b * DISK_MARGIN / 1e9:.1f} GB under {folder.parent} and {free_b / 1e9:.1f} GB "
+            f"are free: point TRAINPERF_CACHE_DIR at a larger disk, or give the case {instead}"
+        )
+
+
+def ensure_entry(
+    root: Path,
+    key: str,
+    build: Callable[[Path], dict[str, Any]],
+    *,
+    say: Callable[[str], None] = print,
+) -> CacheEntry:
+    """The entry ``root/key``, built first by ``build(folder)`` (which returns the marker's
+    content, and checks the room with ``require_room`` before it writes) if it is missing or
+    half-written."""
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / key
+    started = time.perf_counter()
+    _remove_stale_temporaries(root, key, say)
+    if is_complete(final):
+        marker = json.loads((final / COMPLETE_MARKER).read_text())
+        return CacheEntry(final, True, time.perf_counter() - started, marker, False)
+    rebuilt = final.exists()
+    if rebuilt:
+        say(f"[trainperf] cache entry {final} is half-written (no {COMPLETE_MARKER}): rebuilding it")
+        shutil.rmtree(final)
+    tmp = root / f"{key}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        marker = {"key": key, **build(tmp)}
+        (tmp / COMPLETE_MARKER).write_text(json.dumps(marker))
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not is_complete(final):  # not another writer that finished first: a real failure
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return CacheEntry(final, False, time.perf_counter() - started, marker, rebuilt)
+
+
+def _remove_stale_temporaries(root: Path, key: str, say: Callable[[str], None]) -> None:
+    """Temporary folders of writers that died (their pid is gone) are half-written entries."""
+    for leftover in root.glob(f"{key}.tmp-*"):
+        pid = leftover.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        say(f"[trainperf] removing half-written cache entry {leftover} (its writer is gone)")
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
