@@ -184,6 +184,42 @@ def test_hermetic_inputs_on_the_tiny_model(tmp_path: Path, monkeypatch: pytest.M
     assert compute_score("s", "w9", truth) == 0.0
 
 
+def test_the_model_folder_is_written_once_and_shared_by_every_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 14B folder of E3's case is 29 GB and minutes of drawing: one cache entry per config and
+    seed serves every run and engine, instead of a copy in each run folder."""
+    from safetensors.torch import load_file
+
+    from trainperf.synth import rl_inputs
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    first, entry = rl_inputs.ensure_model_folder("qwen3_tiny", dtype="float32", root=tmp_path, say=lambda _: None)
+    again, hit = rl_inputs.ensure_model_folder("qwen3_tiny", dtype="float32", root=tmp_path, say=lambda _: None)
+    assert not entry.hit and hit.hit and again == first and first.parameters == 336_256
+    other_seed, _ = rl_inputs.ensure_model_folder("qwen3_tiny", dtype="float32", seed=1, root=tmp_path, say=lambda _: None)
+    assert other_seed.path != first.path
+
+    def embedding(folder: Path) -> Any:
+        return load_file(str(min(folder.glob("model-*.safetensors"))))["model.embed_tokens.weight"]
+
+    assert not embedding(first.path).equal(embedding(other_seed.path))  # the seed is part of the key
+    assert (first.tokenizer / "tokenizer_config.json").is_file()
+
+
+def test_a_disk_too_small_for_the_model_skips_the_case_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collections import namedtuple
+
+    from trainperf.synth import cache
+    from trainperf.workloads.protocol import SkipCase
+    from trainperf.workloads.rl_verl import prepare_inputs
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(cache.shutil, "disk_usage", lambda _path: usage(10**9, 10**9 - 4096, 4096))
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(SkipCase, match=r"synthetic qwen3_tiny checkpoint .* needs about .* TRAINPERF_CACHE_DIR .* local model_path"):
+        prepare_inputs(rl().replace(model="qwen3_tiny"), tmp_path / "work", rows=2, prompt_len=32, seed=0)
+    assert not any((tmp_path / "cache" / "models").iterdir())  # nothing half-written left behind
+
+
 def test_a_qwen2_model_folder_gives_verl_a_tokenizer_that_keeps_the_synthetic_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -329,6 +365,10 @@ def test_the_child_tails_verls_jsonl_into_steps_as_they_land(fake_verl: Path, mo
     assert result["ray_stop"] == "ray not installed"
     overrides_used = (fake_verl / "out" / "verl" / "overrides.txt").read_text()
     assert "trainer.total_training_steps=3" in overrides_used
+    # verl loads the cached synthetic model; the run folder holds no copy of its weights
+    model_path = next(line.split("=", 1)[1] for line in overrides_used.splitlines() if line.startswith("actor_rollout_ref.model.path="))
+    assert Path(model_path).parent.name == "models" and not list((fake_verl / "out").rglob("*.safetensors"))
+    assert result["effective_config"]["model_source"] == f"synthetic:{Path(model_path).name}"
 
 
 def test_a_run_of_other_lengths_than_the_case_is_an_error_not_a_measurement(

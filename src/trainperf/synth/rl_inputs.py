@@ -12,20 +12,28 @@
 
 Initialisation follows the architecture's ``_init_weights`` for dense decoders (normal with
 ``initializer_range`` for matrices, ones for norms, zeros for biases), drawn per tensor from a
-seeded generator so that the same case gets the same weights in every run.
+seeded generator so that the same case gets the same weights in every run. The model folder is
+therefore cached (``ensure_model_folder``, under ``TRAINPERF_CACHE_DIR/models``, keyed by the
+config, the seed and the format) and shared by every run and engine: the 14B Phi-4 folder is
+29 GB and takes minutes to draw, which a run folder per case and engine would repeat.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainperf.synth import cache
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.tokenizer import FIRST_REGULAR_ID, SPECIAL_TOKENS, build_tokenizer, regular_id_end
 
 SHARD_BYTES = 2 << 30
+FORMAT_VERSION = 1
+"""Bump when the files ``write_model_folder`` writes change, so that older cache entries are not reused."""
 DATA_SOURCE = "trainperf/synthetic_gsm8k"
 SPECIAL_IDS = {f"{name}_token_id": SPECIAL_TOKENS.index(f"<{name}>") for name in ("pad", "bos", "eos")}
 
@@ -80,6 +88,11 @@ def write_model_folder(name: str, folder: Path, *, dtype: str = "bfloat16", seed
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(hf_config)
     torch_dtype = getattr(torch, dtype)
+    planned = sum(parameter.numel() for parameter in skeleton.parameters())
+    cache.require_room(
+        folder, planned * torch.empty((), dtype=torch_dtype).element_size(),
+        f"the synthetic {name} checkpoint ({planned / 1e9:.1f}B parameters, {dtype})", instead="a local model_path",
+    )  # fmt: skip
     std = float(getattr(hf_config, "initializer_range", 0.02))
     generator = torch.Generator().manual_seed(seed)
     writer = _ShardWriter(folder, save_file)
@@ -98,6 +111,27 @@ def write_model_folder(name: str, folder: Path, *, dtype: str = "bfloat16", seed
     for target in (folder, folder / TOKENIZER_SUBFOLDER):
         _save_tokenizer(tokenizer, target)
     return ModelFolder(folder, total, len(set(weight_map.values())), folder / TOKENIZER_SUBFOLDER)
+
+
+def model_cache_key(name: str, config: dict[str, Any], seed: int) -> str:
+    """``<name>-<hash>``: the hash covers the config (dtype included), the seed and the format."""
+    material = json.dumps({"config": config, "seed": seed, "format": FORMAT_VERSION}, sort_keys=True)
+    return f"{name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
+
+
+def ensure_model_folder(
+    name: str, *, dtype: str = "bfloat16", seed: int = 0, root: Path | None = None, say: Callable[[str], None] = print
+) -> tuple[ModelFolder, cache.CacheEntry]:
+    """The cached model folder of fixture ``name`` (written first if needed) and its cache entry."""
+    key = model_cache_key(name, model_config(name, dtype), seed)
+
+    def build(folder: Path) -> dict[str, Any]:
+        written = write_model_folder(name, folder, dtype=dtype, seed=seed)
+        return {"parameters": written.parameters, "shards": written.shards, "format": FORMAT_VERSION}
+
+    entry = cache.ensure_entry(root or cache.cache_root("models"), key, build, say=say)
+    folder = ModelFolder(entry.path, int(entry.marker["parameters"]), int(entry.marker["shards"]), entry.path / TOKENIZER_SUBFOLDER)
+    return folder, entry
 
 
 def _save_tokenizer(tokenizer: Any, folder: Path) -> None:

@@ -85,17 +85,25 @@ def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int
     """The model folder, the parquet and the reward file; a case's local paths replace the synthetic ones."""
     from transformers import AutoTokenizer
 
-    from trainperf.synth.rl_inputs import write_gsm8k_parquet, write_model_folder
+    from trainperf.synth.cache import NotEnoughDisk
+    from trainperf.synth.rl_inputs import ensure_model_folder, write_gsm8k_parquet
     from trainperf.workloads import verl_reward
 
     info: dict[str, Any] = {}
     started = time.monotonic()
     if case.model_path:
         model_dir = tokenizer_dir = Path(case.model_path)
+        info["model_source"] = f"local:{case.model_path}"
     else:
-        folder = write_model_folder(case.model, work / "model", seed=seed)
+        try:
+            folder, entry = ensure_model_folder(case.model, seed=seed, say=lambda line: print(line, flush=True))
+        except NotEnoughDisk as exc:  # cannot run on this machine as it is: say why
+            raise SkipCase(str(exc)) from None
+        state = "cache hit" if entry.hit else f"written in {entry.seconds:.0f}s"
+        print(f"[trainperf] synthetic model {folder.path} ({state}, {folder.parameters / 1e9:.2f}B parameters)", flush=True)
         model_dir, tokenizer_dir = folder.path, folder.tokenizer
         info.update(total_params=folder.parameters, trainable_params=folder.parameters, weight_shards=folder.shards)
+        info.update(model_source=f"synthetic:{folder.path.name}", model_cache_hit=entry.hit)
     info["model_build_s"] = round(time.monotonic() - started, 1)
     if case.dataset_path:
         parquet = Path(case.dataset_path)
