@@ -10,6 +10,7 @@ that a disk too small is one line at once, not a failure minutes later half-way 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -44,6 +45,11 @@ class CacheEntry:
 def cache_root(kind: str) -> Path:
     """``$TRAINPERF_CACHE_DIR/<kind>`` (default ``~/.cache/trainperf/<kind>``)."""
     return Path(os.environ.get("TRAINPERF_CACHE_DIR") or Path.home() / ".cache" / "trainperf") / kind
+
+
+def entry_key(name: str, material: dict[str, Any]) -> str:
+    """``<name>-<hash>``: the hash covers everything in ``material`` that shapes the files."""
+    return f"{name}-{hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]}"
 
 
 def is_complete(path: Path) -> bool:

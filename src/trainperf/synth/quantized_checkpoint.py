@@ -85,11 +85,8 @@ def cache_root() -> Path:
 
 def cache_key(name: str, config: dict[str, Any], seed: int) -> str:
     """``<name>-<hash>``: the hash covers the config, the quantisation, the seed and the format."""
-    material = json.dumps(
-        {"config": config, "quantization": QUANTIZATION_CONFIG, "block": BLOCK_SIZE, "seed": seed, "format": FORMAT_VERSION},
-        sort_keys=True,
-    )
-    return f"{name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
+    material = {"config": config, "quantization": QUANTIZATION_CONFIG, "block": BLOCK_SIZE, "seed": seed, "format": FORMAT_VERSION}
+    return cache.entry_key(name, material)
 
 
 def ensure_checkpoint(

@@ -20,7 +20,6 @@ config, the seed and the format) and shared by every run and engine: the 14B Phi
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,8 +114,7 @@ def write_model_folder(name: str, folder: Path, *, dtype: str = "bfloat16", seed
 
 def model_cache_key(name: str, config: dict[str, Any], seed: int) -> str:
     """``<name>-<hash>``: the hash covers the config (dtype included), the seed and the format."""
-    material = json.dumps({"config": config, "seed": seed, "format": FORMAT_VERSION}, sort_keys=True)
-    return f"{name}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
+    return cache.entry_key(name, {"config": config, "seed": seed, "format": FORMAT_VERSION})
 
 
 def ensure_model_folder(
