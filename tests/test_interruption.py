@@ -40,21 +40,31 @@ def test_the_runner_records_the_cut_child_and_the_record_lapses_once_the_case_ha
     context.say = lambda _line: None
 
     def cut_after_two_steps(command: list[str], *, log_dir: Path, **_kw: Any) -> None:
-        (log_dir / "steps.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+        (log_dir / "steps.jsonl").write_text('{"step": 1, "duration_s": 3.0}\n{"step": 2, "duration_s": 5.0}\n')
         raise KeyboardInterrupt
 
     monkeypatch.setattr("trainperf.runner.run_child", cut_after_two_steps)
     with pytest.raises(KeyboardInterrupt):
         CaseRunner(context).run_child(CASE, 12, repeat=0, total=3)
     cut = interruption.pending(context.run_dir)
-    assert cut == interruption.Interruption(CASE.id, f"{CASE.id} run 1/3", f"cases/{CASE.id}/r1", 2, 12)
+    assert cut is not None and cut.ran_s is not None and cut.ran_s >= 0
+    # 10 steps left at the median of the two done (4 s)
+    assert cut == interruption.Interruption(CASE.id, f"{CASE.id} run 1/3", f"cases/{CASE.id}/r1", 2, 12, cut.ran_s, 40.0)
     line = interruption.describe(context.run_dir, cut)
-    assert f"interrupted during {CASE.id} run 1/3 after 2/12 steps" in line
+    assert f"interrupted during {CASE.id} run 1/3 after 2/12 steps, " in line
+    assert "at its pace it needed about 40s more" in line
     assert f"--perf-resume {context.run_dir}" in line
 
     (context.run_dir / "results").mkdir(exist_ok=True)
     (context.run_dir / "results" / f"{CASE.id}.json").write_text("{}")  # a resumed run finished it
     assert interruption.pending(context.run_dir) is None
+
+
+def test_a_record_of_an_older_run_without_the_pace_still_reads(tmp_path: Path) -> None:
+    old = {"case_id": "c", "label": "c run 1/1", "child_dir": "cases/c/r1", "steps_done": 3, "steps_requested": 9}
+    (tmp_path / interruption.INTERRUPTED_FILE).write_text(json.dumps(old))
+    cut = interruption.pending(tmp_path)
+    assert cut is not None and "after 3/9 steps (its files" in interruption.describe(tmp_path, cut)
 
 
 def test_a_corrupt_record_is_ignored(tmp_path: Path) -> None:

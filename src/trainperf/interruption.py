@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
+from trainperf import stats
 from trainperf.workloads.protocol import write_json_atomic
 
 INTERRUPTED_FILE = "interrupted.json"
@@ -28,6 +30,19 @@ class Interruption:
     """The interrupted child's folder, relative to the run folder."""
     steps_done: int
     steps_requested: int
+    ran_s: float | None = None
+    """How long the child had run when it was cut."""
+    needed_more_s: float | None = None
+    """Its remaining steps at the median time of those it did (None before its first step)."""
+
+
+def remaining_s(steps: list[dict[str, Any]], requested: int) -> float | None:
+    """The time a run's remaining steps would take at its own pace (the median of its steps so
+    far); None before its first step, when its pace is unknown."""
+    durations = [float(s["duration_s"]) for s in steps if s.get("duration_s") is not None]
+    if not durations:
+        return None
+    return max(0, requested - len(steps)) * stats.median(durations)
 
 
 def record(run_dir: Path, interruption: Interruption) -> None:
@@ -47,8 +62,13 @@ def pending(run_dir: Path) -> Interruption | None:
 
 
 def describe(run_dir: Path, interruption: Interruption) -> str:
+    pace = ""
+    if interruption.ran_s is not None:
+        pace = f", {interruption.ran_s:.0f}s in"
+        if interruption.needed_more_s:
+            pace += f"; at its pace it needed about {interruption.needed_more_s:.0f}s more"
     return (
         f"trainperf: interrupted during {interruption.label} after {interruption.steps_done}/"
-        f"{interruption.steps_requested} steps (its files: {run_dir / interruption.child_dir}); "
+        f"{interruption.steps_requested} steps{pace} (its files: {run_dir / interruption.child_dir}); "
         f"finished cases are kept: run again with --perf-resume {run_dir} to judge them and re-run the rest"
     )

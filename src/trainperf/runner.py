@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainperf import interruption, stats
+from trainperf import interruption
 from trainperf.baseline import BaselineStore
 from trainperf.case import Case, Outcome
 from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, validate_range
@@ -465,12 +465,16 @@ class CaseRunner:
                 env = child_env(",".join(devices) if devices else None, isolated=interpreter.isolated)
                 if launches_ranks(case.family, case.gpus) and not devices:  # ranks on the CPU (gloo), e.g. the self-tests
                     env["ACCELERATE_USE_CPU"] = "true"
+                launched = time.monotonic()
                 try:
                     exit_ = run_child(command, log_dir=out_dir, env=env, timeout_s=ctx.settings.timeout, on_tick=progress)
                 except KeyboardInterrupt:
-                    steps_done = len(read_steps(out_dir / STEPS_FILE))
-                    where_kept = str(out_dir.relative_to(ctx.run_dir))
-                    interruption.record(ctx.run_dir, interruption.Interruption(case.id, label, where_kept, steps_done, steps))
+                    steps_so_far = read_steps(out_dir / STEPS_FILE)
+                    cut = interruption.Interruption(
+                        case.id, label, str(out_dir.relative_to(ctx.run_dir)), len(steps_so_far), steps,
+                        ran_s=round(time.monotonic() - launched, 1), needed_more_s=interruption.remaining_s(steps_so_far, steps),
+                    )  # fmt: skip
+                    interruption.record(ctx.run_dir, cut)
                     raise
             finally:
                 samples = {d: sampler.stop() for d, sampler in samplers.items()}
@@ -624,13 +628,12 @@ def timeout_advice(steps: list[dict[str, Any]], requested: int, timeout_s: float
     """What limit the cut run needed, from its own pace: the set-up and the steps it did, plus
     its remaining steps at their median time, a fifth more, in whole minutes. A verl case spends
     5-7 minutes before its first step, which a limit sized from step times alone misses."""
-    durations = [float(s["duration_s"]) for s in steps if s.get("duration_s") is not None]
-    if not durations:
+    more = interruption.remaining_s(steps, requested)
+    if more is None:
         return ": cut before its first step ended (set-up, or a first step slower than the limit); give a longer one"
-    left = max(0, requested - len(steps))
-    if left == 0:
+    if more == 0:
         return ""
-    needed = timeout_s + left * stats.median(durations)
+    needed = timeout_s + more
     suggest = math.ceil(needed * 1.2 / 60) * 60
     return f" at step {len(steps)}/{requested}; at its pace the run needs about {needed:.0f}s: give --perf-timeout {suggest} or more"
 
