@@ -29,7 +29,7 @@ TINY = load_model_fixture("qwen3_tiny")["config"]
 def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cache")
     info = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=root, say=lambda _: None)
-    assert not info.cache_hit and info.quantized_linears == 14  # 7 projections x 2 layers; lm_head stays bf16
+    assert not info.hit and info.marker["quantized_linears"] == 14  # 7 projections x 2 layers; lm_head stays bf16
     return info.path
 
 
@@ -58,7 +58,7 @@ def test_transformers_loads_it_as_4bit_and_it_round_trips(written: Path) -> None
 def test_cache_hit_and_half_written_entry_rebuilt(written: Path) -> None:
     root = written.parent
     again = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=root, say=lambda _: None)
-    assert again.cache_hit and again.path == written
+    assert again.hit and again.path == written
     # A killed writer leaves a temporary folder: removed, never taken for the entry.
     stale = root / f"{written.name}.tmp-999999999"
     stale.mkdir()
@@ -68,7 +68,7 @@ def test_cache_hit_and_half_written_entry_rebuilt(written: Path) -> None:
     (written / "model-00001.safetensors").write_bytes(b"torn")
     said: list[str] = []
     rebuilt = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=root, say=said.append)
-    assert not rebuilt.cache_hit and rebuilt.rebuilt_partial and (written / COMPLETE_MARKER).is_file()
+    assert not rebuilt.hit and rebuilt.rebuilt_partial and (written / COMPLETE_MARKER).is_file()
     assert not stale.exists()
     assert any("half-written" in line for line in said) and all("\n" not in line for line in said)
     assert os.path.getsize(written / "model-00001.safetensors") > 1000

@@ -41,6 +41,10 @@ class CacheEntry:
     rebuilt_partial: bool
     """A half-written entry was found and rebuilt."""
 
+    def state(self) -> str:
+        """For the child's log: ``cache hit`` or ``written in 95s``."""
+        return "cache hit" if self.hit else f"written in {self.seconds:.0f}s"
+
 
 def cache_root(kind: str) -> Path:
     """``$TRAINPERF_CACHE_DIR/<kind>`` (default ``~/.cache/trainperf/<kind>``)."""

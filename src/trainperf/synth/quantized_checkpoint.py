@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,16 +68,6 @@ def checkpoint_bytes(parameters: list[tuple[str, int, bool]]) -> int:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class CheckpointInfo:
-    path: Path
-    cache_hit: bool
-    seconds: float
-    quantized_linears: int
-    rebuilt_partial: bool
-    """A half-written entry was found and rebuilt."""
-
-
 def cache_root() -> Path:
     return cache.cache_root("checkpoints")
 
@@ -97,15 +86,15 @@ def ensure_checkpoint(
     seed: int = 0,
     root: Path | None = None,
     say: Callable[[str], None] = print,
-) -> CheckpointInfo:
-    """The cached checkpoint of ``config`` (a model's config.json as a dict), written first if needed."""
+) -> cache.CacheEntry:
+    """The cached checkpoint of ``config`` (a model's config.json as a dict), written first if
+    needed; its marker holds ``quantized_linears``, the number of NF4 linears."""
     key = cache_key(name, config, seed)
 
     def build(folder: Path) -> dict[str, Any]:
         return {"quantized_linears": write_checkpoint(folder, config, device=device, seed=seed), "format": FORMAT_VERSION}
 
-    entry = cache.ensure_entry(root or cache_root(), key, build, say=say)
-    return CheckpointInfo(entry.path, entry.hit, entry.seconds, int(entry.marker["quantized_linears"]), entry.rebuilt_partial)
+    return cache.ensure_entry(root or cache_root(), key, build, say=say)
 
 
 @torch.no_grad()

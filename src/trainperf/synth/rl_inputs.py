@@ -89,7 +89,7 @@ def write_model_folder(name: str, folder: Path, *, dtype: str = "bfloat16", seed
     torch_dtype = getattr(torch, dtype)
     planned = sum(parameter.numel() for parameter in skeleton.parameters())
     cache.require_room(
-        folder, planned * torch.empty((), dtype=torch_dtype).element_size(),
+        folder, planned * torch_dtype.itemsize,
         f"the synthetic {name} checkpoint ({planned / 1e9:.1f}B parameters, {dtype})", instead="a local model_path",
     )  # fmt: skip
     std = float(getattr(hf_config, "initializer_range", 0.02))

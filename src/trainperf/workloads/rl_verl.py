@@ -99,8 +99,7 @@ def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int
             folder, entry = ensure_model_folder(case.model, seed=seed, say=lambda line: print(line, flush=True))
         except NotEnoughDisk as exc:  # cannot run on this machine as it is: say why
             raise SkipCase(str(exc)) from None
-        state = "cache hit" if entry.hit else f"written in {entry.seconds:.0f}s"
-        print(f"[trainperf] synthetic model {folder.path} ({state}, {folder.parameters / 1e9:.2f}B parameters)", flush=True)
+        print(f"[trainperf] synthetic model {folder.path} ({entry.state()}, {folder.parameters / 1e9:.2f}B parameters)", flush=True)
         model_dir, tokenizer_dir = folder.path, folder.tokenizer
         info.update(total_params=folder.parameters, trainable_params=folder.parameters, weight_shards=folder.shards)
         info.update(model_source=f"synthetic:{folder.path.name}", model_cache_hit=entry.hit)

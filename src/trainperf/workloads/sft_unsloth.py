@@ -116,8 +116,7 @@ def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
         info = ensure_checkpoint(case.model, load_model_fixture(case.model)["config"], device=device, seed=seed)
     except (UnsupportedArchitecture, NotEnoughDisk) as exc:  # cannot run on this machine as it is: say why
         raise SkipCase(str(exc)) from None
-    state = "cache hit" if info.cache_hit else f"written in {info.seconds:.0f}s"
-    print(f"[trainperf] synthetic 4-bit checkpoint {info.path} ({state}, {info.quantized_linears} NF4 linears)", flush=True)
+    print(f"[trainperf] synthetic 4-bit checkpoint {info.path} ({info.state()}, {info.marker['quantized_linears']} NF4 linears)", flush=True)
     return str(info.path), f"synthetic-nf4:{info.path.name}"
 
 
