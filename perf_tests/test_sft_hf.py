@@ -26,6 +26,10 @@ CASES = [
     *(sft("qwen3_tiny", m, p, 4, ("cpu",)) for m in ("lora", "qlora", "full") for p in PROFILES),
     # Qwen3-8B, batch 4 (E2): every method on every GPU class.
     *(sft("qwen3_8b", m, p, 4, GPU) for m in ("lora", "qlora") for p in PROFILES),
+    # Every sample at 2,048 tokens (the suite's own ``maxlen`` profile): every step keeps the GPU
+    # busy and repeats within a fraction of a percent, so it is the quietest case to gate compute
+    # regressions on and the one `trainperf fidelity` measures its own overhead on.
+    sft("qwen3_8b", "lora", "maxlen", 4, GPU, notes="GPU-bound steps: no padding, no short batches"),
     # Full fine-tuning needs ~66 GB before activations (bf16 weights, grads, AdamW states):
     # unknown on the 80 GB and 96 GB cards until measured.
     *(

@@ -11,7 +11,7 @@ from trainperf.errors import TrainperfError
 from trainperf.synth.profiles import length_pool, load_profile, sample_lengths, synthetic_token_ids
 
 
-@pytest.mark.parametrize("name", ["short", "long"])
+@pytest.mark.parametrize("name", ["short", "long", "maxlen"])
 def test_length_pool_mean_matches_published(name: str) -> None:
     profile = load_profile(name)
     pool = length_pool(profile)
@@ -23,6 +23,13 @@ def test_length_pool_mean_matches_published(name: str) -> None:
 def test_shipped_profiles_published_means() -> None:
     assert load_profile("short").mean_tokens == 117
     assert load_profile("long").mean_tokens == 861
+
+
+def test_maxlen_profile_is_one_length_at_every_cap() -> None:
+    # The fidelity benchmark's overhead case relies on every batch having the same shape.
+    profile = load_profile("maxlen")
+    assert set(sample_lengths(profile, 200, max_seq_len=2048)) == {2048}
+    assert set(sample_lengths(profile, 200, max_seq_len=1024)) == {1024}
 
 
 def test_sample_lengths_deterministic_and_truncated() -> None:
@@ -84,6 +91,8 @@ def test_missing_profile_is_one_line_error(tmp_path: Path) -> None:
             }
         ),
         json.dumps([1, 2, 3]),
+        json.dumps({"name": "bad", "mean_tokens": 900, "max_tokens": 512, "min_tokens": 8, "sigma": 0.5, "pool_size": 10, "seed": 1}),
+        json.dumps({"name": "bad", "mean_tokens": 100, "max_tokens": 512, "min_tokens": 8, "sigma": -1, "pool_size": 10, "seed": 1}),
     ],
 )
 def test_invalid_profile_is_one_line_error(tmp_path: Path, text: str) -> None:

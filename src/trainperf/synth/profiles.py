@@ -40,7 +40,7 @@ def load_profile(name: str, directory: Path = DATASETS_DIR) -> LengthProfile:
         raise TrainperfError(f"no length profile '{name}' in {directory} (known: {known}); add {path}")
     try:
         raw = json.loads(path.read_text())
-        return LengthProfile(
+        profile = LengthProfile(
             name=raw["name"],
             mean_tokens=float(raw["mean_tokens"]),
             max_tokens=int(raw["max_tokens"]),
@@ -52,6 +52,14 @@ def load_profile(name: str, directory: Path = DATASETS_DIR) -> LengthProfile:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TrainperfError(f"{path} is not a valid length profile ({exc}); compare with fixtures/datasets/long.json")
+    # A mean outside the bounds cannot be solved for: the pool would quietly miss it.
+    if not 1 <= profile.min_tokens <= profile.mean_tokens <= profile.max_tokens or profile.sigma < 0 or profile.pool_size < 1:
+        raise TrainperfError(
+            f"{path}: need 1 <= min_tokens <= mean_tokens <= max_tokens, sigma >= 0 and pool_size >= 1 "
+            f"(got {profile.min_tokens} <= {profile.mean_tokens:g} <= {profile.max_tokens}, sigma {profile.sigma:g}, "
+            f"pool {profile.pool_size}); for one fixed length set all three to it and sigma to 0, as maxlen.json does"
+        )
+    return profile
 
 
 def _standard_normals(rng: random.Random, count: int) -> list[float]:
