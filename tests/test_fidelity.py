@@ -10,7 +10,7 @@ import pytest
 
 from trainperf import fidelity
 from trainperf.errors import TrainperfError
-from trainperf.fidelity_run import STATE_FILE, Plan, analyse, render
+from trainperf.fidelity_run import STATE_FILE, Plan, _unsteady_phrase, analyse, render
 from trainperf.measure import measure_run
 from trainperf.workloads.protocol import BARE_WINDOW_START
 
@@ -216,3 +216,20 @@ def test_a_run_folders_saved_plan_is_read_back_and_a_broken_one_named(tmp_path: 
         load_state(tmp_path)
     with pytest.raises(TrainperfError, match="no fidelity.json"):
         load_state(tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    ("unsteady", "expected"),
+    [
+        ([], "every step repeats from child to child within 0.50%"),
+        ([15], "step 15 varies 2.9% from child to child (8.00% of the window's time), the other 2 at most 1.20%"),
+        ([4, 15], "steps 4, 15 vary 1.2%-2.9% from child to child (8.00% of the window's time), the other 1 at most 0.50%"),
+    ],
+)
+def test_the_window_line_words_the_unsteady_steps_by_their_count(unsteady: list[int], expected: str) -> None:
+    cvs = {"4": 0.012, "5": 0.005, "15": 0.029}
+    window = {"step_cv": cvs, "unsteady_time_share": 0.08}
+    steady = [cv for key, cv in cvs.items() if int(key) not in unsteady]
+    if not unsteady:
+        steady = [0.005]
+    assert _unsteady_phrase(window, unsteady, steady) == expected

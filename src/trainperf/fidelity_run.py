@@ -235,9 +235,7 @@ def render(report: dict[str, Any]) -> str:
         steady = [c for k, c in window["step_cv"].items() if int(k) not in unsteady]
         lines.append(
             f"           window tokens/s (steps after {window['after_step']}) varies {_pct(window['tokens_per_s_cv'], signed=False)} "
-            f"over {window['runs']} harness runs: steps {_steps(unsteady)} vary {_cv_range(window, unsteady)} from child to "
-            f"child ({_pct(window['unsteady_time_share'], signed=False)} of the window's time), the other "
-            f"{len(steady)} at most {_pct(max(steady) if steady else None, signed=False)}"
+            f"over {window['runs']} harness runs: {_unsteady_phrase(window, unsteady, steady)}"
         )
     noise = report["noise"]
     parts = ", ".join(f"{name} {_pct(value, signed=False)}" for name, value in noise["cv"].items())
@@ -264,13 +262,16 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _steps(steps: Sequence[int]) -> str:
-    return ", ".join(str(step) for step in steps) if steps else "none"
-
-
-def _cv_range(window: dict[str, Any], steps: Sequence[int]) -> str:
-    values = [window["step_cv"][key] for key in window["step_cv"] if int(key) in steps]
-    return f"{min(values):.1%}-{max(values):.1%}" if values else "-"
+def _unsteady_phrase(window: dict[str, Any], unsteady: Sequence[int], steady: Sequence[float]) -> str:
+    """Which step indices vary from child to child, and by how much, in words that fit their count."""
+    rest = f"at most {_pct(max(steady) if steady else None, signed=False)}"
+    if not unsteady:
+        return f"every step repeats from child to child within {rest.removeprefix('at most ')}"
+    values = [window["step_cv"][key] for key in window["step_cv"] if int(key) in unsteady]
+    spread = f"{min(values):.1%}" if len(values) == 1 else f"{min(values):.1%}-{max(values):.1%}"
+    which = f"step {unsteady[0]} varies" if len(unsteady) == 1 else f"steps {', '.join(map(str, unsteady))} vary"
+    share = _pct(window["unsteady_time_share"], signed=False)
+    return f"{which} {spread} from child to child ({share} of the window's time), the other {len(steady)} {rest}"
 
 
 def _median(values: Sequence[float]) -> str:
