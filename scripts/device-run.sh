@@ -9,7 +9,9 @@ export PYTHONUNBUFFERED=1
 # The 'hf' family's wheels: .whl/ (all of them) or .whl-hf/ (all but bitsandbytes, small enough to
 # travel beside a part of the verl stack). What an earlier call installed stays in
 # /tmp/site while the machine is warm, so a call that carries none still finds it.
-hf_wheels=$(ls .whl/*.whl .whl-hf/*.whl 2>/dev/null)
+# .whl/ is a superset of .whl-hf/: when a warm machine's repo copy holds both (an earlier call
+# carried one, this call the other), pip refuses the same wheel twice, so take .whl/ alone.
+hf_wheels=$(ls .whl/*.whl 2>/dev/null || ls .whl-hf/*.whl 2>/dev/null)
 if [ -n "$hf_wheels" ]; then
   # shellcheck disable=SC2086
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $hf_wheels || exit 1
