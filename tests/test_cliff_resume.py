@@ -49,3 +49,28 @@ def test_resumed_search_replays_recorded_probes_and_launches_the_rest(tmp_path: 
     assert launched == full[4:]
     assert resumed.result.cliff is not None and resumed.result.cliff["largest_fit"] == TRUE_CLIFF
     assert resumed.result.cliff["confirmed"]
+
+
+def test_the_verl_micro_batch_cliff_launches_no_value_pre_flight_rejects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """E1's 3B one-GPU cliff through the runner, pre-flight real: 256 and 512 do not divide the
+    per-GPU mini-batch of 128 and are cut before the first launch, so the search starts at 8."""
+    from trainperf.catalogue import load_catalogue
+
+    root = Path(__file__).resolve().parents[1]
+    case = load_catalogue(root)["rl_verl-qwen2_5_3b-full-gsm8k-b256-mb1-algppo-engvllm-mini128-n1-p1024-r1024-tp1"]
+    launched: list[int] = []
+    runner = _runner(tmp_path, None, [], monkeypatch)
+
+    def fake_runs(case: Case, steps: int, result: Any, measurements: Any, count: int, purpose: str = "") -> None:
+        assert case.micro_batch_size is not None
+        launched.append(case.micro_batch_size)
+        if case.micro_batch_size > 8:  # as measured on an H100: 16 runs out of memory
+            result.outcome, result.message = "oom", "out of memory (fake)"
+
+    monkeypatch.setattr(runner, "_add_runs", fake_runs)
+    report = runner.run_cliff(case, "micro_batch_size", 1, 512)
+    assert report.result.cliff is not None
+    assert (report.result.cliff["largest_fit"], report.result.cliff["smallest_oom"]) == (8, 16)
+    assert launched == [8, 32, 16, 8, 16]  # the search, then the confirmations at both edges
+    rejected = [p for p in report.result.cliff["probes"] if p["outcome"] == "config_error"]
+    assert [p["value"] for p in rejected] == [512, 256] and "divisible" in rejected[0]["note"]

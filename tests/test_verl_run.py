@@ -136,12 +136,48 @@ def test_the_micro_batch_cliff_is_bounded_by_rejections_as_in_e1() -> None:
 
     cliff = find_cliff("micro_batch_size", 1, 512, probe)
     assert (cliff.largest_fit, cliff.smallest_oom) == (16, 32)
-    assert [p.value for p in cliff.probes] == [1, 32, 4, 8, 16]  # powers of two only: 17 would be rejected
-    assert cliff.launched == len([p for p in cliff.probes if p.outcome != "config_error"])
+    # Powers of two only (17 would be rejected), from the middle: micro-batch 1, the slowest
+    # probe, is never launched when something above it fits; 128 costs nothing (pre-flight).
+    assert [p.value for p in cliff.probes] == [16, 128, 32]
+    assert cliff.launched == 2
     rejected_only = find_cliff("micro_batch_size", 1, 512, lambda v: Probe(v, v <= 64, "ok" if v <= 64 else "config_error"))
     assert rejected_only.describe() == "micro_batch_size: largest fit 64, a configuration error from 128"
     with pytest.raises(ProbeFailed):
         find_cliff("micro_batch_size", 128, 512, lambda v: Probe(v, False, "config_error"))
+
+
+def test_rejected_micro_batches_are_cut_from_the_top_before_the_first_launch() -> None:
+    """The 3B one-GPU case on an H100: mini-batch 128 per GPU, micro-batch 16 runs out of memory."""
+    launched: list[int] = []
+
+    def probe(value: int) -> Probe:
+        launched.append(value)
+        return Probe(value, value <= 8, "ok" if value <= 8 else "oom")
+
+    def rejected(value: int) -> str | None:
+        return f"{value} does not divide 128" if value > 128 else None
+
+    cliff = find_cliff("micro_batch_size", 1, 512, probe, rejected=rejected)
+    assert (cliff.largest_fit, cliff.smallest_oom) == (8, 16)
+    assert launched == [8, 32, 16]  # three launches, none of them the slow micro-batches 1, 2, 4
+    assert [p.outcome for p in cliff.probes[:2]] == ["config_error", "config_error"] and cliff.launched == 3
+
+    everything_fits = find_cliff("micro_batch_size", 1, 512, lambda v: Probe(v, True, "ok"), rejected=rejected)
+    assert everything_fits.describe() == "micro_batch_size: largest fit 128, a configuration error from 256"
+    with pytest.raises(ProbeFailed, match="does not divide"):
+        find_cliff("micro_batch_size", 256, 512, probe, rejected=rejected)
+
+
+def test_on_the_micro_batch_axis_nothing_fits_is_found_by_reaching_the_low_end_last() -> None:
+    launched: list[int] = []
+
+    def probe(value: int) -> Probe:
+        launched.append(value)
+        return Probe(value, False, "oom")
+
+    cliff = find_cliff("micro_batch_size", 1, 64, probe)
+    assert cliff.largest_fit is None and cliff.smallest_oom == 1
+    assert launched[-1] == 1 and len(launched) == len(set(launched)) == 3  # 8, 2, 1 of 1..64
 
 
 def test_micro_batch_size_appears_in_the_id_only_when_set() -> None:

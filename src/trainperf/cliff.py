@@ -2,7 +2,12 @@
 
 The low end is probed first, then the range is bisected (the micro-batch axis over low,
 2 low, 4 low...): at most ceil(log2(high - low + 1)) + 1 launches, each a fresh child (a
-process that hit OOM is never reused). Galloping from the low end (low, 2 low, 4 low, ...)
+process that hit OOM is never reused). On the micro-batch axis the low end is the *slowest*
+probe (E1: 151 tokens/s per GPU at micro-batch 1 against 349 at 8, for the same work), so
+there the search bisects from the middle and reaches the low end only if nothing above it
+fits; values the framework rejects before launch (``rejected``, e.g. verl's micro-batch that
+does not divide the per-GPU mini-batch) are first cut from the top of the range, at no cost,
+so that the first probe lands in the middle of what can run. Galloping from the low end (low, 2 low, 4 low, ...)
 then bisecting the last bracket was tried first and took up to 18 launches on 1..512 against
 10 for bisection; on a bounded range the memory estimate does galloping's job instead: probes
 it puts clearly over the device are not launched (they count as OOM and the report says they
@@ -81,8 +86,10 @@ def find_cliff(
     probe: Callable[[int], Probe],
     *,
     predicted_oom: Callable[[int], str | None] = lambda value: None,
+    rejected: Callable[[int], str | None] = lambda value: None,
 ) -> Cliff:
-    """Search [low, high]. ``predicted_oom(v)`` returns a reason when the estimate rules ``v`` out."""
+    """Search [low, high]. ``predicted_oom(v)`` returns a reason when the estimate rules ``v`` out;
+    ``rejected(v)`` one when the framework would refuse ``v`` before any launch (a config error)."""
     validate_range(axis, low, high)
     cliff = Cliff(axis, low, high)
     seen: dict[int, bool] = {}
@@ -103,18 +110,31 @@ def find_cliff(
         return result.fits
 
     values = axis_values(axis, low, high)
-    if not fits(values[0]):
+    rejected_from: int | None = None
+    while values and (reason := rejected(values[-1])):
+        rejected_from = values.pop()
+        cliff.probes.append(Probe(rejected_from, False, "config_error", reason))
+    if not values:
+        raise ProbeFailed(f"{axis}={low}: config_error {cliff.probes[-1].note}".strip())
+    if axis == "micro_batch_size":
+        good = -1  # a sentinel below the range: the low end is probed last, if at all
+    elif fits(values[0]):
+        good = 0
+    else:
         cliff.smallest_oom = low
         return cliff
-    good, bad = 0, len(values)  # indices; len(values) is a sentinel, never launched
+    bad = len(values)  # a sentinel above the range, never launched
     while bad - good > 1:
         middle = (good + bad) // 2
         if fits(values[middle]):
             good = middle
         else:
             bad = middle
+    if good < 0:
+        cliff.smallest_oom = low
+        return cliff
     cliff.largest_fit = values[good]
-    cliff.smallest_oom = values[bad] if bad < len(values) else None
+    cliff.smallest_oom = values[bad] if bad < len(values) else rejected_from
     return cliff
 
 

@@ -264,7 +264,15 @@ class CaseRunner:
         result.case_id = cliff_id
         ctx.say(f"[trainperf] {cliff_id}: searching {axis} in {low}..{high}")
         try:
-            cliff = find_cliff(axis, low, high, probe, predicted_oom=predicted_oom)
+            interpreter = self._interpreter(case)
+            cliff = find_cliff(
+                axis,
+                low,
+                high,
+                probe,
+                predicted_oom=predicted_oom,
+                rejected=lambda value: self._rejection(case.replace(**{axis: value}), interpreter),
+            )
             checks = confirm_cliff(cliff, probe)
         except ProbeFailed as exc:
             result.outcome, result.message = Outcome.CRASH.value, f"cliff search stopped: {exc}"
@@ -357,6 +365,16 @@ class CaseRunner:
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
 
+    def _rejection(self, case: Case, interpreter: Interpreter | None) -> str | None:
+        """Why pre-flight refuses ``case`` (a config error, no GPU time spent), or None."""
+        try:
+            # The rules are those of the verl installed where the case will run: its environment's
+            # interpreter, not the suite's (which has no verl and would make pre-flight assume one).
+            preflight(case, interpreter.path if interpreter else self.ctx.settings.python)
+        except TrainperfError as exc:
+            return str(exc)
+        return None
+
     def _add_runs(
         self,
         case: Case,
@@ -368,12 +386,9 @@ class CaseRunner:
     ) -> None:
         """Run ``count`` more fresh children and pool them into ``result``; stop at the first failure."""
         interpreter = self._interpreter(case)
-        try:
-            # The rules are those of the verl installed where the case will run: its environment's
-            # interpreter, not the suite's (which has no verl and would make pre-flight assume one).
-            preflight(case, interpreter.path if interpreter else self.ctx.settings.python)
-        except TrainperfError as exc:
-            result.outcome, result.message = Outcome.CONFIG_ERROR.value, str(exc)
+        rejection = self._rejection(case, interpreter)
+        if rejection is not None:
+            result.outcome, result.message = Outcome.CONFIG_ERROR.value, rejection
             return
         if interpreter is None:
             result.outcome, result.message = Outcome.SKIPPED.value, missing_message(case.environment)
