@@ -64,6 +64,7 @@ def test_paired_overhead_cancels_a_drift_that_the_pooled_medians_take_for_overhe
     assert paired.rounds == 3 and paired.slowdown == pytest.approx(0.0, abs=1e-12)
     slower = fidelity.paired_overhead([([990.0], 1000.0), ([985.0, 995.0], 1000.0), ([980.0], 1000.0)])
     assert slower.slowdown == pytest.approx(0.01) and slower.interval is not None
+    assert slower.per_round == pytest.approx([0.01, 0.01, 0.02])  # launch order, for a trend
     assert fidelity.paired_overhead([([990.0], 1000.0)] * 2).slowdown is None  # too few rounds
 
 
@@ -233,3 +234,10 @@ def test_the_window_line_words_the_unsteady_steps_by_their_count(unsteady: list[
     if not unsteady:
         steady = [0.005]
     assert _unsteady_phrase(window, unsteady, steady) == expected
+
+
+def test_the_paired_line_lists_each_round_in_launch_order(tmp_path: Path) -> None:
+    _write_run(tmp_path, Plan("sft_hf-m-lora-long-b4", 16, 3, 3, (), 0))
+    report = analyse(tmp_path, tmp_path)
+    assert len(report["overhead_paired"]["per_round"]) == 3
+    assert "; round by round " in render(report)

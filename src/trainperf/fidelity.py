@@ -145,6 +145,8 @@ class PairedOverhead:
     """Median over rounds of 1 - mean(harness tokens/s in the round) / bare tokens/s in the round."""
     interval: tuple[float, float] | None
     """95% bootstrap interval of that median."""
+    per_round: list[float] = dataclasses.field(default_factory=list)
+    """Each round's slowdown, in launch order: a trend over the session shows here, not in the median."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -159,8 +161,8 @@ def paired_overhead(rounds: Sequence[tuple[Sequence[float], float]]) -> PairedOv
     landing on whichever side ran more at the end. ``rounds``: (harness tokens/s, bare tokens/s)."""
     slowdowns = [1 - (sum(harness) / len(harness)) / bare for harness, bare in rounds if harness and bare > 0]
     if len(slowdowns) < MIN_PAIRED_ROUNDS:
-        return PairedOverhead(len(slowdowns), None, None)
-    return PairedOverhead(len(slowdowns), stats.median(slowdowns), stats.bootstrap_median_interval(slowdowns))
+        return PairedOverhead(len(slowdowns), None, None, slowdowns)
+    return PairedOverhead(len(slowdowns), stats.median(slowdowns), stats.bootstrap_median_interval(slowdowns), slowdowns)
 
 
 @dataclass(slots=True)

@@ -226,6 +226,8 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"           paired by round ({paired['rounds']} rounds, drift cancels): {_pct(paired['slowdown'])} slower "
             f"[95% {_pct(low)} .. {_pct(high)}]"
+            # Reports written before the rounds were kept have none to show.
+            + (f"; round by round {', '.join(_pct(v) for v in paired['per_round'])}" if paired.get("per_round") else "")
         )
     elif paired:
         lines.append(f"           paired by round: {paired['rounds']} rounds, fewer than {fidelity.MIN_PAIRED_ROUNDS}: not estimated")
