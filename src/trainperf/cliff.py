@@ -7,12 +7,13 @@ probe (E1: 151 tokens/s per GPU at micro-batch 1 against 349 at 8, for the same 
 there the search bisects from the middle and reaches the low end only if nothing above it
 fits; values the framework rejects before launch (``rejected``, e.g. verl's micro-batch that
 does not divide the per-GPU mini-batch) are first cut from the top of the range, at no cost,
-so that the first probe lands in the middle of what can run. Galloping from the low end (low, 2 low, 4 low, ...)
-then bisecting the last bracket was tried first and took up to 18 launches on 1..512 against
-10 for bisection; on a bounded range the memory estimate does galloping's job instead: probes
-it puts clearly over the device are not launched (they count as OOM and the report says they
-were skipped). Optionally the result is confirmed by fresh runs just below (must fit) and just
-above (must run out of memory) the cliff.
+so that the first probe lands in the middle of what can run.
+
+Galloping from the low end (low, 2 low, 4 low, ...) then bisecting the last bracket was tried
+first and took up to 18 launches on 1..512 against 10 for bisection; on a bounded range the
+memory estimate does galloping's job instead: probes it puts clearly over the device are not
+launched (they count as OOM and the report says they were skipped). Optionally the result is
+confirmed by fresh runs just below (must fit) and just above (must run out of memory) the cliff.
 
 Pure: the probe is a callable, so the search is tested with a fake and run with real children.
 """

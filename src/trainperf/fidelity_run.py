@@ -266,14 +266,14 @@ def render(report: dict[str, Any]) -> str:
 
 def _unsteady_phrase(window: dict[str, Any], unsteady: Sequence[int], steady: Sequence[float]) -> str:
     """Which step indices vary from child to child, and by how much, in words that fit their count."""
-    rest = f"at most {_pct(max(steady) if steady else None, signed=False)}"
+    steady_bound = _pct(max(steady) if steady else None, signed=False)
     if not unsteady:
-        return f"every step repeats from child to child within {rest.removeprefix('at most ')}"
+        return f"every step repeats from child to child within {steady_bound}"
     values = [window["step_cv"][key] for key in window["step_cv"] if int(key) in unsteady]
     spread = f"{min(values):.1%}" if len(values) == 1 else f"{min(values):.1%}-{max(values):.1%}"
     which = f"step {unsteady[0]} varies" if len(unsteady) == 1 else f"steps {', '.join(map(str, unsteady))} vary"
     share = _pct(window["unsteady_time_share"], signed=False)
-    return f"{which} {spread} from child to child ({share} of the window's time), the other {len(steady)} {rest}"
+    return f"{which} {spread} from child to child ({share} of the window's time), the other {len(steady)} at most {steady_bound}"
 
 
 def _median(values: Sequence[float]) -> str:
