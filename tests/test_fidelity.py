@@ -228,12 +228,10 @@ def test_a_run_folders_saved_plan_is_read_back_and_a_broken_one_named(tmp_path: 
     ],
 )
 def test_the_window_line_words_the_unsteady_steps_by_their_count(unsteady: list[int], expected: str) -> None:
-    cvs = {"4": 0.012, "5": 0.005, "15": 0.029}
-    window = {"step_cv": cvs, "unsteady_time_share": 0.08}
-    steady = [cv for key, cv in cvs.items() if int(key) not in unsteady]
-    if not unsteady:
-        steady = [0.005]
-    assert _unsteady_phrase(window, unsteady, steady) == expected
+    # With no unsteady step, only the steady one is in the window.
+    cvs = {"4": 0.012, "5": 0.005, "15": 0.029} if unsteady else {"5": 0.005}
+    window = {"step_cv": cvs, "unsteady_steps": unsteady, "unsteady_time_share": 0.08}
+    assert _unsteady_phrase(window) == expected
 
 
 def test_the_paired_line_lists_each_round_in_launch_order(tmp_path: Path) -> None:

@@ -233,11 +233,9 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"           paired by round: {paired['rounds']} rounds, fewer than {fidelity.MIN_PAIRED_ROUNDS}: not estimated")
     window = report.get("window_noise")  # absent from reports written before it existed
     if window and window.get("tokens_per_s_cv") is not None:
-        unsteady = window["unsteady_steps"]
-        steady = [c for k, c in window["step_cv"].items() if int(k) not in unsteady]
         lines.append(
             f"           window tokens/s (steps after {window['after_step']}) varies {_pct(window['tokens_per_s_cv'], signed=False)} "
-            f"over {window['runs']} harness runs: {_unsteady_phrase(window, unsteady, steady)}"
+            f"over {window['runs']} harness runs: {_unsteady_phrase(window)}"
         )
     noise = report["noise"]
     parts = ", ".join(f"{name} {_pct(value, signed=False)}" for name, value in noise["cv"].items())
@@ -264,8 +262,10 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _unsteady_phrase(window: dict[str, Any], unsteady: Sequence[int], steady: Sequence[float]) -> str:
+def _unsteady_phrase(window: dict[str, Any]) -> str:
     """Which step indices vary from child to child, and by how much, in words that fit their count."""
+    unsteady = window["unsteady_steps"]
+    steady = [cv for key, cv in window["step_cv"].items() if int(key) not in unsteady]
     steady_bound = _pct(max(steady) if steady else None, signed=False)
     if not unsteady:
         return f"every step repeats from child to child within {steady_bound}"
