@@ -60,6 +60,31 @@ def test_the_runner_records_the_cut_child_and_the_record_lapses_once_the_case_ha
     assert interruption.pending(context.run_dir) is None
 
 
+def test_a_cut_cliff_probe_lapses_once_the_resumed_search_has_its_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe has no result of its own in the folder: the record waits for the search's. Seen on
+    an H100: a resumed search finished, and its summary still said it was cut in the probe."""
+    cli: dict[str, Any] = {"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines")}
+    context = open_run(resolve(cli, lambda _n: None, tmp_path), Detection(load_classes()["cpu"], None, None, False), tmp_path)
+    context.say = lambda _line: None
+
+    def cut_at_once(command: list[str], **_kw: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("trainperf.runner.run_child", cut_at_once)
+    with pytest.raises(KeyboardInterrupt):
+        CaseRunner(context).run_cliff(CASE, "batch_size", 1, 8)
+    cliff_id = f"{CASE.id}-cliff-batch_size"
+    cut = interruption.pending(context.run_dir)
+    assert cut is not None and cut.settled_by == cliff_id and cut.case_id != cliff_id  # the probe's own id
+
+    (context.run_dir / "results" / f"{cut.case_id}.json").write_text("{}")  # not what settles it
+    assert interruption.pending(context.run_dir) is not None
+    (context.run_dir / "results" / f"{cliff_id}.json").write_text("{}")  # the resumed search finished
+    assert interruption.pending(context.run_dir) is None
+
+
 def test_a_record_of_an_older_run_without_the_pace_still_reads(tmp_path: Path) -> None:
     old = {"case_id": "c", "label": "c run 1/1", "child_dir": "cases/c/r1", "steps_done": 3, "steps_requested": 9}
     (tmp_path / interruption.INTERRUPTED_FILE).write_text(json.dumps(old))

@@ -5,7 +5,8 @@ keeps every finished case's result, and the running child's files stay on disk; 
 summary lists only the finished cases, so the cut case would vanish from view. The runner
 records which child was running and how far it got, and the summary names it with the way on
 (``--perf-resume``). Once that case has a result in the folder (a resumed run finished it), the
-record no longer applies and is not shown.
+record no longer applies and is not shown; for a probe of an OOM-cliff search, which has no
+result of its own there, that is the search's result.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class Interruption:
     """How long the child had run when it was cut."""
     needed_more_s: float | None = None
     """Its remaining steps at the median time of those it did (None before its first step)."""
+    settled_by: str | None = None
+    """The result whose arrival in the folder settles the cut: the search's id for a cliff probe
+    (a resumed search that finished kept showing its cut probe as pending); None: ``case_id``."""
 
 
 def remaining_s(steps: list[dict[str, Any]], requested: int) -> float | None:
@@ -56,7 +60,7 @@ def pending(run_dir: Path) -> Interruption | None:
         interruption = Interruption(**data)
     except (OSError, ValueError, TypeError):
         return None
-    if (run_dir / "results" / f"{interruption.case_id}.json").is_file():
+    if (run_dir / "results" / f"{interruption.settled_by or interruption.case_id}.json").is_file():
         return None
     return interruption
 

@@ -244,7 +244,7 @@ class CaseRunner:
             recorded.clear()  # the search left the recorded path: launch from here on
             probe_case = case.replace(**{axis: value})
             probed = self._new_result(probe_case)
-            self._add_runs(probe_case, steps, probed, [], 1, purpose="cliff-probe")
+            self._add_runs(probe_case, steps, probed, [], 1, purpose="cliff-probe", settled_by=cliff_id)
             launches += 1
             ctx.say(
                 f"[trainperf] {cliff_id}: probe {launches}, {axis}={value}: "
@@ -383,8 +383,10 @@ class CaseRunner:
         measurements: list[RunMeasurement],
         count: int,
         purpose: str = "measurement",
+        settled_by: str | None = None,
     ) -> None:
-        """Run ``count`` more fresh children and pool them into ``result``; stop at the first failure."""
+        """Run ``count`` more fresh children and pool them into ``result``; stop at the first failure.
+        ``settled_by``: see ``run_child``."""
         interpreter = self._interpreter(case)
         rejection = self._rejection(case, interpreter)
         if rejection is not None:
@@ -395,7 +397,9 @@ class CaseRunner:
             return
         total = len(result.runs) + count
         for _ in range(count):
-            run = self.run_child(case, steps, repeat=len(result.runs), total=total, interpreter=interpreter)
+            run = self.run_child(
+                case, steps, repeat=len(result.runs), total=total, interpreter=interpreter, settled_by=settled_by
+            )
             outcome, message, child, measurement, info = run.outcome, run.message, run.child, run.measurement, run.info
             info["purpose"] = purpose
             result.runs.append(info)
@@ -432,11 +436,14 @@ class CaseRunner:
         plant_slowdown: float | None = None,
         bare: bool = False,
         window_after: int | None = None,
+        settled_by: str | None = None,
     ) -> ChildRun:
         """One fresh child of ``case`` in its environment's interpreter. ``plant_slowdown`` overrides
         the session's; ``bare`` runs the training loop without the harness's per-step hooks and
         without NVML sampling (the fidelity benchmark's reference for the harness's own overhead),
-        timed over the steps after ``window_after`` (default: the protocol's)."""
+        timed over the steps after ``window_after`` (default: the protocol's). ``settled_by``: the
+        result id that settles this child's interruption record, when not the case's own (a
+        cliff probe's is the search's)."""
         if interpreter is None:
             interpreter = self._interpreter(case)
             if interpreter is None:
@@ -488,6 +495,7 @@ class CaseRunner:
                     cut = interruption.Interruption(
                         case.id, label, str(out_dir.relative_to(ctx.run_dir)), len(steps_so_far), steps,
                         ran_s=round(time.monotonic() - launched, 1), needed_more_s=interruption.remaining_s(steps_so_far, steps),
+                        settled_by=settled_by,
                     )  # fmt: skip
                     interruption.record(ctx.run_dir, cut)
                     raise
