@@ -55,7 +55,14 @@ def test_a_over_a_on_the_cpu_passes(tmp_path: Path) -> None:
         ],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
-    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
+    # The plumbing is what this checks; the verdict is a one-round timing on a shared 2-core host,
+    # where one child once ran twice as slow as the other (B judged regressed, status 1). So status
+    # 1 passes only as that verdict; a crash, a bad selection or a failed round (2) does not.
+    output = completed.stdout[-2000:] + completed.stderr[-2000:]
+    assert completed.returncode in (0, 1), output
+    assert "1 cases compared" in completed.stdout, output
+    if completed.returncode == 1:
+        assert "1 regressed" in completed.stdout, output
     assert "sft_hf-qwen3_tiny-lora-short-b4" in completed.stdout
     assert (tmp_path / "ab.txt").is_file()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("round")) == ["round1-A", "round1-B"]
