@@ -81,8 +81,10 @@ CASES = [
     *(e1("qwen2_5_3b", mb, 2, expected=e1_expected(mb, 2)) for mb in E1_MICRO_BATCHES),
     # Fits a Max-Q's 96 GB (E1's full run); on an H100 (2026-11-22) the first update asked for
     # 18.55 GiB at once, the fp32 logits of 16 x 2,048 tokens x Qwen2.5's 151,936-word vocabulary.
+    # No micro-batch fits there: the cliff's probes at 8, 2 and 1 ran out in the actor's update
+    # at 76 GiB allocated, whatever the micro-batch (actor and critic states, no offload).
     e1("qwen2_5_3b", 16, 1, expected=(("h100", "oom"), ("maxq", "unknown")),
-       notes="H100: OOM in the first update (18.55 GiB logits block)"),
+       notes="H100: OOM in the first update (18.55 GiB logits block); no micro-batch fits (cliff)"),
     *(
         e1("qwen2_5_7b", mb, 2, expected=(("maxq", "oom"), ("h100", "unknown"), ("h200", "unknown")),
            notes="published: OOM at every micro-batch on 2x Max-Q")
