@@ -43,6 +43,8 @@ class ParamCounts:
     intermediate: int
     layers: int
     vocab: int
+    embeddings_tied: bool = False
+    """The language-model head shares the input embedding (counted once in ``other``)."""
 
     @property
     def total(self) -> int:
@@ -88,7 +90,7 @@ def param_counts(config: dict[str, Any]) -> ParamCounts | None:
     embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
     other = layers * per_layer_other + hidden + embeddings
     lora_per_rank = layers * sum(d_in + d_out for d_in, d_out in shapes)
-    return ParamCounts(linear, other, lora_per_rank, hidden, inter, layers, vocab)
+    return ParamCounts(linear, other, lora_per_rank, hidden, inter, layers, vocab, bool(config.get("tie_word_embeddings")))
 
 
 def max_tokens_per_microbatch(case: Case, steps: int) -> int:
