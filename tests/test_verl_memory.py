@@ -123,6 +123,8 @@ def test_the_reason_names_the_floor_and_the_limit() -> None:
         "verl's states at the actor update need at least 92.0 GiB per GPU (actor 46.0, critic 46.0) > 79.2 GiB"
     )
     assert CaseRunner._over_the_floor(CATALOGUE[PPO_3B_ONE_GPU], 139.4) is None  # an H200 may fit it
+    malformed = CATALOGUE[PPO_3B_ONE_GPU].replace(extra=(*CATALOGUE[PPO_3B_ONE_GPU].extra, ("offl", "2")))
+    assert CaseRunner._over_the_floor(malformed, 79.2) is None  # left to pre-flight's config_error
 
 
 def test_a_case_over_its_floor_says_so_beside_its_oom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

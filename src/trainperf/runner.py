@@ -309,7 +309,10 @@ class CaseRunner:
     def _over_the_floor(case: Case, limit_gib: float) -> str | None:
         """Why ``case`` cannot fit ``limit_gib`` whatever its micro-batch, when the states it must
         hold at once (verl's, at the actor's update) already exceed it; None otherwise."""
-        floor = update_floor(case)
+        try:
+            floor = update_floor(case)
+        except TrainperfError:
+            return None  # malformed knobs: pre-flight refuses the case as a config error, with the fix
         if floor is None or floor.total_gib <= limit_gib:
             return None
         return f"{floor.describe()} > {limit_gib:.1f} GiB"
