@@ -16,7 +16,7 @@ from trainperf.results import load_result
 from trainperf.runner import CaseRunner
 from trainperf.session import Detection, open_run
 from trainperf.settings import resolve
-from trainperf.verl.memory import update_floor
+from trainperf.verl.memory import over_the_floor, update_floor
 
 CATALOGUE = load_catalogue(REPO_ROOT)
 PPO_3B_ONE_GPU = "rl_verl-qwen2_5_3b-full-gsm8k-b256-mb1-algppo-engvllm-mini128-n1-p1024-r1024-tp1"
@@ -118,13 +118,13 @@ def test_a_floor_proved_wrong_by_the_confirmation_leaves_the_cliff_unconfirmed(
 def test_the_reason_names_the_floor_and_the_limit() -> None:
     """(On the CPU class the search ignores the floor: tests/test_cliff_resume.py runs the same
     3B cliff there and launches 8, 32 and 16.)"""
-    reason = CaseRunner._over_the_floor(CATALOGUE[PPO_3B_ONE_GPU], 79.2)
+    reason = over_the_floor(CATALOGUE[PPO_3B_ONE_GPU], 79.2)
     assert reason == (
         "verl's states at the actor update need at least 92.0 GiB per GPU (actor 46.0, critic 46.0) > 79.2 GiB"
     )
-    assert CaseRunner._over_the_floor(CATALOGUE[PPO_3B_ONE_GPU], 139.4) is None  # an H200 may fit it
+    assert over_the_floor(CATALOGUE[PPO_3B_ONE_GPU], 139.4) is None  # an H200 may fit it
     malformed = CATALOGUE[PPO_3B_ONE_GPU].replace(extra=(*CATALOGUE[PPO_3B_ONE_GPU].extra, ("offl", "2")))
-    assert CaseRunner._over_the_floor(malformed, 79.2) is None  # left to pre-flight's config_error
+    assert over_the_floor(malformed, 79.2) is None  # left to pre-flight's config_error
 
 
 def test_a_case_over_its_floor_says_so_beside_its_oom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,7 @@ from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.profiles import load_profile
 from trainperf.traces.collect import attach_diff, collect, plan_for
 from trainperf.traces.plan import TracePlan
-from trainperf.verl.memory import update_floor
+from trainperf.verl.memory import over_the_floor
 from trainperf.workloads.child import OOM_MARKERS
 from trainperf.workloads.protocol import (
     EXIT_OK,
@@ -180,7 +180,7 @@ class CaseRunner:
             if self.on_gpu:
                 estimated = estimate_case(case, steps)
                 result.estimate = estimated.to_dict() if estimated else None
-                if over := self._over_the_floor(case, case.memory_cap_gib or ctx.gpu_class.memory_gib):
+                if over := over_the_floor(case, case.memory_cap_gib or ctx.gpu_class.memory_gib):
                     notes.append(f"expected to run out of memory at any micro-batch: {over}")
             measurements: list[RunMeasurement] = []
             self._add_runs(case, steps, result, measurements, self._repeats())
@@ -258,9 +258,12 @@ class CaseRunner:
             return result
 
         def predicted_oom(value: int) -> str | None:
-            if self.on_gpu and (over := self._over_the_floor(case.replace(**{axis: value}), limit_gib)):
+            if not self.on_gpu:
+                return None
+            probe_case = case.replace(**{axis: value})
+            if over := over_the_floor(probe_case, limit_gib):
                 return over  # a lower bound over the device: no launch can fit (confirmations still run)
-            estimated = estimate_case(case.replace(**{axis: value}), steps) if self.on_gpu else None
+            estimated = estimate_case(probe_case, steps)
             if estimated and estimated.total_gib > ESTIMATE_SKIP_FACTOR * limit_gib:
                 return f"estimate {estimated.total_gib:.0f} GiB > {ESTIMATE_SKIP_FACTOR} x {limit_gib:.0f} GiB"
             return None
@@ -304,18 +307,6 @@ class CaseRunner:
         if ctx.settings.update_baselines:
             self._update_baseline(report)
         return report
-
-    @staticmethod
-    def _over_the_floor(case: Case, limit_gib: float) -> str | None:
-        """Why ``case`` cannot fit ``limit_gib`` whatever its micro-batch, when the states it must
-        hold at once (verl's, at the actor's update) already exceed it; None otherwise."""
-        try:
-            floor = update_floor(case)
-        except TrainperfError:
-            return None  # malformed knobs: pre-flight refuses the case as a config error, with the fix
-        if floor is None or floor.total_gib <= limit_gib:
-            return None
-        return f"{floor.describe()} > {limit_gib:.1f} GiB"
 
     def _judge(self, case: Case, result: CaseResult, baseline: CaseResult | None) -> CaseVerdict:
         return compare_case(

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainperf.case import Case
+from trainperf.errors import TrainperfError
 from trainperf.estimate import GIB, param_counts
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.verl.knobs import FAMILY, knobs_of
@@ -66,3 +67,15 @@ def update_floor(case: Case) -> UpdateFloor | None:
         critic = (counts.total - untied_head + counts.hidden) * TRAINED_BYTES_PER_PARAM * per_gpu
     reference = counts.total * REFERENCE_BYTES_PER_PARAM * per_gpu if knobs.kl_loss and not knobs.offload else 0.0
     return UpdateFloor(counts.total * TRAINED_BYTES_PER_PARAM * per_gpu, critic, reference)
+
+
+def over_the_floor(case: Case, limit_gib: float) -> str | None:
+    """Why ``case`` cannot fit ``limit_gib`` whatever its micro-batch, when its floor already
+    exceeds it; None otherwise (no floor, or under it)."""
+    try:
+        floor = update_floor(case)
+    except TrainperfError:
+        return None  # malformed knobs: pre-flight refuses the case as a config error, with the fix
+    if floor is None or floor.total_gib <= limit_gib:
+        return None
+    return f"{floor.describe()} > {limit_gib:.1f} GiB"
