@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# Bring a verl stack (the vLLM or the SGLang engine) to an offline GPU runner in as few device
-# calls as possible.
-# Here (any x86-64, no GPU): install the engine's lean set (scripts/verl-<engine>-lean.txt without
-# its "maybe" lines, plus scripts/verl-vllm-extra.txt for vLLM) for CPython 3.12 into a folder,
-# prune what a Hopper (sm90) PPO/GRPO run on a dense model cannot load, and cut one xz tarball
-# into parts of at most 48 MiB (the device tool carries 64 MiB a call, the repo included, and the
-# repo grows with every session's logs):
-#   bash scripts/pack-verl-site.sh [--engine sglang]            -> .whl-verl/site/part-NN (vLLM)
-#                                                                  .whl-sglang/site/part-NN (SGLang)
-# On the runner, each call keeps its part outside the repo copy (kept while the machine is warm):
-#   bash scripts/pack-verl-site.sh [--engine sglang] --stash    -> /tmp/<engine>-parts/
-#   bash scripts/pack-verl-site.sh [--engine sglang] --unpack   -> /tmp/site-verl, /tmp/site-sglang
-# Here, parts cut to an earlier limit are re-cut (same tarball, no rebuild):
-#   bash scripts/pack-verl-site.sh [--engine sglang] --resplit
-# Pruned, each worth a whole device call; add a file back here if a run says it is missing.
+# Bring a verl stack (with the vLLM or the SGLang engine) to an air-gapped GPU runner in as few
+# copies as possible, where the transfer to the runner is limited per copy.
+# On a machine with internet (any x86-64, no GPU needed): install the engine's lean set
+# (scripts/verl-<engine>-lean.txt without its "maybe" lines, plus scripts/verl-vllm-extra.txt for
+# vLLM) for the runner's Python into a folder, prune what a Hopper (sm90) PPO/GRPO run on a dense
+# model cannot load, and cut one xz tarball into parts of at most TRAINPERF_PART_MIB each:
+#   bash scripts/offline-verl-stack.sh [--engine sglang]            -> .whl-verl/site/part-NN (vLLM)
+#                                                                      .whl-sglang/site/part-NN (SGLang)
+# On the runner, each part copied into the repository is stashed outside it (so the next copy can
+# replace it), then all are checked and unpacked:
+#   bash scripts/offline-verl-stack.sh [--engine sglang] --stash    -> $TRAINPERF_SITE_ROOT/<engine>-parts/
+#   bash scripts/offline-verl-stack.sh [--engine sglang] --unpack   -> $TRAINPERF_SITE_ROOT/site-verl, site-sglang
+# where scripts/offline-run.sh finds them and makes the 'verl-vllm' / 'verl-sglang' environments.
+# Parts cut to another limit are re-cut (same tarball, no rebuild):
+#   bash scripts/offline-verl-stack.sh [--engine sglang] --resplit
+# Variables:
+#   TRAINPERF_PART_MIB      largest part in MiB (default 48: a part and a repository of up to
+#                           16 MiB stay under a 64 MiB transfer limit)
+#   TRAINPERF_WHEEL_PYTHON  the runner's Python version (default 3.12)
+#   TRAINPERF_SITE_ROOT     where the runner keeps parts and unpacked sites (default /tmp)
+# Pruned, each worth a whole part; add a file back here if a run says it is missing.
 #  vLLM: its FlashAttention-2 kernels (Hopper runs FA3; FA2 is Ampere's; vLLM imports each in
 #   try/except), its MoE kernels (dense models only; imported under contextlib.suppress), its Rust
 #   front end (used only with VLLM_RUST_FRONTEND_PATH).
@@ -31,15 +37,17 @@
 set -euo pipefail
 engine=vllm
 if [[ "${1:-}" == "--engine" ]]; then engine=${2:?--engine takes vllm or sglang}; shift 2; fi
+site_root=${TRAINPERF_SITE_ROOT:-/tmp}
+pyver=${TRAINPERF_WHEEL_PYTHON:-3.12}
 case "$engine" in
-  vllm)   dir=.whl-verl;   site=/tmp/site-verl;   parts=/tmp/verl-parts
+  vllm)   dir=.whl-verl;   site=$site_root/site-verl;   parts=$site_root/verl-parts
           prune=(vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so vllm/_moe_C_stable_libtorch.abi3.so vllm/vllm-rs) ;;
-  sglang) dir=.whl-sglang; site=/tmp/site-sglang; parts=/tmp/sglang-parts
+  sglang) dir=.whl-sglang; site=$site_root/site-sglang; parts=$site_root/sglang-parts
           prune=(sgl_kernel/sm100/common_ops.abi3.so sgl_kernel/flashmla_ops.abi3.so) ;;
   *) echo "--engine takes vllm or sglang, not '$engine'"; exit 2 ;;
 esac
 prune+=(ray/jars/ray_dist.jar)
-PART_LIMIT_B=$((${TRAINPERF_PART_MIB:-48} * 1024 * 1024))  # the test suite cuts smaller parts
+PART_LIMIT_B=$((${TRAINPERF_PART_MIB:-48} * 1024 * 1024))
 # Cut one tarball into equal parts of at most PART_LIMIT_B, with their checksums.
 split_parts() {
   local tarball=$1 out=$2 size
@@ -48,7 +56,7 @@ split_parts() {
   split -n $(((size + PART_LIMIT_B - 1) / PART_LIMIT_B)) -d "$tarball" "$out/part-"
   (cd "$out" && sha256sum part-* > SHA256SUMS)
   ls -la "$out"
-  echo "$(ls "$out"/part-* | wc -l) parts under $out: carry one part (and SHA256SUMS with the last) per call"
+  echo "$(ls "$out"/part-* | wc -l) parts under $out: copy one part (and SHA256SUMS with the last) at a time"
 }
 case "${1:-}" in
   --stash)
@@ -56,9 +64,9 @@ case "${1:-}" in
     cp "$dir"/site/part-* "$parts"/
     ls -la "$parts"; exit 0 ;;
   --unpack)
-    [[ -s "$parts/SHA256SUMS" || -s "$dir/site/SHA256SUMS" ]] || { echo "no SHA256SUMS: carry the folder with the checksum file"; exit 1; }
+    [[ -s "$parts/SHA256SUMS" || -s "$dir/site/SHA256SUMS" ]] || { echo "no SHA256SUMS: copy the folder with the checksum file"; exit 1; }
     cp "$dir"/site/SHA256SUMS "$parts"/ 2>/dev/null || true
-    (cd "$parts" && sha256sum -c --quiet SHA256SUMS) || { echo "a part is missing or corrupt: carry it again"; exit 1; }
+    (cd "$parts" && sha256sum -c --quiet SHA256SUMS) || { echo "a part is missing or corrupt: copy it again"; exit 1; }
     mkdir -p "$site"
     # xz -T0 decompresses the blocks of a multi-threaded archive in parallel (xz >= 5.4).
     cat "$parts"/part-* | xz -T0 -dc | tar -x -C "$site"
@@ -90,11 +98,11 @@ fi
 platforms=(--platform any --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 for n in $(seq 5 39); do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
 grep -v '^antlr4-python3-runtime' "$dir/requirements-site.txt" > "$dir/requirements-download.txt"
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${platforms[@]}" \
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp "${platforms[@]}" \
   -r "$dir/requirements-download.txt" -d "$dir/download"
 build=$(mktemp -d)
 trap 'rm -rf "$build"' EXIT
-python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: --python-version 3.12 \
+python3 -m pip install -q --no-index --no-deps --no-compile --only-binary=:all: --python-version "$pyver" \
   --implementation cp "${platforms[@]}" --target "$build/site" \
   $(sed -E 's/==/ /' "$dir/requirements-site.txt" | while read -r name version; do
       u=$(echo "$name" | tr '-' '_')

@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# Work longer than one device call: start a command on the lent machine in its own process
-# session (the device tool kills what a call leaves running, except a new session, which lives
-# until the machine goes back), then follow it from later calls.
-#   bash scripts/device-job.sh start NAME 'COMMAND; COMMAND ...'   returns at once
-#   bash scripts/device-job.sh wait NAME [SECONDS]                 follow it, then collect
-#   bash scripts/device-job.sh list
-# The job runs in its own copy of the repo (/tmp/trainperf-jobs/NAME/repo), so that later calls,
-# which refresh the repo and may carry other folders (the next stack's parts), cannot disturb it.
-# Its COMMAND sees OUT=/tmp/trainperf-jobs/NAME/out (device-run.sh packs results.tgz there).
-# `wait` returns when the job ends or after SECONDS (default 540, inside the tool's 10 minutes),
-# and copies what exists into the call's $OUT: the job's out/ files, its log, and, while it still
-# runs, a snapshot of its reports/ and baselines/ (results-partial.tgz) so nothing is lost if the
-# machine goes back before the job ends. Keep each call's gap short: an idle machine goes back
-# after the tool's warm period.
+# Long jobs on a GPU runner reached through short-lived connections (an ssh session that drops,
+# a remote-command service or CI step that ends, at its time limit, every process it started):
+# start a command detached, in its own process session, and follow it from later connections.
+#   bash scripts/offline-job.sh start NAME 'COMMAND; COMMAND ...'   returns at once
+#   bash scripts/offline-job.sh wait NAME [SECONDS]                 follow it, then collect
+#   bash scripts/offline-job.sh list
+# The job runs in its own copy of the repo ($TRAINPERF_JOBS/NAME/repo), so that later
+# connections, which may refresh the repo and copy in other folders (the next stack's parts),
+# cannot disturb it. Its COMMAND sees OUT=$TRAINPERF_JOBS/NAME/out (offline-run.sh packs
+# results.tgz there).
+# `wait` returns when the job ends or after SECONDS (default 540, inside a 10-minute connection
+# limit), and copies into the output folder (TRAINPERF_OUT or OUT, default ./reports/out) the
+# job's out/ files, its log and, while it still runs, a snapshot of its reports/ and baselines/
+# (results-partial.tgz), so that nothing is lost if the runner goes away before the job ends.
+# Variables: TRAINPERF_JOBS (default /tmp/trainperf-jobs), TRAINPERF_JOBS_POLL_S (default 10).
 set -uo pipefail
 jobs_root=${TRAINPERF_JOBS:-/tmp/trainperf-jobs}
 poll_s=${TRAINPERF_JOBS_POLL_S:-10}
-usage() { echo "usage: device-job.sh start NAME 'COMMAND' | wait NAME [SECONDS] | list" >&2; exit 2; }
+usage() { echo "usage: offline-job.sh start NAME 'COMMAND' | wait NAME [SECONDS] | list" >&2; exit 2; }
 running() { [[ -s "$1/pid" ]] && kill -0 "$(cat "$1/pid")" 2>/dev/null; }
 
 verb=${1:-}; name=${2:-}
@@ -26,7 +27,7 @@ case "$verb" in
     job="$jobs_root/$name"
     if running "$job"; then echo "job $name is already running (pid $(cat "$job/pid"))"; exit 1; fi
     rm -rf "$job"; mkdir -p "$job/out"
-    # The repo without the stacks' parts and downloads (stashed outside it by their own calls),
+    # The repo without the stacks' parts and downloads (kept outside it by --stash),
     # earlier reports, git's objects and local virtual environments.
     excludes=(./.git ./.venv ./reports ./.whl-verl/site ./.whl-verl/download './.whl-verl/batch-*' ./.whl-sglang
               ./.mypy_cache ./.ruff_cache)
@@ -48,7 +49,7 @@ case "$verb" in
   wait)
     [[ -n "$name" ]] || usage
     job="$jobs_root/$name"
-    [[ -d "$job" ]] || { echo "no job named $name: start it first (device-job.sh list shows the jobs here)"; exit 2; }
+    [[ -d "$job" ]] || { echo "no job named $name: start it first (offline-job.sh list shows the jobs here)"; exit 2; }
     limit=${3:-540}; waited=0; last=""
     while running "$job" && (( waited < limit )); do
       sleep "$poll_s"; waited=$((waited + poll_s))
@@ -56,13 +57,13 @@ case "$verb" in
       line=$(grep -a '^\[trainperf\]' "$job/log" | tail -n 1)
       if [[ -n "$line" && "$line" != "$last" ]]; then echo "$line"; last=$line; fi
     done
-    out=${OUT:-/tmp/out}; mkdir -p "$out"
+    out=${TRAINPERF_OUT:-${OUT:-reports/out}}; mkdir -p "$out"
     cp "$job/log" "$out/$name.log"
     elapsed=$(( $(date +%s) - $(cat "$job/started") ))
     if running "$job"; then
       (cd "$job/repo" && tar czf "$out/results-partial.tgz" --exclude='*.safetensors' --exclude='*.parquet' \
         --exclude='*.pt.trace.json*' reports baselines 2>/dev/null)
-      echo "job $name: still running after ${elapsed}s; snapshot in results-partial.tgz; call wait again"
+      echo "job $name: still running after ${elapsed}s; snapshot in results-partial.tgz; run wait again"
       exit 0
     fi
     cp -r "$job/out/." "$out/" 2>/dev/null

@@ -1,4 +1,4 @@
-"""scripts/device-job.sh: a job outlives the call that started it, and a later call collects it."""
+"""scripts/offline-job.sh: a job outlives the connection that started it, and a later one collects it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "device-job.sh"
+SCRIPT = ROOT / "scripts" / "offline-job.sh"
 
 
 @pytest.fixture

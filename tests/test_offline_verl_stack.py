@@ -1,4 +1,4 @@
-"""scripts/pack-verl-site.sh --resplit: parts cut to another limit are re-cut, bytes unchanged."""
+"""scripts/offline-verl-stack.sh --resplit: parts cut to another limit are re-cut, bytes unchanged."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "pack-verl-site.sh"
+SCRIPT = ROOT / "scripts" / "offline-verl-stack.sh"
 
 
 def pack(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
