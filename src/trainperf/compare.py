@@ -187,14 +187,22 @@ def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue |
 def timing_comparable(baseline: CaseResult, result: CaseResult, same_keys: Sequence[str]) -> tuple[bool, str]:
     """Whether a result's timing can be judged against a baseline's, and if not why: an emulated
     result never can; otherwise the fingerprint keys its class names (``timing_comparable_only_on_same``,
-    e.g. the CPU model) must match."""
+    e.g. the CPU's identity) must match. The reason names each differing key with both values."""
     for label, side in (("baseline", baseline), ("result", result)):
         if side.emulated:
             return False, f"the {label} is emulated ({side.emulated})"
-    differing = [key for key in same_keys if baseline.fingerprint.get(key) != result.fingerprint.get(key)]
+    differing = [
+        f"{key} {_shown(baseline.fingerprint.get(key))} -> {_shown(result.fingerprint.get(key))}"
+        for key in same_keys
+        if baseline.fingerprint.get(key) != result.fingerprint.get(key)
+    ]
     if differing:
-        return False, f"{', '.join(differing)} differ"
+        return False, "the baseline was measured on another host (" + "; ".join(differing) + ")"
     return True, ""
+
+
+def _shown(value: Any) -> str:
+    return "unrecorded" if value is None else repr(value)
 
 
 def config_changes(baseline: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -213,8 +221,10 @@ def compare_case(
     expectation: str,
     timing_comparable: bool,
     strict: bool = False,
+    timing_note: str = "",
 ) -> CaseVerdict:
-    """Judge a case. ``expectation`` is the catalogue's expected outcome on this class."""
+    """Judge a case. ``expectation`` is the catalogue's expected outcome on this class; where the
+    timing is not comparable, ``timing_note`` says why (it is shown, never gated)."""
     outcome = Outcome(result.outcome)
     env = environment_changes(baseline.fingerprint, result.fingerprint) if baseline else []
     base_outcome = Outcome(baseline.outcome) if baseline else None
@@ -260,7 +270,7 @@ def compare_case(
         verdict = compare_metric(metric, value, baseline.metrics.get(name))
         if metric.timing and not timing_comparable:
             verdict.gated = False
-            verdict.note = "timing not comparable with this baseline's machine"
+            verdict.note = f"not gated: {timing_note or 'timing not comparable with the baseline'}"
         verdicts.append(verdict)
     gated = [v for v in verdicts if v.gated]
     if changes:
@@ -281,6 +291,9 @@ def compare_case(
     if improved:
         listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in improved)
         return CaseVerdict(Verdict.IMPROVED, False, f"improved: {listed}", verdicts, changes, env)
+    if not timing_comparable and any(not v.gated and v.verdict is not Verdict.PASS for v in verdicts):
+        why = timing_note or "timing not comparable with the baseline"
+        return CaseVerdict(Verdict.PASS, False, f"within tolerance; timing shown, not gated: {why}", verdicts, changes, env)
     return CaseVerdict(Verdict.PASS, False, "within tolerance", verdicts, changes, env)
 
 

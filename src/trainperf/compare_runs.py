@@ -139,7 +139,9 @@ def compare_runs(
     for case_id in common:
         a, b = by_id_a[case_id], by_id_b[case_id]
         comparable, why = timing_comparable(a, b, gpu_class.timing_comparable_only_on_same)
-        verdict = compare_case(b, a, metrics, expectation="ok", timing_comparable=comparable, strict=False)
+        verdict = compare_case(
+            b, a, metrics, expectation="ok", timing_comparable=comparable, strict=False, timing_note=why
+        )
         fails = verdict.verdict in FAILING or (strict and verdict.verdict is Verdict.NOISY)
         cases.append(CaseComparison(case_id, a, b, verdict, fails, why))
     first = common[0]

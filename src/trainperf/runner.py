@@ -309,13 +309,15 @@ class CaseRunner:
         return report
 
     def _judge(self, case: Case, result: CaseResult, baseline: CaseResult | None) -> CaseVerdict:
+        comparable, why = self._timing_comparable(baseline, result)
         return compare_case(
             result,
             baseline,
             self.ctx.metrics,
             expectation=case.expectation(self.ctx.gpu_class.name),
-            timing_comparable=self._timing_comparable(baseline, result),
+            timing_comparable=comparable,
             strict=self.ctx.settings.strict,
+            timing_note=why,
         )
 
     def _repeats(self) -> int:
@@ -333,10 +335,10 @@ class CaseRunner:
         resolved = [resolve_metric(self.ctx.metrics, m.metric) for m in regressed]
         return bool(regressed) and all(metric is not None and metric.timing for metric in resolved)
 
-    def _timing_comparable(self, baseline: CaseResult | None, result: CaseResult) -> bool:
+    def _timing_comparable(self, baseline: CaseResult | None, result: CaseResult) -> tuple[bool, str]:
         if baseline is None:
-            return result.emulated is None
-        return timing_comparable(baseline, result, self.ctx.gpu_class.timing_comparable_only_on_same)[0]
+            return result.emulated is None, f"the result is emulated ({result.emulated})" if result.emulated else ""
+        return timing_comparable(baseline, result, self.ctx.gpu_class.timing_comparable_only_on_same)
 
     def _update_baseline(self, report: CaseReport) -> None:
         result = report.result
