@@ -140,7 +140,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         state.session_class = CPU_CLASS  # tiny cases run on the CPU of any machine
         return
     wrong = sorted({cls for _, case in perf_items if here not in case.gpu_classes for cls in case.gpu_classes})
-    if wrong:
+    # Listing a GPU class's matrix (--collect-only) runs nothing, so it works on any machine.
+    if wrong and not config.option.collectonly:
         raise pytest.UsageError(
             f"the selection asks for cases of class {'/'.join(wrong)} but this machine has "
             f"{state.detection.describe()}; select -m {here or 'cpu'}, or pass --perf-gpu-class NAME to override"
