@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import marks_for
+from trainperf.run.catalogue import marks_for
 
 GPU = ("maxq", "h100", "h200")
 
@@ -34,4 +34,4 @@ CLIFFS = [
     [pytest.param(c, a, lo, hi, id=f"{c.id}-cliff-{a}", marks=marks_for(c)) for c, a, lo, hi in CLIFFS],
 )
 def test_oom_cliff(case: Case, axis: str, low: int, high: int, trainperf: Any) -> None:
-    trainperf.cliff(case, axis, low, high)
+    trainperf.plan.cliff(case, axis, low, high)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import marks_for, params
+from trainperf.run.catalogue import marks_for, params
 
 GPU = ("maxq", "h100", "h200")
 E1_MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -127,4 +127,4 @@ def test_rl_verl(case: Case, trainperf: Any) -> None:
     [pytest.param(c, a, lo, hi, id=f"{c.id}-cliff-{a}", marks=marks_for(c)) for c, a, lo, hi in CLIFFS],
 )
 def test_rl_verl_cliff(case: Case, axis: str, low: int, high: int, trainperf: Any) -> None:
-    trainperf.cliff(case, axis, low, high)
+    trainperf.plan.cliff(case, axis, low, high)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from trainperf.ab import pool_case
+from trainperf.run.ab import pool_case
 from trainperf.cli import main
 from trainperf.paths import REPO_ROOT
-from trainperf.results import CaseResult, MetricValue
+from trainperf.result import CaseResult, MetricValue
 
 
 def test_a_path_that_is_not_a_python_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -70,7 +70,7 @@ def test_a_over_a_on_the_cpu_passes(tmp_path: Path) -> None:
 
 def test_a_relative_interpreter_is_made_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
     """Children start in their own run folder: a relative --perf-python must not break them."""
-    from trainperf.settings import resolve
+    from trainperf.run.settings import resolve
 
     monkeypatch.chdir(REPO_ROOT)
     relative = Path(sys.executable).relative_to(REPO_ROOT) if Path(sys.executable).is_relative_to(REPO_ROOT) else None

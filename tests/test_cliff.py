@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff
+from trainperf.plan.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff
 from trainperf.errors import TrainperfError
 
 

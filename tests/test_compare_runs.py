@@ -1,4 +1,4 @@
-"""``trainperf compare RUN_A RUN_B``: run B judged case by case against run A (trainperf.compare_runs)."""
+"""``trainperf compare RUN_A RUN_B``: run B judged case by case against run A (trainperf.report.compare_runs)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from trainperf import cli
-from trainperf.compare import Verdict
-from trainperf.compare_runs import RunComparison, compare_runs, render
+from trainperf.judge.compare import Verdict
+from trainperf.report.compare_runs import RunComparison, compare_runs, render
 from trainperf.errors import TrainperfError
-from trainperf.hardware import load_classes
-from trainperf.results import CaseResult, MetricValue, save_result
+from trainperf.measure.hardware import load_classes
+from trainperf.result import CaseResult, MetricValue
+from trainperf.store.results import save_result
 
 STEPS = [f"{step}:{100 + 7 * step}" for step in range(2, 32)]
 BASE = [0.5 + 0.01 * (i % 5) for i in range(len(STEPS))]

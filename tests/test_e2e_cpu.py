@@ -17,7 +17,7 @@ import pytest
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 CASES = [
     Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4,

@@ -10,9 +10,10 @@ import pytest
 from trainperf.case import Case
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
-from trainperf.references import load_references
+from trainperf.store.references import load_references
 from trainperf.report.engines import pairs, render, table
-from trainperf.results import CaseResult, MetricValue, save_result
+from trainperf.result import CaseResult, MetricValue
+from trainperf.store.results import save_result
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "baselines" / "published"
 

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from trainperf.envs import venv_python
+from trainperf.families.envs import venv_python
 
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 CASES = [Case(family="sft_unsloth", environment="unsloth", model="qwen3_tiny", method="qlora", profile="short",
               batch_size=4, gpu_classes=("cpu",))]

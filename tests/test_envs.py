@@ -9,16 +9,8 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main
-from trainperf.env_create import CreateOptions, creation_commands, probe_versions, render_list
-from trainperf.envs import (
-    ENVS_DIR,
-    env_var,
-    known_environments,
-    load_spec,
-    missing_message,
-    parse_overrides,
-    resolve_interpreter,
-)
+from trainperf.families.env_create import CreateOptions, creation_commands, probe_versions, render_list
+from trainperf.families.envs import ENVS_DIR, env_var, known_environments, load_spec, missing_message, parse_overrides, resolve_interpreter
 from trainperf.errors import TrainperfError
 from trainperf.workloads.child import missing_module_message
 

@@ -13,13 +13,16 @@ from typing import Any
 
 import pytest
 
-from trainperf import interruption
+from trainperf.run import interruption
 from trainperf.case import Case
-from trainperf.hardware import load_classes
-from trainperf.runner import CaseRunner
-from trainperf.session import Detection, open_run
-from trainperf.settings import resolve
+from trainperf.measure.hardware import load_classes
+from trainperf.run.case_runner import CaseRunner
+from trainperf.measure.detection import Detection
+from trainperf.run.context import open_run
+from trainperf.run.settings import resolve
 from trainperf.workloads.protocol import read_steps
+from trainperf.run.cliff import run_cliff
+from trainperf.run.launcher import ChildLauncher
 
 CASE = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))
 
@@ -43,9 +46,9 @@ def test_the_runner_records_the_cut_child_and_the_record_lapses_once_the_case_ha
         (log_dir / "steps.jsonl").write_text('{"step": 1, "duration_s": 3.0}\n{"step": 2, "duration_s": 5.0}\n')
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("trainperf.runner.run_child", cut_after_two_steps)
+    monkeypatch.setattr("trainperf.run.process.run_child", cut_after_two_steps)
     with pytest.raises(KeyboardInterrupt):
-        CaseRunner(context).run_child(CASE, 12, repeat=0, total=3)
+        ChildLauncher(context).run(CASE, 12, repeat=0, total=3)
     cut = interruption.pending(context.run_dir)
     assert cut is not None and cut.ran_s is not None and cut.ran_s >= 0
     # 10 steps left at the median of the two done (4 s)
@@ -72,9 +75,9 @@ def test_a_cut_cliff_probe_lapses_once_the_resumed_search_has_its_result(
     def cut_at_once(command: list[str], **_kw: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("trainperf.runner.run_child", cut_at_once)
+    monkeypatch.setattr("trainperf.run.process.run_child", cut_at_once)
     with pytest.raises(KeyboardInterrupt):
-        CaseRunner(context).run_cliff(CASE, "batch_size", 1, 8)
+        run_cliff(CaseRunner(context), CASE, "batch_size", 1, 8)
     cliff_id = f"{CASE.id}-cliff-batch_size"
     cut = interruption.pending(context.run_dir)
     assert cut is not None and cut.settled_by == cliff_id and cut.case_id != cliff_id  # the probe's own id
@@ -102,7 +105,7 @@ def test_a_corrupt_record_is_ignored(tmp_path: Path) -> None:
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 CASES = [Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))]
 

@@ -10,8 +10,8 @@ import pytest
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.paths import REPO_ROOT
-from trainperf.references import compare_to_references, load_references
-from trainperf.results import CaseResult, MetricValue
+from trainperf.store.references import compare_to_references, load_references
+from trainperf.result import CaseResult, MetricValue
 
 UNSLOTH_32B_SHORT = Case(
     family="sft_unsloth", model="qwen3_32b", method="qlora", profile="short", batch_size=32, gpu_classes=("maxq", "h100")

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main as cli_main
-from trainperf.monitor.nvml import Sample, write_samples
+from trainperf.measure.nvml import Sample, write_samples
 from trainperf.report.build import write_reports
 from trainperf.report.export import step_stats
-from trainperf.results import CaseResult, MetricValue, save_result
+from trainperf.result import CaseResult, MetricValue
+from trainperf.store.results import save_result
 from trainperf.traces.analysis import analyse
 from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace

@@ -12,17 +12,17 @@ import pytest
 from child_run import run_child_spec
 
 from trainperf.case import Case
-from trainperf.catalogue import load_catalogue
+from trainperf.run.catalogue import load_catalogue
 from trainperf.errors import TrainperfError
-from trainperf.estimate import estimate_case
-from trainperf.grpo import grpo_shape, preflight_grpo, trl_version_supported
-from trainperf.runner import preflight
+from trainperf.families.rl_trl import grpo_shape, preflight_grpo, trl_version_supported
+from trainperf.families import preflight
 from trainperf.synth.tokenizer import build_tokenizer
 from trainperf.workloads.phases import PhaseClock
 
 # Imported at collection (it imports torch, hence numpy): an in-process pytester run elsewhere in
 # the session restores sys.modules afterwards, and numpy cannot be imported a second time.
 from trainperf.workloads.rl_trl import check_trl, even_token_reward, prompt_texts
+from trainperf.families import family_of
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = Case(
@@ -73,7 +73,7 @@ def test_catalogue_cases_pass_preflight_and_get_no_sft_estimate() -> None:
     assert any(c.gpu_classes == ("cpu",) for c in cases)
     for case in cases:
         preflight(case)
-        assert estimate_case(case, 10) is None  # the SFT-shaped estimate does not model an RL step
+        assert family_of(case.family).memory_estimate(case, 10) is None  # the SFT-shaped estimate does not model an RL step
 
 
 def test_even_token_reward() -> None:

@@ -10,7 +10,8 @@ from trainperf.case import Case
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
 from trainperf.report.side_by_side import render, table
-from trainperf.results import CaseResult, MetricValue, save_result
+from trainperf.result import CaseResult, MetricValue
+from trainperf.store.results import save_result
 
 
 def result(family: str, method: str, batch: int, tokens: float, peak: float, gpu_class: str = "h100") -> CaseResult:

@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.compare: metric verdicts (paired and unpaired) and case verdicts."""
+"""Unit tests of trainperf.judge.compare: metric verdicts (paired and unpaired) and case verdicts."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from trainperf import stats
-from trainperf.compare import Verdict, compare_case, compare_metric
-from trainperf.metrics import METRICS, with_tolerances
-from trainperf.results import CaseResult, MetricValue
+from trainperf.judge import stats
+from trainperf.judge.compare import Verdict, compare_case, compare_metric
+from trainperf.judge.metrics import METRICS, with_tolerances
+from trainperf.result import CaseResult, MetricValue
 
 STEP = METRICS["step_time_s"]
 TPS = METRICS["tokens_per_s"]
@@ -317,7 +317,7 @@ def test_single_run_baseline_pairs_every_step() -> None:
 def test_timing_on_another_cpu_host_is_shown_with_both_hosts_not_gated() -> None:
     """Two hosts that both report "AMD EPYC" but differ in family and ISA: the timing verdict is
     shown, the case passes, and the reason names what was compared with what."""
-    from trainperf.compare import timing_comparable
+    from trainperf.judge.compare import timing_comparable
 
     base_host = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 1 stepping 1", "cpu_isa": "avx2 fma"}
     this_host = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 23 model 1 stepping 2", "cpu_isa": "avx2 fma"}
@@ -334,7 +334,7 @@ def test_timing_on_another_cpu_host_is_shown_with_both_hosts_not_gated() -> None
 
 
 def test_timing_on_the_same_cpu_host_still_gates() -> None:
-    from trainperf.compare import timing_comparable
+    from trainperf.judge.compare import timing_comparable
 
     host = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 23 model 1 stepping 2", "cpu_isa": "avx2 fma"}
     baseline = _result(metrics=_ok_metrics(), fingerprint=host)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from trainperf.fingerprint import cpu_identity, host_fingerprint
+from trainperf.measure.host import cpu_identity
+from trainperf.measure.host import host_fingerprint
 
 ZEN1 = {"vendor_id": "AuthenticAMD", "cpu family": "23", "model": "1", "stepping": "2",
         "model name": "AMD EPYC", "flags": "fpu sse2 avx avx2 fma"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from trainperf.hygiene import GpuState, check, judge, throttle_names
-from trainperf.runner import gpu_notes
+from trainperf.measure.hygiene import GpuState, check, judge, throttle_names
+from trainperf.run.case_runner import gpu_notes
 
 
 def test_idle_gpu_at_full_clocks_is_clean() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainperf.compare import compare_case
-from trainperf.metrics import with_tolerances
+from trainperf.judge.compare import compare_case
+from trainperf.judge.metrics import with_tolerances
 from trainperf.report.table import failure_detail, render_markdown, render_text
-from trainperf.results import CaseResult, MetricValue
+from trainperf.result import CaseResult, MetricValue
 
 
 def _result(

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main
-from trainperf.verl.classify import classify_failure
-from trainperf.verl.logs import parse_console_line, read_records, remainder_s
+from trainperf.workloads.verl.classify import classify_failure
+from trainperf.workloads.verl.logs import parse_console_line, read_records, remainder_s
 
 DATA = Path(__file__).parent / "data" / "verl"
 VERSIONS = ("0.7.0", "0.8.0", "0.9.1")

@@ -9,14 +9,16 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import load_catalogue
-from trainperf.hardware import load_classes
+from trainperf.run.catalogue import load_catalogue
+from trainperf.measure.hardware import load_classes
 from trainperf.paths import REPO_ROOT
-from trainperf.results import load_result
-from trainperf.runner import CaseRunner
-from trainperf.session import Detection, open_run
-from trainperf.settings import resolve
-from trainperf.verl.memory import over_the_floor, update_floor
+from trainperf.store.results import load_result
+from trainperf.run.case_runner import CaseRunner
+from trainperf.measure.detection import Detection
+from trainperf.run.context import open_run
+from trainperf.run.settings import resolve
+from trainperf.families.rl_verl.floor import over_the_floor, update_floor
+from trainperf.run.cliff import run_cliff
 
 CATALOGUE = load_catalogue(REPO_ROOT)
 PPO_3B_ONE_GPU = "rl_verl-qwen2_5_3b-full-gsm8k-b256-mb1-algppo-engvllm-mini128-n1-p1024-r1024-tp1"
@@ -91,14 +93,14 @@ def _h100_runner(tmp_path: Path, launched: list[int], fits_at: int | None, monke
         if fits_at is None or case.micro_batch_size > fits_at:
             result.outcome, result.message = "oom", "out of memory (fake)"
 
-    monkeypatch.setattr(runner, "_add_runs", fake_runs)
+    monkeypatch.setattr(runner, "add_runs", fake_runs)
     return runner
 
 
 def test_the_3b_cliff_on_an_h100_launches_only_its_confirmation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Measured: 8, 2 and 1 each ran out after 7 minutes of set-up; the floor rules all out."""
     launched: list[int] = []
-    report = _h100_runner(tmp_path, launched, None, monkeypatch).run_cliff(CATALOGUE[PPO_3B_ONE_GPU], "micro_batch_size", 1, 512)
+    report = run_cliff(_h100_runner(tmp_path, launched, None, monkeypatch), CATALOGUE[PPO_3B_ONE_GPU], "micro_batch_size", 1, 512)
     cliff = report.result.cliff
     assert cliff is not None and cliff["largest_fit"] is None and cliff["confirmed"]
     assert launched == [1]  # the confirmation at the low end, a real launch
@@ -110,7 +112,7 @@ def test_a_floor_proved_wrong_by_the_confirmation_leaves_the_cliff_unconfirmed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     launched: list[int] = []
-    report = _h100_runner(tmp_path, launched, 4, monkeypatch).run_cliff(CATALOGUE[PPO_3B_ONE_GPU], "micro_batch_size", 1, 512)
+    report = run_cliff(_h100_runner(tmp_path, launched, 4, monkeypatch), CATALOGUE[PPO_3B_ONE_GPU], "micro_batch_size", 1, 512)
     assert report.result.cliff is not None and not report.result.cliff["confirmed"]
     assert report.verdict.verdict.value == "noisy"
 

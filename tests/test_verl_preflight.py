@@ -25,15 +25,17 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import load_catalogue
+from trainperf.run.catalogue import load_catalogue
 from trainperf.errors import TrainperfError
-from trainperf.hardware import load_classes
-from trainperf.runner import CaseRunner, preflight
-from trainperf.session import Detection, open_run
-from trainperf.settings import resolve
-from trainperf.verl.knobs import knobs_of
-from trainperf.verl.preflight import check, check_case
-from trainperf.verl.versions import CATALOGUE_VERL_VERSION, effective_version, rule_set
+from trainperf.measure.hardware import load_classes
+from trainperf.run.case_runner import CaseRunner
+from trainperf.families import preflight
+from trainperf.measure.detection import Detection
+from trainperf.run.context import open_run
+from trainperf.run.settings import resolve
+from trainperf.families.rl_verl.knobs import knobs_of
+from trainperf.families.rl_verl.preflight import check, check_case
+from trainperf.families.rl_verl.versions import CATALOGUE_VERL_VERSION, effective_version, rule_set
 
 WORKERS = ("0.6.1", "0.7.0")
 ENGINE = ("0.8.0", "0.9.1")
@@ -178,8 +180,8 @@ def test_the_runner_models_the_verl_of_the_cases_environment_not_the_suites(
     settings = resolve({"output": str(tmp_path / "reports"), "env": f"verl-vllm={python}"}, lambda _name: None, tmp_path)
     runner = CaseRunner(open_run(settings, Detection(load_classes()["cpu"], None, None, False), tmp_path))
     case = rl_case(micro=256).replace(environment="verl-vllm")
-    result = runner._new_result(case)
-    runner._add_runs(case, 2, result, [], 1)
+    result = runner.new_result(case)
+    runner.add_runs(case, 2, result, [], 1)
     assert result.outcome == "config_error"
     assert result.message.startswith("verl 0.6.1 (installed) would reject this case"), result.message
 

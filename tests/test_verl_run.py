@@ -20,14 +20,15 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.cliff import Probe, ProbeFailed, find_cliff
-from trainperf.compare import Verdict, compare_case
-from trainperf.measure import measure_run, pool_runs
-from trainperf.metrics import METRICS
-from trainperf.results import CaseResult
-from trainperf.verl.knobs import knobs_of
-from trainperf.verl.overrides import Inputs, overrides
-from trainperf.verl.versions import rule_set
+from trainperf.plan.cliff import Probe, ProbeFailed, find_cliff
+from trainperf.judge.compare import Verdict, compare_case
+from trainperf.measure.measurement import measure_run, pool_runs
+from trainperf.judge.metrics import METRICS
+from trainperf.result import CaseResult
+from trainperf.families.rl_verl.knobs import knobs_of
+from trainperf.workloads.verl.overrides import Inputs, overrides
+from trainperf.families.rl_verl.versions import rule_set
+from trainperf.families import family_of
 
 DATA = Path(__file__).parent / "data" / "verl"
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -376,6 +377,7 @@ def run_fake(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch, alg: str = "ppo"
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from trainperf.workloads import rl_verl
+    from trainperf.workloads.protocol import ChildSpec
     from trainperf.workloads.recorder import StepRecorder
 
     monkeypatch.setenv("FAKE_VERL_MODE", mode)
@@ -386,7 +388,7 @@ def run_fake(
     )  # fmt: skip
     out = tmp_path / "out"
     out.mkdir()
-    spec = {"case": case.to_dict(), "steps": 3, "device": "cpu", "seed": 0, "out_dir": str(out)}
+    spec = ChildSpec(case=case.to_dict(), steps=3, device="cpu", seed=0, out_dir=str(out))
     recorder = StepRecorder(out / "steps.jsonl", spec)
     return rl_verl.run(spec, recorder), recorder.steps
 
@@ -436,17 +438,18 @@ def test_an_oom_inside_verl_is_classified_from_its_log(fake_verl: Path, monkeypa
     ("option", "words"), [({"plant_slowdown": 0.5}, "plant-slowdown"), ({"memory_cap_gib": 80}, "memory caps")]
 )
 def test_options_acting_in_the_child_process_are_refused_not_faked(option: dict[str, Any], words: str) -> None:
-    from trainperf.workloads.protocol import SkipCase
+    from trainperf.workloads.protocol import ChildSpec, SkipCase
     from trainperf.workloads.rl_verl import refuse_unsupported
 
     with pytest.raises(SkipCase, match=words):
-        refuse_unsupported({"case": rl().to_dict(), **option})
-    refuse_unsupported({"case": rl().to_dict(), "plant_slowdown": 0.0, "memory_cap_gib": None})
+        refuse_unsupported(ChildSpec(case=rl().to_dict(), steps=2, out_dir="", **option))
+    refuse_unsupported(ChildSpec(case=rl().to_dict(), steps=2, out_dir="", plant_slowdown=0.0, memory_cap_gib=None))
 
 
 def test_an_rl_train_batch_is_global() -> None:
-    assert rl(gpus=2).samples_per_step == 64
-    assert Case(family="sft_hf", model="m", method="lora", profile="short", batch_size=4, gpus=2).samples_per_step == 8
+    assert family_of("rl_verl").samples_per_step(rl(gpus=2)) == 64
+    sft = Case(family="sft_hf", model="m", method="lora", profile="short", batch_size=4, gpus=2)
+    assert family_of("sft_hf").samples_per_step(sft) == 8
 
 
 def without_flash_attn(site: Path) -> None:
@@ -519,7 +522,7 @@ def test_without_flash_attn_a_grpo_case_runs_on_sdpa_and_says_so(fake_verl: Path
 
 
 def test_extra_overrides_replace_a_key_already_set_and_append_new_ones() -> None:
-    from trainperf.verl.overrides import merge_overrides
+    from trainperf.workloads.verl.overrides import merge_overrides
 
     merged = merge_overrides(["a=1", "b.c=True", "d=3"], ["b.c=False", "++x.y=sdpa", "+z=1"])
     assert merged == ["a=1", "b.c=False", "d=3", "++x.y=sdpa", "+z=1"]
@@ -539,8 +542,8 @@ def test_extra_overrides_replace_a_key_already_set_and_append_new_ones() -> None
 def test_length_checks_follow_what_the_suite_forces(
     engine: str, natural: bool, synthetic: bool, prompt: float, response: float, problem: str | None
 ) -> None:
-    from trainperf.verl.knobs import knobs_of
-    from trainperf.verl.lengths import Lengths, length_mismatch
+    from trainperf.families.rl_verl.knobs import knobs_of
+    from trainperf.workloads.verl.lengths import Lengths, length_mismatch
 
     extra = {"eng": engine, "p": 512, "r": 1024, **({"len": "natural"} if natural else {})}
     knobs = knobs_of(rl("grpo", None, 1, n=4, dyn=8192, **extra))

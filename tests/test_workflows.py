@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainperf.hardware import CPU_CLASS, load_classes
+from trainperf.measure.hardware import CPU_CLASS, load_classes
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted([*ROOT.glob(".github/workflows/*.yml"), *ROOT.glob("ci/workflows/*.yml")])

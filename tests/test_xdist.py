@@ -19,7 +19,7 @@ pytest.importorskip("xdist")
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 CASES = [
     Case(family="sft_hf", model="qwen3_tiny", method=m, profile=p, batch_size=4, gpu_classes=("cpu",))

@@ -131,12 +131,6 @@ class Case:
     def expectation(self, gpu_class: str) -> Expectation:
         return dict(self.expected).get(gpu_class, "ok")
 
-    @property
-    def samples_per_step(self) -> int:
-        if self.family.startswith("rl_"):
-            return self.batch_size  # an RL train batch is global: prompts per step over all GPUs
-        return self.batch_size * self.grad_accum * self.gpus
-
     def replace(self, **changes: Any) -> Case:
         return dataclasses.replace(self, **changes)
 

@@ -1,6 +1,6 @@
 """The pytest plugin: options, markers, GPU-class check, the ``trainperf`` fixture, the summary.
 
-Hooks and wiring only; the work is done by ``session``, ``runner`` and ``report``.
+Hooks and wiring only; the work is done by ``run`` (cases), ``report`` (the summary) and ``xdist`` (workers).
 """
 
 from __future__ import annotations
@@ -11,15 +11,20 @@ from typing import Any
 
 import pytest
 
-from trainperf import interruption, workers
+from trainperf import xdist
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
-from trainperf.hardware import CPU_CLASS, load_classes
+from trainperf.measure.detection import Detection, detect, emulate
+from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.report.export import key_figures
+from trainperf.report.summary import details, write_summary
 from trainperf.report.table import failure_detail
-from trainperf.runner import CaseReport, CaseRunner, RunContext
-from trainperf.session import Detection, detect, emulate, open_run
-from trainperf.settings import OPTIONS, Settings, resolve
+from trainperf.run import interruption
+from trainperf.run.case_runner import CaseReport, CaseRunner
+from trainperf.run.cliff import run_cliff
+from trainperf.run.context import RunContext, open_run
+from trainperf.run.folder import RunFolder
+from trainperf.run.settings import OPTIONS, Settings, resolve
 
 MARKERS = {
     "cpu": "tiny cases that run on the CPU of any machine",
@@ -69,11 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
     except TrainperfError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = _State(settings=settings, rootdir=Path(config.rootpath))
-    if workers.is_controller(config):
+    if xdist.is_controller(config):
         config.pluginmanager.register(_WorkerReports(state), "trainperf-worker-reports")
         if settings.resume is None:
-            state.stamp = workers.new_stamp(settings.output)
-    state.stamp = state.stamp or workers.shared_stamp(config)
+            state.stamp = xdist.new_stamp(settings.output)
+    state.stamp = state.stamp or xdist.shared_stamp(config)
     config.stash[STATE] = state
 
 
@@ -82,13 +87,13 @@ def pytest_configure_node(node: Any) -> None:
     """xdist controller: every worker writes into the one run folder this stamp names."""
     state = node.config.stash[STATE]
     if state.stamp is not None:
-        node.workerinput[workers.STAMP_KEY] = state.stamp
+        node.workerinput[xdist.STAMP_KEY] = state.stamp
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on a GPU machine: one worker per visible GPU (xdist's default, one per core, elsewhere)."""
-    return workers.auto_workers()
+    return xdist.auto_workers()
 
 
 class _WorkerReports:
@@ -163,11 +168,11 @@ class Harness:
             detection = state.detection
             if state.session_class == CPU_CLASS and detection.gpu_class and detection.gpu_class.name != CPU_CLASS:
                 detection = Detection(load_classes()[CPU_CLASS], None, None, detection.overridden)
-            placement = workers.placement_for(self.config) if detection.device is not None else None
+            placement = xdist.placement_for(self.config) if detection.device is not None else None
             if placement is not None:
-                detection = workers.own_gpu(detection, placement)
+                detection = xdist.own_gpu(detection, placement)
             state.context = open_run(
-                state.settings, detection, state.rootdir, stamp=state.stamp, worker=workers.worker_id(self.config)
+                state.settings, detection, state.rootdir, stamp=state.stamp, worker=xdist.worker_id(self.config)
             )
             state.context.placement = placement
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -188,7 +193,7 @@ class Harness:
 
     def check_cliff(self, case: Case, axis: str, low: int, high: int, record_property: Any = None) -> CaseReport:
         try:
-            report = CaseRunner(self._context()).run_cliff(case, axis, low, high)
+            report = run_cliff(CaseRunner(self._context()), case, axis, low, high)
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         return self._conclude(report, record_property)
@@ -226,7 +231,7 @@ def trainperf_session(request: pytest.FixtureRequest) -> Harness:
 
 class CaseCheck:
     """The ``trainperf`` fixture: ``trainperf(case)`` measures and gates a case;
-    ``trainperf.cliff(case, "batch_size", 1, 512)`` finds and gates its OOM cliff."""
+    ``trainperf.plan.cliff(case, "batch_size", 1, 512)`` finds and gates its OOM cliff."""
 
     def __init__(self, harness: Harness, record_property: Any) -> None:
         self._harness, self._record = harness, record_property
@@ -240,20 +245,20 @@ class CaseCheck:
 
 @pytest.fixture
 def trainperf(trainperf_session: Harness, record_property: Any) -> CaseCheck:
-    """Run a case and gate it: ``trainperf(case)``, or its OOM cliff: ``trainperf.cliff(...)``."""
+    """Run a case and gate it: ``trainperf(case)``, or its OOM cliff: ``trainperf.plan.cliff(...)``."""
     return CaseCheck(trainperf_session, record_property)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
-    if state is None or workers.worker_id(config):
+    if state is None or xdist.worker_id(config):
         return  # a worker's terminal is not shown; the controller writes the one summary
     if state.deselected_other_class:
         terminalreporter.write_line(
             f"trainperf: {state.deselected_other_class} case(s) of other GPU classes deselected "
             f"(this machine: {state.detection.describe() if state.detection else '?'})"
         )
-    if workers.is_controller(config):
+    if xdist.is_controller(config):
         _controller_summary(terminalreporter, state)
         return
     if state.context is None:
@@ -263,22 +268,22 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         results = [report.result for report in state.reports]
         notes = {report.result.case_id: report.notes for report in state.reports}
         written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
-        _summarize(terminalreporter, run_dir, state.context.gpu_class.name, results, workers.details(results, notes, written))
+        _summarize(terminalreporter, run_dir, state.context.gpu_class.name, results, details(results, notes, written))
     _say_interruption(terminalreporter, run_dir)
 
 
 def _controller_summary(terminalreporter: Any, state: _State) -> None:
     """Under xdist: one summary of every worker's results, read from the run folder's result files."""
     settings = state.settings
-    folders = [settings.resume] if settings.resume else workers.run_dirs(settings.output, state.stamp or "")
+    folders = [settings.resume] if settings.resume else xdist.run_dirs(settings.output, state.stamp or "")
     for run_dir in folders:
         try:
-            results = workers.load_run_results(run_dir)
+            results = RunFolder(run_dir).results_by_finish()
         except TrainperfError as exc:
             terminalreporter.write_line(f"trainperf: {exc}")
             continue
         if results:
-            lines = workers.details(results, {}, dict(state.written))
+            lines = details(results, {}, dict(state.written))
             _summarize(terminalreporter, run_dir, results[0].gpu_class, results, lines)
         _say_interruption(terminalreporter, run_dir)
 
@@ -292,7 +297,7 @@ def _say_interruption(terminalreporter: Any, run_dir: Path) -> None:
 
 def _summarize(terminalreporter: Any, run_dir: Path, gpu_class: str, results: list[Any], lines: list[str]) -> None:
     terminalreporter.section(f"trainperf: {gpu_class} ({len(results)} cases)")
-    terminalreporter.write_line(workers.write_summary(run_dir, gpu_class, results, lines))
+    terminalreporter.write_line(write_summary(run_dir, gpu_class, results, lines))
     for line in lines:
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"trainperf: results in {run_dir} (summary.md, index.html, benchmark.json, results/*.json)")

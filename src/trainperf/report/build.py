@@ -13,7 +13,7 @@ from pathlib import Path
 from trainperf.report.export import benchmark_json
 from trainperf.report.html import render_html, run_info
 from trainperf.report.markdown import render_summary
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 
 REPORT_FILES = ("summary.md", "index.html", "benchmark.json")
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
-from trainperf.references import Reference
+from trainperf.families import FAMILIES
+from trainperf.store.references import Reference
 from trainperf.report.table import align, format_value
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 
-FAMILY = "rl_verl"
 BASE, OTHER = "vllm", "sglang"
 ROWS = (
     ("step_time_s", "step s"),
@@ -52,11 +52,8 @@ class EnginePair:
 
 
 def _engine(result: CaseResult) -> str | None:
-    case = result.case
-    if case.get("family") != FAMILY:
-        return None
-    engine = (case.get("extra") or {}).get("eng")
-    return engine if engine in (BASE, OTHER) else None
+    family = FAMILIES.get(str(result.case.get("family")))
+    return family.rollout_engine(result.case.get("extra") or {}) if family else None
 
 
 def _shape_key(result: CaseResult) -> str:

@@ -17,7 +17,7 @@ from trainperf.case import Case
 from trainperf.report.rundata import probe_series, runs_of
 from trainperf.report.svg import Bar, Line, Mark, line_chart, ratio_chart, stacked_bars
 from trainperf.report.table import COLUMNS, rows
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 from trainperf.traces.diff import describe
 
 STYLE = """

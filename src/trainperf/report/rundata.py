@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainperf import stats
-from trainperf.monitor.nvml import Sample, read_samples
-from trainperf.results import CaseResult
+from trainperf.judge import stats
+from trainperf.measure.nvml import Sample, read_samples
+from trainperf.result import CaseResult
 from trainperf.workloads.protocol import SAMPLES_FILE, STEPS_FILE, read_steps
 
 GIB = 2**30

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from trainperf.errors import TrainperfError
 from trainperf.report.table import align, format_value
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 
 METHODS = (("sft_hf", "lora", "HF LoRA"), ("sft_hf", "qlora", "HF QLoRA"), ("sft_unsloth", "qlora", "unsloth QLoRA"))
 REFERENCE = "HF QLoRA"

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 from trainperf.traces.diff import describe as describe_trace_diff
 
 COLUMNS = (

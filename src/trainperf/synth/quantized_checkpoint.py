@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from trainperf.errors import TrainperfError
-from trainperf.estimate import NF4_BYTES_PER_PARAM
+from trainperf.synth.nf4 import NF4_BYTES_PER_PARAM
 from trainperf.synth import cache
 from trainperf.synth.cache import COMPLETE_MARKER, NotEnoughDisk, require_room
 

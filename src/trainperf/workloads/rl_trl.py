@@ -29,11 +29,12 @@ import torch
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
-from trainperf.grpo import FIXED_PROFILE, SUPPORTED_TRL_TEXT, GrpoShape, preflight_grpo, trl_version_supported
+from trainperf.families.rl_trl import FIXED_PROFILE, SUPPORTED_TRL_TEXT, GrpoShape, preflight_grpo, trl_version_supported
 from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
 from trainperf.workloads.phases import PhaseClock
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.sft_hf import ATTN_IMPLEMENTATION, LORA_TARGETS  # E2's adapter recipe, shared
+from trainperf.workloads.protocol import ChildSpec
 
 PHASE_HOOKS = {"training_step": "update", "_prepare_inputs": "prepare", "_generate": "gen", "_calculate_rewards": "reward"}
 """GRPOTrainer method -> phase charged with its time (less the time of the phases nested in it)."""
@@ -120,10 +121,10 @@ def _timed(method: Callable[..., Any], phase: str, clock: PhaseClock, after: Cal
     return wrapper
 
 
-def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
-    case = Case.from_dict(spec["case"])
+def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec.case)
     shape = preflight_grpo(case)  # the parent checked it too; a hand-written spec gets the same one line
-    device = torch.device(spec["device"])
+    device = torch.device(spec.device)
     on_gpu = device.type == "cuda"
     if on_gpu:
         torch.cuda.set_device(device)
@@ -133,7 +134,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
         # (16 tokens for 8 sequences of the tiny model: 0.14 s with one thread, 1.0-2.9 s with two).
         torch.set_num_threads(1)
     dtype = torch.bfloat16 if on_gpu else torch.float32
-    steps, seed = int(spec["steps"]), int(spec.get("seed", 0))
+    steps, seed = spec.steps, spec.seed
     timeline: dict[str, float] = {}
     started = time.perf_counter()
 

@@ -4,7 +4,7 @@ case's Hydra overrides, its file-logger JSONL tailed into ``steps.jsonl`` as eac
 verl runs in its own process group (Ray starts many processes); whatever way it ends, that
 group is killed and ``ray stop --force`` is run, so no worker keeps GPU memory into the next
 case. A SIGTERM from the parent (its timeout, Ctrl-C) does the same before this process exits.
-A failed run is classified from verl's log (``trainperf.verl.classify``): OOM in a Ray worker
+A failed run is classified from verl's log (``trainperf.workloads.verl.classify``): OOM in a Ray worker
 or at the engine's start-up, a dead worker, anything else.
 
 Steps are verl's own (``timing_s/step``, phases, ``perf/throughput``): verl times them in its
@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case
-from trainperf.verl.classify import classify_failure
-from trainperf.verl.knobs import knobs_of
-from trainperf.verl.lengths import length_mismatch, measured_lengths
-from trainperf.verl.logs import parse_jsonl_line, step_record
-from trainperf.verl.overrides import Inputs, attention_overrides, dataset_rows, merge_overrides, overrides
-from trainperf.verl.preflight import check
-from trainperf.verl.versions import rule_set
+from trainperf.workloads.verl.classify import classify_failure
+from trainperf.families.rl_verl.knobs import knobs_of
+from trainperf.workloads.verl.lengths import length_mismatch, measured_lengths
+from trainperf.workloads.verl.logs import parse_jsonl_line, step_record
+from trainperf.workloads.verl.overrides import Inputs, attention_overrides, dataset_rows, merge_overrides, overrides
+from trainperf.families.rl_verl.preflight import check
+from trainperf.families.rl_verl.versions import rule_set
 from trainperf.workloads import verl_sdpa_critic
 from trainperf.workloads.effective import library_versions
 from trainperf.workloads.protocol import SkipCase
 from trainperf.workloads.recorder import StepRecorder
+from trainperf.workloads.protocol import ChildSpec
 
 POLL_S = 0.5
 METRICS_FILE = "verl_metrics.jsonl"
@@ -73,11 +74,11 @@ def require_machine(gpus: int, device: str) -> None:
         )
 
 
-def refuse_unsupported(spec: dict[str, Any]) -> None:
+def refuse_unsupported(spec: ChildSpec) -> None:
     """Options that act inside this process, where verl's work does not happen: skipped, not faked."""
-    if float(spec.get("plant_slowdown") or 0) > 0:
+    if spec.plant_slowdown > 0:
         raise SkipCase("--perf-plant-slowdown acts at step edges in this process; verl's steps run in its Ray workers")
-    if spec.get("memory_cap_gib") or spec["case"].get("memory_cap_gib"):
+    if spec.memory_cap_gib or spec.case.get("memory_cap_gib"):
         raise SkipCase("memory caps (--perf-emulate, memory_cap_gib) act on this process's allocator, not on verl's workers")
 
 
@@ -175,10 +176,10 @@ class _Tail:
         return [line.decode("utf-8", "replace") for line in complete]
 
 
-def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
-    case = Case.from_dict(spec["case"])
+def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec.case)
     knobs = knobs_of(case)
-    require_machine(knobs.gpus, str(spec.get("device", "cpu")))
+    require_machine(knobs.gpus, spec.device)
     refuse_unsupported(spec)
     version = importlib.metadata.version("verl")
     rules = rule_set(version)
@@ -186,12 +187,12 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     if problem:  # the parent's pre-flight stops these; a child started by hand must not spend GPU time
         raise ValueError(f"verl {version} would reject this case: {problem}")
     attention = attention_overrides(knobs, flash_attn_installed=importlib.util.find_spec("flash_attn") is not None)
-    steps = int(spec["steps"])
-    out_dir = Path(spec["out_dir"])
+    steps = spec.steps
+    out_dir = Path(spec.out_dir)
     work = out_dir / "verl"
     work.mkdir(parents=True, exist_ok=True)
     timeline: dict[str, float] = {"start": time.time()}
-    inputs, info = prepare_inputs(case, work, dataset_rows(knobs, steps), knobs.prompt_len, int(spec.get("seed", 0)))
+    inputs, info = prepare_inputs(case, work, dataset_rows(knobs, steps), knobs.prompt_len, spec.seed)
     # TRAINPERF_VERL_OVERRIDES: extra Hydra overrides for a runner's stack, applied last;
     # everything used is written to overrides.txt.
     extra = shlex.split(os.environ.get("TRAINPERF_VERL_OVERRIDES", ""))

@@ -21,6 +21,7 @@ from trainperf.workloads.effective import effective_config, library_versions
 from trainperf.workloads.protocol import SkipCase
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.sft_hf import LORA_TARGETS, _callback, _dataset, sft_args
+from trainperf.workloads.protocol import ChildSpec
 
 GRADIENT_CHECKPOINTING = "unsloth"
 """unsloth's own checkpointing: saved activations are offloaded to host memory."""
@@ -36,17 +37,17 @@ OFFLINE_ENV = {
 VERSION_PACKAGES = ("unsloth", "unsloth_zoo", "xformers", "triton", "torchao")
 
 
-def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
-    case = Case.from_dict(spec["case"])
-    device = torch.device(spec["device"])
+def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec.case)
+    device = torch.device(spec.device)
     if device.type != "cuda":
         raise SkipCase("unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU runners only")
     if case.method != "qlora":
         raise SkipCase(f"sft_unsloth runs unsloth QLoRA only (method {case.method} is sft_hf's)")
     torch.cuda.set_device(device)
     os.environ.update(OFFLINE_ENV)
-    steps = int(spec["steps"])
-    seed = int(spec.get("seed", 0))
+    steps = spec.steps
+    seed = spec.seed
     timeline: dict[str, float] = {}
     started = time.perf_counter()
 
