@@ -18,7 +18,15 @@ GPU = ("maxq", "h100", "h200")
 
 
 def sft(model: str, method: str, profile: str, batch: int, classes: tuple[str, ...], **kw: Any) -> Case:
-    return Case(family="sft_hf", model=model, method=method, profile=profile, batch_size=batch, gpu_classes=classes, **kw)  # type: ignore[arg-type]
+    return Case(
+        family="sft_hf",
+        model=model,
+        method=method,
+        profile=profile,
+        batch_size=batch,
+        gpu_classes=classes,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 CLIFFS = [

@@ -18,7 +18,9 @@ BASE = [0.5 + 0.01 * (i % 5) for i in range(len(STEPS))]
 
 def pooled(*factors: float) -> MetricValue:
     samples = [t * factor for factor in factors for t in BASE]
-    return MetricValue(value=sorted(samples)[len(samples) // 2], unit="s", samples=samples, keys=STEPS * len(factors))
+    return MetricValue(
+        value=sorted(samples)[len(samples) // 2], unit="s", samples=samples, keys=STEPS * len(factors)
+    )
 
 
 def judge(current: MetricValue) -> Verdict:

@@ -28,7 +28,15 @@ def test_two_ranks_on_the_cpu(pytester: pytest.Pytester) -> None:
     pytest.importorskip("trl")
     pytester.makepyfile(test_catalogue=CATALOGUE)
     result = pytester.runpytest_subprocess(
-        "-m", "cpu", "--perf-steps", "4", "--perf-output", "reports", "--perf-baselines", "baselines", timeout=240
+        "-m",
+        "cpu",
+        "--perf-steps",
+        "4",
+        "--perf-output",
+        "reports",
+        "--perf-baselines",
+        "baselines",
+        timeout=240,
     )
     result.assert_outcomes(passed=1)
     (run_dir,) = (pytester.path / "reports").iterdir()

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from trainperf.judge.compare import timing_comparable
 from trainperf.errors import TrainperfError
+from trainperf.judge.compare import timing_comparable
+from trainperf.measure.detection import Detection, emulate
 from trainperf.measure.hardware import load_classes
 from trainperf.measure.nvml import DeviceInfo
 from trainperf.result import CaseResult
-from trainperf.measure.detection import Detection, emulate
 from trainperf.workloads import child
 from trainperf.workloads.protocol import ChildSpec
 
@@ -40,7 +40,9 @@ def test_what_cannot_be_emulated_is_one_line(name: str, message: str) -> None:
 
 
 def test_a_smaller_gpu_cannot_stand_in_for_a_larger_class() -> None:
-    info = DeviceInfo(0, "NVIDIA H100 80GB HBM3", "GPU-y", 81559 * 2**20, "580.159.04", "13.0", 700.0, "0000:00:00.0")
+    info = DeviceInfo(
+        0, "NVIDIA H100 80GB HBM3", "GPU-y", 81559 * 2**20, "580.159.04", "13.0", 700.0, "0000:00:00.0"
+    )
     with pytest.raises(TrainperfError, match="needs a GPU with more than its 96 GiB"):
         emulate(Detection(CLASSES["h100"], "0", info, False), CLASSES, "maxq")
 

@@ -8,11 +8,11 @@ import pytest
 
 from trainperf.case import Case
 from trainperf.families import family_of
-from trainperf.plan.estimate import param_counts
-from trainperf.synth.nf4 import NF4_BYTES_PER_PARAM
 from trainperf.paths import REPO_ROOT
+from trainperf.plan.estimate import param_counts
 from trainperf.store.results import load_result
 from trainperf.synth.model_configs import load_model_fixture
+from trainperf.synth.nf4 import NF4_BYTES_PER_PARAM
 
 # Parameter counts of the models built on the meta device by transformers 5.17 from these configs.
 META_BUILD_COUNTS = {

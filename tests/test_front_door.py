@@ -50,7 +50,9 @@ def _run(argv: list[str], timeout: int = 180) -> subprocess.CompletedProcess[str
 
 def test_readme_shows_the_front_door_commands() -> None:
     assert "make cpu" in COMMANDS and "make test" in COMMANDS
-    assert any(re.match(r"pytest -m (maxq|h100|h200)\b", c) for c in COMMANDS), "a GPU runner's command is shown"
+    assert any(re.match(r"pytest -m (maxq|h100|h200)\b", c) for c in COMMANDS), (
+        "a GPU runner's command is shown"
+    )
 
 
 def test_the_extractor_reads_prompts_continuations_and_comments() -> None:

@@ -60,11 +60,18 @@ def layer_of(module: str) -> int:
 def _imports(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module.startswith("trainperf"):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.startswith("trainperf")
+        ):
             base = node.module.removeprefix("trainperf").lstrip(".")
             found += [f"{base}.{alias.name}".lstrip(".") if not base else base for alias in node.names]
         elif isinstance(node, ast.Import):
-            found += [a.name.removeprefix("trainperf.") for a in node.names if a.name.startswith("trainperf.")]
+            found += [
+                a.name.removeprefix("trainperf.") for a in node.names if a.name.startswith("trainperf.")
+            ]
     return [name for name in found if name]
 
 

@@ -12,22 +12,28 @@ import pytest
 from child_run import run_child_spec
 
 from trainperf.case import Case
-from trainperf.run.catalogue import load_catalogue
 from trainperf.errors import TrainperfError
+from trainperf.families import family_of, preflight
 from trainperf.families.rl_trl import grpo_shape, preflight_grpo, trl_version_supported
-from trainperf.families import preflight
+from trainperf.run.catalogue import load_catalogue
 from trainperf.synth.tokenizer import build_tokenizer
 from trainperf.workloads.phases import PhaseClock
 
 # Imported at collection (it imports torch, hence numpy): an in-process pytester run elsewhere in
 # the session restores sys.modules afterwards, and numpy cannot be imported a second time.
 from trainperf.workloads.rl_trl import check_trl, even_token_reward, prompt_texts
-from trainperf.families import family_of
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = Case(
-    family="rl_trl", model="qwen3_tiny", method="lora", profile="fixed", batch_size=8,
-    prompt_len=16, completion_len=16, num_generations=4, gpu_classes=("cpu",),
+    family="rl_trl",
+    model="qwen3_tiny",
+    method="lora",
+    profile="fixed",
+    batch_size=8,
+    prompt_len=16,
+    completion_len=16,
+    num_generations=4,
+    gpu_classes=("cpu",),
 )
 
 
@@ -63,7 +69,9 @@ def test_shape_counts_prompts_and_tokens() -> None:
 def test_preflight_predicts_what_trl_would_refuse(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(TrainperfError, match=message):
         preflight_grpo(TINY.replace(**changes))
-    with pytest.raises(TrainperfError, match=message):  # the runner's pre-flight: a config_error before launch
+    with pytest.raises(
+        TrainperfError, match=message
+    ):  # the runner's pre-flight: a config_error before launch
         preflight(TINY.replace(**changes))
 
 
@@ -73,7 +81,9 @@ def test_catalogue_cases_pass_preflight_and_get_no_sft_estimate() -> None:
     assert any(c.gpu_classes == ("cpu",) for c in cases)
     for case in cases:
         preflight(case)
-        assert family_of(case.family).memory_estimate(case, 10) is None  # the SFT-shaped estimate does not model an RL step
+        assert (
+            family_of(case.family).memory_estimate(case, 10) is None
+        )  # the SFT-shaped estimate does not model an RL step
 
 
 def test_even_token_reward() -> None:

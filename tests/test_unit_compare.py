@@ -319,8 +319,16 @@ def test_timing_on_another_cpu_host_is_shown_with_both_hosts_not_gated() -> None
     shown, the case passes, and the reason names what was compared with what."""
     from trainperf.judge.compare import timing_comparable
 
-    base_host = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 1 stepping 1", "cpu_isa": "avx2 fma"}
-    this_host = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 23 model 1 stepping 2", "cpu_isa": "avx2 fma"}
+    base_host = {
+        "cpu_model": "AMD EPYC",
+        "cpu_id": "AuthenticAMD family 25 model 1 stepping 1",
+        "cpu_isa": "avx2 fma",
+    }
+    this_host = {
+        "cpu_model": "AMD EPYC",
+        "cpu_id": "AuthenticAMD family 23 model 1 stepping 2",
+        "cpu_isa": "avx2 fma",
+    }
     baseline = _result(metrics=_ok_metrics(), fingerprint=base_host)
     current = _result(metrics=_ok_metrics(step_scale=2.3), fingerprint=this_host)
     comparable, why = timing_comparable(baseline, current, ("cpu_model", "cpu_id", "cpu_isa", "cpu_count"))
@@ -336,7 +344,11 @@ def test_timing_on_another_cpu_host_is_shown_with_both_hosts_not_gated() -> None
 def test_timing_on_the_same_cpu_host_still_gates() -> None:
     from trainperf.judge.compare import timing_comparable
 
-    host = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 23 model 1 stepping 2", "cpu_isa": "avx2 fma"}
+    host = {
+        "cpu_model": "AMD EPYC",
+        "cpu_id": "AuthenticAMD family 23 model 1 stepping 2",
+        "cpu_isa": "avx2 fma",
+    }
     baseline = _result(metrics=_ok_metrics(), fingerprint=host)
     current = _result(metrics=_ok_metrics(step_scale=2.3), fingerprint=dict(host))
     comparable, why = timing_comparable(baseline, current, ("cpu_model", "cpu_id", "cpu_isa"))

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from trainperf.measure.host import cpu_identity
-from trainperf.measure.host import host_fingerprint
+from trainperf.measure.host import cpu_identity, host_fingerprint
 
-ZEN1 = {"vendor_id": "AuthenticAMD", "cpu family": "23", "model": "1", "stepping": "2",
-        "model name": "AMD EPYC", "flags": "fpu sse2 avx avx2 fma"}
+ZEN1 = {
+    "vendor_id": "AuthenticAMD",
+    "cpu family": "23",
+    "model": "1",
+    "stepping": "2",
+    "model name": "AMD EPYC",
+    "flags": "fpu sse2 avx avx2 fma",
+}
 ZEN3 = {**ZEN1, "cpu family": "25", "stepping": "1"}
-SAPPHIRE = {"vendor_id": "GenuineIntel", "cpu family": "6", "model": "143", "stepping": "8",
-            "flags": "avx2 fma avx512f avx512bw avx512_bf16 amx_tile amx_bf16"}
-GRACE = {"CPU implementer": "0x41", "CPU part": "0xd4f", "CPU variant": "0x0", "Features": "fp asimd sve sve2 bf16 i8mm"}
+SAPPHIRE = {
+    "vendor_id": "GenuineIntel",
+    "cpu family": "6",
+    "model": "143",
+    "stepping": "8",
+    "flags": "avx2 fma avx512f avx512bw avx512_bf16 amx_tile amx_bf16",
+}
+GRACE = {
+    "CPU implementer": "0x41",
+    "CPU part": "0xd4f",
+    "CPU variant": "0x0",
+    "Features": "fp asimd sve sve2 bf16 i8mm",
+}
 
 
 def test_same_masked_name_different_family_differs() -> None:

@@ -15,7 +15,12 @@ from trainperf.measure.placement import Placement, lock_order, reserve, visible_
 
 def test_worker_owns_gpu_of_its_number_and_wraps() -> None:
     devices = ("0", "1")
-    assert [Placement(devices, worker_index(w)).own for w in (None, "gw0", "gw1", "gw2")] == ["0", "0", "1", "0"]
+    assert [Placement(devices, worker_index(w)).own for w in (None, "gw0", "gw1", "gw2")] == [
+        "0",
+        "0",
+        "1",
+        "0",
+    ]
     assert Placement((), 0).own is None
 
 
@@ -38,7 +43,10 @@ def test_visible_devices_follow_cuda_visible_devices(monkeypatch: pytest.MonkeyP
 
 def test_locks_are_taken_in_one_global_order() -> None:
     assert lock_order(["1", "0"], ["0", "1"]) == ["0", "1"]
-    assert lock_order(["GPU-b", "GPU-a"], ["GPU-b", "GPU-a"]) == ["GPU-b", "GPU-a"]  # visible order, not names
+    assert lock_order(["GPU-b", "GPU-a"], ["GPU-b", "GPU-a"]) == [
+        "GPU-b",
+        "GPU-a",
+    ]  # visible order, not names
 
 
 def _hold(devices: list[str], folder: str, hold_s: float, log: object) -> None:

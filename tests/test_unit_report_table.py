@@ -11,7 +11,11 @@ from trainperf.result import CaseResult, MetricValue
 
 
 def _result(
-    case_id: str, outcome: str, metrics: dict[str, float], verdict: dict[str, Any], estimate_gib: float | None = None
+    case_id: str,
+    outcome: str,
+    metrics: dict[str, float],
+    verdict: dict[str, Any],
+    estimate_gib: float | None = None,
 ) -> CaseResult:
     units = {"step_time_s": "s", "tokens_per_s": "tok/s", "peak_allocated_gib": "GiB"}
     return CaseResult(

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from trainperf.store.baselines import BaselineStore
 from trainperf.errors import TrainperfError
 from trainperf.result import SCHEMA_VERSION, CaseResult, MetricValue
+from trainperf.store.baselines import BaselineStore
 from trainperf.store.results import load_result, save_result
 
 CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"

@@ -59,9 +59,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("trainperf", "trainperf performance cases")
     for spec in OPTIONS:
         if spec.flag:
-            group.addoption(spec.cli, action="store_true", default=None, dest=f"perf_{spec.name}", help=spec.help)
+            group.addoption(
+                spec.cli, action="store_true", default=None, dest=f"perf_{spec.name}", help=spec.help
+            )
         else:
-            group.addoption(spec.cli, default=None, dest=f"perf_{spec.name}", help=f"{spec.help} [{spec.env}]")
+            group.addoption(
+                spec.cli, default=None, dest=f"perf_{spec.name}", help=f"{spec.help} [{spec.env}]"
+            )
         parser.addini(spec.ini, spec.help, default=None)
 
 
@@ -117,7 +121,9 @@ def case_of(item: pytest.Item) -> Case | None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     perf_items = [(item, case) for item in items if (case := case_of(item)) is not None]
     if not perf_items:
         return
@@ -144,7 +150,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if all(CPU_CLASS in case.gpu_classes for _, case in perf_items):
         state.session_class = CPU_CLASS  # tiny cases run on the CPU of any machine
         return
-    wrong = sorted({cls for _, case in perf_items if here not in case.gpu_classes for cls in case.gpu_classes})
+    wrong = sorted(
+        {cls for _, case in perf_items if here not in case.gpu_classes for cls in case.gpu_classes}
+    )
     # Listing a GPU class's matrix (--collect-only) runs nothing, so it works on any machine.
     if wrong and not config.option.collectonly:
         raise pytest.UsageError(
@@ -166,13 +174,21 @@ class Harness:
         if state.context is None:
             assert state.detection is not None, "trainperf: cases must be collected through the plugin"
             detection = state.detection
-            if state.session_class == CPU_CLASS and detection.gpu_class and detection.gpu_class.name != CPU_CLASS:
+            if (
+                state.session_class == CPU_CLASS
+                and detection.gpu_class
+                and detection.gpu_class.name != CPU_CLASS
+            ):
                 detection = Detection(load_classes()[CPU_CLASS], None, None, detection.overridden)
             placement = xdist.placement_for(self.config) if detection.device is not None else None
             if placement is not None:
                 detection = xdist.own_gpu(detection, placement)
             state.context = open_run(
-                state.settings, detection, state.rootdir, stamp=state.stamp, worker=xdist.worker_id(self.config)
+                state.settings,
+                detection,
+                state.rootdir,
+                stamp=state.stamp,
+                worker=xdist.worker_id(self.config),
             )
             state.context.placement = placement
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -191,7 +207,9 @@ class Harness:
             pytest.fail(str(exc), pytrace=False)
         return self._conclude(report, record_property)
 
-    def check_cliff(self, case: Case, axis: str, low: int, high: int, record_property: Any = None) -> CaseReport:
+    def check_cliff(
+        self, case: Case, axis: str, low: int, high: int, record_property: Any = None
+    ) -> CaseReport:
         try:
             report = run_cliff(CaseRunner(self._context()), case, axis, low, high)
         except TrainperfError as exc:
@@ -205,7 +223,9 @@ class Harness:
             for name, value in key_figures(report.result).items():
                 record_property(f"trainperf_{name}", value)
             if report.baseline_written:
-                record_property("trainperf_baseline_written", f"{report.result.case_id}={report.baseline_written}")
+                record_property(
+                    "trainperf_baseline_written", f"{report.result.case_id}={report.baseline_written}"
+                )
         if report.result.outcome == Outcome.SKIPPED.value:
             pytest.skip(report.result.message or "skipped")
         if report.verdict.fails:
@@ -268,7 +288,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         results = [report.result for report in state.reports]
         notes = {report.result.case_id: report.notes for report in state.reports}
         written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
-        _summarize(terminalreporter, run_dir, state.context.gpu_class.name, results, details(results, notes, written))
+        _summarize(
+            terminalreporter, run_dir, state.context.gpu_class.name, results, details(results, notes, written)
+        )
     _say_interruption(terminalreporter, run_dir)
 
 
@@ -295,9 +317,13 @@ def _say_interruption(terminalreporter: Any, run_dir: Path) -> None:
         terminalreporter.write_line(interruption.describe(run_dir, cut))
 
 
-def _summarize(terminalreporter: Any, run_dir: Path, gpu_class: str, results: list[Any], lines: list[str]) -> None:
+def _summarize(
+    terminalreporter: Any, run_dir: Path, gpu_class: str, results: list[Any], lines: list[str]
+) -> None:
     terminalreporter.section(f"trainperf: {gpu_class} ({len(results)} cases)")
     terminalreporter.write_line(write_summary(run_dir, gpu_class, results, lines))
     for line in lines:
         terminalreporter.write_line(line)
-    terminalreporter.write_line(f"trainperf: results in {run_dir} (summary.md, index.html, benchmark.json, results/*.json)")
+    terminalreporter.write_line(
+        f"trainperf: results in {run_dir} (summary.md, index.html, benchmark.json, results/*.json)"
+    )

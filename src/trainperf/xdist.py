@@ -14,9 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trainperf.measure.detection import Detection
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement, visible_devices, worker_index
-from trainperf.measure.detection import Detection
 
 STAMP_KEY = "trainperf_run_stamp"
 
@@ -30,7 +30,11 @@ def worker_id(config: Any) -> str | None:
 def is_controller(config: Any) -> bool:
     """True in the xdist controller of a ``-n`` run (it runs no tests itself)."""
     option = config.option
-    return worker_id(config) is None and bool(getattr(option, "numprocesses", None)) and getattr(option, "dist", "no") != "no"
+    return (
+        worker_id(config) is None
+        and bool(getattr(option, "numprocesses", None))
+        and getattr(option, "dist", "no") != "no"
+    )
 
 
 def new_stamp(output: Path, now: datetime | None = None) -> str:

@@ -6,9 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
+from trainperf.cli.compare import judge_b_against_a
 from trainperf.errors import TrainperfError
 from trainperf.run.folder import RunFolder
-from trainperf.cli.compare import judge_b_against_a
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -21,7 +21,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
         print(f"environment {label.upper()}: {python}: {check_environment(python, label)}")
     pytest_args = [a for a in args.pytest_args if a != "--"]
     if not pytest_args:
-        raise TrainperfError("give the cases to run after the options, e.g. trainperf ab --env-a A --env-b B -- -m h100 -k lora")
+        raise TrainperfError(
+            "give the cases to run after the options, e.g. trainperf ab --env-a A --env-b B -- -m h100 -k lora"
+        )
     output = Path(args.output or f"reports/ab-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
     folders_a, folders_b = run_rounds(args.env_a, args.env_b, args.rounds, pytest_args, output)
     text, status = judge_b_against_a(

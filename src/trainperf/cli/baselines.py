@@ -13,7 +13,11 @@ from trainperf.store.results import load_result
 def cmd_baselines(args: argparse.Namespace) -> int:
     root = Path(args.baselines)
     # baselines/published/ holds reference points of another schema, not a GPU class's baselines.
-    classes = [args.gpu_class] if args.gpu_class else sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != PUBLISHED_DIR)
+    classes = (
+        [args.gpu_class]
+        if args.gpu_class
+        else sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != PUBLISHED_DIR)
+    )
     for gpu_class in classes:
         results = [load_result(path) for path in sorted((root / gpu_class).glob("*.json"))]
         if not results:

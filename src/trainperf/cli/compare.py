@@ -12,11 +12,15 @@ from trainperf.run.folder import RunFolder
 
 
 def judge_b_against_a(
-    results_a: list[CaseResult], results_b: list[CaseResult], label_a: str, label_b: str, args: argparse.Namespace
+    results_a: list[CaseResult],
+    results_b: list[CaseResult],
+    label_a: str,
+    label_b: str,
+    args: argparse.Namespace,
 ) -> tuple[str, int]:
     """B judged case by case against A with this project's tolerances: the text to print, the exit status."""
-    from trainperf.report.compare_runs import compare_runs, render
     from trainperf.judge.metrics import tolerances_from_pyproject
+    from trainperf.report.compare_runs import compare_runs, render
 
     comparison = compare_runs(
         results_a,
@@ -33,7 +37,13 @@ def judge_b_against_a(
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Run B judged case by case against run A (before/after an upgrade); 1 when any case failed."""
-    text, status = judge_b_against_a(RunFolder.open(Path(args.run_a)).results(), RunFolder.open(Path(args.run_b)).results(), args.run_a, args.run_b, args)
+    text, status = judge_b_against_a(
+        RunFolder.open(Path(args.run_a)).results(),
+        RunFolder.open(Path(args.run_b)).results(),
+        args.run_a,
+        args.run_b,
+        args,
+    )
     print(text)
     return status
 

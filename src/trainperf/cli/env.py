@@ -9,8 +9,8 @@ from trainperf.measure.hardware import load_classes
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from trainperf.measure.host import host_fingerprint
     from trainperf.measure.detection import detect
+    from trainperf.measure.host import host_fingerprint
 
     if args.env_command == "create":
         return cmd_env_create(args)
@@ -33,10 +33,16 @@ def cmd_env_create(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.name)
     options = default_options(
-        args.name, python=args.python, prefix=args.prefix, wheels=args.wheels, system_site=args.system_site_packages
+        args.name,
+        python=args.python,
+        prefix=args.prefix,
+        wheels=args.wheels,
+        system_site=args.system_site_packages,
     )
     how = "uv" if options.uv else "venv + pip"
-    print(f"creating environment '{args.name}' in {options.prefix} ({how}; {'CPU torch pin' if options.cpu_only else 'GPU machine'})")
+    print(
+        f"creating environment '{args.name}' in {options.prefix} ({how}; {'CPU torch pin' if options.cpu_only else 'GPU machine'})"
+    )
     create(spec, options)
     print(f"environment '{args.name}' ready: {options.prefix / 'bin' / 'python'}")
     return 0
@@ -61,14 +67,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     env.add_argument("--class-only", action="store_true", help="print only the class name")
     env.set_defaults(func=cmd_env, env_command=None)
     env_sub = env.add_subparsers(dest="env_command", required=False)
-    create = env_sub.add_parser("create", help="build a workload environment (.venvs/NAME) from ci/envs/NAME.txt")
+    create = env_sub.add_parser(
+        "create", help="build a workload environment (.venvs/NAME) from ci/envs/NAME.txt"
+    )
     create.add_argument("name", help="environment name (hf, unsloth, verl-vllm, verl-sglang)")
     create.add_argument("--python", default=None, help="base interpreter (default: python3 on PATH)")
     create.add_argument("--prefix", default=None, help="environment folder (default .venvs/NAME)")
     create.add_argument(
-        "--wheels", action="append", default=[], help="install offline from this folder of wheels (repeatable)"
+        "--wheels",
+        action="append",
+        default=[],
+        help="install offline from this folder of wheels (repeatable)",
     )
     create.add_argument(
-        "--system-site-packages", action="store_true", help="see the base interpreter's packages (a runner image's torch)"
+        "--system-site-packages",
+        action="store_true",
+        help="see the base interpreter's packages (a runner image's torch)",
     )
     env_sub.add_parser("list", help="each workload environment: exists or not, interpreter, key versions")

@@ -23,7 +23,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             continue
         baseline = load_result(path)
         measured = baseline.metrics.get("peak_allocated_gib")
-        steps = next((run.get("steps_requested") for run in baseline.runs if run.get("steps_requested")), None)
+        steps = next(
+            (run.get("steps_requested") for run in baseline.runs if run.get("steps_requested")), None
+        )
         if measured is None or not steps:
             continue
         case = Case.from_dict(baseline.case)
@@ -32,7 +34,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             continue
         error = estimated.total_gib / measured.value - 1
         errors.append(abs(error))
-        print(f"{baseline.gpu_class:6s} {baseline.case_id:36s} {estimated.total_gib:12.2f} {measured.value:12.2f} {error:+7.1%}")
+        print(
+            f"{baseline.gpu_class:6s} {baseline.case_id:36s} {estimated.total_gib:12.2f} {measured.value:12.2f} {error:+7.1%}"
+        )
     if not errors:
         raise TrainperfError(f"no measured GPU baseline under {root} to check the estimate against")
     print(f"{len(errors)} cases: mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}")
@@ -40,6 +44,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    estimate = sub.add_parser("estimate", help="memory estimate against every measured baseline, with its error")
+    estimate = sub.add_parser(
+        "estimate", help="memory estimate against every measured baseline, with its error"
+    )
     estimate.add_argument("--baselines", default="baselines")
     estimate.set_defaults(func=cmd_estimate)

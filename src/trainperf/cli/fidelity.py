@@ -25,7 +25,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         defaults = saved or Plan(args.case or "", *FIDELITY_DEFAULTS)
         case_id = args.case or defaults.case_id
         if not case_id:
-            raise TrainperfError("give a case id (trainperf fidelity CASE_ID), --resume RUN_DIR or --analyse RUN_DIR")
+            raise TrainperfError(
+                "give a case id (trainperf fidelity CASE_ID), --resume RUN_DIR or --analyse RUN_DIR"
+            )
         fractions = defaults.plant_fractions
         if args.plant is not None:
             try:
@@ -42,7 +44,13 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
             given(args.window_after, defaults.window_after),
         )  # fmt: skip
         case = find_case(root, case_id)
-        cli = {"output": args.output, "resume": args.resume, "gpu_class": args.gpu_class, "python": args.python, "steps": plan.steps}
+        cli = {
+            "output": args.output,
+            "resume": args.resume,
+            "gpu_class": args.gpu_class,
+            "python": args.python,
+            "steps": plan.steps,
+        }
         try:
             run_dir = run_fidelity(root, case, plan, cli)
         except TrainperfError as exc:
@@ -59,21 +67,36 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fid = sub.add_parser(
-        "fidelity", help="measure the suite itself on one case: overhead, noise, detection of planted slowdowns, power"
+        "fidelity",
+        help="measure the suite itself on one case: overhead, noise, detection of planted slowdowns, power",
     )
     fid.add_argument("case", nargs="?", help="case id from perf_tests/, e.g. sft_hf-qwen3_8b-lora-long-b4")
     # Plan options default to None so that --resume can tell given from left out (FIDELITY_DEFAULTS).
-    fid.add_argument("--aa", type=int, default=None, help="fresh runs in each of the two A/A series (default 5)")
-    fid.add_argument("--bare", type=int, default=None, help="bare runs (no harness hooks, no sampling) for the overhead (default 5)")
+    fid.add_argument(
+        "--aa", type=int, default=None, help="fresh runs in each of the two A/A series (default 5)"
+    )
+    fid.add_argument(
+        "--bare",
+        type=int,
+        default=None,
+        help="bare runs (no harness hooks, no sampling) for the overhead (default 5)",
+    )
     fid.add_argument("--plant", default=None, help="planted step slowdowns, fractions (default 0.03,0.05)")
-    fid.add_argument("--plant-runs", type=int, default=None, help="fresh runs per planted slowdown (default 2)")
+    fid.add_argument(
+        "--plant-runs", type=int, default=None, help="fresh runs per planted slowdown (default 2)"
+    )
     fid.add_argument("--steps", type=int, default=None, help="optimizer steps per child (default 16)")
     fid.add_argument(
         "--window-after", type=int, default=None, metavar="STEP",
         help="measure overhead and power over the steps after this one (default 3; later leaves out warm-up)",
     )  # fmt: skip
     fid.add_argument("--output", default="reports", help="folder for the run folder (reports)")
-    fid.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue this run folder's plan (its options are kept)")
+    fid.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue this run folder's plan (its options are kept)",
+    )
     fid.add_argument("--analyse", default=None, metavar="RUN_DIR", help="only analyse an existing run folder")
     fid.add_argument("--gpu-class", default=None, help="override the detected class")
     fid.add_argument("--python", default=None, help="interpreter for the children")

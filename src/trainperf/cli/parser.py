@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from trainperf.cli import ab, baselines, compare, engines, env, estimate, fidelity, report, side_by_side, verl_metrics
+from trainperf.cli import (
+    ab,
+    baselines,
+    compare,
+    engines,
+    env,
+    estimate,
+    fidelity,
+    report,
+    side_by_side,
+    verl_metrics,
+)
 
 COMMANDS = (env, baselines, estimate, report, side_by_side, engines, ab, compare, fidelity, verl_metrics)
 

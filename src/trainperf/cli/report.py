@@ -13,7 +13,12 @@ from trainperf.run.folder import RunFolder
 def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     results = RunFolder.open(run_dir).results()
-    details = [line for r in results if r.verdict.get("verdict") not in (None, "pass", "new", "expected-oom") for line in failure_detail(r)]
+    details = [
+        line
+        for r in results
+        if r.verdict.get("verdict") not in (None, "pass", "new", "expected-oom")
+        for line in failure_detail(r)
+    ]
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))
         return 0
@@ -28,7 +33,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    report = sub.add_parser("report", help="rebuild a run folder's summary.md, index.html and benchmark.json from its result files")
+    report = sub.add_parser(
+        "report",
+        help="rebuild a run folder's summary.md, index.html and benchmark.json from its result files",
+    )
     report.add_argument("run", help="reports/<run>")
     report.add_argument("--json", action="store_true", help="print the results as JSON")
     report.set_defaults(func=cmd_report)

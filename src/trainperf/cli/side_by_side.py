@@ -18,7 +18,10 @@ def cmd_side_by_side(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     side = sub.add_parser(
-        "side-by-side", help="HF LoRA, HF QLoRA and unsloth QLoRA per model and profile, with unsloth/HF ratios"
+        "side-by-side",
+        help="HF LoRA, HF QLoRA and unsloth QLoRA per model and profile, with unsloth/HF ratios",
     )
-    side.add_argument("runs", nargs="+", metavar="RUN", help="reports/<run> folders or baselines/<class> (one GPU class)")
+    side.add_argument(
+        "runs", nargs="+", metavar="RUN", help="reports/<run> folders or baselines/<class> (one GPU class)"
+    )
     side.set_defaults(func=cmd_side_by_side)

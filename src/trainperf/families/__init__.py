@@ -17,7 +17,9 @@ def family_of(name: str) -> Family:
     try:
         return FAMILIES[name]
     except KeyError:
-        raise TrainperfError(f"unknown workload family {name!r}: use one of {', '.join(sorted(FAMILIES))}") from None
+        raise TrainperfError(
+            f"unknown workload family {name!r}: use one of {', '.join(sorted(FAMILIES))}"
+        ) from None
 
 
 def preflight(case: Case, python: str | None = None) -> None:

@@ -65,4 +65,6 @@ def check_model(case: Case) -> None:
     if not case.model_path:
         load_model_fixture(case.model)
     elif not Path(case.model_path, "config.json").is_file():
-        raise TrainperfError(f"model_path {case.model_path} has no config.json: give a local checkpoint folder")
+        raise TrainperfError(
+            f"model_path {case.model_path} has no config.json: give a local checkpoint folder"
+        )

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainperf.families.envs import ENVS_DIR, EnvSpec, Interpreter, normalise, parse_spec
 from trainperf.errors import TrainperfError
+from trainperf.families.envs import ENVS_DIR, EnvSpec, Interpreter, normalise, parse_spec
 from trainperf.paths import REPO_ROOT
 
 KEY_PACKAGES = ("torch", "transformers", "peft", "trl", "bitsandbytes", "unsloth", "verl", "vllm", "sglang")
@@ -51,10 +51,14 @@ class CreateOptions:
 def cpu_torch_requirements(envs_dir: Path = ENVS_DIR) -> tuple[str, ...]:
     """The torch pin(s) of ``cpu.txt`` (its ``-r hf.txt`` include is the 'hf' stack, not wanted here)."""
     requirements, _ = parse_spec(envs_dir / "cpu.txt")
-    return tuple(r for r in requirements if normalise(r.split("==")[0].split(">")[0].split("<")[0]) == "torch")
+    return tuple(
+        r for r in requirements if normalise(r.split("==")[0].split(">")[0].split("<")[0]) == "torch"
+    )
 
 
-def creation_commands(spec: EnvSpec, options: CreateOptions, requirement_files: tuple[Path, Path]) -> list[list[str]]:
+def creation_commands(
+    spec: EnvSpec, options: CreateOptions, requirement_files: tuple[Path, Path]
+) -> list[list[str]]:
     """Every command ``env create`` runs, in order. ``requirement_files`` receive the two sections."""
     prefix = str(options.prefix)
     env_python = str(options.prefix / "bin" / "python")
@@ -84,7 +88,9 @@ def creation_commands(spec: EnvSpec, options: CreateOptions, requirement_files: 
 def create(spec: EnvSpec, options: CreateOptions, *, say: Callable[[str], None] = print) -> None:
     """Build the environment; a failing step is one line naming the step and the log's last line."""
     if options.prefix.exists() and not (options.prefix / "bin" / "python").exists():
-        raise TrainperfError(f"{options.prefix} exists but is not a Python environment: remove it, then run again")
+        raise TrainperfError(
+            f"{options.prefix} exists but is not a Python environment: remove it, then run again"
+        )
     for folder in options.wheels:
         if not folder.is_dir():
             raise TrainperfError(f"--wheels {folder} is not a folder of wheels")
@@ -96,11 +102,19 @@ def create(spec: EnvSpec, options: CreateOptions, *, say: Callable[[str], None] 
             say("+ " + " ".join(command))
             completed = subprocess.run(command, capture_output=True, text=True, check=False)
             if completed.returncode != 0:
-                last = (completed.stderr.strip().splitlines() or completed.stdout.strip().splitlines() or ["no output"])[-1]
-                raise TrainperfError(f"env create {spec.name}: `{' '.join(command[:4])} ...` failed: {last[:300]}")
+                last = (
+                    completed.stderr.strip().splitlines()
+                    or completed.stdout.strip().splitlines()
+                    or ["no output"]
+                )[-1]
+                raise TrainperfError(
+                    f"env create {spec.name}: `{' '.join(command[:4])} ...` failed: {last[:300]}"
+                )
 
 
-def default_options(name: str, *, python: str | None, prefix: str | None, wheels: Sequence[str], system_site: bool) -> CreateOptions:
+def default_options(
+    name: str, *, python: str | None, prefix: str | None, wheels: Sequence[str], system_site: bool
+) -> CreateOptions:
     from trainperf.families.envs import VENVS_DIR
 
     return CreateOptions(
@@ -113,11 +127,17 @@ def default_options(name: str, *, python: str | None, prefix: str | None, wheels
     )
 
 
-def probe_versions(python: str, packages: Sequence[str] = KEY_PACKAGES, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, str] | str:
+def probe_versions(
+    python: str, packages: Sequence[str] = KEY_PACKAGES, timeout_s: float = PROBE_TIMEOUT_S
+) -> dict[str, str] | str:
     """The interpreter's Python and package versions, or one line saying why they cannot be read."""
     try:
         completed = subprocess.run(
-            [python, "-c", VERSIONS_PROBE, *packages], capture_output=True, text=True, timeout=timeout_s, check=False
+            [python, "-c", VERSIONS_PROBE, *packages],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"broken: cannot run ({type(exc).__name__}: {exc})"

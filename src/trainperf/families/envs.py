@@ -79,7 +79,9 @@ def load_spec(name: str, envs_dir: Path = ENVS_DIR) -> EnvSpec:
     path = envs_dir / f"{name}.txt"
     if name in NOT_ENVIRONMENTS or not path.is_file():
         known = ", ".join(known_environments(envs_dir)) or "none"
-        raise TrainperfError(f"unknown environment '{name}': no spec {path} (known: {known}); add ci/envs/{name}.txt")
+        raise TrainperfError(
+            f"unknown environment '{name}': no spec {path} (known: {known}); add ci/envs/{name}.txt"
+        )
     requirements, no_deps = parse_spec(path)
     return EnvSpec(name, path, requirements, no_deps)
 
@@ -100,7 +102,9 @@ def parse_spec(path: Path, _seen: frozenset[Path] = frozenset()) -> tuple[tuple[
         if not line or line.startswith("#"):
             continue
         if line.startswith(("-r ", "--requirement ")):
-            included, included_no_deps = parse_spec(path.parent / line.split(None, 1)[1], _seen | {path.resolve()})
+            included, included_no_deps = parse_spec(
+                path.parent / line.split(None, 1)[1], _seen | {path.resolve()}
+            )
             sections[current].extend(included)
             sections[1].extend(included_no_deps)
             continue
@@ -121,7 +125,9 @@ def parse_overrides(text: str | None) -> dict[str, str]:
             continue
         name, sep, python = item.partition("=")
         if not sep or not name.strip() or not python.strip():
-            raise TrainperfError(f"--perf-env {item!r} is not NAME=PYTHON: give e.g. --perf-env unsloth=/opt/unsloth/bin/python")
+            raise TrainperfError(
+                f"--perf-env {item!r} is not NAME=PYTHON: give e.g. --perf-env unsloth=/opt/unsloth/bin/python"
+            )
         overrides[name.strip()] = os.path.abspath(python.strip())
     return overrides
 
@@ -142,11 +148,16 @@ def resolve_interpreter(
     """The interpreter for a case of ``environment`` (see the module's docstring); None: it does not exist."""
     if perf_python:
         return Interpreter(perf_python, "--perf-python", isolated=False)
-    for python, source in ((overrides.get(environment), "--perf-env"), (environ.get(env_var(environment)), env_var(environment))):
+    for python, source in (
+        (overrides.get(environment), "--perf-env"),
+        (environ.get(env_var(environment)), env_var(environment)),
+    ):
         if python:
             python = os.path.abspath(python)
             if not os.path.isfile(python):
-                raise TrainperfError(f"{source} {environment}={python} is not a Python interpreter: give the path of its bin/python")
+                raise TrainperfError(
+                    f"{source} {environment}={python} is not a Python interpreter: give the path of its bin/python"
+                )
             return Interpreter(python, source, isolated=True)
     candidate = venv_python(environment, venvs_dir)
     if candidate.is_file():

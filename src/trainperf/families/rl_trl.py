@@ -49,12 +49,16 @@ def grpo_shape(case: Case) -> GrpoShape:
     """The case's step shape; a one-line ``TrainperfError`` where TRL (or this family) would refuse it."""
     where = f"case {case.id}"
     if case.prompt_len is None or case.completion_len is None or case.num_generations is None:
-        raise TrainperfError(f"{where}: an {FAMILY} case needs prompt_len, completion_len and num_generations")
+        raise TrainperfError(
+            f"{where}: an {FAMILY} case needs prompt_len, completion_len and num_generations"
+        )
     if case.prompt_len < 1 or case.completion_len < 1:
         raise TrainperfError(f"{where}: prompt_len and completion_len must be >= 1")
     if case.num_generations < 2:
         # GRPOConfig: "GRPO requires at least 2 generations per prompt to calculate the advantages".
-        raise TrainperfError(f"{where}: num_generations {case.num_generations} < 2; GRPO needs a group of at least 2")
+        raise TrainperfError(
+            f"{where}: num_generations {case.num_generations} < 2; GRPO needs a group of at least 2"
+        )
     if case.gpus != 1:
         raise TrainperfError(f"{where}: {FAMILY} runs one process on one GPU; use gpus=1")
     # GRPOConfig: generation_batch_size (batch x processes x steps_per_generation, the latter = grad_accum
@@ -72,7 +76,9 @@ def preflight_grpo(case: Case) -> GrpoShape:
     """Everything checkable before launch: the shape, the method, the profile, the model's context."""
     shape = grpo_shape(case)
     if case.method not in METHODS:
-        raise TrainperfError(f"case {case.id}: {FAMILY} supports methods {', '.join(METHODS)}, not {case.method}")
+        raise TrainperfError(
+            f"case {case.id}: {FAMILY} supports methods {', '.join(METHODS)}, not {case.method}"
+        )
     if case.profile != FIXED_PROFILE:
         raise TrainperfError(
             f"case {case.id}: {FAMILY} supports profile '{FIXED_PROFILE}' (fixed prompt and completion lengths), "

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from trainperf.judge import stats
 from trainperf.case import Outcome
+from trainperf.judge import stats
 from trainperf.judge.fingerprint import environment_changes
 from trainperf.judge.metrics import Direction, Metric, resolve_metric
 from trainperf.result import CaseResult, MetricValue
@@ -104,7 +104,9 @@ def _groups(value: MetricValue) -> dict[str, list[float]] | None:
     return groups
 
 
-def paired_keys(current_groups: dict[str, list[float]], baseline_groups: dict[str, list[float]]) -> tuple[list[str], bool]:
+def paired_keys(
+    current_groups: dict[str, list[float]], baseline_groups: dict[str, list[float]]
+) -> tuple[list[str], bool]:
     """The steps to compare pair by pair, and whether they are the baseline's stable ones.
 
     Where the baseline was pooled from several fresh runs, it shows which steps repeat: on an
@@ -116,14 +118,17 @@ def paired_keys(current_groups: dict[str, list[float]], baseline_groups: dict[st
     stable = [
         key
         for key in shared
-        if len(baseline_groups[key]) >= MIN_RUNS_FOR_STABILITY and stats.relative_range(baseline_groups[key]) <= STABLE_STEP_RANGE
+        if len(baseline_groups[key]) >= MIN_RUNS_FOR_STABILITY
+        and stats.relative_range(baseline_groups[key]) <= STABLE_STEP_RANGE
     ]
     if len(stable) >= MIN_STABLE_PAIRS:
         return stable, True
     return (shared, False) if len(shared) >= MIN_PAIRS else ([], False)
 
 
-def _judge(verdict: MetricVerdict, metric: Metric, relative_worse: float, p_worse: float, p_better: float) -> None:
+def _judge(
+    verdict: MetricVerdict, metric: Metric, relative_worse: float, p_worse: float, p_better: float
+) -> None:
     if relative_worse > 0:
         verdict.p_value = p_worse
         verdict.verdict = Verdict.REGRESSED if p_worse < ALPHA else Verdict.NOISY
@@ -141,26 +146,39 @@ def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue |
     if baseline is None:
         return MetricVerdict(metric.name, Verdict.NEW, current.value, None, None, gated=metric.gated)
     base, cur = baseline.value, current.value
-    verdict = MetricVerdict(metric.name, Verdict.PASS, cur, base, cur / base if base else None, gated=metric.gated)
+    verdict = MetricVerdict(
+        metric.name, Verdict.PASS, cur, base, cur / base if base else None, gated=metric.gated
+    )
     lower_better = metric.direction is Direction.LOWER
     if abs(cur - base) <= metric.abs_tolerance:
         return verdict
     current_groups, baseline_groups = _groups(current), _groups(baseline)
-    keys, stable = paired_keys(current_groups, baseline_groups) if current_groups and baseline_groups else ([], False)
+    keys, stable = (
+        paired_keys(current_groups, baseline_groups) if current_groups and baseline_groups else ([], False)
+    )
     if keys:
         assert current_groups is not None and baseline_groups is not None
         ratios = stats.paired_ratios(
-            {k: stats.median(current_groups[k]) for k in keys}, {k: stats.median(baseline_groups[k]) for k in keys}
+            {k: stats.median(current_groups[k]) for k in keys},
+            {k: stats.median(baseline_groups[k]) for k in keys},
         )
         ratio = stats.median(ratios)
         verdict.ratio, verdict.interval = ratio, stats.bootstrap_median_interval(ratios)
-        verdict.note = f"paired over {len(ratios)} steps" + (" that repeat within the baseline's runs" if stable else "")
+        verdict.note = f"paired over {len(ratios)} steps" + (
+            " that repeat within the baseline's runs" if stable else ""
+        )
         relative_worse = (ratio - 1) if lower_better else (1 - ratio)
         if abs(relative_worse) <= metric.tolerance:
             return verdict
         p_up = stats.bootstrap_median_p_greater(ratios)
         p_down = stats.bootstrap_median_p_greater([1 / r for r in ratios if r > 0])
-        _judge(verdict, metric, relative_worse, p_up if lower_better else p_down, p_down if lower_better else p_up)
+        _judge(
+            verdict,
+            metric,
+            relative_worse,
+            p_up if lower_better else p_down,
+            p_down if lower_better else p_up,
+        )
         return verdict
     relative_worse = ((cur - base) if lower_better else (base - cur)) / abs(base) if base else 0.0
     have_samples = (
@@ -243,20 +261,31 @@ def compare_case(
         )
     if outcome is Outcome.OOM:
         if expectation == "oom" or base_outcome is Outcome.OOM:
-            return CaseVerdict(Verdict.EXPECTED_OOM, False, "out of memory, as expected", environment_changes=env)
+            return CaseVerdict(
+                Verdict.EXPECTED_OOM, False, "out of memory, as expected", environment_changes=env
+            )
         was = base_outcome.value if base_outcome else f"expected {expectation}"
         return CaseVerdict(
-            Verdict.OUTCOME_CHANGED, True, f"out of memory ({was} before): {result.message}", environment_changes=env
+            Verdict.OUTCOME_CHANGED,
+            True,
+            f"out of memory ({was} before): {result.message}",
+            environment_changes=env,
         )
     # The case ran.
     if expectation in ("oom", "config_error") and base_outcome in (None, Outcome(expectation)):
         what = "an OOM" if expectation == "oom" else "a configuration error (pre-flight)"
         return CaseVerdict(
-            Verdict.OUTCOME_CHANGED, False, f"fits now where {what} was expected: update the catalogue or baseline",
+            Verdict.OUTCOME_CHANGED,
+            False,
+            f"fits now where {what} was expected: update the catalogue or baseline",
             environment_changes=env,
         )
     if baseline is None or base_outcome is not Outcome.OK:
-        reason = "no baseline" if baseline is None else f"baseline outcome was {base_outcome.value if base_outcome else '?'}"
+        reason = (
+            "no baseline"
+            if baseline is None
+            else f"baseline outcome was {base_outcome.value if base_outcome else '?'}"
+        )
         known = {n: resolve_metric(metrics, n) for n in result.metrics}
         verdicts = [compare_metric(m, result.metrics[n], None) for n, m in known.items() if m is not None]
         return CaseVerdict(Verdict.NEW, strict, reason, verdicts, environment_changes=env)
@@ -275,7 +304,14 @@ def compare_case(
     gated = [v for v in verdicts if v.gated]
     if changes:
         listed = ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changes)
-        return CaseVerdict(Verdict.CONFIG_CHANGED, True, f"effective configuration changed ({listed})", verdicts, changes, env)
+        return CaseVerdict(
+            Verdict.CONFIG_CHANGED,
+            True,
+            f"effective configuration changed ({listed})",
+            verdicts,
+            changes,
+            env,
+        )
     regressed = [v for v in gated if v.verdict is Verdict.REGRESSED]
     if regressed:
         listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in regressed)
@@ -283,17 +319,28 @@ def compare_case(
     noisy = [v for v in gated if v.verdict is Verdict.NOISY]
     if noisy:
         listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in noisy)
-        return CaseVerdict(Verdict.NOISY, strict, f"noisy: {listed} (beyond tolerance, not significant)", verdicts, changes, env)
+        return CaseVerdict(
+            Verdict.NOISY,
+            strict,
+            f"noisy: {listed} (beyond tolerance, not significant)",
+            verdicts,
+            changes,
+            env,
+        )
     if strict and env:
         listed = ", ".join(f"{k}: {old} -> {new}" for k, old, new in env)
-        return CaseVerdict(Verdict.CONFIG_CHANGED, True, f"environment changed (strict): {listed}", verdicts, changes, env)
+        return CaseVerdict(
+            Verdict.CONFIG_CHANGED, True, f"environment changed (strict): {listed}", verdicts, changes, env
+        )
     improved = [v for v in gated if v.verdict is Verdict.IMPROVED]
     if improved:
         listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in improved)
         return CaseVerdict(Verdict.IMPROVED, False, f"improved: {listed}", verdicts, changes, env)
     if not timing_comparable and any(not v.gated and v.verdict is not Verdict.PASS for v in verdicts):
         why = timing_note or "timing not comparable with the baseline"
-        return CaseVerdict(Verdict.PASS, False, f"within tolerance; timing shown, not gated: {why}", verdicts, changes, env)
+        return CaseVerdict(
+            Verdict.PASS, False, f"within tolerance; timing shown, not gated: {why}", verdicts, changes, env
+        )
     return CaseVerdict(Verdict.PASS, False, "within tolerance", verdicts, changes, env)
 
 

@@ -33,63 +33,123 @@ class Metric:
 
 _REGISTRY: tuple[Metric, ...] = (
     Metric(
-        name="step_time_s", unit="s", direction=Direction.LOWER, tolerance=0.03, timing=True,
+        name="step_time_s",
+        unit="s",
+        direction=Direction.LOWER,
+        tolerance=0.03,
+        timing=True,
         description="median steady-state step time (warm-up detected and excluded); judged step by step "
         "against the baseline's same batches",
     ),
     Metric(
-        name="step_time_p25_s", unit="s", direction=Direction.LOWER, tolerance=0.05, timing=True, gated=False,
+        name="step_time_p25_s",
+        unit="s",
+        direction=Direction.LOWER,
+        tolerance=0.05,
+        timing=True,
+        gated=False,
         description="lower quartile of steady-state step times",
     ),
     Metric(
-        name="tokens_per_s", unit="tok/s", direction=Direction.HIGHER, tolerance=0.10, timing=True,
+        name="tokens_per_s",
+        unit="tok/s",
+        direction=Direction.HIGHER,
+        tolerance=0.10,
+        timing=True,
         description="non-padding tokens over the whole steady-state time (stalls included, hence the wider tolerance)",
     ),
     Metric(
-        name="throughput_per_gpu", unit="tok/s/GPU", direction=Direction.HIGHER, tolerance=0.10, timing=True,
+        name="throughput_per_gpu",
+        unit="tok/s/GPU",
+        direction=Direction.HIGHER,
+        tolerance=0.10,
+        timing=True,
         description="the framework's own per-GPU throughput per step (verl's perf/throughput), median of steady steps",
     ),
     Metric(
-        name="samples_per_hour", unit="samples/h", direction=Direction.HIGHER, tolerance=0.05, timing=True,
-        gated=False, description="the published unit of E2 (steady-state)",
+        name="samples_per_hour",
+        unit="samples/h",
+        direction=Direction.HIGHER,
+        tolerance=0.05,
+        timing=True,
+        gated=False,
+        description="the published unit of E2 (steady-state)",
     ),
     Metric(
-        name="warmup_s", unit="s", direction=Direction.LOWER, tolerance=0.5, timing=True, gated=False,
+        name="warmup_s",
+        unit="s",
+        direction=Direction.LOWER,
+        tolerance=0.5,
+        timing=True,
+        gated=False,
         description="time of the warm-up steps (first-step compile, allocation), reported apart",
     ),
     Metric(
-        name="peak_allocated_gib", unit="GiB", direction=Direction.LOWER, tolerance=0.03, abs_tolerance=0.25,
+        name="peak_allocated_gib",
+        unit="GiB",
+        direction=Direction.LOWER,
+        tolerance=0.03,
+        abs_tolerance=0.25,
         description="torch.cuda.max_memory_allocated over the run",
     ),
     Metric(
-        name="peak_reserved_gib", unit="GiB", direction=Direction.LOWER, tolerance=0.05, abs_tolerance=0.5,
+        name="peak_reserved_gib",
+        unit="GiB",
+        direction=Direction.LOWER,
+        tolerance=0.05,
+        abs_tolerance=0.5,
         description="torch.cuda.max_memory_reserved over the run",
     ),
     Metric(
-        name="device_mem_peak_gib", unit="GiB", direction=Direction.LOWER, tolerance=0.05, abs_tolerance=0.5,
+        name="device_mem_peak_gib",
+        unit="GiB",
+        direction=Direction.LOWER,
+        tolerance=0.05,
+        abs_tolerance=0.5,
         description="peak device memory in use (NVML), the whole process incl. CUDA context",
     ),
     Metric(
-        name="host_peak_rss_gib", unit="GiB", direction=Direction.LOWER, tolerance=0.15, abs_tolerance=0.25,
+        name="host_peak_rss_gib",
+        unit="GiB",
+        direction=Direction.LOWER,
+        tolerance=0.15,
+        abs_tolerance=0.25,
         description="peak resident memory of the child process",
     ),
     Metric(
-        name="energy_per_token_j", unit="J/tok", direction=Direction.LOWER, tolerance=0.08, timing=True,
+        name="energy_per_token_j",
+        unit="J/tok",
+        direction=Direction.LOWER,
+        tolerance=0.08,
+        timing=True,
         description="NVML energy counter over the steady-state window per token",
     ),
     Metric(
-        name="power_mean_w", unit="W", direction=Direction.LOWER, tolerance=0.10, timing=True, gated=False,
+        name="power_mean_w",
+        unit="W",
+        direction=Direction.LOWER,
+        tolerance=0.10,
+        timing=True,
+        gated=False,
         description="mean board power over the steady-state window",
     ),
     Metric(
-        name="power_peak_w", unit="W", direction=Direction.LOWER, tolerance=0.10, timing=True, gated=False,
+        name="power_peak_w",
+        unit="W",
+        direction=Direction.LOWER,
+        tolerance=0.10,
+        timing=True,
+        gated=False,
         description="peak sampled board power during the run",
     ),
 )
 
 _CLIFFS = tuple(
     Metric(
-        name=f"cliff_{axis}", unit="", direction=Direction.HIGHER, tolerance=0.0,
+        name=f"cliff_{axis}",
+        unit="",
+        direction=Direction.HIGHER,
+        tolerance=0.0,
         description=f"largest {axis} that fits (OOM-cliff search); any move down fails",
     )
     for axis in ("batch_size", "max_seq_len", "grad_accum", "micro_batch_size")
@@ -125,7 +185,9 @@ def resolve_metric(metrics: dict[str, Metric], name: str) -> Metric | None:
         name=name,
         abs_tolerance=PHASE_ABS_TOLERANCE_S,
         gated=not remainder,
-        description="step time no phase explains" if remainder else f"median steady-state time of phase "
+        description="step time no phase explains"
+        if remainder
+        else f"median steady-state time of phase "
         f"{name.removeprefix(PHASE_PREFIX).removesuffix('_s')}, judged step by step like step time",
     )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from trainperf.errors import TrainperfError
 from trainperf.measure.hardware import CPU_CLASS, GpuClass, classify, visible_gpu_index
 from trainperf.measure.nvml import DeviceInfo, Nvml
@@ -39,7 +38,9 @@ def detect(classes: dict[str, GpuClass], override: str | None) -> Detection:
     if override is None:
         return Detection(classes[detected] if detected else None, device, info, False)
     if override not in classes:
-        raise TrainperfError(f"unknown GPU class '{override}' (--perf-gpu-class); known: {', '.join(sorted(classes))}")
+        raise TrainperfError(
+            f"unknown GPU class '{override}' (--perf-gpu-class); known: {', '.join(sorted(classes))}"
+        )
     if override != CPU_CLASS and info is None:
         raise TrainperfError(f"--perf-gpu-class {override} needs a GPU, and NVML sees none on this machine")
     return Detection(classes[override], device if override != CPU_CLASS else None, info, True)
@@ -54,7 +55,9 @@ def emulate(detection: Detection, classes: dict[str, GpuClass], name: str) -> De
         raise TrainperfError(f"--perf-emulate {name} caps a larger GPU's memory, and NVML sees no GPU here")
     target = classes[name]
     if detection.gpu_class is not None and detection.gpu_class.name == name:
-        raise TrainperfError(f"--perf-emulate {name}: this GPU already is class {name}; run without --perf-emulate")
+        raise TrainperfError(
+            f"--perf-emulate {name}: this GPU already is class {name}; run without --perf-emulate"
+        )
     have_gib = detection.info.memory_total_b / 2**30
     if target.memory_gib >= have_gib:
         raise TrainperfError(

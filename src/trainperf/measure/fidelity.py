@@ -23,12 +23,18 @@ from typing import Any
 
 from trainperf.judge import stats
 from trainperf.judge.compare import Verdict, compare_metric
-from trainperf.measure.measurement import RunMeasurement, counter_energy_j, pool_runs, power_integral_j
 from trainperf.judge.metrics import METRICS, Metric
+from trainperf.measure.measurement import RunMeasurement, counter_energy_j, pool_runs, power_integral_j
 from trainperf.measure.nvml import Sample
 
 AA_BASE, AA_OTHER, BARE = "A", "A2", "bare"
-NOISE_METRICS = ("step_time_s", "tokens_per_s", "peak_allocated_gib", "device_mem_peak_gib", "energy_per_token_j")
+NOISE_METRICS = (
+    "step_time_s",
+    "tokens_per_s",
+    "peak_allocated_gib",
+    "device_mem_peak_gib",
+    "energy_per_token_j",
+)
 TOLERANCE_SWEEP = (0.02, 0.03, 0.05)
 
 
@@ -162,7 +168,9 @@ def paired_overhead(rounds: Sequence[tuple[Sequence[float], float]]) -> PairedOv
     slowdowns = [1 - (sum(harness) / len(harness)) / bare for harness, bare in rounds if harness and bare > 0]
     if len(slowdowns) < MIN_PAIRED_ROUNDS:
         return PairedOverhead(len(slowdowns), None, None, slowdowns)
-    return PairedOverhead(len(slowdowns), stats.median(slowdowns), stats.bootstrap_median_interval(slowdowns), slowdowns)
+    return PairedOverhead(
+        len(slowdowns), stats.median(slowdowns), stats.bootstrap_median_interval(slowdowns), slowdowns
+    )
 
 
 @dataclass(slots=True)
@@ -199,7 +207,11 @@ class Judgement:
 
 
 def judge_step_time(
-    current: Sequence[RunMeasurement], baseline: Sequence[RunMeasurement], tolerance: float, series: str, run: int | None
+    current: Sequence[RunMeasurement],
+    baseline: Sequence[RunMeasurement],
+    tolerance: float,
+    series: str,
+    run: int | None,
 ) -> Judgement:
     """The gate's step-time verdict for pooled ``current`` runs (all of ``series``, or its ``run``-th
     alone) against pooled ``baseline`` runs."""
@@ -218,7 +230,12 @@ def detection(groups: dict[str, list[RunMeasurement]], tolerances: Sequence[floa
     if not base:
         return []
     judged: list[Judgement] = []
-    others = [AA_OTHER, *sorted((k for k in groups if planted_fraction(k) is not None), key=lambda k: planted_fraction(k) or 0.0)]
+    others = [
+        AA_OTHER,
+        *sorted(
+            (k for k in groups if planted_fraction(k) is not None), key=lambda k: planted_fraction(k) or 0.0
+        ),
+    ]
     for tolerance in tolerances:
         for label in others:
             runs = groups.get(label, [])
@@ -234,7 +251,10 @@ def detection_summary(judged: Sequence[Judgement]) -> list[dict[str, Any]]:
     """Per tolerance and series: how many single runs and whether the pooled runs were flagged."""
     rows: dict[tuple[float, str], dict[str, Any]] = {}
     for j in judged:
-        row = rows.setdefault((j.tolerance, j.series), {"tolerance": j.tolerance, "series": j.series, "single_flagged": 0, "single": 0})
+        row = rows.setdefault(
+            (j.tolerance, j.series),
+            {"tolerance": j.tolerance, "series": j.series, "single_flagged": 0, "single": 0},
+        )
         if j.pooled:
             row["pooled"] = j.verdict
             row["pooled_ratio"] = j.ratio

@@ -25,8 +25,22 @@ def cpu_model() -> str:
 # two hosts that differ in these run the same case at very different speeds (the tiny QLoRA cases
 # took 2.3x as long on one 2-core host as on another, both reporting the model name "AMD EPYC").
 TIMING_RELEVANT_FLAGS = (
-    "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16",
-    "amx_tile", "amx_bf16", "amx_int8", "avx_vnni", "asimd", "sve", "sve2", "bf16", "i8mm",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "avx_vnni",
+    "asimd",
+    "sve",
+    "sve2",
+    "bf16",
+    "i8mm",
 )
 
 
@@ -53,8 +67,14 @@ def cpu_identity(fields: dict[str, str]) -> tuple[str, str]:
     vendor = fields.get("vendor_id") or fields.get("CPU implementer") or platform.machine()
     parts = [
         f"{label} {fields[key]}"
-        for label, key in (("family", "cpu family"), ("model", "model"), ("stepping", "stepping"),
-                           ("part", "CPU part"), ("variant", "CPU variant"), ("revision", "CPU revision"))
+        for label, key in (
+            ("family", "cpu family"),
+            ("model", "model"),
+            ("stepping", "stepping"),
+            ("part", "CPU part"),
+            ("variant", "CPU variant"),
+            ("revision", "CPU revision"),
+        )
         if fields.get(key)
     ]
     flags = set((fields.get("flags") or fields.get("Features") or "").split())

@@ -24,7 +24,12 @@ THROTTLE_REASONS = {
     0x40: "hw_thermal_slowdown",
     0x80: "hw_power_brake_slowdown",
 }
-BENIGN_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x10: "sync_boost", 0x100: "display_clock_setting"}
+BENIGN_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x10: "sync_boost",
+    0x100: "display_clock_setting",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +62,9 @@ class Hygiene:
     def problems(self) -> list[str]:
         lines = []
         for device, procs in self.foreign.items():
-            held = ", ".join(f"pid {pid}" + (f" ({used / 2**30:.1f} GiB)" if used else "") for pid, used in procs)
+            held = ", ".join(
+                f"pid {pid}" + (f" ({used / 2**30:.1f} GiB)" if used else "") for pid, used in procs
+            )
             lines.append(f"GPU {device} busy before the case: {held}")
         for device, reasons in self.throttled.items():
             lines.append(f"GPU {device} throttled before the case: {', '.join(reasons)}")

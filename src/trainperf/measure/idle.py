@@ -36,4 +36,8 @@ def wait_idle(device: str, idle_b: int | None, say: Callable[[str], None]) -> di
             f"[trainperf] warning: GPU {device} memory still {used / 2**30:.1f} GiB in use {IDLE_WAIT_S:.0f}s after "
             "the case ended; the next case may be disturbed"
         )
-    return {"idle": back, "mem_used_gib": round(used / 2**30, 2), "waited_s": round(time.monotonic() - started, 1)}
+    return {
+        "idle": back,
+        "mem_used_gib": round(used / 2**30, 2),
+        "waited_s": round(time.monotonic() - started, 1),
+    }

@@ -93,7 +93,9 @@ def phase_metrics(steady: Sequence[dict[str, Any]]) -> tuple[dict[str, float], d
         if phases:
             for phase, seconds in phases.items():
                 samples.setdefault(phase_metric_name(phase), []).append(float(seconds))
-            samples.setdefault(PHASE_REMAINDER, []).append(float(step["duration_s"]) - sum(map(float, phases.values())))
+            samples.setdefault(PHASE_REMAINDER, []).append(
+                float(step["duration_s"]) - sum(map(float, phases.values()))
+            )
         if step.get("throughput") is not None:
             samples.setdefault("throughput_per_gpu", []).append(float(step["throughput"]))
     return {name: stats.median(values) for name, values in samples.items()}, samples
@@ -125,7 +127,9 @@ def measure_run(
         metrics["step_time_s"] = summary.median
         metrics["step_time_p25_s"] = stats.quantile(step_samples, 0.25)
         metrics["tokens_per_s"] = steady_tokens / steady_time if steady_time else 0.0
-        metrics["samples_per_hour"] = len(steady) * samples_per_step * 3600.0 / steady_time if steady_time else 0.0
+        metrics["samples_per_hour"] = (
+            len(steady) * samples_per_step * 3600.0 / steady_time if steady_time else 0.0
+        )
         metrics["warmup_s"] = sum(durations[:first])
         phase_values, extra_samples = phase_metrics(steady)
         metrics.update(phase_values)
@@ -190,7 +194,9 @@ def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
     for name, value in run.metrics.items():
         behind = samples.get(name) or None
         keys = run.step_keys if behind is not None and len(run.step_keys) == len(behind) else None
-        values[name] = MetricValue(value, METRICS[name].unit if name in METRICS else "", behind, [value], keys)
+        values[name] = MetricValue(
+            value, METRICS[name].unit if name in METRICS else "", behind, [value], keys
+        )
     return values
 
 

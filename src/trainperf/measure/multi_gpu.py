@@ -32,7 +32,10 @@ def merge_ranks(child: dict[str, Any], out_dir: Path, world: int) -> dict[str, A
     """Rank 0's result with every rank's memory and the worst rank's outcome folded in."""
     ranks = [child] + [_read(out_dir / rank_file(RESULT_FILE, r)) for r in range(1, world)]
     merged = dict(child)
-    merged["ranks"] = [{"rank": r, "outcome": data.get("outcome"), "memory": data.get("memory", {})} for r, data in enumerate(ranks)]
+    merged["ranks"] = [
+        {"rank": r, "outcome": data.get("outcome"), "memory": data.get("memory", {})}
+        for r, data in enumerate(ranks)
+    ]
     memory = dict(child.get("memory") or {})
     for key in ("peak_allocated_b", "peak_reserved_b", "host_peak_rss_b"):
         values = [int(data["memory"][key]) for data in ranks if key in (data.get("memory") or {})]
@@ -69,8 +72,15 @@ def measure_gpus(
     ``samples`` is ordered as the case's GPUs, i.e. by local rank (CUDA_VISIBLE_DEVICES order).
     """
     devices = list(samples)
-    per_device = {d: measure_run(child, samples[d], samples_per_step=samples_per_step, idle_mem_b=idle_mem_b.get(d)) for d in devices}
-    first = per_device[devices[0]] if devices else measure_run(child, [], samples_per_step=samples_per_step, idle_mem_b=None)
+    per_device = {
+        d: measure_run(child, samples[d], samples_per_step=samples_per_step, idle_mem_b=idle_mem_b.get(d))
+        for d in devices
+    }
+    first = (
+        per_device[devices[0]]
+        if devices
+        else measure_run(child, [], samples_per_step=samples_per_step, idle_mem_b=None)
+    )
     metrics = dict(first.metrics)
     info = dict(first.info)
     info.pop("energy_samples", None)
@@ -93,7 +103,12 @@ def measure_gpus(
     return RunMeasurement(metrics, first.step_samples, first.throughput_samples, info, first.step_keys)
 
 
-def _combine(metrics: dict[str, float], info: dict[str, Any], rows: list[dict[str, Any]], runs: Sequence[RunMeasurement]) -> None:
+def _combine(
+    metrics: dict[str, float],
+    info: dict[str, Any],
+    rows: list[dict[str, Any]],
+    runs: Sequence[RunMeasurement],
+) -> None:
     """Totals over the case's GPUs for what the job draws; the highest GPU for what must fit."""
     for name in ("power_mean_w", "energy_per_token_j"):
         values = [row[name] for row in rows if name in row]

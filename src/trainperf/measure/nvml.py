@@ -83,7 +83,9 @@ class Nvml:
                 return _nvml.nvmlDeviceGetHandleByUUID(device)
             return _nvml.nvmlDeviceGetHandleByIndex(int(device))
         except (ValueError, _nvml.NVMLError) as exc:
-            raise TrainperfError(f"GPU '{device}' not found by NVML ({exc}); check CUDA_VISIBLE_DEVICES") from exc
+            raise TrainperfError(
+                f"GPU '{device}' not found by NVML ({exc}); check CUDA_VISIBLE_DEVICES"
+            ) from exc
 
     @classmethod
     def info(cls, device: str) -> DeviceInfo:
@@ -125,7 +127,6 @@ class Nvml:
             return [int(p.pid) for p in _nvml.nvmlDeviceGetComputeRunningProcesses(handle)]
         except _nvml.NVMLError:
             return []
-
 
     @classmethod
     def compute_processes(cls, handle: Any) -> list[tuple[int, int | None]]:

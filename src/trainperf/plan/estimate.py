@@ -80,7 +80,15 @@ def param_counts(config: dict[str, Any]) -> ParamCounts | None:
     head_dim = int(config.get("head_dim") or hidden // heads)
     q, kv = heads * head_dim, kv_heads * head_dim
     # (d_in, d_out) of q, k, v, o, gate, up, down
-    shapes = [(hidden, q), (hidden, kv), (hidden, kv), (q, hidden), (hidden, inter), (hidden, inter), (inter, hidden)]
+    shapes = [
+        (hidden, q),
+        (hidden, kv),
+        (hidden, kv),
+        (q, hidden),
+        (hidden, inter),
+        (hidden, inter),
+        (inter, hidden),
+    ]
     linear = layers * sum(d_in * d_out for d_in, d_out in shapes)
     per_layer_other = 2 * hidden
     if config["model_type"] == "qwen3":
@@ -90,7 +98,9 @@ def param_counts(config: dict[str, Any]) -> ParamCounts | None:
     embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
     other = layers * per_layer_other + hidden + embeddings
     lora_per_rank = layers * sum(d_in + d_out for d_in, d_out in shapes)
-    return ParamCounts(linear, other, lora_per_rank, hidden, inter, layers, vocab, bool(config.get("tie_word_embeddings")))
+    return ParamCounts(
+        linear, other, lora_per_rank, hidden, inter, layers, vocab, bool(config.get("tie_word_embeddings"))
+    )
 
 
 def max_tokens_per_microbatch(case: Case, steps: int, samples_per_step: int) -> int:

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case, timing_comparable
 from trainperf.errors import TrainperfError
+from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case, timing_comparable
 from trainperf.judge.fingerprint import environment_changes
-from trainperf.measure.hardware import GpuClass
 from trainperf.judge.metrics import with_tolerances
+from trainperf.measure.hardware import GpuClass
 from trainperf.report.table import align, format_value
 from trainperf.result import CaseResult
 
@@ -35,7 +35,16 @@ ENVIRONMENT_LABELS = {
     "cpu_count": "CPU count",
 }
 
-COLUMNS = ("case", "A step s", "B step s", "ratio", "95% interval", "tok/s ratio", "peak alloc A->B", "verdict")
+COLUMNS = (
+    "case",
+    "A step s",
+    "B step s",
+    "ratio",
+    "95% interval",
+    "tok/s ratio",
+    "peak alloc A->B",
+    "verdict",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +90,7 @@ class RunComparison:
             "run_b": self.label_b,
             "gpu_class": self.gpu_class,
             "strict": self.strict,
-            "environment_changes": [
-                {"key": key, "a": old, "b": new} for key, old, new in self.environment
-            ],
+            "environment_changes": [{"key": key, "a": old, "b": new} for key, old, new in self.environment],
             "environment_from": self.environment_case,
             "cases": [_case_dict(c) for c in self.cases],
             "only_in_a": list(self.only_in_a),
@@ -185,7 +192,8 @@ def _row(case: CaseComparison) -> list[str]:
         f"[{_pct(interval[0])}, {_pct(interval[1])}]" if interval else "-",
         _pct(tps.ratio if tps else None),
         "-" if alloc_a is None and alloc_b is None else f"{format_value(alloc_a)} -> {format_value(alloc_b)}",
-        case.verdict.verdict.value + (" (fails)" if case.fails and case.verdict.verdict is Verdict.NOISY else ""),
+        case.verdict.verdict.value
+        + (" (fails)" if case.fails and case.verdict.verdict is Verdict.NOISY else ""),
     ]
 
 

@@ -83,7 +83,11 @@ def benchmark_json(results: Sequence[CaseResult], run_info: dict[str, Any]) -> d
                 "params": {"case": result.case_id},
                 "param": result.case_id,
                 "extra_info": key_figures(result),
-                "options": {"timer": "synchronised step edges", "min_rounds": 1, "warmup": "detected, excluded"},
+                "options": {
+                    "timer": "synchronised step edges",
+                    "min_rounds": 1,
+                    "warmup": "detected, excluded",
+                },
                 "stats": step_stats(step_time.samples),
             }
         )

@@ -20,7 +20,9 @@ def details(
     for result in results:
         if result.verdict.get("verdict") not in QUIET_VERDICTS:
             lines += failure_detail(result)
-        lines += [f"{result.case_id}: {note}" for note in notes.get(result.case_id, result.verdict.get("notes", []))]
+        lines += [
+            f"{result.case_id}: {note}" for note in notes.get(result.case_id, result.verdict.get("notes", []))
+        ]
         if result.case_id in written:
             lines.append(f"{result.case_id}: baseline written to {written[result.case_id]}")
     return lines

@@ -27,13 +27,17 @@ def check_environment(python: str, label: str) -> str:
     """The interpreter's key versions; one line naming the fix when it cannot run the cases."""
     path = Path(os.path.abspath(python))
     if not path.is_file():
-        raise TrainperfError(f"--env-{label} {python} is not a Python interpreter: give the path of its bin/python")
+        raise TrainperfError(
+            f"--env-{label} {python} is not a Python interpreter: give the path of its bin/python"
+        )
     probe = (
         f"import importlib; mods = [importlib.import_module(m) for m in {REQUIRED_IMPORTS!r}]; "
         "print(' '.join(f'{m.__name__} {m.__version__}' for m in mods))"
     )
     try:
-        completed = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=180, check=False)
+        completed = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=180, check=False
+        )
     except OSError as exc:
         raise TrainperfError(f"--env-{label} {python} cannot be run ({exc})") from exc
     if completed.returncode != 0:
@@ -48,7 +52,10 @@ def pool_case(results: Sequence[CaseResult]) -> CaseResult:
     """One case's results from several rounds as one result: samples, keys and runs concatenated."""
     first = results[0]
     failed = next((r for r in results if r.outcome != "ok"), None)
-    metrics = {name: merge_metric(name, [r.metrics[name] for r in results if name in r.metrics]) for name in first.metrics}
+    metrics = {
+        name: merge_metric(name, [r.metrics[name] for r in results if name in r.metrics])
+        for name in first.metrics
+    }
     return dataclasses.replace(
         first,
         outcome=failed.outcome if failed else "ok",
@@ -86,9 +93,13 @@ def run_rounds(
             ]  # fmt: skip
             completed = subprocess.run(command, check=False)
             if completed.returncode not in (0, 1):  # 1: a case failed (e.g. an OOM), still measured
-                raise TrainperfError(f"pytest stopped with status {completed.returncode} in round {round_index} ({label})")
+                raise TrainperfError(
+                    f"pytest stopped with status {completed.returncode} in round {round_index} ({label})"
+                )
             runs = sorted(p for p in out.iterdir() if (p / "results").is_dir()) if out.is_dir() else []
             if not runs:
-                raise TrainperfError(f"round {round_index} ({label}) measured no case: check the pytest selection")
+                raise TrainperfError(
+                    f"round {round_index} ({label}) measured no case: check the pytest selection"
+                )
             folders[label].append(runs[-1])
     return folders["A"], folders["B"]

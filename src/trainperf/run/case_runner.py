@@ -70,7 +70,9 @@ class CaseRunner:
         ctx.folder.store(result, verdict.verdict.value)
         return self.conclude(CaseReport(case, result, verdict, notes=notes))
 
-    def _measure(self, case: Case, baseline: CaseResult | None, notes: list[str]) -> tuple[CaseResult, CaseVerdict]:
+    def _measure(
+        self, case: Case, baseline: CaseResult | None, notes: list[str]
+    ) -> tuple[CaseResult, CaseVerdict]:
         """Fresh runs of the case, judged; a timing regression is confirmed by more fresh runs."""
         ctx = self.ctx
         steps = self._steps(case, baseline)
@@ -128,7 +130,11 @@ class CaseRunner:
         """Fresh runs per case: a baseline is pooled from several, so that no single process that
         happened to run fast or slow becomes the reference every later run is judged by."""
         settings = self.ctx.settings
-        return max(settings.repeats, settings.baseline_repeats) if settings.update_baselines else settings.repeats
+        return (
+            max(settings.repeats, settings.baseline_repeats)
+            if settings.update_baselines
+            else settings.repeats
+        )
 
     def _needs_confirmation(self, verdict: CaseVerdict) -> bool:
         """A regression of timing metrics alone: one process can be slow as a whole (host load,
@@ -207,7 +213,12 @@ class CaseRunner:
         total = len(result.runs) + count
         for _ in range(count):
             run = self.launcher.run(
-                case, steps, repeat=len(result.runs), total=total, interpreter=interpreter, settled_by=settled_by
+                case,
+                steps,
+                repeat=len(result.runs),
+                total=total,
+                interpreter=interpreter,
+                settled_by=settled_by,
             )
             run.info["purpose"] = purpose
             if not add_run(result, run):

@@ -11,7 +11,15 @@ from trainperf.case import Case, Outcome
 from trainperf.families import family_of
 from trainperf.jsonio import append_jsonl, read_jsonl
 from trainperf.judge.compare import CaseVerdict, Verdict
-from trainperf.plan.cliff import Cliff, Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, validate_range
+from trainperf.plan.cliff import (
+    Cliff,
+    Probe,
+    ProbeFailed,
+    confirm_cliff,
+    confirmed,
+    find_cliff,
+    validate_range,
+)
 from trainperf.result import CaseResult, MetricValue
 from trainperf.run.case_runner import CaseReport, CaseRunner
 
@@ -48,12 +56,16 @@ class CliffSearch:
     def probe(self, value: int) -> Probe:
         if self.recorded and self.recorded[0].value == value:
             replayed = self.recorded.pop(0)
-            self.ctx.say(f"[trainperf] {self.cliff_id}: {self.axis}={value} {replayed.outcome} (recorded, not re-run)")
+            self.ctx.say(
+                f"[trainperf] {self.cliff_id}: {self.axis}={value} {replayed.outcome} (recorded, not re-run)"
+            )
             return replayed
         self.recorded.clear()  # the search left the recorded path: launch from here on
         probe_case = self.case.replace(**{self.axis: value})
         probed = self.runner.new_result(probe_case)
-        self.runner.add_runs(probe_case, self.steps, probed, [], 1, purpose="cliff-probe", settled_by=self.cliff_id)
+        self.runner.add_runs(
+            probe_case, self.steps, probed, [], 1, purpose="cliff-probe", settled_by=self.cliff_id
+        )
         self.launches += 1
         fits = probed.outcome == Outcome.OK.value
         self.ctx.say(
@@ -73,7 +85,9 @@ class CliffSearch:
             return over  # a lower bound over the device: no launch can fit (confirmations still run)
         estimated = family.memory_estimate(probe_case, self.steps)
         if estimated and estimated.total_gib > ESTIMATE_SKIP_FACTOR * self.limit_gib:
-            return f"estimate {estimated.total_gib:.0f} GiB > {ESTIMATE_SKIP_FACTOR} x {self.limit_gib:.0f} GiB"
+            return (
+                f"estimate {estimated.total_gib:.0f} GiB > {ESTIMATE_SKIP_FACTOR} x {self.limit_gib:.0f} GiB"
+            )
         return None
 
     def search(self, low: int, high: int) -> tuple[Cliff, list[Probe]]:
@@ -116,7 +130,12 @@ def run_cliff(runner: CaseRunner, case: Case, axis: str, low: int, high: int) ->
 
 
 def _judge_cliff(
-    runner: CaseRunner, case: Case, result: CaseResult, baseline: CaseResult | None, cliff: Cliff, checks: list[Probe]
+    runner: CaseRunner,
+    case: Case,
+    result: CaseResult,
+    baseline: CaseResult | None,
+    cliff: Cliff,
+    checks: list[Probe],
 ) -> CaseVerdict:
     """The cliff as the result's one metric, judged; an unconfirmed cliff is noisy at best."""
     result.cliff = cliff.to_dict()

@@ -54,7 +54,12 @@ class RunContext:
 
 
 def open_run(
-    settings: Settings, detection: Detection, rootdir: Path, *, stamp: str | None = None, worker: str | None = None
+    settings: Settings,
+    detection: Detection,
+    rootdir: Path,
+    *,
+    stamp: str | None = None,
+    worker: str | None = None,
 ) -> RunContext:
     """Create (or reopen, with --perf-resume) the run folder and everything a case needs.
 

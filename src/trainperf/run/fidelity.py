@@ -14,16 +14,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainperf.measure import fidelity
-from trainperf.judge import stats
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
-from trainperf.measure.measurement import RunMeasurement, measure_run
+from trainperf.families import family_of
+from trainperf.jsonio import write_json_atomic
+from trainperf.judge import stats
 from trainperf.judge.metrics import tolerances_from_pyproject
+from trainperf.measure import fidelity
+from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
 from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, read_child_result
-from trainperf.jsonio import write_json_atomic
-from trainperf.families import family_of
 
 STATE_FILE = "fidelity.json"
 REPORT_FILE = "fidelity-report.json"
@@ -85,17 +85,21 @@ def load_state(run_dir: Path) -> tuple[Plan, dict[str, Any]]:
         saved = state["plan"]
         return Plan(**{**saved, "plant_fractions": tuple(saved["plant_fractions"])}), state
     except FileNotFoundError:
-        raise TrainperfError(f"{run_dir} has no {STATE_FILE}: give a folder that 'trainperf fidelity' made") from None
+        raise TrainperfError(
+            f"{run_dir} has no {STATE_FILE}: give a folder that 'trainperf fidelity' made"
+        ) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise TrainperfError(f"{state_path} is not a fidelity plan ({exc}); start a new run") from None
 
 
-def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: Callable[[str], None] = print) -> Path:
+def run_fidelity(
+    root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: Callable[[str], None] = print
+) -> Path:
     """Launch the plan's children (or the rest of them, with ``resume``); return the run folder."""
-    from trainperf.measure.hardware import load_classes
-    from trainperf.run.launcher import ChildLauncher
     from trainperf.measure.detection import detect
+    from trainperf.measure.hardware import load_classes
     from trainperf.run.context import open_run
+    from trainperf.run.launcher import ChildLauncher
     from trainperf.run.settings import resolve
 
     settings = resolve(cli, lambda _name: None, root)
@@ -106,10 +110,14 @@ def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: C
     if state_path.is_file():
         saved, state = load_state(context.run_dir)  # a plan saved before a field existed gets its default
         if saved != plan:
-            raise TrainperfError(f"{state_path} was started with another plan ({state['plan']}): resume with the same options")
+            raise TrainperfError(
+                f"{state_path} was started with another plan ({state['plan']}): resume with the same options"
+            )
     labels = plan.schedule()
     launcher = ChildLauncher(context)
-    say(f"[trainperf fidelity] {case.id} on {context.gpu_class.name}: {len(labels)} children, {plan.steps} steps each, in {context.run_dir}")
+    say(
+        f"[trainperf fidelity] {case.id} on {context.gpu_class.name}: {len(labels)} children, {plan.steps} steps each, in {context.run_dir}"
+    )
     for index in range(len(state["children"]), len(labels)):
         label = labels[index]
         try:
@@ -123,12 +131,23 @@ def run_fidelity(root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: C
                 window_after=plan.window_after,
             )
         except KeyboardInterrupt:  # a time limit or Ctrl-C: report what finished, say how to go on
-            say(f"[trainperf fidelity] interrupted after {index}/{len(labels)} children; continue with --resume {context.run_dir}")
+            say(
+                f"[trainperf fidelity] interrupted after {index}/{len(labels)} children; continue with --resume {context.run_dir}"
+            )
             return context.run_dir
-        state["children"].append({"label": label, "dir": child.info["dir"], "outcome": child.outcome.value, "message": child.message})
+        state["children"].append(
+            {
+                "label": label,
+                "dir": child.info["dir"],
+                "outcome": child.outcome.value,
+                "message": child.message,
+            }
+        )
         write_json_atomic(state_path, state)
         if child.outcome is not Outcome.OK:
-            raise TrainperfError(f"{case.id} ({label}) ended {child.outcome.value}: {child.message}; the benchmark needs a case that runs")
+            raise TrainperfError(
+                f"{case.id} ({label}) ended {child.outcome.value}: {child.message}; the benchmark needs a case that runs"
+            )
     return context.run_dir
 
 
@@ -143,7 +162,11 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
     plan, state = load_state(run_dir)
     sessions = json.loads((run_dir / "run.json").read_text())["sessions"]
     idle_mem_b = sessions[0].get("idle_mem_b")
-    case = Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / "spec.json").read_text())["case"]) if state["children"] else None
+    case = (
+        Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / "spec.json").read_text())["case"])
+        if state["children"]
+        else None
+    )
     groups: dict[str, list[RunMeasurement]] = {}
     harness: list[fidelity.HarnessRun] = []
     # Tokens/s over the bare window, per round in launch order: (A/A harness runs, bare runs).
@@ -164,7 +187,12 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
                 pair[1].append(window["tokens"] / window["seconds"])
             continue
         assert case is not None
-        measured = measure_run(child, samples, samples_per_step=family_of(case.family).samples_per_step(case), idle_mem_b=idle_mem_b)
+        measured = measure_run(
+            child,
+            samples,
+            samples_per_step=family_of(case.family).samples_per_step(case),
+            idle_mem_b=idle_mem_b,
+        )
         groups.setdefault(entry["label"], []).append(measured)
         harness.append(fidelity.HarnessRun(entry["label"], measured, child.get("steps", []), samples))
         tps = fidelity.window_tokens_per_s(child.get("steps", []), plan.window_after)
@@ -213,8 +241,10 @@ def _window(plan: dict[str, Any]) -> str:
 def render(report: dict[str, Any]) -> str:
     gpu = report["gpu"]
     lines = [
-        (f"fidelity of {report['case_id']} ({report['run']}): {report['children_done']}/{report['children_planned']} children, "
-        f"{report['plan']['steps']} steps each{_window(report['plan'])}; GPU {gpu.get('gpu_name', '?')}, driver {gpu.get('driver', '?')}"),
+        (
+            f"fidelity of {report['case_id']} ({report['run']}): {report['children_done']}/{report['children_planned']} children, "
+            f"{report['plan']['steps']} steps each{_window(report['plan'])}; GPU {gpu.get('gpu_name', '?')}, driver {gpu.get('driver', '?')}"
+        ),
     ]
     over = report["overhead"]
     interval = over["interval"]
@@ -231,10 +261,16 @@ def render(report: dict[str, Any]) -> str:
             f"           paired by round ({paired['rounds']} rounds, drift cancels): {_pct(paired['slowdown'])} slower "
             f"[95% {_pct(low)} .. {_pct(high)}]"
             # Reports written before the rounds were kept have none to show.
-            + (f"; round by round {', '.join(_pct(v) for v in paired['per_round'])}" if paired.get("per_round") else "")
+            + (
+                f"; round by round {', '.join(_pct(v) for v in paired['per_round'])}"
+                if paired.get("per_round")
+                else ""
+            )
         )
     elif paired:
-        lines.append(f"           paired by round: {paired['rounds']} rounds, fewer than {fidelity.MIN_PAIRED_ROUNDS}: not estimated")
+        lines.append(
+            f"           paired by round: {paired['rounds']} rounds, fewer than {fidelity.MIN_PAIRED_ROUNDS}: not estimated"
+        )
     window = report.get("window_noise")  # absent from reports written before it existed
     if window and window.get("tokens_per_s_cv") is not None:
         lines.append(
@@ -244,7 +280,9 @@ def render(report: dict[str, Any]) -> str:
     noise = report["noise"]
     parts = ", ".join(f"{name} {_pct(value, signed=False)}" for name, value in noise["cv"].items())
     lines.append(f"noise      CV over {noise['runs']} fresh children: {parts}   target step time <= 1%")
-    lines.append("detection  step time judged by the gate (median per-step ratio over the steps that repeat, bootstrap p<0.01):")
+    lines.append(
+        "detection  step time judged by the gate (median per-step ratio over the steps that repeat, bootstrap p<0.01):"
+    )
     lines.append(f"  {'tolerance':>9s}  {'series':10s} {'pooled':10s} {'ratio':>7s}  single runs flagged")
     for row in report["detection"]:
         ratio = row.get("pooled_ratio")
@@ -258,7 +296,10 @@ def render(report: dict[str, Any]) -> str:
         f"single run: {'none' if smallest is None else f'{smallest:.0%}'}"
     )
     power = report["power"]
-    ms = [f"{v * 1000:.1f} ms" if v is not None else "n/a" for v in (power["interval_median_s"], power["interval_p95_s"], power["interval_max_s"])]
+    ms = [
+        f"{v * 1000:.1f} ms" if v is not None else "n/a"
+        for v in (power["interval_median_s"], power["interval_p95_s"], power["interval_max_s"])
+    ]
     lines.append(
         f"power      integral of sampled power vs energy counter: {_pct(power['relative_difference'])} (median of "
         f"{len(power['counter_j'])} runs); sampling interval median {ms[0]}, p95 {ms[1]}, max {ms[2]}"
@@ -275,7 +316,9 @@ def _unsteady_phrase(window: dict[str, Any]) -> str:
         return f"every step repeats from child to child within {steady_bound}"
     values = [window["step_cv"][key] for key in window["step_cv"] if int(key) in unsteady]
     spread = f"{min(values):.1%}" if len(values) == 1 else f"{min(values):.1%}-{max(values):.1%}"
-    which = f"step {unsteady[0]} varies" if len(unsteady) == 1 else f"steps {', '.join(map(str, unsteady))} vary"
+    which = (
+        f"step {unsteady[0]} varies" if len(unsteady) == 1 else f"steps {', '.join(map(str, unsteady))} vary"
+    )
     share = _pct(window["unsteady_time_share"], signed=False)
     return f"{which} {spread} from child to child ({share} of the window's time), the other {len(steady)} at most {steady_bound}"
 

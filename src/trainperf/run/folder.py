@@ -1,12 +1,12 @@
 """A run folder (``reports/<stamp>-<class>``): the one owner of its layout and its loaders.
 
-    run.json, run.<worker>.json   the session record (argv, settings, fingerprint), one per xdist worker
-    results/<case>.json           each finished case's result, written atomically as it ends
-    results/<cliff>.probes.jsonl  a cliff search's probes, one line each, for --perf-resume
-    results.jsonl                 one line per finished case, flushed: nothing is lost on a crash
-    cases/<case>/r<n>/            each fresh child's spec, steps, samples, logs and result
-    interrupted.json              the case a Ctrl-C or time limit cut (``run.interruption``)
-    summary.md, index.html, benchmark.json   the reports (``report.build``)
+run.json, run.<worker>.json   the session record (argv, settings, fingerprint), one per xdist worker
+results/<case>.json           each finished case's result, written atomically as it ends
+results/<cliff>.probes.jsonl  a cliff search's probes, one line each, for --perf-resume
+results.jsonl                 one line per finished case, flushed: nothing is lost on a crash
+cases/<case>/r<n>/            each fresh child's spec, steps, samples, logs and result
+interrupted.json              the case a Ctrl-C or time limit cut (``run.interruption``)
+summary.md, index.html, benchmark.json   the reports (``report.build``)
 """
 
 from __future__ import annotations

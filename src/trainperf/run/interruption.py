@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainperf.judge import stats
 from trainperf.jsonio import write_json_atomic
+from trainperf.judge import stats
 from trainperf.run.folder import RunFolder
 
 INTERRUPTED_FILE = "interrupted.json"

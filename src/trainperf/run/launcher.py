@@ -31,7 +31,15 @@ from trainperf.run.outcome import classify
 from trainperf.run.process import Exit
 from trainperf.traces.collect import collect, plan_for
 from trainperf.traces.plan import TracePlan
-from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, STEPS_FILE, ChildSpec, rank_file, read_child_result, read_steps
+from trainperf.workloads.protocol import (
+    SAMPLES_FILE,
+    SPEC_FILE,
+    STEPS_FILE,
+    ChildSpec,
+    rank_file,
+    read_child_result,
+    read_steps,
+)
 
 LAUNCHER_MODULE = "torch.distributed.run"
 
@@ -65,7 +73,15 @@ def child_command(python: str, gpus: int, spec_path: Path, family: str) -> list[
     if not family_of(family).launches_ranks(gpus):
         return [python, *workload]
     # --standalone: a private rendezvous on a free local port, so two workers' launchers never meet.
-    return [python, "-m", LAUNCHER_MODULE, "--standalone", "--nnodes=1", f"--nproc-per-node={gpus}", *workload]
+    return [
+        python,
+        "-m",
+        LAUNCHER_MODULE,
+        "--standalone",
+        "--nnodes=1",
+        f"--nproc-per-node={gpus}",
+        *workload,
+    ]
 
 
 def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
@@ -97,7 +113,10 @@ def interpreter_for(ctx: RunContext, case: Case) -> Interpreter | None:
     """The interpreter of the case's environment (--perf-python, TRAINPERF_ENV, .venvs/NAME)."""
     settings = ctx.settings
     return resolve_interpreter(
-        case.environment, perf_python=settings.python, overrides=parse_overrides(settings.env), environ=os.environ
+        case.environment,
+        perf_python=settings.python,
+        overrides=parse_overrides(settings.env),
+        environ=os.environ,
     )
 
 
@@ -176,7 +195,9 @@ def run_info(
     if outcome is not Outcome.OK:
         info["stderr_tail"] = launched.exit.stderr_tail[-3000:]
     if launched.devices:
-        info.update(gpus=list(launched.devices), gpu_wait_s=round(launched.waited_s, 1), gpu_before=launched.before)
+        info.update(
+            gpus=list(launched.devices), gpu_wait_s=round(launched.waited_s, 1), gpu_before=launched.before
+        )
     return info
 
 
@@ -226,7 +247,13 @@ class ChildLauncher:
         return ChildRun(outcome, message, child, measurement, info)
 
     def _launch_and_read(
-        self, case: Case, spec: ChildSpec, out_dir: Path, interpreter: Interpreter, label: str, settled_by: str | None
+        self,
+        case: Case,
+        spec: ChildSpec,
+        out_dir: Path,
+        interpreter: Interpreter,
+        label: str,
+        settled_by: str | None,
     ) -> tuple[Launched, dict[str, Any], Outcome, str, RunMeasurement | None, list[dict[str, Any]]]:
         """Hold the case's GPUs from the hygiene check before the launch to the idle check after it."""
         ctx = self.ctx
@@ -313,7 +340,9 @@ class ChildLauncher:
 class Progress:
     """Prints ``step k/n`` of a running child every ``interval_s``, never more often."""
 
-    def __init__(self, say: Callable[[str], None], label: str, steps_path: Path, total: int, interval_s: float) -> None:
+    def __init__(
+        self, say: Callable[[str], None], label: str, steps_path: Path, total: int, interval_s: float
+    ) -> None:
         self.say, self.label, self.path, self.total, self.interval = say, label, steps_path, total, interval_s
         self.next_at = interval_s
 

@@ -99,13 +99,25 @@ def run_child(
     """Run ``command`` to completion or timeout; Ctrl-C or SIGTERM kills the group and propagates."""
     log_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with open(log_dir / STDOUT_FILE, "wb") as out, open(log_dir / STDERR_FILE, "wb") as err, sigterm_as_interrupt():
+    with (
+        open(log_dir / STDOUT_FILE, "wb") as out,
+        open(log_dir / STDERR_FILE, "wb") as err,
+        sigterm_as_interrupt(),
+    ):
         try:
             process = subprocess.Popen(
-                command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=log_dir, start_new_session=True
+                command,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=log_dir,
+                start_new_session=True,
             )
         except OSError as exc:
-            raise TrainperfError(f"cannot start the case's child ({command[0]}): {exc.strerror}; check --perf-python") from exc
+            raise TrainperfError(
+                f"cannot start the case's child ({command[0]}): {exc.strerror}; check --perf-python"
+            ) from exc
         timed_out = False
         try:
             while process.poll() is None:

@@ -69,7 +69,9 @@ def _bool(text: str) -> bool:
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("output", "folder for run folders (one per run)", "reports"),
     OptionSpec("baselines", "baselines folder (<class>/<case-id>.json)", "baselines"),
-    OptionSpec("update_baselines", "write baselines from this run and show what changed", False, _bool, flag=True),
+    OptionSpec(
+        "update_baselines", "write baselines from this run and show what changed", False, _bool, flag=True
+    ),
     OptionSpec("repeats", "fresh child processes per case (pooled)", 1, _positive_int),
     OptionSpec(
         "baseline_repeats",
@@ -83,7 +85,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         2,
         lambda text: max(0, int(text)),
     ),
-    OptionSpec("steps", "optimizer steps per run for cases that do not fix their own (default: 40 on GPU, 16 on CPU)", None, _positive_int),
+    OptionSpec(
+        "steps",
+        "optimizer steps per run for cases that do not fix their own (default: 40 on GPU, 16 on CPU)",
+        None,
+        _positive_int,
+    ),
     OptionSpec("timeout", "wall-clock limit per child, seconds", 1800.0, _positive_float),
     OptionSpec("gpu_class", "use this GPU class instead of the detected one", None),
     OptionSpec("strict", "fail on noisy, new, and environment changes too", False, _bool, flag=True),
@@ -94,9 +101,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
         None,
     ),
     OptionSpec("resume", "resume this run folder: cases with results there are judged, not re-run", None),
-    OptionSpec("plant_slowdown", "make every step this fraction slower (to check the gate); never baselined", 0.0, _fraction),
+    OptionSpec(
+        "plant_slowdown",
+        "make every step this fraction slower (to check the gate); never baselined",
+        0.0,
+        _fraction,
+    ),
     OptionSpec("progress_interval", "seconds between progress lines of a running case (0: off)", 30.0, float),
-    OptionSpec("python", "Python interpreter for the children of every case (default: each case's environment)", None),
+    OptionSpec(
+        "python", "Python interpreter for the children of every case (default: each case's environment)", None
+    ),
     OptionSpec(
         "env",
         "point workload environments at existing interpreters: NAME=PYTHON[,NAME=PYTHON] "
@@ -157,7 +171,9 @@ def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Se
             values[spec.name] = spec.default
             continue
         try:
-            values[spec.name] = raw if isinstance(raw, (bool, int, float)) and not isinstance(raw, str) else spec.parse(raw)
+            values[spec.name] = (
+                raw if isinstance(raw, (bool, int, float)) and not isinstance(raw, str) else spec.parse(raw)
+            )
         except ValueError as exc:
             raise TrainperfError(f"{origin}={raw!r} is not valid: {spec.help} ({exc})") from exc
     for key in ("output", "baselines", "resume"):
@@ -175,5 +191,7 @@ def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Se
 
         parse_overrides(values["env"])  # a malformed value is a usage error at start, not per case
     if values["resume"] is not None and not values["resume"].is_dir():
-        raise TrainperfError(f"--perf-resume {values['resume']} is not a run folder; give reports/<run> of an earlier run")
+        raise TrainperfError(
+            f"--perf-resume {values['resume']} is not a run folder; give reports/<run> of an earlier run"
+        )
     return Settings(**values)

@@ -60,7 +60,9 @@ def load_references(directory: Path) -> list[Reference]:
     return references
 
 
-def compare_to_references(result: CaseResult, case: Case, references: list[Reference]) -> list[dict[str, Any]]:
+def compare_to_references(
+    result: CaseResult, case: Case, references: list[Reference]
+) -> list[dict[str, Any]]:
     """Measured / published for each matching reference whose metric the result has."""
     lines = []
     for reference in references:

@@ -9,6 +9,7 @@ from trainperf.errors import TrainperfError
 from trainperf.jsonio import write_json_atomic
 from trainperf.result import CaseResult
 
+
 def load_result(path: Path) -> CaseResult:
     """Read a result or baseline file; any defect is one line naming the file and the fix."""
     try:

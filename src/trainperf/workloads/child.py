@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from trainperf.jsonio import write_json_atomic
 from trainperf.workloads import FAMILIES
 from trainperf.workloads.protocol import (
     EXIT_CRASH,
@@ -32,7 +33,6 @@ from trainperf.workloads.protocol import (
     launch_rank,
     rank_file,
 )
-from trainperf.jsonio import write_json_atomic
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -54,7 +54,12 @@ def main(argv: list[str]) -> int:
     if world > 1 and spec.on_cuda():
         spec = dataclasses.replace(spec, device=f"cuda:{local_rank}")
     started = time.time()
-    result: dict[str, Any] = {"child_start": started, "pid": os.getpid(), "python": sys.executable, "rank": rank}
+    result: dict[str, Any] = {
+        "child_start": started,
+        "pid": os.getpid(),
+        "python": sys.executable,
+        "rank": rank,
+    }
     recorder = None
     memory_history = None
     try:
@@ -99,7 +104,9 @@ def main(argv: list[str]) -> int:
             from trainperf.workloads.profiling import environment_note
 
             result["trace"] = {**trace, "environment": environment_note()}
-    result.setdefault("memory", {})["host_peak_rss_b"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result.setdefault("memory", {})["host_peak_rss_b"] = (
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    )
     result["child_end"] = time.time()
     write_json_atomic(out_dir / rank_file(RESULT_FILE, rank), result)
     sys.stdout.flush()

@@ -43,7 +43,6 @@ INSTALL_HINTS = {
 }
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChildSpec:
     """What the parent tells a child (``spec.json`` in the child's folder); the child runs it as told."""
@@ -103,7 +102,11 @@ def rank_file(name: str, rank: int) -> str:
 
 def launch_rank() -> tuple[int, int, int]:
     """(rank, local rank, world size) from the launcher's environment; (0, 0, 1) without one."""
-    return (int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")))
+    return (
+        int(os.environ.get("RANK", "0")),
+        int(os.environ.get("LOCAL_RANK", "0")),
+        int(os.environ.get("WORLD_SIZE", "1")),
+    )
 
 
 class SkipCase(Exception):

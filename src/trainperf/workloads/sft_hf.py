@@ -13,11 +13,10 @@ from typing import Any
 import torch
 
 from trainperf.case import Case
-from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
-from trainperf.workloads.protocol import BARE_WINDOW_START
-from trainperf.workloads.recorder import StepRecorder
 from trainperf.families import family_of
-from trainperf.workloads.protocol import ChildSpec
+from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
+from trainperf.workloads.protocol import BARE_WINDOW_START, ChildSpec
+from trainperf.workloads.recorder import StepRecorder
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 ATTN_IMPLEMENTATION = "sdpa"
@@ -67,8 +66,17 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         )
     bare_window = None
     if spec.bare:
-        bare_window = _bare_window(device, steps, BARE_WINDOW_START if spec.bare_window_after is None else spec.bare_window_after)
-    args = sft_args(case, spec, steps, on_gpu, gradient_checkpointing=case.gradient_checkpointing, extra=distributed_args(case, model))
+        bare_window = _bare_window(
+            device, steps, BARE_WINDOW_START if spec.bare_window_after is None else spec.bare_window_after
+        )
+    args = sft_args(
+        case,
+        spec,
+        steps,
+        on_gpu,
+        gradient_checkpointing=case.gradient_checkpointing,
+        extra=distributed_args(case, model),
+    )
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -137,9 +145,14 @@ def distributed_args(case: Case, model: Any) -> dict[str, Any]:
         return {}
     # Reentrant checkpointing re-runs forward outside autograd's view, which DDP's reducer and
     # FSDP's hooks do not survive with frozen base weights (LoRA); every parameter that trains is used.
-    args: dict[str, Any] = {"gradient_checkpointing_kwargs": {"use_reentrant": False}, "ddp_find_unused_parameters": False}
+    args: dict[str, Any] = {
+        "gradient_checkpointing_kwargs": {"use_reentrant": False},
+        "ddp_find_unused_parameters": False,
+    }
     if case.strategy == "fsdp":
-        layer_classes = sorted({type(m).__name__ for m in model.modules() if type(m).__name__.endswith("DecoderLayer")})
+        layer_classes = sorted(
+            {type(m).__name__ for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
+        )
         args["fsdp"] = "full_shard auto_wrap"
         args["fsdp_config"] = {"transformer_layer_cls_to_wrap": layer_classes}
     return args
@@ -172,7 +185,9 @@ def _bare_window(device: torch.device, steps: int, after: int) -> Any:
     from transformers import TrainerCallback
 
     if steps <= after + 1:
-        raise ValueError(f"a bare run timed after step {after} needs more than {after + 1} steps, got {steps}")
+        raise ValueError(
+            f"a bare run timed after step {after} needs more than {after + 1} steps, got {steps}"
+        )
 
     def sync() -> None:
         if device.type == "cuda":

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
+from trainperf.families.rl_verl.knobs import FAMILY, knobs_of
 from trainperf.plan.estimate import GIB, param_counts
 from trainperf.synth.model_configs import load_model_fixture
-from trainperf.families.rl_verl.knobs import FAMILY, knobs_of
 
 TRAINED_BYTES_PER_PARAM = 16.0
 """fp32 weight, fp32 gradient, AdamW's two fp32 states."""
@@ -65,7 +65,9 @@ def update_floor(case: Case) -> UpdateFloor | None:
         # The value model is the body and a one-output head: no language-model head of its own.
         untied_head = 0 if counts.embeddings_tied else counts.vocab * counts.hidden
         critic = (counts.total - untied_head + counts.hidden) * TRAINED_BYTES_PER_PARAM * per_gpu
-    reference = counts.total * REFERENCE_BYTES_PER_PARAM * per_gpu if knobs.kl_loss and not knobs.offload else 0.0
+    reference = (
+        counts.total * REFERENCE_BYTES_PER_PARAM * per_gpu if knobs.kl_loss and not knobs.offload else 0.0
+    )
     return UpdateFloor(counts.total * TRAINED_BYTES_PER_PARAM * per_gpu, critic, reference)
 
 

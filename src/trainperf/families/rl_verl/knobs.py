@@ -69,7 +69,9 @@ class VerlKnobs:
 def _int(extra: dict[str, str], key: str, case_id: str, default: int | None = None) -> int:
     if key not in extra:
         if default is None:
-            raise TrainperfError(f"case {case_id}: verl knob '{key}' is missing from extra (see trainperf.families.rl_verl.knobs)")
+            raise TrainperfError(
+                f"case {case_id}: verl knob '{key}' is missing from extra (see trainperf.families.rl_verl.knobs)"
+            )
         return default
     try:
         value = int(extra[key])
@@ -85,7 +87,9 @@ def knobs_of(case: Case) -> VerlKnobs:
     extra = dict(case.extra)
     unknown = sorted(set(extra) - set(KNOWN_KEYS))
     if unknown:
-        raise TrainperfError(f"case {case.id}: unknown verl knob(s) {', '.join(unknown)}; known: {', '.join(KNOWN_KEYS)}")
+        raise TrainperfError(
+            f"case {case.id}: unknown verl knob(s) {', '.join(unknown)}; known: {', '.join(KNOWN_KEYS)}"
+        )
     algorithm, engine = extra.get("alg", ""), extra.get("eng", "")
     if algorithm not in ALGORITHMS:
         raise TrainperfError(f"case {case.id}: alg={algorithm!r}; use one of {', '.join(ALGORITHMS)}")
@@ -93,7 +97,9 @@ def knobs_of(case: Case) -> VerlKnobs:
         raise TrainperfError(f"case {case.id}: eng={engine!r}; use one of {', '.join(ENGINES)}")
     dynamic = _int(extra, "dyn", case.id) if "dyn" in extra else None
     if dynamic is None and case.micro_batch_size is None:
-        raise TrainperfError(f"case {case.id}: give micro_batch_size (per GPU) or dynamic batch size (extra dyn=TOKENS)")
+        raise TrainperfError(
+            f"case {case.id}: give micro_batch_size (per GPU) or dynamic batch size (extra dyn=TOKENS)"
+        )
     if extra.get("len", "natural") != "natural":
         raise TrainperfError(f"case {case.id}: len={extra['len']!r}; the only value is 'natural'")
     for flag in ("offl", "kl"):

@@ -38,18 +38,26 @@ def _mini_per_gpu(knobs: VerlKnobs, mini: int, role: str, rules: RuleSet) -> tup
         # an assertion that the result is positive (0.6.1 :237, 0.7.0 :244).
         per_gpu = global_mini // dp
         if per_gpu < 1:
-            return global_mini, per_gpu, (
-                f"{role} ppo_mini_batch_size {global_mini} // {dp} GPUs is 0 (verl: 'should be larger than 0 after "
-                "normalization'); raise the mini-batch or use fewer GPUs"
+            return (
+                global_mini,
+                per_gpu,
+                (
+                    f"{role} ppo_mini_batch_size {global_mini} // {dp} GPUs is 0 (verl: 'should be larger than 0 after "
+                    "normalization'); raise the mini-batch or use fewer GPUs"
+                ),
             )
         return global_mini, per_gpu, None
     # engine (0.8.0 ray_trainer.py:1311/1340, 0.9.1 :1353/1383): mini-batch × rollout.n; then
     # engine_workers.py (0.8.0 :258, 0.9.1 :267) asserts it divides by the data-parallel size.
     if global_mini % dp:
-        return global_mini, global_mini // dp, (
-            f"{role} mini-batch {mini} x rollout.n {knobs.rollout_n} = {global_mini} is not divisible by the "
-            f"data-parallel size {dp} (verl: 'Got mini_batch_size={global_mini} and ...get_data_parallel_size()={dp}'); "
-            "make the mini-batch a multiple of the GPU count"
+        return (
+            global_mini,
+            global_mini // dp,
+            (
+                f"{role} mini-batch {mini} x rollout.n {knobs.rollout_n} = {global_mini} is not divisible by the "
+                f"data-parallel size {dp} (verl: 'Got mini_batch_size={global_mini} and ...get_data_parallel_size()={dp}'); "
+                "make the mini-batch a multiple of the GPU count"
+            ),
         )
     return global_mini, global_mini // dp, None
 
@@ -71,7 +79,9 @@ def check(knobs: VerlKnobs, rules: RuleSet) -> tuple[Normalised, str | None]:
     n_gpus = knobs.gpus
     global_mini, per_gpu, problem = _mini_per_gpu(knobs, knobs.mini_batch, "actor", rules)
     micro = knobs.micro_batch
-    normalised = Normalised(rules, global_mini, per_gpu, per_gpu // micro if micro and per_gpu % micro == 0 else None)
+    normalised = Normalised(
+        rules, global_mini, per_gpu, per_gpu // micro if micro and per_gpu % micro == 0 else None
+    )
     violations: list[str | None] = []
     # Rollout TP against the world size: 0.7.0 fsdp_workers.py:618, 0.8.0 engine_workers.py:600, 0.9.1
     # :659 ('rollout world_size: W is not divisible by infer_world_size: TP'). verl's rollout TP defaults

@@ -55,7 +55,9 @@ def installed_version(python: str | None) -> str | None:
             return version("verl")
         except PackageNotFoundError:
             return None
-    probe = "import importlib.metadata as m\ntry: print(m.version('verl'))\nexcept m.PackageNotFoundError: pass"
+    probe = (
+        "import importlib.metadata as m\ntry: print(m.version('verl'))\nexcept m.PackageNotFoundError: pass"
+    )
     try:
         done = subprocess.run([python, "-c", probe], check=False, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):

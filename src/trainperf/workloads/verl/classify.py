@@ -16,7 +16,10 @@ Failure = Literal["oom", "crash"]
 # (marker, lower-cased; what it means), most specific first.
 OOM_MARKERS: tuple[tuple[str, str], ...] = (
     ("no available memory for the cache blocks", "vLLM start-up: no memory left for the KV cache"),
-    ("is less than desired gpu memory utilization", "vLLM start-up: free memory below gpu_memory_utilization"),
+    (
+        "is less than desired gpu memory utilization",
+        "vLLM start-up: free memory below gpu_memory_utilization",
+    ),
     # Not the bare word gpu_memory_utilization: verl prints its whole config at start-up.
     ("larger than the available kv cache memory", "vLLM start-up: the KV cache for one request does not fit"),
     ("not enough memory. please try to increase --mem-fraction-static", "SGLang start-up: not enough memory"),

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainperf.judge import stats
 from trainperf.families.rl_verl.knobs import VerlKnobs
+from trainperf.judge import stats
 
 # Means over a batch of equal lengths are exact; half a token absorbs float formatting.
 TOLERANCE_TOKENS = 0.5
@@ -44,13 +44,21 @@ def length_mismatch(knobs: VerlKnobs, lengths: Lengths, *, synthetic_prompts: bo
     """Why the run is not the case's work, or None. Prompts are checked where the suite wrote
     them (a user's dataset has its own lengths); responses where they are forced (vLLM's
     ignore_eos: verl does not pass it to SGLang, whose rare early EOS is recorded, not refused)."""
-    if synthetic_prompts and lengths.prompt is not None and abs(lengths.prompt - knobs.prompt_len) > TOLERANCE_TOKENS:
+    if (
+        synthetic_prompts
+        and lengths.prompt is not None
+        and abs(lengths.prompt - knobs.prompt_len) > TOLERANCE_TOKENS
+    ):
         return (
             f"verl's prompts were {lengths.prompt:g} tokens, the case's are {knobs.prompt_len}: the tokenizer verl "
             "loaded does not keep the synthetic prompts (see the model folder's tokenizer/); nothing was baselined"
         )
     forced = not knobs.natural_lengths and knobs.engine == "vllm"
-    if forced and lengths.response is not None and abs(lengths.response - knobs.response_len) > TOLERANCE_TOKENS:
+    if (
+        forced
+        and lengths.response is not None
+        and abs(lengths.response - knobs.response_len) > TOLERANCE_TOKENS
+    ):
         return (
             f"verl's responses were {lengths.response:g} tokens, the case forces {knobs.response_len} "
             "(rollout.ignore_eos): the engine did not honour it; nothing was baselined"

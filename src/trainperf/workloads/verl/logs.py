@@ -104,7 +104,8 @@ def step_record(step: int, data: dict[str, Any]) -> dict[str, Any] | None:
     phases = {
         key.removeprefix("timing_s/"): float(value)
         for key, value in data.items()
-        if key.startswith("timing_s/") and "/" not in key.removeprefix("timing_s/")
+        if key.startswith("timing_s/")
+        and "/" not in key.removeprefix("timing_s/")
         and key.removeprefix("timing_s/") not in NOT_PHASES
     }
     record: dict[str, Any] = {

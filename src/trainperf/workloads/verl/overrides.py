@@ -74,7 +74,10 @@ def overrides(knobs: VerlKnobs, inputs: Inputs, *, steps: int, rules: RuleSet) -
         # it, so SGLang lengths are fixed only up to that rare EOS (response_length/* is recorded).
         args.append(f"{rollout}.ignore_eos=True")
     if knobs.dynamic_batch:
-        args += [f"{actor}.use_dynamic_bsz=True", f"{actor}.ppo_max_token_len_per_gpu={knobs.max_tokens_per_gpu}"]
+        args += [
+            f"{actor}.use_dynamic_bsz=True",
+            f"{actor}.ppo_max_token_len_per_gpu={knobs.max_tokens_per_gpu}",
+        ]
     else:
         micro = knobs.micro_batch
         args += [
@@ -98,7 +101,10 @@ def overrides(knobs: VerlKnobs, inputs: Inputs, *, steps: int, rules: RuleSet) -
             f"critic.ppo_mini_batch_size={knobs.mini_batch}",
         ]
         if knobs.dynamic_batch:
-            args += ["critic.use_dynamic_bsz=True", f"critic.ppo_max_token_len_per_gpu={knobs.max_tokens_per_gpu}"]
+            args += [
+                "critic.use_dynamic_bsz=True",
+                f"critic.ppo_max_token_len_per_gpu={knobs.max_tokens_per_gpu}",
+            ]
         else:
             args.append(f"critic.ppo_micro_batch_size_per_gpu={knobs.micro_batch}")
     # The custom reward moved under ``reward.`` in 0.8 (the top-level key is a deprecated alias there).
@@ -132,6 +138,7 @@ def dataset_rows(knobs: VerlKnobs, steps: int) -> int:
 def merge_overrides(args: list[str], extra: list[str]) -> list[str]:
     """``args`` with ``extra`` Hydra overrides applied: one for a key already set replaces it
     (Hydra refuses a key given twice), a new one (``+key=`` / ``++key=``) is appended."""
+
     def key_of(item: str) -> str:
         return item.split("=", 1)[0].lstrip("+~")
 
