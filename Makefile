@@ -31,6 +31,7 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check src tests perf_tests
+	$(VENV)/bin/ruff format --check src tests perf_tests
 	$(VENV)/bin/mypy src
 
 clean:

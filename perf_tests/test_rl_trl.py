@@ -7,7 +7,8 @@ step; generation, reward, preparation and update are timed apart (``phases``).
 
 Sizes (not yet measured: every GPU expectation below is an estimate). The update of 16 x 192
 tokens is small; transformers' ``generate`` costs ~completion_len forward passes of the whole
-batch, each bound by Python and kernel launches at this size, so generation dominates, as in E3. Full fine-tuning with AdamW holds ~10 B per parameter
+batch, each bound by Python and kernel launches at this size, so generation dominates, as in E3. Full
+fine-tuning with AdamW holds ~10 B per parameter
 (bf16 weights and gradients, two bf16 AdamW states, the foreach step's temporary): Qwen2.5-3B
 ~29 GiB fits every class; Qwen2.5-7B ~71 GiB before activations is unknown on the 80 GB H100
 and the 96 GB Max-Q. No reference model (beta 0), so no second copy of the weights.

@@ -9,7 +9,8 @@ Qwen2.5-7B ran out of memory at every micro-batch on 2 Max-Q cards (expected OOM
 
 E3: GRPO with rollout TP 2, FSDP param and optimizer offload, dynamic batch size and KL loss
 (low_var_kl, 0.001), once per engine: at its own scale (14B on 8 GPUs, fixed 8,192-token
-responses), at a size that fits two GPUs (7B), and on the 0.5B model (1 and 2 GPUs). A small one-GPU PPO case runs every phase
+responses), at a size that fits two GPUs (7B), and on the 0.5B model (1 and 2 GPUs). A small one-GPU PPO case
+runs every phase
 (critic included) in minutes: the first verl case to run on a new machine.
 
 Every case runs in the ``verl-vllm`` or ``verl-sglang`` environment (``--perf-python``); where
@@ -31,15 +32,36 @@ SMALL_PPO_MICRO_BATCHES = (2, 4, 16, 32, 64)  # and 8, the case above
 
 
 def verl(
-    model: str, alg: str, eng: str, batch: int, mini: int, micro: int | None, gpus: int, classes: tuple[str, ...],
-    *, p: int = 1024, r: int = 1024, n: int = 1, tp: int = 1, **kw: Any,
-) -> Case:  # fmt: skip
+    model: str,
+    alg: str,
+    eng: str,
+    batch: int,
+    mini: int,
+    micro: int | None,
+    gpus: int,
+    classes: tuple[str, ...],
+    *,
+    p: int = 1024,
+    r: int = 1024,
+    n: int = 1,
+    tp: int = 1,
+    **kw: Any,
+) -> Case:
     knobs = {"alg": alg, "eng": eng, "mini": str(mini), "n": str(n), "p": str(p), "r": str(r), "tp": str(tp)}
     knobs.update({k: str(v) for k, v in kw.pop("knobs", {}).items()})
     return Case(
-        family="rl_verl", model=model, method="full", profile="gsm8k", batch_size=batch, micro_batch_size=micro,
-        gpus=gpus, environment=f"verl-{eng}", gpu_classes=classes, extra=tuple(knobs.items()), **kw,
-    )  # fmt: skip
+        family="rl_verl",
+        model=model,
+        method="full",
+        profile="gsm8k",
+        batch_size=batch,
+        micro_batch_size=micro,
+        gpus=gpus,
+        environment=f"verl-{eng}",
+        gpu_classes=classes,
+        extra=tuple(knobs.items()),
+        **kw,
+    )
 
 
 def e1_expected(micro: int, gpus: int) -> tuple[tuple[str, Any], ...]:

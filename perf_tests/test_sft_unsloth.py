@@ -38,7 +38,8 @@ CASES = [
             expected=(("maxq", "unknown"), ("h100", "unknown"), ("h200", "unknown"))),
     unsloth("gpt_oss_120b", "long", 32, ("maxq", "h200"), slow=True, notes=GPT_OSS_NOTE,
             expected=(("maxq", "unknown"), ("h200", "unknown"))),
-    unsloth("gpt_oss_120b", "long", 16, ("h100",), slow=True, notes=GPT_OSS_NOTE + "; batch 32 did not fit on H100",
+    unsloth("gpt_oss_120b", "long", 16, ("h100",), slow=True, notes=GPT_OSS_NOTE + "; batch 32 did not fit "
+                                                                                   "on H100",
             expected=(("h100", "unknown"),)),
 ]  # fmt: skip
 

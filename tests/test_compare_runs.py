@@ -1,4 +1,5 @@
-"""``trainperf compare RUN_A RUN_B``: run B judged case by case against run A (trainperf.report.compare_runs)."""
+"""``trainperf compare RUN_A RUN_B``: run B judged case by case against run A
+(trainperf.report.compare_runs)."""
 
 from __future__ import annotations
 

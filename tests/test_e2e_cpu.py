@@ -113,7 +113,9 @@ def test_local_checkpoint_and_local_dataset(pytester: pytest.Pytester, tmp_path:
         from trainperf.synth.random_model import build_random_model, hf_config
         from trainperf.synth.tokenizer import build_tokenizer
         config = hf_config("qwen3_tiny", torch.float32, "sdpa")
-        model, _ = build_random_model(config, device=torch.device("cpu"), dtype=torch.float32, quantize_4bit=False)
+        model, _ = build_random_model(
+            config, device=torch.device("cpu"), dtype=torch.float32, quantize_4bit=False
+        )
         model.save_pretrained("{checkpoint}")
         build_tokenizer(config.vocab_size).save_pretrained("{checkpoint}")
         """

@@ -15,9 +15,18 @@ CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        "-m", "cpu", "--perf-steps", "10", "--perf-trace", "--perf-baselines", "baselines", "--perf-output", "reports",
-        *args, timeout=300,
-    )  # fmt: skip
+        "-m",
+        "cpu",
+        "--perf-steps",
+        "10",
+        "--perf-trace",
+        "--perf-baselines",
+        "baselines",
+        "--perf-output",
+        "reports",
+        *args,
+        timeout=300,
+    )
 
 
 def tensorboard_plugin_step_split(trace: Path) -> dict[str, float]:

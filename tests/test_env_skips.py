@@ -15,8 +15,12 @@ import pytest
 from trainperf.case import Case
 from trainperf.run.catalogue import params
 
-CASES = [Case(family="sft_unsloth", environment="unsloth", model="qwen3_tiny", method="qlora", profile="short",
-              batch_size=4, gpu_classes=("cpu",))]
+CASES = [
+    Case(
+        family="sft_unsloth", environment="unsloth", model="qwen3_tiny", method="qlora", profile="short",
+        batch_size=4, gpu_classes=("cpu",),
+    )
+]
 
 @pytest.mark.parametrize("case", params(CASES))
 def test_case(case, trainperf):

@@ -251,7 +251,10 @@ def test_a_run_folders_saved_plan_is_read_back_and_a_broken_one_named(tmp_path: 
         ),
         (
             [4, 15],
-            "steps 4, 15 vary 1.2%-2.9% from child to child (8.00% of the window's time), the other 1 at most 0.50%",
+            (
+                "steps 4, 15 vary 1.2%-2.9% from child to child (8.00% of the window's time), the other 1 at "
+                "most 0.50%"
+            ),
         ),
     ],
 )

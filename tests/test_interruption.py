@@ -125,7 +125,8 @@ import pytest
 from trainperf.case import Case
 from trainperf.run.catalogue import params
 
-CASES = [Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))]
+KNOBS = {"family": "sft_hf", "model": "qwen3_tiny", "method": "lora", "profile": "short", "batch_size": 4}
+CASES = [Case(**KNOBS, gpu_classes=("cpu",))]
 
 @pytest.mark.parametrize("case", params(CASES))
 def test_case(case, trainperf):
@@ -154,9 +155,22 @@ def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_s
     # a job; without a handler the parent died at once and the child trained on in its own session.
     (tmp_path / "test_catalogue.py").write_text(CATALOGUE)
     command = [
-        sys.executable, "-m", "pytest", "-m", "cpu", "-q", "test_catalogue.py",
-        "--perf-steps", "2000", "--perf-progress-interval", "1", "--perf-output", "reports", "--perf-baselines", "baselines",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "cpu",
+        "-q",
+        "test_catalogue.py",
+        "--perf-steps",
+        "2000",
+        "--perf-progress-interval",
+        "1",
+        "--perf-output",
+        "reports",
+        "--perf-baselines",
+        "baselines",
+    ]
     process = subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

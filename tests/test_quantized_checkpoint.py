@@ -41,9 +41,15 @@ def test_transformers_loads_it_as_4bit_and_it_round_trips(written: Path) -> None
 
     config = json.loads((written / "config.json").read_text())
     quant = config["quantization_config"]
-    assert (quant["bnb_4bit_quant_type"], quant["bnb_4bit_use_double_quant"], quant["bnb_4bit_compute_dtype"]) == (
-        "nf4", True, "bfloat16",
-    )  # fmt: skip
+    assert (
+        quant["bnb_4bit_quant_type"],
+        quant["bnb_4bit_use_double_quant"],
+        quant["bnb_4bit_compute_dtype"],
+    ) == (
+        "nf4",
+        True,
+        "bfloat16",
+    )
     model, loading = AutoModelForCausalLM.from_pretrained(
         str(written), device_map={"": "cpu"}, local_files_only=True, output_loading_info=True
     )

@@ -24,9 +24,15 @@ from trainperf.traces.kineto import load_trace
 TRACES = Path(__file__).parent / "data" / "traces"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-)  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 T0 = 1_800_000_000.0
 
 
@@ -35,7 +41,9 @@ def _case(model: str, batch: int, **extra: object) -> dict:
     return {**case, **extra}
 
 
-def _child(run_dir: Path, case_id: str, steps: list[dict], samples: list[Sample] = ()) -> str:  # type: ignore[assignment]
+# type:
+# ignore[assignment]
+def _child(run_dir: Path, case_id: str, steps: list[dict], samples: list[Sample] = ()) -> str:
     folder = run_dir / "cases" / case_id / "r1"
     folder.mkdir(parents=True)
     (folder / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
@@ -165,9 +173,16 @@ def test_reports_are_written_and_say_what_was_measured(tmp_path: Path) -> None:
     # Self-contained: no external script, stylesheet or image.
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
     titles = re.findall(r'aria-label="([^"]+)"', page)
-    for wanted in ("memory: sft_hf-qwen3_8b-lora-short-b4", "board power", "throughput vs batch size: sft_hf qwen3_tiny lora short",
-                   "seconds per step by phase (RL)", "this run / baseline (95% interval)", "compare.json: B / A (95% interval)",
-                   "busy / idle per profiled step", "time by category per profiled step"):  # fmt: skip
+    for wanted in (
+        "memory: sft_hf-qwen3_8b-lora-short-b4",
+        "board power",
+        "throughput vs batch size: sft_hf qwen3_tiny lora short",
+        "seconds per step by phase (RL)",
+        "this run / baseline (95% interval)",
+        "compare.json: B / A (95% interval)",
+        "busy / idle per profiled step",
+        "time by category per profiled step",
+    ):
         assert wanted in titles
     assert page.count('class="mark"') >= 3  # the OOM probes and the cliff line
 
@@ -233,9 +248,18 @@ def test_html_renders_in_headless_chromium_without_script_errors(tmp_path: Path)
     assert CHROMIUM is not None
     base = [CHROMIUM, *CHROMIUM_FLAGS]
     dom = subprocess.run(
-        [*base, f"--user-data-dir={tmp_path / 'profile-dom'}", "--virtual-time-budget=3000", "--dump-dom", page],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            *base,
+            f"--user-data-dir={tmp_path / 'profile-dom'}",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            page,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     html_tag = re.search(r"<html[^>]*>", dom.stdout)
     assert html_tag is not None
@@ -245,9 +269,18 @@ def test_html_renders_in_headless_chromium_without_script_errors(tmp_path: Path)
     assert plots >= 8
     shot = tmp_path / "report.png"
     taken = subprocess.run(
-        [*base, f"--user-data-dir={tmp_path / 'profile-shot'}", f"--screenshot={shot}", "--window-size=1280,2400", page],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            *base,
+            f"--user-data-dir={tmp_path / 'profile-shot'}",
+            f"--screenshot={shot}",
+            "--window-size=1280,2400",
+            page,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000

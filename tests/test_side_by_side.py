@@ -1,4 +1,5 @@
-"""The side-by-side report: HF LoRA / HF QLoRA / unsloth QLoRA rows per model and profile, ratios to HF QLoRA."""
+"""The side-by-side report: HF LoRA / HF QLoRA / unsloth QLoRA rows per model and profile, ratios to HF
+QLoRA."""
 
 from __future__ import annotations
 

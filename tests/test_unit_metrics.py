@@ -50,7 +50,8 @@ def test_timing_scale_only_for_timing_metrics() -> None:
 
 def test_tolerances_from_pyproject(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "x"\n\n[tool.trainperf.tolerances]\nstep_time_s = 0.07\npeak_allocated_gib = 0.02\n'
+        '[project]\nname = "x"\n\n[tool.trainperf.tolerances]\nstep_time_s = 0.07\npeak_allocated_gib = '
+        "0.02\n"
     )
     assert tolerances_from_pyproject(tmp_path) == {"step_time_s": 0.07, "peak_allocated_gib": 0.02}
 

@@ -46,8 +46,12 @@ def test_plain_crash_without_result() -> None:
 
 # The 0.5B PPO micro-batch-2 verl case on an H100 (2026-11-22): cut by a 480 s limit after 4 of
 # its 5 steps, having spent most of the limit setting up.
-MB2_STEPS = [{"step": 1, "duration_s": 65.1}, {"step": 2, "duration_s": 33.6}, {"step": 3, "duration_s": 34.3},
-             {"step": 4, "duration_s": 34.9}]  # fmt: skip
+MB2_STEPS = [
+    {"step": 1, "duration_s": 65.1},
+    {"step": 2, "duration_s": 33.6},
+    {"step": 3, "duration_s": 34.3},
+    {"step": 4, "duration_s": 34.9},
+]
 
 
 def test_a_timeout_says_what_limit_the_run_needed_at_its_own_pace() -> None:

@@ -1,4 +1,5 @@
-"""Unit tests of trainperf.judge.stats: summaries, warm-up detection, the rank test and the bootstrap tests."""
+"""Unit tests of trainperf.judge.stats: summaries, warm-up detection, the rank test and the bootstrap
+tests."""
 
 from __future__ import annotations
 

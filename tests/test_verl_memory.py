@@ -148,7 +148,8 @@ def test_the_reason_names_the_floor_and_the_limit() -> None:
     3B cliff there and launches 8, 32 and 16.)"""
     reason = over_the_floor(CATALOGUE[PPO_3B_ONE_GPU], 79.2)
     assert reason == (
-        "verl's states at the actor update need at least 92.0 GiB per GPU (actor 46.0, critic 46.0) > 79.2 GiB"
+        "verl's states at the actor update need at least 92.0 GiB per GPU (actor 46.0, critic 46.0) > 79.2 "
+        "GiB"
     )
     assert over_the_floor(CATALOGUE[PPO_3B_ONE_GPU], 139.4) is None  # an H200 may fit it
     malformed = CATALOGUE[PPO_3B_ONE_GPU].replace(extra=(*CATALOGUE[PPO_3B_ONE_GPU].extra, ("offl", "2")))

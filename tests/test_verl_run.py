@@ -45,9 +45,15 @@ INPUTS = Inputs(
 def rl(alg: str = "ppo", micro: int | None = 16, gpus: int = 1, **knobs: Any) -> Case:
     extra = {"alg": alg, "eng": "vllm", "mini": "32", "tp": "1", **{k: str(v) for k, v in knobs.items()}}
     return Case(
-        family="rl_verl", model="qwen2_5_0_5b", method="full", profile="gsm8k", batch_size=64,
-        micro_batch_size=micro, gpus=gpus, extra=tuple(extra.items()),
-    )  # fmt: skip
+        family="rl_verl",
+        model="qwen2_5_0_5b",
+        method="full",
+        profile="gsm8k",
+        batch_size=64,
+        micro_batch_size=micro,
+        gpus=gpus,
+        extra=tuple(extra.items()),
+    )
 
 
 def config_keys(version: str) -> set[str]:
@@ -92,10 +98,16 @@ def test_overrides_follow_the_case() -> None:
 
 def steps(gen: list[float], rest: float = 2.0) -> list[dict[str, Any]]:
     return [
-        {"step": i + 1, "t_end": 100.0 + i, "duration_s": g + 5.0 + rest, "tokens": 1000,
-         "phases": {"gen": g, "update_actor": 5.0}, "throughput": 1000 / (g + 5.0 + rest)}
+        {
+            "step": i + 1,
+            "t_end": 100.0 + i,
+            "duration_s": g + 5.0 + rest,
+            "tokens": 1000,
+            "phases": {"gen": g, "update_actor": 5.0},
+            "throughput": 1000 / (g + 5.0 + rest),
+        }
         for i, g in enumerate(gen)
-    ]  # fmt: skip
+    ]
 
 
 def test_phases_become_metrics_with_per_step_samples() -> None:
@@ -420,10 +432,21 @@ def run_fake(
 
     monkeypatch.setenv("FAKE_VERL_MODE", mode)
     case = Case(
-        family="rl_verl", model="qwen3_tiny", method="full", profile="gsm8k", batch_size=4,
+        family="rl_verl",
+        model="qwen3_tiny",
+        method="full",
+        profile="gsm8k",
+        batch_size=4,
         micro_batch_size=2 if alg == "ppo" else None,
-        extra=(("alg", alg), ("eng", "vllm"), ("mini", "4"), ("p", "32"), ("r", "32"), *((("dyn", "256"),) if alg == "grpo" else ())),
-    )  # fmt: skip
+        extra=(
+            ("alg", alg),
+            ("eng", "vllm"),
+            ("mini", "4"),
+            ("p", "32"),
+            ("r", "32"),
+            *((("dyn", "256"),) if alg == "grpo" else ()),
+        ),
+    )
     out = tmp_path / "out"
     out.mkdir()
     spec = ChildSpec(case=case.to_dict(), steps=3, device="cpu", seed=0, out_dir=str(out))

@@ -51,7 +51,8 @@ class Case:
     gradient_checkpointing: bool = True
     gpus: int = 1
     strategy: Strategy = "ddp"
-    """How a multi-GPU case splits the work: ``ddp`` (replicas) or ``fsdp`` (sharded); in the id only when not ``ddp``."""
+    """How a multi-GPU case splits the work: ``ddp`` (replicas) or ``fsdp`` (sharded); in the id only when not
+    ``ddp``."""
     environment: str = "hf"
     """Name of the Python environment the family runs in (``ci/envs/<name>.txt``)."""
     gpu_classes: tuple[str, ...] = ()

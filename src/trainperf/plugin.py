@@ -157,7 +157,8 @@ def pytest_collection_modifyitems(
     if wrong and not config.option.collectonly:
         raise pytest.UsageError(
             f"the selection asks for cases of class {'/'.join(wrong)} but this machine has "
-            f"{state.detection.describe()}; select -m {here or 'cpu'}, or pass --perf-gpu-class NAME to override"
+            f"{state.detection.describe()}; select -m {here or 'cpu'}, or pass --perf-gpu-class NAME to "
+            "override"
         )
     state.session_class = here if here in wanted else CPU_CLASS
 

@@ -45,7 +45,8 @@ class CaseResult:
     cliff: dict[str, Any] | None = None
     """For an OOM-cliff search: the axis, range, probes, result and its confirmation."""
     estimate: dict[str, Any] | None = None
-    """Peak allocator memory estimated before launch (``trainperf.plan.estimate``), shown beside the measured peak."""
+    """Peak allocator memory estimated before launch (``trainperf.plan.estimate``), shown beside the measured
+    peak."""
     trace: dict[str, Any] | None = None
     """With --perf-trace: the first traced run's trace record (file, size, analysis summary)."""
     emulated: str | None = None

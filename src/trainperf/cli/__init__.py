@@ -1,4 +1,5 @@
-"""The ``trainperf`` command: env [create|list] | side-by-side | engines | baselines | estimate | report | compare | ab | fidelity | verl-metrics.
+"""The ``trainperf`` command: env [create|list] | side-by-side | engines | baselines | estimate | report |
+compare | ab | fidelity | verl-metrics.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """

@@ -22,14 +22,18 @@ def cmd_ab(args: argparse.Namespace) -> int:
     pytest_args = [a for a in args.pytest_args if a != "--"]
     if not pytest_args:
         raise TrainperfError(
-            "give the cases to run after the options, e.g. trainperf ab --env-a A --env-b B -- -m h100 -k lora"
+            "give the cases to run after the options, e.g. trainperf ab --env-a A --env-b B -- -m h100 -k "
+            "lora"
         )
     output = Path(args.output or f"reports/ab-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
     folders_a, folders_b = run_rounds(args.env_a, args.env_b, args.rounds, pytest_args, output)
     text, status = judge_b_against_a(
-        pool_rounds([RunFolder.open(f).results() for f in folders_a]), pool_rounds([RunFolder.open(f).results() for f in folders_b]),
-        args.env_a, args.env_b, args,
-    )  # fmt: skip
+        pool_rounds([RunFolder.open(f).results() for f in folders_a]),
+        pool_rounds([RunFolder.open(f).results() for f in folders_b]),
+        args.env_a,
+        args.env_b,
+        args,
+    )
     print(text)
     (output / ("ab.json" if args.json else "ab.txt")).write_text(text + "\n")
     return status

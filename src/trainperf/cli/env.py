@@ -41,7 +41,8 @@ def cmd_env_create(args: argparse.Namespace) -> int:
     )
     how = "uv" if options.uv else "venv + pip"
     print(
-        f"creating environment '{args.name}' in {options.prefix} ({how}; {'CPU torch pin' if options.cpu_only else 'GPU machine'})"
+        f"creating environment '{args.name}' in {options.prefix} ({how}; "
+        f"{'CPU torch pin' if options.cpu_only else 'GPU machine'})"
     )
     create(spec, options)
     print(f"environment '{args.name}' ready: {options.prefix / 'bin' / 'python'}")

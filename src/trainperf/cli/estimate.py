@@ -35,7 +35,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         error = estimated.total_gib / measured.value - 1
         errors.append(abs(error))
         print(
-            f"{baseline.gpu_class:6s} {baseline.case_id:36s} {estimated.total_gib:12.2f} {measured.value:12.2f} {error:+7.1%}"
+            f"{baseline.gpu_class:6s} {baseline.case_id:36s} {estimated.total_gib:12.2f} "
+            f"{measured.value:12.2f} {error:+7.1%}"
         )
     if not errors:
         raise TrainperfError(f"no measured GPU baseline under {root} to check the estimate against")

@@ -126,7 +126,8 @@ def parse_overrides(text: str | None) -> dict[str, str]:
         name, sep, python = item.partition("=")
         if not sep or not name.strip() or not python.strip():
             raise TrainperfError(
-                f"--perf-env {item!r} is not NAME=PYTHON: give e.g. --perf-env unsloth=/opt/unsloth/bin/python"
+                f"--perf-env {item!r} is not NAME=PYTHON: give e.g. --perf-env "
+                "unsloth=/opt/unsloth/bin/python"
             )
         overrides[name.strip()] = os.path.abspath(python.strip())
     return overrides
@@ -156,7 +157,8 @@ def resolve_interpreter(
             python = os.path.abspath(python)
             if not os.path.isfile(python):
                 raise TrainperfError(
-                    f"{source} {environment}={python} is not a Python interpreter: give the path of its bin/python"
+                    f"{source} {environment}={python} is not a Python interpreter: give the path of its "
+                    "bin/python"
                 )
             return Interpreter(python, source, isolated=True)
     candidate = venv_python(environment, venvs_dir)

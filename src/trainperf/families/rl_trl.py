@@ -66,7 +66,8 @@ def grpo_shape(case: Case) -> GrpoShape:
     generation_batch = case.batch_size * case.gpus * case.grad_accum
     if generation_batch % case.num_generations:
         raise TrainperfError(
-            f"{where}: TRL needs the generation batch (batch {case.batch_size} x grad_accum {case.grad_accum} = "
+            f"{where}: TRL needs the generation batch (batch {case.batch_size} x grad_accum "
+            f"{case.grad_accum} = "
             f"{generation_batch}) divisible by num_generations {case.num_generations}"
         )
     return GrpoShape(case.prompt_len, case.completion_len, case.num_generations, generation_batch)
@@ -81,7 +82,8 @@ def preflight_grpo(case: Case) -> GrpoShape:
         )
     if case.profile != FIXED_PROFILE:
         raise TrainperfError(
-            f"case {case.id}: {FAMILY} supports profile '{FIXED_PROFILE}' (fixed prompt and completion lengths), "
+            f"case {case.id}: {FAMILY} supports profile '{FIXED_PROFILE}' (fixed prompt and completion "
+            "lengths), "
             f"not '{case.profile}'"
         )
     if case.model_path or case.dataset_path:
@@ -90,7 +92,8 @@ def preflight_grpo(case: Case) -> GrpoShape:
     positions = int(config.get("max_position_embeddings") or 0)
     if positions and shape.prompt_len + shape.completion_len > positions:
         raise TrainperfError(
-            f"case {case.id}: prompt_len + completion_len = {shape.prompt_len + shape.completion_len} exceeds "
+            f"case {case.id}: prompt_len + completion_len = {shape.prompt_len + shape.completion_len} "
+            "exceeds "
             f"{case.model}'s max_position_embeddings {positions}"
         )
     return shape

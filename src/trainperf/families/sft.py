@@ -1,4 +1,5 @@
-"""The SFT families: TRL's ``SFTTrainer`` with peft (``sft_hf``) and unsloth's ``FastLanguageModel`` (``sft_unsloth``)."""
+"""The SFT families: TRL's ``SFTTrainer`` with peft (``sft_hf``) and unsloth's ``FastLanguageModel``
+(``sft_unsloth``)."""
 
 from __future__ import annotations
 

@@ -142,7 +142,8 @@ def _judge(
 def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue | None) -> MetricVerdict:
     """Judge one metric. Keyed samples (same batches both sides) are compared step by step:
     the change is the median of per-step ratios and its support a one-sided bootstrap test of
-    that median, so host stalls on a few steps move neither. Otherwise: the values' ratio and a Mann-Whitney test on samples."""
+    that median, so host stalls on a few steps move neither. Otherwise: the values' ratio and a Mann-Whitney
+    test on samples."""
     if baseline is None:
         return MetricVerdict(metric.name, Verdict.NEW, current.value, None, None, gated=metric.gated)
     base, cur = baseline.value, current.value

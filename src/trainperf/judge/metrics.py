@@ -56,7 +56,8 @@ _REGISTRY: tuple[Metric, ...] = (
         direction=Direction.HIGHER,
         tolerance=0.10,
         timing=True,
-        description="non-padding tokens over the whole steady-state time (stalls included, hence the wider tolerance)",
+        description="non-padding tokens over the whole steady-state time (stalls included, hence the wider "
+        "tolerance)",
     ),
     Metric(
         name="throughput_per_gpu",
@@ -64,7 +65,8 @@ _REGISTRY: tuple[Metric, ...] = (
         direction=Direction.HIGHER,
         tolerance=0.10,
         timing=True,
-        description="the framework's own per-GPU throughput per step (verl's perf/throughput), median of steady steps",
+        description="the framework's own per-GPU throughput per step (verl's perf/throughput), median of "
+        "steady steps",
     ),
     Metric(
         name="samples_per_hour",
@@ -199,7 +201,8 @@ def with_tolerances(overrides: dict[str, Any], timing_scale: float = 1.0) -> dic
     unknown = sorted(set(overrides) - set(METRICS))
     if unknown:
         raise TrainperfError(
-            f"unknown metric(s) {', '.join(unknown)} in [tool.trainperf.tolerances]; known: {', '.join(METRICS)}"
+            f"unknown metric(s) {', '.join(unknown)} in [tool.trainperf.tolerances]; known: "
+            f"{', '.join(METRICS)}"
         )
     result = {}
     for name, metric in METRICS.items():

@@ -1,1 +1,2 @@
-"""What the parent measures around a child: NVML samples, GPU hygiene and placement, the host, the run's figures."""
+"""What the parent measures around a child: NVML samples, GPU hygiene and placement, the host, the run's
+figures."""

@@ -33,7 +33,8 @@ def wait_idle(device: str, idle_b: int | None, say: Callable[[str], None]) -> di
     back = used <= idle
     if not back:
         say(
-            f"[trainperf] warning: GPU {device} memory still {used / 2**30:.1f} GiB in use {IDLE_WAIT_S:.0f}s after "
+            f"[trainperf] warning: GPU {device} memory still {used / 2**30:.1f} GiB in use "
+            f"{IDLE_WAIT_S:.0f}s after "
             "the case ended; the next case may be disturbed"
         )
     return {

@@ -71,7 +71,8 @@ class Placement:
         if gpus > len(self.devices):
             raise TrainperfError(
                 f"the case needs {gpus} GPUs and this session sees {len(self.devices)} "
-                f"({','.join(self.devices) or 'none'}); run it on a runner with {gpus} GPUs or widen CUDA_VISIBLE_DEVICES"
+                f"({','.join(self.devices) or 'none'}); run it on a runner with {gpus} GPUs or widen "
+                "CUDA_VISIBLE_DEVICES"
             )
         start = self.worker % len(self.devices)
         return tuple(self.devices[(start + k) % len(self.devices)] for k in range(gpus))
@@ -99,7 +100,8 @@ def reserve(
     started = time.monotonic()
     try:
         for name in lock_order(devices, all_devices):
-            handle = open(folder / f"gpu-{_safe(name)}.lock", "a+")  # noqa: SIM115 - held until the block ends
+            # Held until the block ends, so not a context manager.
+            handle = open(folder / f"gpu-{_safe(name)}.lock", "a+")  # noqa: SIM115
             handles.append(handle)
             told = False
             while True:

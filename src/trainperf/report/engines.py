@@ -69,7 +69,8 @@ def _shape_key(result: CaseResult) -> str:
 def _describe(result: CaseResult) -> str:
     case, extra = result.case, result.case.get("extra") or {}
     return (
-        f"{case['model']} {extra.get('alg', '?')}, {case.get('gpus', 1)} GPU(s), TP {extra.get('tp', '?')} on "
+        f"{case['model']} {extra.get('alg', '?')}, {case.get('gpus', 1)} GPU(s), TP {extra.get('tp', '?')} "
+        "on "
         f"{result.gpu_class} ({case['id'].replace('-eng' + BASE, '-eng*')})"
     )
 
@@ -142,7 +143,8 @@ def render(results: Sequence[CaseResult], references: Sequence[Reference] = ()) 
     for pair in found:
         blocks += [pair.shape, *align(HEADER, table(pair, references)), ""]
     blocks.append(
-        "medians over each run's steady steps; power and energy summed over the case's GPUs; one run per engine "
+        "medians over each run's steady steps; power and energy summed over the case's GPUs; one run per "
+        "engine "
         "unless the results pooled more (see each result's runs)"
     )
     return "\n".join(blocks)

@@ -199,7 +199,8 @@ def _traces(results: Sequence[CaseResult]) -> tuple[str, str, str]:
             f"{result.case_id}: {line.strip()}" for line in describe(result.verdict.get("trace_diff") or {})
         ]
         lines.append(
-            f"{result.case_id}: {summary['kind']} busy {summary['busy_fraction']:.1%} over {steps} profiled step(s); "
+            f"{result.case_id}: {summary['kind']} busy {summary['busy_fraction']:.1%} over {steps} profiled "
+            "step(s); "
             f"top: {top}; trace {where} ({(size or 0) / 2**20:.1f} MB)"
         )
     busy = stacked_bars("busy / idle per profiled step", "ms", busy_bars, normalise=True)

@@ -18,7 +18,10 @@ def _trace_rows(results: Sequence[CaseResult]) -> list[str]:
             continue
         steps = max(1, int(summary.get("steps") or 1))
         if summary["kind"] == "gpu":
-            idle = f"host-bound {summary['idle_host_bound_ms'] / steps:.2f} ms, other {summary['idle_other_ms'] / steps:.2f} ms"
+            idle = (
+                f"host-bound {summary['idle_host_bound_ms'] / steps:.2f} ms, other "
+                f"{summary['idle_other_ms'] / steps:.2f} ms"
+            )
             launch = f"{summary['launch']['runtime_us_per_kernel']:.1f}"
         else:
             idle, launch = f"{summary['idle_ms'] / steps:.2f} ms", "-"
@@ -28,7 +31,8 @@ def _trace_rows(results: Sequence[CaseResult]) -> list[str]:
         where = record.get("file") or record.get("deleted") or "-"
         size = f"{(record.get('bytes') or 0) / 2**20:.1f} MB"
         lines.append(
-            f"| {result.case_id} | {summary['kind']} | {summary['busy_fraction']:.1%} | {idle} | {categories} | "
+            f"| {result.case_id} | {summary['kind']} | {summary['busy_fraction']:.1%} | {idle} | "
+            f"{categories} | "
             f"{launch} | {where} ({size}) |"
         )
     if not lines:

@@ -23,9 +23,21 @@ REFERENCE = "HF QLoRA"
 SHOWN = ("step_time_s", "tokens_per_s", "samples_per_hour", "peak_allocated_gib", "energy_per_token_j")
 RATIOS = ("tokens_per_s", "samples_per_hour", "peak_allocated_gib", "energy_per_token_j")
 HEADER = (
-    "model", "profile", "method", "batch", "outcome", "step s", "tok/s", "samples/h", "peak GiB", "J/tok",
-    "tok/s x", "samples/h x", "peak x", "J/tok x",
-)  # fmt: skip
+    "model",
+    "profile",
+    "method",
+    "batch",
+    "outcome",
+    "step s",
+    "tok/s",
+    "samples/h",
+    "peak GiB",
+    "J/tok",
+    "tok/s x",
+    "samples/h x",
+    "peak x",
+    "J/tok x",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +66,8 @@ def select(results: Sequence[CaseResult]) -> list[Row]:
     classes = {r.gpu_class for r in results}
     if len(classes) > 1:
         raise TrainperfError(
-            f"side by side needs results of one GPU class, got {', '.join(sorted(classes))}: give one class's runs"
+            f"side by side needs results of one GPU class, got {', '.join(sorted(classes))}: give one "
+            "class's runs"
         )
     rows = []
     for result in results:
@@ -101,8 +114,12 @@ def render(results: Sequence[CaseResult]) -> str:
     body = table(results)
     if not body:
         raise TrainperfError(
-            "no HF LoRA, HF QLoRA or unsloth QLoRA results to put side by side: give runs with sft_hf and sft_unsloth cases"
+            "no HF LoRA, HF QLoRA or unsloth QLoRA results to put side by side: give runs with sft_hf and "
+            "sft_unsloth cases"
         )
     gpu_class = results[0].gpu_class
-    note = f"ratios (x) are against HF QLoRA of the same model and profile on {gpu_class}; batch sizes differ where E2's did"
+    note = (
+        f"ratios (x) are against HF QLoRA of the same model and profile on {gpu_class}; batch sizes "
+        "differ where E2's did"
+    )
     return "\n".join([*align(HEADER, body), "", note])

@@ -104,7 +104,8 @@ def failure_detail(result: CaseResult) -> list[str]:
             span = f" 95% CI of ratio [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
             p_value = f" p={metric['p_value']:.2g}" if metric.get("p_value") is not None else ""
             lines.append(
-                f"    {metric['metric']}: {format_value(metric['baseline'])} -> {format_value(metric['current'])} "
+                f"    {metric['metric']}: {format_value(metric['baseline'])} -> "
+                f"{format_value(metric['current'])} "
                 f"({(metric['ratio'] - 1) * 100:+.1f}%){span}{p_value} [{metric['verdict']}]"
             )
     if verdict.get("trace_diff"):

@@ -43,7 +43,8 @@ def check_environment(python: str, label: str) -> str:
     if completed.returncode != 0:
         last = (completed.stderr.strip().splitlines() or ["no output"])[-1]
         raise TrainperfError(
-            f"--env-{label} {python} lacks what the cases need ({last}); install it there with pip install -e '.[hf]'"
+            f"--env-{label} {python} lacks what the cases need ({last}); install it there with pip install "
+            "-e '.[hf]'"
         )
     return completed.stdout.strip()
 

@@ -162,7 +162,8 @@ class CaseRunner:
         report.baseline_written = self.ctx.baselines.save(result, source)
 
     def _steps(self, case: Case, baseline: CaseResult | None) -> int:
-        """Steps per child: the case's own, else --perf-steps, else the baseline's (like for like), else the default."""
+        """Steps per child: the case's own, else --perf-steps, else the baseline's (like for like), else the
+        default."""
         if case.steps or self.ctx.settings.steps:
             return int(case.steps or self.ctx.settings.steps)  # type: ignore[arg-type]
         recorded = [run.get("steps_requested") for run in baseline.runs] if baseline else []
@@ -197,9 +198,15 @@ class CaseRunner:
         return None
 
     def add_runs(
-        self, case: Case, steps: int, result: CaseResult, measurements: list[RunMeasurement], count: int,
-        purpose: str = "measurement", settled_by: str | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        case: Case,
+        steps: int,
+        result: CaseResult,
+        measurements: list[RunMeasurement],
+        count: int,
+        purpose: str = "measurement",
+        settled_by: str | None = None,
+    ) -> None:
         """Run ``count`` more fresh children and pool them into ``result``; stop at the first failure.
         ``settled_by``: see ``ChildLauncher.run``."""
         interpreter = self.interpreter(case)
@@ -255,7 +262,8 @@ def gpu_notes(runs: list[dict[str, Any]]) -> list[str]:
         for device, procs in (before.get("foreign_processes") or {}).items():
             pids = ", ".join(str(pid) for pid, _ in procs)
             notes.append(
-                f"run {number}: GPU {device} held by foreign process(es) {pids} before it started (noisy neighbour?)"
+                f"run {number}: GPU {device} held by foreign process(es) {pids} before it started (noisy "
+                "neighbour?)"
             )
         for device, reasons in (before.get("throttled") or {}).items():
             notes.append(f"run {number}: GPU {device} throttled before it started ({', '.join(reasons)})")

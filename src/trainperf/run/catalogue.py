@@ -60,6 +60,7 @@ def find_case(root: Path, case_id: str) -> Case:
     if case_id not in cases:
         near = sorted(c for c in cases if case_id.split("-")[0] in c)[:5]
         raise TrainperfError(
-            f"no case '{case_id}' in perf_tests/; some that exist: {', '.join(near) or ', '.join(sorted(cases)[:5])}"
+            f"no case '{case_id}' in perf_tests/; some that exist: "
+            f"{', '.join(near) or ', '.join(sorted(cases)[:5])}"
         )
     return cases[case_id]

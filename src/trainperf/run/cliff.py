@@ -93,9 +93,15 @@ class CliffSearch:
     def search(self, low: int, high: int) -> tuple[Cliff, list[Probe]]:
         interpreter = self.runner.interpreter(self.case)
         cliff = find_cliff(
-            self.axis, low, high, self.probe, predicted_oom=self.predicted_oom,
-            rejected=lambda value: self.runner.rejection(self.case.replace(**{self.axis: value}), interpreter),
-        )  # fmt: skip
+            self.axis,
+            low,
+            high,
+            self.probe,
+            predicted_oom=self.predicted_oom,
+            rejected=lambda value: self.runner.rejection(
+                self.case.replace(**{self.axis: value}), interpreter
+            ),
+        )
         return cliff, confirm_cliff(cliff, self.probe)
 
 
@@ -124,7 +130,8 @@ def run_cliff(runner: CaseRunner, case: Case, axis: str, low: int, high: int) ->
         skipped = sum(1 for p in result.cliff["probes"] if p["outcome"] == "skipped-by-estimate")
         report.notes.append(
             f"{cliff.describe()}; {result.cliff['launched']} launches + {len(checks)} confirmation runs, "
-            f"{skipped} probes skipped by the estimate; confirmed: {'yes' if result.cliff['confirmed'] else 'NO'}"
+            f"{skipped} probes skipped by the estimate; confirmed: "
+            f"{'yes' if result.cliff['confirmed'] else 'NO'}"
         )
     return runner.conclude(report)
 

@@ -49,7 +49,8 @@ class Plan:
             raise TrainperfError("--window-after must be at least 1: the first step is never steady")
         if self.steps <= self.window_after + 4:
             raise TrainperfError(
-                f"--steps must be more than {self.window_after + 4}: the window starts after step {self.window_after}"
+                f"--steps must be more than {self.window_after + 4}: the window starts after step "
+                f"{self.window_after}"
             )
         if any(not 0 < f < 1 for f in self.plant_fractions):
             raise TrainperfError("--plant takes fractions between 0 and 1, e.g. 0.03,0.05")
@@ -116,7 +117,8 @@ def run_fidelity(
     labels = plan.schedule()
     launcher = ChildLauncher(context)
     say(
-        f"[trainperf fidelity] {case.id} on {context.gpu_class.name}: {len(labels)} children, {plan.steps} steps each, in {context.run_dir}"
+        f"[trainperf fidelity] {case.id} on {context.gpu_class.name}: {len(labels)} children, {plan.steps} "
+        f"steps each, in {context.run_dir}"
     )
     for index in range(len(state["children"]), len(labels)):
         label = labels[index]
@@ -132,7 +134,8 @@ def run_fidelity(
             )
         except KeyboardInterrupt:  # a time limit or Ctrl-C: report what finished, say how to go on
             say(
-                f"[trainperf fidelity] interrupted after {index}/{len(labels)} children; continue with --resume {context.run_dir}"
+                f"[trainperf fidelity] interrupted after {index}/{len(labels)} children; continue with "
+                f"--resume {context.run_dir}"
             )
             return context.run_dir
         state["children"].append(
@@ -146,7 +149,8 @@ def run_fidelity(
         write_json_atomic(state_path, state)
         if child.outcome is not Outcome.OK:
             raise TrainperfError(
-                f"{case.id} ({label}) ended {child.outcome.value}: {child.message}; the benchmark needs a case that runs"
+                f"{case.id} ({label}) ended {child.outcome.value}: {child.message}; the benchmark needs a "
+                "case that runs"
             )
     return context.run_dir
 
@@ -242,15 +246,19 @@ def render(report: dict[str, Any]) -> str:
     gpu = report["gpu"]
     lines = [
         (
-            f"fidelity of {report['case_id']} ({report['run']}): {report['children_done']}/{report['children_planned']} children, "
-            f"{report['plan']['steps']} steps each{_window(report['plan'])}; GPU {gpu.get('gpu_name', '?')}, driver {gpu.get('driver', '?')}"
+            f"fidelity of {report['case_id']} ({report['run']}): "
+            f"{report['children_done']}/{report['children_planned']} children, "
+            f"{report['plan']['steps']} steps each{_window(report['plan'])}; GPU {gpu.get('gpu_name', '?')}, "
+            f"driver {gpu.get('driver', '?')}"
         ),
     ]
     over = report["overhead"]
     interval = over["interval"]
     lines.append(
-        f"overhead   harness {_median(over['harness_tokens_per_s'])} tok/s ({len(over['harness_tokens_per_s'])} runs) vs bare "
-        f"{_median(over['bare_tokens_per_s'])} tok/s ({len(over['bare_tokens_per_s'])} runs): {_pct(over['slowdown'])} slower"
+        f"overhead   harness {_median(over['harness_tokens_per_s'])} tok/s "
+        f"({len(over['harness_tokens_per_s'])} runs) vs bare "
+        f"{_median(over['bare_tokens_per_s'])} tok/s ({len(over['bare_tokens_per_s'])} runs): "
+        f"{_pct(over['slowdown'])} slower"
         + (f" [95% {_pct(interval[0])} .. {_pct(interval[1])}]" if interval else "")
         + "   target <= 1%"
     )
@@ -258,7 +266,8 @@ def render(report: dict[str, Any]) -> str:
     if paired.get("slowdown") is not None:
         low, high = paired["interval"]
         lines.append(
-            f"           paired by round ({paired['rounds']} rounds, drift cancels): {_pct(paired['slowdown'])} slower "
+            f"           paired by round ({paired['rounds']} rounds, drift cancels): "
+            f"{_pct(paired['slowdown'])} slower "
             f"[95% {_pct(low)} .. {_pct(high)}]"
             # Reports written before the rounds were kept have none to show.
             + (
@@ -269,19 +278,22 @@ def render(report: dict[str, Any]) -> str:
         )
     elif paired:
         lines.append(
-            f"           paired by round: {paired['rounds']} rounds, fewer than {fidelity.MIN_PAIRED_ROUNDS}: not estimated"
+            f"           paired by round: {paired['rounds']} rounds, fewer than "
+            f"{fidelity.MIN_PAIRED_ROUNDS}: not estimated"
         )
     window = report.get("window_noise")  # absent from reports written before it existed
     if window and window.get("tokens_per_s_cv") is not None:
         lines.append(
-            f"           window tokens/s (steps after {window['after_step']}) varies {_pct(window['tokens_per_s_cv'], signed=False)} "
+            f"           window tokens/s (steps after {window['after_step']}) varies "
+            f"{_pct(window['tokens_per_s_cv'], signed=False)} "
             f"over {window['runs']} harness runs: {_unsteady_phrase(window)}"
         )
     noise = report["noise"]
     parts = ", ".join(f"{name} {_pct(value, signed=False)}" for name, value in noise["cv"].items())
     lines.append(f"noise      CV over {noise['runs']} fresh children: {parts}   target step time <= 1%")
     lines.append(
-        "detection  step time judged by the gate (median per-step ratio over the steps that repeat, bootstrap p<0.01):"
+        "detection  step time judged by the gate (median per-step ratio over the steps that repeat, "
+        "bootstrap p<0.01):"
     )
     lines.append(f"  {'tolerance':>9s}  {'series':10s} {'pooled':10s} {'ratio':>7s}  single runs flagged")
     for row in report["detection"]:
@@ -292,7 +304,8 @@ def render(report: dict[str, Any]) -> str:
         )
     smallest = report["smallest_detected_at_default"]
     lines.append(
-        f"  smallest planted slowdown caught at the default tolerance ({report['default_tolerance']:.0%}), pooled and every "
+        f"  smallest planted slowdown caught at the default tolerance ({report['default_tolerance']:.0%}), "
+        "pooled and every "
         f"single run: {'none' if smallest is None else f'{smallest:.0%}'}"
     )
     power = report["power"]
@@ -301,7 +314,8 @@ def render(report: dict[str, Any]) -> str:
         for v in (power["interval_median_s"], power["interval_p95_s"], power["interval_max_s"])
     ]
     lines.append(
-        f"power      integral of sampled power vs energy counter: {_pct(power['relative_difference'])} (median of "
+        f"power      integral of sampled power vs energy counter: {_pct(power['relative_difference'])} "
+        "(median of "
         f"{len(power['counter_j'])} runs); sampling interval median {ms[0]}, p95 {ms[1]}, max {ms[2]}"
     )
     return "\n".join(lines)
@@ -320,7 +334,10 @@ def _unsteady_phrase(window: dict[str, Any]) -> str:
         f"step {unsteady[0]} varies" if len(unsteady) == 1 else f"steps {', '.join(map(str, unsteady))} vary"
     )
     share = _pct(window["unsteady_time_share"], signed=False)
-    return f"{which} {spread} from child to child ({share} of the window's time), the other {len(steady)} at most {steady_bound}"
+    return (
+        f"{which} {spread} from child to child ({share} of the window's time), the other {len(steady)} at "
+        f"most {steady_bound}"
+    )
 
 
 def _median(values: Sequence[float]) -> str:

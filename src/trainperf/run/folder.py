@@ -101,6 +101,7 @@ def load_results(folders: list[Path]) -> list[CaseResult]:
             results += [load_result(path) for path in sorted(folder.glob("*.json"))]
         else:
             raise TrainperfError(
-                f"{folder} is neither a run folder (reports/<run>) nor a baselines class folder (baselines/<class>)"
+                f"{folder} is neither a run folder (reports/<run>) nor a baselines class folder "
+                "(baselines/<class>)"
             )
     return results

@@ -121,10 +121,16 @@ def interpreter_for(ctx: RunContext, case: Case) -> Interpreter | None:
 
 
 def child_spec(
-    ctx: RunContext, case: Case, steps: int, out_dir: Path, *,
-    plant_slowdown: float | None = None, bare: bool = False, window_after: int | None = None,
+    ctx: RunContext,
+    case: Case,
+    steps: int,
+    out_dir: Path,
+    *,
+    plant_slowdown: float | None = None,
+    bare: bool = False,
+    window_after: int | None = None,
     trace: TracePlan | None = None,
-) -> ChildSpec:  # fmt: skip
+) -> ChildSpec:
     """What the child is told: the case, its steps and device, and the session's planted slowdown,
     emulated memory cap and trace plan."""
     return ChildSpec(
@@ -176,9 +182,15 @@ def measure_child(
 
 
 def run_info(
-    ctx: RunContext, out_dir: Path, steps: int, launched: Launched, child: dict[str, Any], outcome: Outcome,
-    interpreter: Interpreter, environment: str,
-) -> dict[str, Any]:  # fmt: skip
+    ctx: RunContext,
+    out_dir: Path,
+    steps: int,
+    launched: Launched,
+    child: dict[str, Any],
+    outcome: Outcome,
+    interpreter: Interpreter,
+    environment: str,
+) -> dict[str, Any]:
     """The run's record in its result (``runs``): exit, timeline, where it ran, its logs' folder."""
     info: dict[str, Any] = {
         "dir": ctx.folder.relative(out_dir),
@@ -208,10 +220,18 @@ class ChildLauncher:
         self.ctx = context
 
     def run(
-        self, case: Case, steps: int, *, repeat: int, total: int, interpreter: Interpreter | None = None,
-        plant_slowdown: float | None = None, bare: bool = False, window_after: int | None = None,
+        self,
+        case: Case,
+        steps: int,
+        *,
+        repeat: int,
+        total: int,
+        interpreter: Interpreter | None = None,
+        plant_slowdown: float | None = None,
+        bare: bool = False,
+        window_after: int | None = None,
         settled_by: str | None = None,
-    ) -> ChildRun:  # fmt: skip
+    ) -> ChildRun:
         """One fresh child of ``case`` in its environment's interpreter. ``plant_slowdown`` overrides
         the session's; ``bare`` runs the training loop without the harness's per-step hooks and
         without NVML sampling (the fidelity benchmark's reference for the harness's own overhead),
@@ -225,8 +245,16 @@ class ChildLauncher:
         out_dir = ctx.folder.new_child_dir(case.id, repeat)
         traced = ctx.settings.trace or case.trace
         trace_plan = plan_for(ctx.run_dir, case.id, out_dir.name, steps) if traced else None
-        spec = child_spec(ctx, case, steps, out_dir, plant_slowdown=plant_slowdown, bare=bare,
-                          window_after=window_after, trace=trace_plan if isinstance(trace_plan, TracePlan) else None)  # fmt: skip
+        spec = child_spec(
+            ctx,
+            case,
+            steps,
+            out_dir,
+            plant_slowdown=plant_slowdown,
+            bare=bare,
+            window_after=window_after,
+            trace=trace_plan if isinstance(trace_plan, TracePlan) else None,
+        )
         spec.write(out_dir / SPEC_FILE)
         label = f"{case.id} run {repeat + 1}/{total}"
         launched, child, outcome, message, measurement, idle_after = self._launch_and_read(
@@ -259,7 +287,7 @@ class ChildLauncher:
         ctx = self.ctx
         devices = case_devices(ctx, case)
         everyone = ctx.placement.devices if ctx.placement else devices
-        on_wait: Callable[[str], None] = lambda gpu: ctx.say(f"[trainperf] {label}: waiting for GPU {gpu}")  # noqa: E731
+        on_wait: Callable[[str], None] = lambda gpu: ctx.say(f"[trainperf] {label}: waiting for GPU {gpu}")
         with reserve(devices, everyone, on_wait=on_wait) as waited:
             before = self._check_gpus(case, devices, label)
             idle = {d: idle_level(d, ctx.device, ctx.idle_mem_b) for d in devices}
@@ -274,9 +302,15 @@ class ChildLauncher:
         return launched, child, outcome, message, measurement, idle_after
 
     def _launch(
-        self, case: Case, spec: ChildSpec, out_dir: Path, interpreter: Interpreter, devices: tuple[str, ...],
-        label: str, settled_by: str | None,
-    ) -> tuple[Exit, dict[str, list[Sample]]]:  # fmt: skip
+        self,
+        case: Case,
+        spec: ChildSpec,
+        out_dir: Path,
+        interpreter: Interpreter,
+        devices: tuple[str, ...],
+        label: str,
+        settled_by: str | None,
+    ) -> tuple[Exit, dict[str, list[Sample]]]:
         """Start the child with a sampler per GPU; the samples are written even when interrupted."""
         ctx = self.ctx
         command = child_command(interpreter.path, case.gpus, out_dir / SPEC_FILE, case.family)
@@ -315,10 +349,15 @@ class ChildLauncher:
         ctx = self.ctx
         steps_so_far = read_steps(out_dir / STEPS_FILE)
         cut = interruption.Interruption(
-            case.id, label, ctx.folder.relative(out_dir), len(steps_so_far), steps,
-            ran_s=round(time.monotonic() - launched, 1), needed_more_s=interruption.remaining_s(steps_so_far, steps),
+            case.id,
+            label,
+            ctx.folder.relative(out_dir),
+            len(steps_so_far),
+            steps,
+            ran_s=round(time.monotonic() - launched, 1),
+            needed_more_s=interruption.remaining_s(steps_so_far, steps),
             settled_by=settled_by,
-        )  # fmt: skip
+        )
         interruption.record(ctx.run_dir, cut)
 
     def _check_gpus(self, case: Case, devices: tuple[str, ...], label: str) -> dict[str, Any] | None:

@@ -11,9 +11,13 @@ from trainperf.workloads.protocol import EXIT_OK, OOM_MARKERS
 
 
 def classify(
-    returncode: int | None, timed_out: bool, child: dict[str, Any], stderr_tail: str, timeout_s: float,
+    returncode: int | None,
+    timed_out: bool,
+    child: dict[str, Any],
+    stderr_tail: str,
+    timeout_s: float,
     steps_requested: int = 0,
-) -> tuple[Outcome, str]:  # fmt: skip
+) -> tuple[Outcome, str]:
     """The outcome of one child from its result file, exit status and stderr."""
     if timed_out:
         advice = timeout_advice(child.get("steps") or [], steps_requested, timeout_s)
@@ -40,7 +44,10 @@ def timeout_advice(steps: list[dict[str, Any]], requested: int, timeout_s: float
     5-7 minutes before its first step, which a limit sized from step times alone misses."""
     more = remaining_s(steps, requested)
     if more is None:
-        return ": cut before its first step ended (set-up, or a first step slower than the limit); give a longer one"
+        return (
+            ": cut before its first step ended (set-up, or a first step slower than the limit); give a "
+            "longer one"
+        )
     if more == 0:
         return ""
     needed = timeout_s + more

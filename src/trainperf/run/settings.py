@@ -127,7 +127,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "require_idle_gpu",
-        "fail a case whose GPU is busy (a foreign process) or throttled before it starts, instead of measuring it",
+        "fail a case whose GPU is busy (a foreign process) or throttled before it starts, instead of "
+        "measuring it",
         False,
         _bool,
         flag=True,

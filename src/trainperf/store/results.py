@@ -1,4 +1,5 @@
-"""Result files: one schema-versioned JSON per case (``trainperf.result``), written atomically as each case ends."""
+"""Result files: one schema-versioned JSON per case (``trainperf.result``), written atomically as each case
+ends."""
 
 from __future__ import annotations
 

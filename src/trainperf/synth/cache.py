@@ -65,7 +65,8 @@ def require_room(folder: Path, needed_b: int, what: str, instead: str) -> None:
     free_b = shutil.disk_usage(folder).free
     if needed_b * DISK_MARGIN > free_b:
         raise NotEnoughDisk(
-            f"{what} needs about {needed_b * DISK_MARGIN / 1e9:.1f} GB under {folder.parent} and {free_b / 1e9:.1f} GB "
+            f"{what} needs about {needed_b * DISK_MARGIN / 1e9:.1f} GB under {folder.parent} and "
+            f"{free_b / 1e9:.1f} GB "
             f"are free: point TRAINPERF_CACHE_DIR at a larger disk, or give the case {instead}"
         )
 

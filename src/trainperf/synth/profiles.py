@@ -62,8 +62,10 @@ def load_profile(name: str, directory: Path = DATASETS_DIR) -> LengthProfile:
     ):
         raise TrainperfError(
             f"{path}: need 1 <= min_tokens <= mean_tokens <= max_tokens, sigma >= 0 and pool_size >= 1 "
-            f"(got {profile.min_tokens} <= {profile.mean_tokens:g} <= {profile.max_tokens}, sigma {profile.sigma:g}, "
-            f"pool {profile.pool_size}); for one fixed length set all three to it and sigma to 0, as maxlen.json does"
+            f"(got {profile.min_tokens} <= {profile.mean_tokens:g} <= {profile.max_tokens}, sigma "
+            f"{profile.sigma:g}, "
+            f"pool {profile.pool_size}); for one fixed length set all three to it and sigma to 0, as "
+            "maxlen.json does"
         )
     return profile
 

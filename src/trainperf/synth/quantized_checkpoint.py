@@ -117,7 +117,8 @@ def ensure_checkpoint(
 
 @torch.no_grad()
 def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.device, seed: int = 0) -> int:
-    """Write the shards, index, config and tokenizer of a random NF4 model into ``folder``; return #4-bit linears."""
+    """Write the shards, index, config and tokenizer of a random NF4 model into ``folder``; return #4-bit
+    linears."""
     from safetensors.torch import save_file
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -138,8 +139,10 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
     unsupported = [n for n, p in model.named_parameters() if p.dim() > 2]
     if unsupported:
         raise UnsupportedArchitecture(
-            f"synthetic 4-bit checkpoint of {model_type}: {len(unsupported)} parameters such as {unsupported[0]} are "
-            "fused 3-D tensors (mixture-of-experts) that bitsandbytes does not quantise; only linear layers are supported so far: give the case a local pre-quantised model_path"
+            f"synthetic 4-bit checkpoint of {model_type}: {len(unsupported)} parameters such as "
+            f"{unsupported[0]} are "
+            "fused 3-D tensors (mixture-of-experts) that bitsandbytes does not quantise; only linear layers "
+            "are supported so far: give the case a local pre-quantised model_path"
         )
     planned = [
         (
@@ -151,9 +154,11 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
         for name, param in module.named_parameters(recurse=False)
     ]
     require_room(
-        folder, checkpoint_bytes(planned), f"the synthetic 4-bit checkpoint of {model_type} ({len(planned)} tensors)",
+        folder,
+        checkpoint_bytes(planned),
+        f"the synthetic 4-bit checkpoint of {model_type} ({len(planned)} tensors)",
         instead="a local pre-quantised model_path",
-    )  # fmt: skip
+    )
     std = float(getattr(hf_config, "initializer_range", 0.02) or 0.02)
     shards = _ShardWriter(folder, save_file)
     quantized = 0

@@ -91,9 +91,11 @@ def write_model_folder(name: str, folder: Path, *, dtype: str = "bfloat16", seed
     torch_dtype = getattr(torch, dtype)
     planned = sum(parameter.numel() for parameter in skeleton.parameters())
     cache.require_room(
-        folder, planned * torch_dtype.itemsize,
-        f"the synthetic {name} checkpoint ({planned / 1e9:.1f}B parameters, {dtype})", instead="a local model_path",
-    )  # fmt: skip
+        folder,
+        planned * torch_dtype.itemsize,
+        f"the synthetic {name} checkpoint ({planned / 1e9:.1f}B parameters, {dtype})",
+        instead="a local model_path",
+    )
     std = float(getattr(hf_config, "initializer_range", 0.02))
     generator = torch.Generator().manual_seed(seed)
     writer = _ShardWriter(folder, save_file)
@@ -226,13 +228,15 @@ def write_gsm8k_parquet(path: Path, tokenizer: Any, *, rows: int, prompt_len: in
         words = [f"w{rng.randrange(FIRST_REGULAR_ID, vocab)}" for _ in range(content_len)]
         answer = words[rng.randrange(content_len)]
         question = " ".join(words)
-        records.append({
-            "data_source": DATA_SOURCE,
-            "prompt": chat_prompt(words),
-            "ability": "math",
-            "reward_model": {"style": "rule", "ground_truth": answer},
-            "extra_info": {"split": "train", "index": index, "answer": answer, "question": question},
-        })  # fmt: skip
+        records.append(
+            {
+                "data_source": DATA_SOURCE,
+                "prompt": chat_prompt(words),
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": answer},
+                "extra_info": {"split": "train", "index": index, "answer": answer, "question": question},
+            }
+        )
     got = len(_chat_ids(tokenizer, records[0]["prompt"])) if records else prompt_len
     if got != prompt_len:  # a tokenizer that splits or drops the synthetic words
         raise ValueError(

@@ -21,7 +21,8 @@ def plan_for(run_dir: Path, case_id: str, worker: str, steps: int) -> TracePlan 
 
 
 def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[str, Any]:
-    """The analysis of the trace a child wrote, with its size; a trace over the cap is analysed, then deleted."""
+    """The analysis of the trace a child wrote, with its size; a trace over the cap is analysed, then
+    deleted."""
     kept = ("raw_bytes", "bytes", "activities", "profiled_steps", "environment", "stop_error", "error")
     record: dict[str, Any] = {k: v for k, v in captured.items() if k in kept}
     path = plan.path

@@ -71,7 +71,10 @@ def plan_trace(
         active -= 1
     if total_steps - DEFAULT_WARMUP - active < MIN_MEASURED_STEPS:
         needed = MIN_MEASURED_STEPS + DEFAULT_WARMUP + 1
-        return f"not traced: {total_steps} steps leave too few to measure (a trace needs at least {needed}; --perf-steps)"
+        return (
+            f"not traced: {total_steps} steps leave too few to measure (a trace needs at least {needed}; "
+            "--perf-steps)"
+        )
     return TracePlan(
         trace_dir=str(trace_dir), worker=worker, total_steps=total_steps, active=active, cap_mb=cap_mb
     )

@@ -1,4 +1,5 @@
-"""The contract between the parent and a child: the spec, the files they exchange, the exit codes (no torch)."""
+"""The contract between the parent and a child: the spec, the files they exchange, the exit codes (no
+torch)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ class ChildSpec:
     out_dir: str
     """The child's folder: its steps, result, logs, trace."""
     device: str = "cpu"
-    """``cuda:0`` (the child sees only its own GPUs) or ``cpu``; a rank under torchrun takes ``cuda:<local rank>``."""
+    """``cuda:0`` (the child sees only its own GPUs) or ``cpu``; a rank under torchrun takes ``cuda:<local
+    rank>``."""
     seed: int = 0
     plant_slowdown: float = 0.0
     """Fraction of a step added as a sleep after each one: the self-test of the gate (never in a baseline)."""

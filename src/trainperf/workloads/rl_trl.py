@@ -94,7 +94,8 @@ class GrpoStepLog:
         lengths = sorted({len(ids) for ids in completion_ids})
         if self.force_length and lengths != [self.shape.completion_len]:
             raise TrainperfError(
-                f"completions of {lengths} tokens where exactly {self.shape.completion_len} were forced: generation "
+                f"completions of {lengths} tokens where exactly {self.shape.completion_len} were forced: "
+                "generation "
                 "ignored min_new_tokens, so the work per step is no longer fixed"
             )
         prompt_lengths = sorted({len(ids) for ids in prompt_ids})

@@ -84,7 +84,8 @@ def require_machine(gpus: int, device: str) -> None:
     if visible < gpus:
         raise SkipCase(
             f"the case needs {gpus} GPUs and {visible} is visible (CUDA_VISIBLE_DEVICES="
-            f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')!r}); run it where the suite hands a case {gpus} devices"
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')!r}); run it where the suite hands a case {gpus} "
+            "devices"
         )
 
 
@@ -96,7 +97,8 @@ def refuse_unsupported(spec: ChildSpec) -> None:
         )
     if spec.memory_cap_gib or spec.case.get("memory_cap_gib"):
         raise SkipCase(
-            "memory caps (--perf-emulate, memory_cap_gib) act on this process's allocator, not on verl's workers"
+            "memory caps (--perf-emulate, memory_cap_gib) act on this process's allocator, not on verl's "
+            "workers"
         )
 
 
@@ -123,7 +125,8 @@ def prepare_inputs(
         except NotEnoughDisk as exc:  # cannot run on this machine as it is: say why
             raise SkipCase(str(exc)) from None
         print(
-            f"[trainperf] synthetic model {folder.path} ({entry.state()}, {folder.parameters / 1e9:.2f}B parameters)",
+            f"[trainperf] synthetic model {folder.path} ({entry.state()}, {folder.parameters / 1e9:.2f}B "
+            "parameters)",
             flush=True,
         )
         model_dir, tokenizer_dir = folder.path, folder.tokenizer
@@ -142,9 +145,13 @@ def prepare_inputs(
         )
     reward = Path(verl_reward.__file__).resolve()
     inputs = Inputs(
-        model_dir=model_dir, tokenizer_dir=tokenizer_dir, train_parquet=parquet, reward_file=reward, work_dir=work,
+        model_dir=model_dir,
+        tokenizer_dir=tokenizer_dir,
+        train_parquet=parquet,
+        reward_file=reward,
+        work_dir=work,
         experiment=case.id,
-    )  # fmt: skip
+    )
     return inputs, info
 
 
@@ -231,8 +238,13 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     extra = shlex.split(os.environ.get("TRAINPERF_VERL_OVERRIDES", ""))
     args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention.overrides, *extra])
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
-    env = dict(os.environ, VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE), HYDRA_FULL_ERROR="1",
-               RAY_DEDUP_LOGS="0", RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
+    env = dict(
+        os.environ,
+        VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE),
+        HYDRA_FULL_ERROR="1",
+        RAY_DEDUP_LOGS="0",
+        RAY_USAGE_STATS_ENABLED="0",
+    )
     if attention.needs_critic_shim:  # Ray's workers inherit this environment
         env.update(critic_shim_env(work, env))
         (work / "env.txt").write_text(
@@ -244,8 +256,13 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     with open(out_dir / LOG_FILE, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "verl.trainer.main_ppo", *args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=work, env=env, start_new_session=True,
-        )  # fmt: skip
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=work,
+            env=env,
+            start_new_session=True,
+        )
         try:
             while process.poll() is None:
                 _record_new(tail, recorder, timeline)

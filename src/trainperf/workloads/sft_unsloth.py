@@ -41,7 +41,8 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     device = torch.device(spec.device)
     if device.type != "cuda":
         raise SkipCase(
-            "unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU runners only"
+            "unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU "
+            "runners only"
         )
     if case.method != "qlora":
         raise SkipCase(f"sft_unsloth runs unsloth QLoRA only (method {case.method} is sft_hf's)")
@@ -130,7 +131,8 @@ def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
     except (UnsupportedArchitecture, NotEnoughDisk) as exc:  # cannot run on this machine as it is: say why
         raise SkipCase(str(exc)) from None
     print(
-        f"[trainperf] synthetic 4-bit checkpoint {info.path} ({info.state()}, {info.marker['quantized_linears']} NF4 linears)",
+        f"[trainperf] synthetic 4-bit checkpoint {info.path} ({info.state()}, "
+        f"{info.marker['quantized_linears']} NF4 linears)",
         flush=True,
     )
     return str(info.path), f"synthetic-nf4:{info.path.name}"

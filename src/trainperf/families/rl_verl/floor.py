@@ -47,7 +47,10 @@ class UpdateFloor:
             parts.append(f"critic {self.critic_b / GIB:.1f}")
         if self.reference_b:
             parts.append(f"reference {self.reference_b / GIB:.1f}")
-        return f"verl's states at the actor update need at least {self.total_gib:.1f} GiB per GPU ({', '.join(parts)})"
+        return (
+            f"verl's states at the actor update need at least {self.total_gib:.1f} GiB per GPU "
+            f"({', '.join(parts)})"
+        )
 
 
 def update_floor(case: Case) -> UpdateFloor | None:

@@ -70,7 +70,8 @@ def _int(extra: dict[str, str], key: str, case_id: str, default: int | None = No
     if key not in extra:
         if default is None:
             raise TrainperfError(
-                f"case {case_id}: verl knob '{key}' is missing from extra (see trainperf.families.rl_verl.knobs)"
+                f"case {case_id}: verl knob '{key}' is missing from extra (see "
+                "trainperf.families.rl_verl.knobs)"
             )
         return default
     try:

@@ -42,7 +42,8 @@ def _mini_per_gpu(knobs: VerlKnobs, mini: int, role: str, rules: RuleSet) -> tup
                 global_mini,
                 per_gpu,
                 (
-                    f"{role} ppo_mini_batch_size {global_mini} // {dp} GPUs is 0 (verl: 'should be larger than 0 after "
+                    f"{role} ppo_mini_batch_size {global_mini} // {dp} GPUs is 0 (verl: 'should be larger "
+                    "than 0 after "
                     "normalization'); raise the mini-batch or use fewer GPUs"
                 ),
             )
@@ -54,8 +55,10 @@ def _mini_per_gpu(knobs: VerlKnobs, mini: int, role: str, rules: RuleSet) -> tup
             global_mini,
             global_mini // dp,
             (
-                f"{role} mini-batch {mini} x rollout.n {knobs.rollout_n} = {global_mini} is not divisible by the "
-                f"data-parallel size {dp} (verl: 'Got mini_batch_size={global_mini} and ...get_data_parallel_size()={dp}'); "
+                f"{role} mini-batch {mini} x rollout.n {knobs.rollout_n} = {global_mini} is not divisible by "
+                "the "
+                f"data-parallel size {dp} (verl: 'Got mini_batch_size={global_mini} and "
+                f"...get_data_parallel_size()={dp}'); "
                 "make the mini-batch a multiple of the GPU count"
             ),
         )
@@ -67,11 +70,17 @@ def _micro_violation(per_gpu: int, micro: int, role: str, rules: RuleSet) -> str
         return None
     if rules == "workers":
         # 0.6.1 fsdp_workers.py:249-251 (actor), :1205-1207 (critic); 0.7.0 :256-258, :1248-1250.
-        said = f"normalized ppo_mini_batch_size {per_gpu} should be divisible by ppo_micro_batch_size_per_gpu {micro}"
+        said = (
+            f"normalized ppo_mini_batch_size {per_gpu} should be divisible by "
+            f"ppo_micro_batch_size_per_gpu {micro}"
+        )
     else:
         # engine/utils.py prepare_micro_batches (0.8.0 :91-93, 0.9.1 :124-127), at the first update.
         said = "data size must be divisible by force_group_size * micro_batch_size_per_gpu"
-    return f"{role} micro-batch {micro} does not divide the per-GPU mini-batch {per_gpu} (verl: '{said}'); use a divisor of {per_gpu}"
+    return (
+        f"{role} micro-batch {micro} does not divide the per-GPU mini-batch {per_gpu} (verl: '{said}'); "
+        f"use a divisor of {per_gpu}"
+    )
 
 
 def check(knobs: VerlKnobs, rules: RuleSet) -> tuple[Normalised, str | None]:
@@ -88,8 +97,10 @@ def check(knobs: VerlKnobs, rules: RuleSet) -> tuple[Normalised, str | None]:
     # to 2, which is why every case names its own.
     if n_gpus % knobs.rollout_tp:
         violations.append(
-            f"rollout tensor parallel size {knobs.rollout_tp} does not divide the {n_gpus} GPU(s) (verl: 'rollout "
-            f"world_size: {n_gpus} is not divisible by infer_world_size: {knobs.rollout_tp}'); set tp to a divisor"
+            f"rollout tensor parallel size {knobs.rollout_tp} does not divide the {n_gpus} GPU(s) (verl: "
+            "'rollout "
+            f"world_size: {n_gpus} is not divisible by infer_world_size: {knobs.rollout_tp}'); set tp to a "
+            "divisor"
         )
     if not knobs.dynamic_batch:
         # utils/config.py validate_config (0.6.1/0.7.0 :109-112, 0.8.0 :110-112, 0.9.1 :124-126): the
@@ -97,15 +108,18 @@ def check(knobs: VerlKnobs, rules: RuleSet) -> tuple[Normalised, str | None]:
         real = knobs.train_batch * knobs.rollout_n
         if real % n_gpus:
             violations.append(
-                f"train batch {knobs.train_batch} x rollout.n {knobs.rollout_n} = {real} is not divisible by {n_gpus} "
-                f"GPUs (verl: 'real_train_batch_size ({real}) must be divisible by minimal possible batch size "
+                f"train batch {knobs.train_batch} x rollout.n {knobs.rollout_n} = {real} is not divisible by "
+                f"{n_gpus} "
+                f"GPUs (verl: 'real_train_batch_size ({real}) must be divisible by minimal possible batch "
+                "size "
                 f"({n_gpus})')"
             )
         # workers/config/actor.py validate (0.6.1 :155, 0.7.0 :203, 0.8.0 :226, 0.9.1 :227) and critic.py
         # (0.8.0 :126, 0.9.1 :127): the mini-batch cannot exceed the train batch.
         if knobs.train_batch < knobs.mini_batch:
             violations.append(
-                f"train batch {knobs.train_batch} < ppo_mini_batch_size {knobs.mini_batch} (verl: 'train_batch_size "
+                f"train batch {knobs.train_batch} < ppo_mini_batch_size {knobs.mini_batch} (verl: "
+                "'train_batch_size "
                 f"({knobs.train_batch}) must be >= actor.ppo_mini_batch_size ({knobs.mini_batch})')"
             )
     violations.append(problem)
@@ -119,7 +133,8 @@ def check(knobs: VerlKnobs, rules: RuleSet) -> tuple[Normalised, str | None]:
             share = knobs.train_batch * knobs.rollout_n // n_gpus
             if share % micro:
                 violations.append(
-                    f"log-prob micro-batch {micro} does not divide the per-GPU batch {share} (verl: 'data size must be "
+                    f"log-prob micro-batch {micro} does not divide the per-GPU batch {share} (verl: 'data "
+                    "size must be "
                     f"divisible by force_group_size * micro_batch_size_per_gpu'); use a divisor of {share}"
                 )
     if knobs.dynamic_batch:
@@ -128,7 +143,8 @@ def check(knobs: VerlKnobs, rules: RuleSet) -> tuple[Normalised, str | None]:
         assert knobs.max_tokens_per_gpu is not None
         if knobs.max_tokens_per_gpu < longest:
             violations.append(
-                f"dynamic batch budget {knobs.max_tokens_per_gpu} tokens per GPU < prompt + response {longest} "
+                f"dynamic batch budget {knobs.max_tokens_per_gpu} tokens per GPU < prompt + response "
+                f"{longest} "
                 "(verl: 'max_token_len must be greater than the sequence length'); raise dyn"
             )
     return normalised, next((v for v in violations if v), None)

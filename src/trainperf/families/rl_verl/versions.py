@@ -39,7 +39,8 @@ def rule_set(version: str) -> RuleSet:
     parsed = parse_version(version)
     if parsed < OLDEST_SUPPORTED:
         raise TrainperfError(
-            f"verl {version} is older than the oldest release whose rules are modelled (0.6): pre-flight cannot "
+            f"verl {version} is older than the oldest release whose rules are modelled (0.6): pre-flight "
+            "cannot "
             "predict its errors; upgrade verl or drop the case"
         )
     return "workers" if parsed < (0, 8) else "engine"

@@ -50,8 +50,10 @@ def length_mismatch(knobs: VerlKnobs, lengths: Lengths, *, synthetic_prompts: bo
         and abs(lengths.prompt - knobs.prompt_len) > TOLERANCE_TOKENS
     ):
         return (
-            f"verl's prompts were {lengths.prompt:g} tokens, the case's are {knobs.prompt_len}: the tokenizer verl "
-            "loaded does not keep the synthetic prompts (see the model folder's tokenizer/); nothing was baselined"
+            f"verl's prompts were {lengths.prompt:g} tokens, the case's are {knobs.prompt_len}: the "
+            "tokenizer verl "
+            "loaded does not keep the synthetic prompts (see the model folder's tokenizer/); nothing was "
+            "baselined"
         )
     forced = not knobs.natural_lengths and knobs.engine == "vllm"
     if (

@@ -136,7 +136,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     records = records_from_text(path.read_text(errors="replace"))
     if not records:
         raise TrainperfError(
-            f"{path} has no verl step metrics (no 'timing_s/step'): give the JSONL of trainer.logger=[console,file] "
+            f"{path} has no verl step metrics (no 'timing_s/step'): give the JSONL of "
+            "trainer.logger=[console,file] "
             "(VERL_FILE_LOGGER_PATH) or a console log with 'step:N - ...' lines"
         )
     return records
