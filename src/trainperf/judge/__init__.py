@@ -1,0 +1,1 @@
+"""Judging a result: metrics, statistics, verdicts, the environment fingerprint (no I/O)."""

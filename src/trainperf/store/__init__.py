@@ -1,0 +1,1 @@
+"""Where results live: baselines, run results, the results history (SQLite or PostgreSQL)."""

@@ -1,0 +1,423 @@
+"""The results history: write a run and its cases, read a case x metric series, pool a baseline.
+
+A run is written as each case ends (``record_case``), and again, idempotently, by ``trainperf
+ingest``: a run is keyed by when and where it started, a case result by its case, creation time
+and machine, so the same result reached twice (the live write, then its run folder) is stored once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from trainperf import stats
+from trainperf.fingerprint import environment_changes
+from trainperf.judge.changepoints import ChangePoint, change_points, median_interval
+from trainperf.results import CaseResult, MetricValue
+from trainperf.store.db import Store, cases, metrics, runs
+
+RUNNER_ENV = "TRAINPERF_RUNNER"
+DEFAULT_HISTORY_RUNS = 10
+# The machine under a runner label: a change of any of these is an environment change, never pooled.
+HARDWARE_KEYS = ("gpu_name", "gpu_uuid", "driver", "cuda_driver", "cpu_model", "power_limit_w")
+# Verdicts that keep a run out of the history baseline: a regression must not become the new normal.
+REJECTED_VERDICTS = ("regressed", "outcome-changed", "config-changed")
+SUMMARY_COLUMNS = ("count", "median", "mean", "minimum", "p10", "p90", "robust_cv", "ci_low", "ci_high")
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One run as the store keeps it (a pytest session, ``trainperf ab``, fidelity, a cliff search)."""
+
+    run_key: str
+    kind: str
+    started: str
+    fingerprint: dict[str, Any]
+    runner: str
+    gpu_class: str | None = None
+    ended: str | None = None
+    commit: str | None = None
+    run_dir: str | None = None
+    argv: list[str] | None = None
+
+
+@dataclass(slots=True)
+class StoredCase:
+    """A case result read back from the store, with its run's identity."""
+
+    row: int
+    run_key: str
+    started: str
+    runner: str
+    runner_env: str
+    case_id: str
+    variant: str
+    outcome: str
+    verdict: str | None
+    accepted: bool
+    run_dir: str | None
+    result_path: str | None
+    fingerprint: dict[str, Any]
+    effective_config: dict[str, Any]
+    metrics: dict[str, MetricValue] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """95% interval of each metric's median, where it has samples."""
+
+
+def runner_label(fingerprint: dict[str, Any], explicit: str | None = None, env: dict[str, str] | None = None) -> str:
+    """The runner's identity: ``--perf-runner`` > ``TRAINPERF_RUNNER`` > host and GPU UUID."""
+    environ = os.environ if env is None else env
+    label = explicit or environ.get(RUNNER_ENV)
+    if label:
+        return label
+    return f"{fingerprint.get('hostname') or 'unknown-host'}/{fingerprint.get('gpu_uuid') or 'cpu'}"
+
+
+def runner_env(fingerprint: dict[str, Any]) -> str:
+    """A short hash of the hardware and driver under a runner label."""
+    return _digest(json.dumps({k: fingerprint.get(k) for k in HARDWARE_KEYS}, sort_keys=True))[:16]
+
+
+def config_hash(effective_config: dict[str, Any]) -> str:
+    return _digest(json.dumps(effective_config, sort_keys=True, default=str))[:16]
+
+
+def result_key(result: CaseResult, variant: str = "") -> str:
+    fp = result.fingerprint
+    return _digest(f"{result.case_id}|{variant}|{result.created}|{fp.get('hostname')}|{fp.get('gpu_uuid')}")
+
+
+def run_key(started: str, fingerprint: dict[str, Any], extra: str = "") -> str:
+    return _digest(f"{started}|{fingerprint.get('hostname')}|{fingerprint.get('gpu_uuid')}|{extra}")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def checkout_commit(root: Path) -> dict[str, Any]:
+    """pytest-benchmark's ``commit_info`` for the checkout at ``root``; empty outside a git checkout."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        if not commit:
+            return {}
+        return {
+            "id": commit,
+            "time": git("show", "-s", "--format=%cI", "HEAD"),
+            "author_time": git("show", "-s", "--format=%aI", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "project": root.resolve().name,
+            "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+        }
+    except (OSError, subprocess.SubprocessError):
+        return {}
+
+
+def accepted(result: CaseResult) -> bool:
+    """Whether a result may stand in a history baseline: it ran, untouched, and was not judged worse."""
+    return (
+        result.outcome == "ok"
+        and not result.planted_slowdown
+        and not result.emulated
+        and result.verdict.get("verdict") not in REJECTED_VERDICTS
+    )
+
+
+def record_case(store: Store, run: RunInfo, result: CaseResult, result_path: str | None = None) -> bool:
+    """Write one finished case (and its run on first use). True when it was new to the store."""
+    with store.writing() as conn:
+        run_row = write_run(conn, run)
+        return write_case(conn, run_row, result, result_path=result_path)
+
+
+def write_run(conn: Connection, run: RunInfo) -> int:
+    """The run's row id, inserting the run when it is new; a known run gets its end time updated."""
+    fp = run.fingerprint
+    values = {
+        "run_key": run.run_key, "kind": run.kind, "started": run.started, "ended": run.ended,
+        "gpu_class": run.gpu_class, "runner": run.runner, "runner_env": runner_env(fp),
+        "host": fp.get("hostname"), "gpu_name": fp.get("gpu_name"), "gpu_uuid": fp.get("gpu_uuid"),
+        "driver": fp.get("driver"), "cuda_driver": fp.get("cuda_driver"), "cpu_model": fp.get("cpu_model"),
+        "power_limit_w": fp.get("power_limit_w"), "commit_id": run.commit, "fingerprint": fp,
+        "run_dir": run.run_dir, "argv": run.argv,
+    }
+    _insert_ignoring_duplicates(conn, runs, values, "run_key")
+    row = conn.execute(sa.select(runs.c.id, runs.c.ended).where(runs.c.run_key == run.run_key)).one()
+    if run.ended and (row.ended or "") < run.ended:
+        conn.execute(runs.update().where(runs.c.id == row.id).values(ended=run.ended))
+    return int(row.id)
+
+
+def write_case(
+    conn: Connection, run_row: int, result: CaseResult, *, result_path: str | None = None, variant: str = "", seq: int = 0,
+    step_times: Sequence[float] | None = None,
+) -> bool:
+    """Insert one case result and its metrics; False (and nothing written) when it is already stored."""
+    key = result_key(result, variant)
+    values = {
+        "run_id": run_row, "result_key": key, "case_id": result.case_id, "variant": variant, "seq": seq,
+        "created": result.created, "outcome": result.outcome, "verdict": result.verdict.get("verdict"),
+        "judged_against": result.verdict.get("judged_against") or result.verdict.get("reason"),
+        "accepted": accepted(result), "planted": result.planted_slowdown, "emulated": result.emulated,
+        "config_hash": config_hash(result.effective_config), "effective_config": result.effective_config,
+        "fingerprint": result.fingerprint, "step_times": list(step_times) if step_times is not None else _step_times(result),
+        "result_path": result_path, "message": result.message,
+    }
+    if not _insert_ignoring_duplicates(conn, cases, values, "result_key"):
+        return False
+    case_row = conn.execute(sa.select(cases.c.id).where(cases.c.result_key == key)).scalar_one()
+    rows = [metric_row(case_row, name, value) for name, value in result.metrics.items()]
+    if rows:
+        conn.execute(metrics.insert(), rows)
+    return True
+
+
+def _step_times(result: CaseResult) -> list[float] | None:
+    step = result.metrics.get("step_time_s")
+    return list(step.samples) if step is not None and step.samples else None
+
+
+def metric_row(case_row: int, name: str, value: MetricValue) -> dict[str, Any]:
+    """A metric with its sample summary and 95% interval of the median (where it has samples)."""
+    row: dict[str, Any] = {
+        "case_row": case_row, "name": name, "value": value.value, "unit": value.unit, "samples": value.samples,
+        "sample_keys": value.keys, "per_run": value.per_run, **dict.fromkeys(SUMMARY_COLUMNS),
+    }
+    if value.samples:
+        summary = stats.summarize(value.samples)
+        low, high = median_interval(value.samples)
+        row.update(
+            count=summary.count, median=summary.median, mean=summary.mean, minimum=summary.minimum, p10=summary.p10,
+            p90=summary.p90, robust_cv=summary.robust_cv, ci_low=low, ci_high=high,
+        )
+    return row
+
+
+def _insert_ignoring_duplicates(conn: Connection, table: sa.Table, values: dict[str, Any], unique: str) -> bool:
+    """INSERT ... ON CONFLICT DO NOTHING (both back ends): concurrent writers of one row store it once."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    statement = insert(table).values(**values).on_conflict_do_nothing(index_elements=[unique])
+    return bool(conn.execute(statement).rowcount)
+
+
+def stored_cases(
+    store: Store, case_id: str, *, runner: str | None = None, accepted_only: bool = False, last: int | None = None,
+    with_metrics: Sequence[str] | None = None, variants: Sequence[str] = ("",),
+) -> list[StoredCase]:
+    """The stored results of a case, oldest first (optionally of one runner, accepted only, the last N)."""
+    query = (
+        _case_query()
+        .where(cases.c.case_id == case_id, cases.c.variant.in_(list(variants)))
+        .order_by(runs.c.started.desc(), cases.c.seq.desc(), cases.c.id.desc())
+    )
+    if runner is not None:
+        query = query.where(runs.c.runner == runner)
+    if accepted_only:
+        query = query.where(cases.c.accepted.is_(True))
+    if last is not None:
+        query = query.limit(last)
+    with store.reading() as conn:
+        found = [StoredCase(*row) for row in conn.execute(query)]
+        _attach_metrics(conn, found, with_metrics)
+    found.reverse()
+    return found
+
+
+def _case_query() -> sa.Select[Any]:
+    return sa.select(
+        cases.c.id, runs.c.run_key, runs.c.started, runs.c.runner, runs.c.runner_env, cases.c.case_id,
+        cases.c.variant, cases.c.outcome, cases.c.verdict, cases.c.accepted, runs.c.run_dir, cases.c.result_path,
+        cases.c.fingerprint, cases.c.effective_config,
+    ).join(runs, runs.c.id == cases.c.run_id)
+
+
+def run_cases(store: Store, key: str) -> list[StoredCase]:
+    """Every case result of one run, in the order they ended."""
+    with store.reading() as conn:
+        found = [StoredCase(*row) for row in conn.execute(_case_query().where(runs.c.run_key == key).order_by(cases.c.seq, cases.c.id))]
+        _attach_metrics(conn, found, None)
+    return found
+
+
+def list_runs(store: Store) -> list[dict[str, Any]]:
+    """Every stored run, oldest first: key, kind, start, runner, class, folder and fingerprint."""
+    query = sa.select(
+        runs.c.run_key, runs.c.kind, runs.c.started, runs.c.runner, runs.c.gpu_class, runs.c.run_dir, runs.c.fingerprint
+    ).order_by(runs.c.started, runs.c.id)
+    with store.reading() as conn:
+        return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def _attach_metrics(conn: Connection, found: list[StoredCase], names: Sequence[str] | None) -> None:
+    by_row = {case.row: case for case in found}
+    if not by_row:
+        return
+    query = sa.select(
+        metrics.c.case_row, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.samples, metrics.c.per_run,
+        metrics.c.sample_keys, metrics.c.ci_low, metrics.c.ci_high,
+    ).where(metrics.c.case_row.in_(list(by_row)))
+    if names is not None:
+        query = query.where(metrics.c.name.in_(list(names)))
+    for row in conn.execute(query):
+        case = by_row[row.case_row]
+        case.metrics[row.name] = MetricValue(row.value, row.unit or "", row.samples, row.per_run, row.sample_keys)
+        if row.ci_low is not None and row.ci_high is not None:
+            case.intervals[row.name] = (row.ci_low, row.ci_high)
+
+
+def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase]) -> CaseResult:
+    """One baseline from several accepted runs: each metric's samples and keys pooled (so the gate's
+    paired per-step test sees each step once per run), its value the median of the runs' values."""
+    latest = history[-1]
+    pooled: dict[str, MetricValue] = {}
+    for name in sorted({n for case in history for n in case.metrics}):
+        values = [case.metrics[name] for case in history if name in case.metrics]
+        samples = [s for v in values for s in (v.samples or [])]
+        keys = [k for v in values for k in (v.keys or [])]
+        pooled[name] = MetricValue(
+            value=stats.median([v.value for v in values]),
+            unit=values[-1].unit,
+            samples=samples or None,
+            per_run=[v.value for v in values],
+            keys=keys if keys and len(keys) == len(samples) else None,
+        )
+    return CaseResult(
+        case_id=case_id, case={}, gpu_class=gpu_class, outcome="ok", metrics=pooled,
+        effective_config=latest.effective_config, fingerprint=latest.fingerprint,
+        source=f"history: {len(history)} accepted runs on runner {latest.runner}, {history[0].started} .. {latest.started}",
+    )
+
+
+def history_baseline(
+    store: Store, case_id: str, runner: str, n: int = DEFAULT_HISTORY_RUNS, *, gpu_class: str = "",
+    fingerprint: dict[str, Any] | None = None, min_runs: int = 1,
+) -> tuple[CaseResult | None, str]:
+    """The case's baseline pooled from its last ``n`` accepted runs on ``runner``, and what it is.
+
+    With ``fingerprint`` (this run's), only runs on the same hardware and driver are pooled; when
+    the runner's machine changed, the description says what changed. None (with the reason) when
+    fewer than ``min_runs`` accepted runs remain: the caller falls back to the class's baseline."""
+    history = stored_cases(store, case_id, runner=runner, accepted_only=True, last=n)
+    note = ""
+    if fingerprint is not None and history:
+        current = runner_env(fingerprint)
+        same = [case for case in history if case.runner_env == current]
+        if len(same) < len(history):
+            changed = environment_changes(history[-1].fingerprint, fingerprint)
+            listed = ", ".join(f"{k} {a} -> {b}" for k, a, b in changed if k in HARDWARE_KEYS or k == "cuda_driver")
+            note = f"; environment changed under runner {runner} ({listed or 'hardware'}): earlier runs not pooled"
+            history = same
+    if len(history) < max(1, min_runs):
+        have = f"{len(history)} accepted run{'s' if len(history) != 1 else ''}"
+        return None, f"{case_id} has {have} on runner {runner} (needs {max(1, min_runs)}){note}: judged against the class's baseline"
+    baseline = pooled_baseline(case_id, gpu_class, history)
+    return baseline, f"the last {len(history)} accepted runs on runner {runner} ({history[0].started} .. {history[-1].started}){note}"
+
+
+def choose_baseline(
+    mode: str, store: Store | None, case_id: str, runner: str, class_baseline: CaseResult | None, *,
+    n: int = DEFAULT_HISTORY_RUNS, gpu_class: str = "", fingerprint: dict[str, Any] | None = None,
+) -> tuple[CaseResult | None, str]:
+    """``--perf-baseline file|history|auto``: the baseline to judge against, and a line naming it.
+
+    ``auto`` takes the runner's history once it holds ``n`` accepted runs, the class's file before that;
+    ``history`` takes whatever accepted runs there are, and falls back to the file when there are none."""
+    file_line = f"the class's baseline file ({class_baseline.source or 'stored'})" if class_baseline else "no baseline"
+    if mode == "file" or store is None:
+        return class_baseline, file_line
+    need = n if mode == "auto" else 1
+    pooled, described = history_baseline(store, case_id, runner, n, gpu_class=gpu_class, fingerprint=fingerprint, min_runs=need)
+    if pooled is None:
+        return class_baseline, f"{described} ({file_line})"
+    return pooled, described
+
+
+@dataclass(slots=True)
+class Point:
+    """One run's result of a case, with the values of the metrics asked for."""
+
+    run_key: str
+    started: str
+    runner: str
+    runner_env: str
+    case_id: str
+    outcome: str
+    verdict: str | None
+    run_dir: str | None
+    fingerprint: dict[str, Any]
+    values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Series:
+    """A case x metric series of one runner, its change points and the environment at each."""
+
+    case_id: str
+    runner: str
+    metric: str
+    points: list[Point]
+    change_points: list[ChangePoint]
+    environment: dict[int, list[tuple[str, Any, Any]]]
+    """Position -> what changed in the environment (driver, CUDA, packages) since the run before."""
+
+
+def history_points(store: Store, metric_names: Sequence[str], case_id: str | None = None) -> list[Point]:
+    """Every stored result (of one case, or all) with the named metrics' values, oldest first."""
+    query = (
+        sa.select(
+            cases.c.id, runs.c.run_key, runs.c.started, runs.c.runner, runs.c.runner_env, cases.c.case_id,
+            cases.c.outcome, cases.c.verdict, runs.c.run_dir, cases.c.fingerprint,
+        )
+        .join(runs, runs.c.id == cases.c.run_id)
+        .where(cases.c.variant == "")
+        .order_by(runs.c.started, cases.c.seq, cases.c.id)
+    )
+    values = sa.select(metrics.c.case_row, metrics.c.name, metrics.c.value).where(metrics.c.name.in_(list(metric_names)))
+    if case_id is not None:
+        query = query.where(cases.c.case_id == case_id)
+        values = values.join(cases, cases.c.id == metrics.c.case_row).where(cases.c.case_id == case_id)
+    with store.reading() as conn:
+        by_row = {row[0]: Point(*row[1:]) for row in conn.execute(query)}
+        for case_row, name, value in conn.execute(values):
+            if case_row in by_row:
+                by_row[case_row].values[name] = value
+    return list(by_row.values())
+
+
+def series_of(points: Sequence[Point], metric: str) -> list[Series]:
+    """The points grouped by case and runner, one series per pair that has ``metric``, annotated."""
+    groups: dict[tuple[str, str], list[Point]] = {}
+    for point in points:
+        if metric in point.values:
+            groups.setdefault((point.case_id, point.runner), []).append(point)
+    return [annotate(case, runner, metric, group) for (case, runner), group in sorted(groups.items())]
+
+
+def annotate(case_id: str, runner: str, metric: str, points: list[Point]) -> Series:
+    found = change_points([p.values[metric] for p in points])
+    environment = {}
+    for position in range(1, len(points)):
+        before, after = points[position - 1], points[position]
+        changed = environment_changes(before.fingerprint, after.fingerprint)
+        if before.runner_env != after.runner_env and not changed:
+            changed = [("hardware", before.runner_env, after.runner_env)]
+        if changed:
+            environment[position] = changed
+    return Series(case_id, runner, metric, list(points), found, environment)
