@@ -358,6 +358,8 @@ class Point:
     runner: str
     runner_env: str
     case_id: str
+    created: str
+    """When the case ended (a fidelity run's children each have their own)."""
     outcome: str
     verdict: str | None
     run_dir: str | None
@@ -383,7 +385,7 @@ def history_points(store: Store, metric_names: Sequence[str], case_id: str | Non
     query = (
         sa.select(
             cases.c.id, runs.c.run_key, runs.c.started, runs.c.runner, runs.c.runner_env, cases.c.case_id,
-            cases.c.outcome, cases.c.verdict, runs.c.run_dir, cases.c.fingerprint,
+            cases.c.created, cases.c.outcome, cases.c.verdict, runs.c.run_dir, cases.c.fingerprint,
         )
         .join(runs, runs.c.id == cases.c.run_id)
         .where(cases.c.variant == "")
