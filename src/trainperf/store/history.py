@@ -177,9 +177,9 @@ def write_case(
         "fingerprint": result.fingerprint, "step_times": list(step_times) if step_times is not None else _step_times(result),
         "result_path": result_path, "message": result.message,
     }
-    if not _insert_ignoring_duplicates(conn, cases, values, "result_key"):
+    case_row = _insert_ignoring_duplicates(conn, cases, values, "result_key")
+    if case_row is None:
         return False
-    case_row = conn.execute(sa.select(cases.c.id).where(cases.c.result_key == key)).scalar_one()
     rows = [metric_row(case_row, name, value) for name, value in result.metrics.items()]
     if rows:
         conn.execute(metrics.insert(), rows)
@@ -207,14 +207,15 @@ def metric_row(case_row: int, name: str, value: MetricValue) -> dict[str, Any]:
     return row
 
 
-def _insert_ignoring_duplicates(conn: Connection, table: sa.Table, values: dict[str, Any], unique: str) -> bool:
-    """INSERT ... ON CONFLICT DO NOTHING (both back ends): concurrent writers of one row store it once."""
+def _insert_ignoring_duplicates(conn: Connection, table: sa.Table, values: dict[str, Any], unique: str) -> int | None:
+    """INSERT ... ON CONFLICT DO NOTHING RETURNING id (both back ends): concurrent writers of one row
+    store it once. The new row's id, None when the row was there already."""
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    statement = insert(table).values(**values).on_conflict_do_nothing(index_elements=[unique])
-    return bool(conn.execute(statement).rowcount)
+    statement = insert(table).values(**values).on_conflict_do_nothing(index_elements=[unique]).returning(table.c.id)
+    return conn.execute(statement).scalar()
 
 
 def stored_cases(
@@ -320,7 +321,8 @@ def history_baseline(
         current = runner_env(fingerprint)
         same = [case for case in history if case.runner_env == current]
         if len(same) < len(history):
-            changed = environment_changes(history[-1].fingerprint, fingerprint)
+            other = [case for case in history if case.runner_env != current][-1]
+            changed = environment_changes(other.fingerprint, fingerprint)
             listed = ", ".join(f"{k} {a} -> {b}" for k, a, b in changed if k in HARDWARE_KEYS or k == "cuda_driver")
             note = f"; environment changed under runner {runner} ({listed or 'hardware'}): earlier runs not pooled"
             history = same
