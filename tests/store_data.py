@@ -9,6 +9,7 @@ from typing import Any
 
 from trainperf.results import CaseResult, MetricValue, save_result
 
+CASE_IDS_FOR_EXPORT = ("sft_hf-qwen3_8b-lora-short-b4", "sft_hf-qwen3_8b-lora-maxlen-b4")
 GPU = {
     "hostname": "runner-a", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_uuid": "GPU-aaaa", "driver": "580.159.04",
     "cuda_driver": "13.0", "cpu_model": "Intel(R) Xeon(R) Processor", "power_limit_w": 700.0, "torch": "2.11.0",

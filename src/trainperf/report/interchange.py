@@ -44,6 +44,8 @@ def bmf(cases: Sequence[StoredCase]) -> dict[str, dict[str, dict[str, float]]]:
 def openmetrics_name(metric: str) -> tuple[str, str | None, float]:
     """The exposed family name, its unit (or None) and the factor from the stored value."""
     base = "trainperf_" + re.sub(r"[^a-zA-Z0-9_]", "_", metric)
+    if metric.endswith("_per_s"):  # a rate (tokens/s), not a duration
+        return base.removesuffix("_s") + "_second", None, 1.0
     for suffix, (unit, factor) in BASE_UNITS.items():
         if metric.endswith(suffix):
             return base[: -len(suffix)] + "_" + unit, unit, factor
