@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,43 +51,62 @@ def _as_service_user(command: list[str]) -> list[str]:
     return ["runuser", "-u", SERVICE_USER, "--", *command]
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """The URL of a fresh server's ``postgres`` database (user ``trainperf``, trust auth, loopback only)."""
+class PostgresMissing(RuntimeError):
+    """PostgreSQL cannot be started here; the message says why."""
+
+
+@contextmanager
+def running_postgres() -> Iterator[str]:
+    """A fresh server in a temporary folder (user ``trainperf``, trust auth, loopback only); yields the
+    URL of its ``postgres`` database and stops it after. Also used by benchmarks/."""
     bin_dir = _bin_dir()
     if bin_dir is None:
-        _missing("PostgreSQL is not installed (apt-get install -y postgresql)")
-    assert bin_dir is not None
+        raise PostgresMissing("PostgreSQL is not installed (apt-get install -y postgresql)")
     if os.geteuid() == 0 and shutil.which("runuser") is None:
-        _missing("running as root without runuser: PostgreSQL cannot be started as root")
+        raise PostgresMissing("running as root without runuser: PostgreSQL cannot be started as root")
     folder = Path(tempfile.mkdtemp(prefix="trainperf-pg-"))
     if os.geteuid() == 0:
         shutil.chown(folder, SERVICE_USER)
-    data, port = folder / "data", _free_port()
-    log = folder / "server.log"
-    done = subprocess.run(_as_service_user([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "trainperf",
-                                            "--no-sync", "-E", "UTF8"]), capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        _missing(f"initdb failed: {done.stderr.strip()[-300:]}")
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50"
-    started = subprocess.run(_as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options,
-                                               "-w", "start"]), capture_output=True, text=True, check=False)
-    if started.returncode != 0:
-        _missing(f"pg_ctl start failed: {started.stderr.strip()[-300:]} {log.read_text()[-300:] if log.exists() else ''}")
+    data, port, log = folder / "data", _free_port(), folder / "server.log"
     try:
+        done = subprocess.run(_as_service_user([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "trainperf",
+                                                "--no-sync", "-E", "UTF8"]), capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise PostgresMissing(f"initdb failed: {done.stderr.strip()[-300:]}")
+        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50"
+        started = subprocess.run(_as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options,
+                                                   "-w", "start"]), capture_output=True, text=True, check=False)
+        if started.returncode != 0:
+            raise PostgresMissing(f"pg_ctl start failed: {started.stderr.strip()[-300:]}")
         yield f"postgresql://trainperf@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run(_as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True, check=False)
+        if data.is_dir():
+            subprocess.run(_as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+                           capture_output=True, check=False)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def new_database(server_url: str) -> str:
+    """A new, empty database on the server; its URL."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return server_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The URL of the session's server's ``postgres`` database."""
+    try:
+        with running_postgres() as url:
+            yield url
+    except PostgresMissing as missing:
+        _missing(str(missing))
 
 
 @pytest.fixture()
 def pg_url(postgres_server: str) -> str:
     """A new, empty database on the session's server, for one test."""
-    import psycopg
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return postgres_server.rsplit("/", 1)[0] + f"/{name}"
+    return new_database(postgres_server)

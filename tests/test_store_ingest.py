@@ -75,3 +75,23 @@ def test_concurrent_writers_lose_and_double_nothing(backend: str, tmp_path: Path
     assert sum(added) == 32 and len(list_runs(store)) == 16
     assert len(stored_cases(store, CASES[1])) == 16
     store.close()
+
+
+def test_a_writer_that_cannot_get_the_sqlite_lock_says_so_and_leaves_the_run(tmp_path: Path) -> None:
+    import sqlite3
+
+    _runs(tmp_path / "reports", 1)
+    path = tmp_path / "h.sqlite"
+    store = open_store(str(path), lock_timeout_s=0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    lines: list[str] = []
+    try:
+        report = ingest(store, [tmp_path / "reports"], say=lines.append)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert report.deferred == [tmp_path / "reports" / "run0"] and report.cases_added == 0
+    assert len(lines) == 1 and "stayed locked" in lines[0] and "trainperf ingest" in lines[0]
+    assert ingest(open_store(str(path)), [tmp_path / "reports"], say=lambda _: None).cases_added == 2
+

@@ -155,35 +155,63 @@ def write_run(conn: Connection, run: RunInfo) -> int:
         "power_limit_w": fp.get("power_limit_w"), "commit_id": run.commit, "fingerprint": fp,
         "run_dir": run.run_dir, "argv": run.argv,
     }
-    _insert_ignoring_duplicates(conn, runs, values, "run_key")
+    conn.execute(_insert(conn, runs).values(**values).on_conflict_do_nothing(index_elements=["run_key"]))
     row = conn.execute(sa.select(runs.c.id, runs.c.ended).where(runs.c.run_key == run.run_key)).one()
     if run.ended and (row.ended or "") < run.ended:
         conn.execute(runs.update().where(runs.c.id == row.id).values(ended=run.ended))
     return int(row.id)
 
 
-def write_case(
-    conn: Connection, run_row: int, result: CaseResult, *, result_path: str | None = None, variant: str = "", seq: int = 0,
-    step_times: Sequence[float] | None = None,
-) -> bool:
+@dataclass(slots=True)
+class CaseItem:
+    """A case result to store, with where its file is and its place in the run."""
+
+    result: CaseResult
+    result_path: str | None = None
+    variant: str = ""
+    seq: int = 0
+
+
+def write_case(conn: Connection, run_row: int, result: CaseResult, *, result_path: str | None = None) -> bool:
     """Insert one case result and its metrics; False (and nothing written) when it is already stored."""
-    key = result_key(result, variant)
-    values = {
-        "run_id": run_row, "result_key": key, "case_id": result.case_id, "variant": variant, "seq": seq,
-        "created": result.created, "outcome": result.outcome, "verdict": result.verdict.get("verdict"),
-        "judged_against": result.verdict.get("judged_against") or result.verdict.get("reason"),
-        "accepted": accepted(result), "planted": result.planted_slowdown, "emulated": result.emulated,
-        "config_hash": config_hash(result.effective_config), "effective_config": result.effective_config,
-        "fingerprint": result.fingerprint, "step_times": list(step_times) if step_times is not None else _step_times(result),
-        "result_path": result_path, "message": result.message,
-    }
-    case_row = _insert_ignoring_duplicates(conn, cases, values, "result_key")
-    if case_row is None:
-        return False
-    rows = [metric_row(case_row, name, value) for name, value in result.metrics.items()]
-    if rows:
-        conn.execute(metrics.insert(), rows)
-    return True
+    return write_cases(conn, run_row, [CaseItem(result, result_path)]) == 1
+
+
+def write_cases(conn: Connection, run_row: int, items: Sequence[CaseItem]) -> int:
+    """Insert the case results not stored yet, and their metrics, in two batched statements.
+    Results already there (by key) are skipped; the number inserted is returned."""
+    rows = {}
+    for item in items:
+        result, key = item.result, result_key(item.result, item.variant)
+        rows[key] = (item, {
+            "run_id": run_row, "result_key": key, "case_id": result.case_id, "variant": item.variant, "seq": item.seq,
+            "created": result.created, "outcome": result.outcome, "verdict": result.verdict.get("verdict"),
+            "judged_against": result.verdict.get("judged_against") or result.verdict.get("reason"),
+            "accepted": accepted(result), "planted": result.planted_slowdown, "emulated": result.emulated,
+            "config_hash": config_hash(result.effective_config), "effective_config": result.effective_config,
+            "fingerprint": result.fingerprint, "step_times": _step_times(result), "result_path": item.result_path,
+            "message": result.message,
+        })
+    if not rows:
+        return 0
+    known = set(conn.execute(sa.select(cases.c.result_key).where(cases.c.result_key.in_(list(rows)))).scalars())
+    new = [values for key, (_item, values) in rows.items() if key not in known]
+    if not new:
+        return 0
+    statement = _insert(conn, cases).on_conflict_do_nothing(index_elements=["result_key"]).returning(cases.c.id, cases.c.result_key)
+    inserted = conn.execute(statement, new).all()
+    metric_rows = [
+        metric_row(case_row, name, value) for case_row, key in inserted for name, value in rows[key][0].result.metrics.items()
+    ]
+    if metric_rows:
+        conn.execute(metrics.insert(), metric_rows)
+    return len(inserted)
+
+
+def stored_case_count(conn: Connection, key: str) -> int:
+    """How many case results the run with this key has in the store (0 for an unknown run)."""
+    query = sa.select(sa.func.count(cases.c.id)).join(runs, runs.c.id == cases.c.run_id).where(runs.c.run_key == key)
+    return int(conn.execute(query).scalar() or 0)
 
 
 def _step_times(result: CaseResult) -> list[float] | None:
@@ -207,15 +235,13 @@ def metric_row(case_row: int, name: str, value: MetricValue) -> dict[str, Any]:
     return row
 
 
-def _insert_ignoring_duplicates(conn: Connection, table: sa.Table, values: dict[str, Any], unique: str) -> int | None:
-    """INSERT ... ON CONFLICT DO NOTHING RETURNING id (both back ends): concurrent writers of one row
-    store it once. The new row's id, None when the row was there already."""
+def _insert(conn: Connection, table: sa.Table) -> Any:
+    """The back end's INSERT, which has ON CONFLICT DO NOTHING: concurrent writers of one row store it once."""
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    statement = insert(table).values(**values).on_conflict_do_nothing(index_elements=[unique]).returning(table.c.id)
-    return conn.execute(statement).scalar()
+    return insert(table)
 
 
 def stored_cases(

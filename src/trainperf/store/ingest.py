@@ -19,9 +19,9 @@ from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.measure import measure_run, run_metrics
 from trainperf.monitor.nvml import read_samples
-from trainperf.results import SCHEMA_VERSION, CaseResult, load_result
-from trainperf.store.db import Store
-from trainperf.store.history import RunInfo, run_key, runner_label, write_case, write_run
+from trainperf.results import SCHEMA_VERSION, CaseResult
+from trainperf.store.db import Store, StoreBusy
+from trainperf.store.history import CaseItem, RunInfo, run_key, runner_label, stored_case_count, write_cases, write_run
 from trainperf.workloads.protocol import SAMPLES_FILE, read_child_result
 
 FIDELITY_STATE = "fidelity.json"
@@ -37,10 +37,13 @@ class IngestReport:
     cases_added: int = 0
     cases_known: int = 0
     skipped: list[str] = field(default_factory=list)
+    deferred: list[Path] = field(default_factory=list)
+    """Runs whose write found the store locked too long: their folders stay for a later ingest."""
 
     def line(self) -> str:
         text = f"{self.runs_seen} run(s): {self.cases_added} case result(s) added, {self.cases_known} already stored"
-        return text + (f"; {len(self.skipped)} file(s) skipped" if self.skipped else "")
+        text += f"; {len(self.skipped)} file(s) skipped" if self.skipped else ""
+        return text + (f"; {len(self.deferred)} run(s) left for a later ingest (store locked)" if self.deferred else "")
 
 
 def find_runs(path: Path) -> list[Path]:
@@ -65,23 +68,40 @@ def _walk(path: Path) -> Iterator[Path]:
 
 
 def _is_run(path: Path) -> bool:
-    if (path / FIDELITY_STATE).is_file():
+    if (path / FIDELITY_STATE).is_file() or any(path.glob("run*.json")):
         return True
-    if any(path.glob("run*.json")) and ((path / "results").is_dir() or any(_result_files(path))):
-        return True
-    return any(_result_files(path / "results")) or any(_result_files(path))
+    return any(_looks_like_result(p) for p in _candidates(path / "results")[:1] + _candidates(path)[:1])
 
 
-def _result_files(folder: Path) -> Iterator[Path]:
-    """Files that look like trainperf results (checked by content, cheaply, before a full load)."""
+def _candidates(folder: Path) -> list[Path]:
+    """The JSON files of a folder that may be case results (not run records, fidelity state or exports)."""
     if not folder.is_dir():
-        return
-    for path in sorted(folder.glob("*.json")):
-        if path.name.startswith("run") or path.name in (FIDELITY_STATE, "benchmark.json"):
+        return []
+    skip = (FIDELITY_STATE, "benchmark.json", "fidelity-report.json")
+    return [p for p in sorted(folder.glob("*.json")) if not p.name.startswith("run") and p.name not in skip]
+
+
+def _looks_like_result(path: Path) -> bool:
+    head = path.read_text(errors="replace")[:65536]
+    return '"case_id"' in head and '"gpu_class"' in head
+
+
+def _load_results(files: Sequence[Path], skipped: list[str]) -> list[tuple[Path, CaseResult]]:
+    """Each file parsed once; a JSON file that is not a case result is passed over, a damaged one reported."""
+    loaded = []
+    for path in files:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            skipped.append(f"{path}: not readable JSON ({exc})")
             continue
-        head = path.read_text(errors="replace")[:200000]
-        if '"schema_version"' in head and '"case_id"' in head:
-            yield path
+        if not (isinstance(data, dict) and "case_id" in data and "schema_version" in data):
+            continue
+        try:
+            loaded.append((path, CaseResult.from_dict(data, origin=str(path))))
+        except (TrainperfError, TypeError, ValueError) as exc:
+            skipped.append(f"{path}: {exc}")
+    return loaded
 
 
 def ingest(store: Store, paths: Sequence[Path], *, runner: str | None = None, say: Callable[[str], None] = print) -> IngestReport:
@@ -89,10 +109,15 @@ def ingest(store: Store, paths: Sequence[Path], *, runner: str | None = None, sa
     report = IngestReport()
     for run_dir in [run for path in paths for run in find_runs(path)]:
         report.runs_seen += 1
-        if (run_dir / FIDELITY_STATE).is_file():
-            added, known = _ingest_fidelity(store, run_dir, runner)
-        else:
-            added, known = _ingest_results(store, run_dir, runner, report.skipped)
+        try:
+            if (run_dir / FIDELITY_STATE).is_file():
+                added, known = _ingest_fidelity(store, run_dir, runner)
+            else:
+                added, known = _ingest_results(store, run_dir, runner, report.skipped)
+        except StoreBusy as busy:
+            report.deferred.append(run_dir)
+            say(f"{run_dir}: not stored, {busy}; it stays on disk: `trainperf ingest {run_dir}` later")
+            continue
         report.cases_added += added
         report.cases_known += known
         say(f"{run_dir}: {added} added, {known} already stored")
@@ -136,21 +161,20 @@ def run_info(run_dir: Path, results: Sequence[CaseResult], runner: str | None, k
 
 
 def _ingest_results(store: Store, run_dir: Path, runner: str | None, skipped: list[str]) -> tuple[int, int]:
-    results: list[tuple[Path, CaseResult]] = []
     folder = run_dir / "results" if (run_dir / "results").is_dir() else run_dir
-    for path in _result_files(folder):
-        try:
-            results.append((path, load_result(path)))
-        except TrainperfError as error:
-            skipped.append(str(error))
-    results.sort(key=lambda item: item[1].created)
+    files = _candidates(folder)
+    if sessions_of(run_dir):
+        info = run_info(run_dir, [], runner)
+        with store.reading() as conn:
+            if stored_case_count(conn, info.run_key) >= len(files) > 0:
+                return 0, len(files)  # every result of this run is stored: nothing to parse
+    results = sorted(_load_results(files, skipped), key=lambda item: item[1].created)
     added = 0
     for group in _run_groups(run_dir, results):
         info = run_info(run_dir, [r for _, r in group], runner)
         with store.writing() as conn:
             run_row = write_run(conn, info)
-            for seq, (path, result) in enumerate(group):
-                added += write_case(conn, run_row, result, result_path=str(path.resolve()), seq=seq)
+            added += write_cases(conn, run_row, [CaseItem(r, str(p.resolve()), seq=i) for i, (p, r) in enumerate(group)])
     return added, len(results) - added
 
 
@@ -177,20 +201,18 @@ def _ingest_fidelity(store: Store, run_dir: Path, runner: str | None) -> tuple[i
     sessions = sessions_of(run_dir)
     info = run_info(run_dir, [], runner, kind="fidelity")
     idle_mem_b = sessions[0].get("idle_mem_b") if sessions else None
-    added = total = 0
+    items = []
+    for seq, entry in enumerate(children):
+        result = _fidelity_child(run_dir, entry, case, info, idle_mem_b)
+        if result is None:
+            continue
+        if entry["label"] == BARE_LABEL:
+            result.case_id = f"{result.case_id}@{BARE_LABEL}"
+        variant = _series_variant(entry["label"] if entry["label"] != BARE_LABEL else "")
+        items.append(CaseItem(result, str((run_dir / entry["dir"]).resolve()), variant=variant, seq=seq))
     with store.writing() as conn:
-        run_row = write_run(conn, info)
-        for seq, entry in enumerate(children):
-            result = _fidelity_child(run_dir, entry, case, info, idle_mem_b)
-            if result is None:
-                continue
-            total += 1
-            variant = entry["label"] if entry["label"] != BARE_LABEL else ""
-            if entry["label"] == BARE_LABEL:
-                result.case_id = f"{result.case_id}@{BARE_LABEL}"
-            added += write_case(conn, run_row, result, result_path=str((run_dir / entry["dir"]).resolve()),
-                                variant=_series_variant(variant), seq=seq)
-    return added, total - added
+        added = write_cases(conn, write_run(conn, info), items)
+    return added, len(items) - added
 
 
 def _series_variant(label: str) -> str:
