@@ -221,9 +221,12 @@ def _step_times(result: CaseResult) -> list[float] | None:
 
 def metric_row(case_row: int, name: str, value: MetricValue) -> dict[str, Any]:
     """A metric with its sample summary and 95% interval of the median (where it has samples)."""
+    detail = None
+    if value.samples or (value.per_run and len(value.per_run) > 1):
+        detail = {"samples": value.samples, "keys": value.keys, "per_run": value.per_run}
     row: dict[str, Any] = {
-        "case_row": case_row, "name": name, "value": value.value, "unit": value.unit, "samples": value.samples,
-        "sample_keys": value.keys, "per_run": value.per_run, **dict.fromkeys(SUMMARY_COLUMNS),
+        "case_row": case_row, "name": name, "value": value.value, "unit": value.unit, "detail": detail,
+        **dict.fromkeys(SUMMARY_COLUMNS),
     }
     if value.samples:
         summary = stats.summarize(value.samples)
@@ -297,14 +300,17 @@ def _attach_metrics(conn: Connection, found: list[StoredCase], names: Sequence[s
     if not by_row:
         return
     query = sa.select(
-        metrics.c.case_row, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.samples, metrics.c.per_run,
-        metrics.c.sample_keys, metrics.c.ci_low, metrics.c.ci_high,
+        metrics.c.case_row, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.detail, metrics.c.ci_low,
+        metrics.c.ci_high,
     ).where(metrics.c.case_row.in_(list(by_row)))
     if names is not None:
         query = query.where(metrics.c.name.in_(list(names)))
     for row in conn.execute(query):
         case = by_row[row.case_row]
-        case.metrics[row.name] = MetricValue(row.value, row.unit or "", row.samples, row.per_run, row.sample_keys)
+        detail = row.detail or {}
+        case.metrics[row.name] = MetricValue(
+            row.value, row.unit or "", detail.get("samples"), detail.get("per_run") or [row.value], detail.get("keys")
+        )
         if row.ci_low is not None and row.ci_high is not None:
             case.intervals[row.name] = (row.ci_low, row.ci_high)
 
