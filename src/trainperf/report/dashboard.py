@@ -9,6 +9,7 @@ load and script errors on the page for a headless browser check.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from trainperf.report.html import MARKER
 from trainperf.store.db import Store
-from trainperf.store.history import Point, Series, history_points, series_of
+from trainperf.store.history import Series, all_series, history_points
 
 HEADLINE = (
     ("step_time_s", "step time (s)"),
@@ -43,7 +44,7 @@ def build_site(store: Store, output: Path, *, reports_url: str | None = None) ->
     """Write the site under ``output``; returns the number of case pages."""
     names = [m for m, _ in HEADLINE] + list(CLIFF_AXES) + list(OTHER)
     points = history_points(store, names)
-    per_metric = {name: {(s.case_id, s.runner): s for s in series_of(points, name)} for name in names}
+    per_metric = {name: {(s.case_id, s.runner): s for s in found} for name, found in all_series(points, names).items()}
     keys = sorted({key for table in per_metric.values() for key in table})
     (output / "cases").mkdir(parents=True, exist_ok=True)
     rows = []
@@ -161,19 +162,20 @@ def _plot(series: Series, pages: Path, reports_url: str | None) -> str:
                      f"stroke='#c00' stroke-width='2'><title>change point {(cp.ratio - 1) * 100:+.1f}%</title></line>")
     coords = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
     parts.append(f"<polyline fill='none' stroke='#36c' stroke-width='1' points='{coords}'/>")
+    page_dir = str(pages.resolve())
     for i, (point, value) in enumerate(zip(series.points, values)):
-        href = escape(_report_link(point, pages, reports_url))
+        href = escape(_report_link(point.run_dir, page_dir, reports_url))
         parts.append(f"<a href='{href}'><circle cx='{x(i):.1f}' cy='{y(value):.1f}' r='2.5' fill='#36c'>"
                      f"<title>{escape(point.started)}: {_fmt(value)}</title></circle></a>")
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _report_link(point: Point, pages: Path, reports_url: str | None) -> str:
+@functools.lru_cache(maxsize=4096)
+def _report_link(run_dir: str | None, pages: str, reports_url: str | None) -> str:
     """The run's report: under ``reports_url`` by the run folder's name, else a path relative to the page."""
-    if not point.run_dir:
+    if not run_dir:
         return "#"
-    name = Path(point.run_dir).name
     if reports_url:
-        return f"{reports_url.rstrip('/')}/{name}/index.html"
-    return os.path.relpath(Path(point.run_dir) / "index.html", pages.resolve())
+        return f"{reports_url.rstrip('/')}/{Path(run_dir).name}/index.html"
+    return os.path.relpath(os.path.join(run_dir, "index.html"), pages)

@@ -452,15 +452,28 @@ def history_points(store: Store, metric_names: Sequence[str], case_id: str | Non
 
 def series_of(points: Sequence[Point], metric: str) -> list[Series]:
     """The points grouped by case and runner, one series per pair that has ``metric``, annotated."""
+    return all_series(points, [metric])[metric]
+
+
+def all_series(points: Sequence[Point], metric_names: Sequence[str]) -> dict[str, list[Series]]:
+    """``series_of`` for several metrics; each group's environment changes are worked out once."""
     groups: dict[tuple[str, str], list[Point]] = {}
     for point in points:
-        if metric in point.values:
-            groups.setdefault((point.case_id, point.runner), []).append(point)
-    return [annotate(case, runner, metric, group) for (case, runner), group in sorted(groups.items())]
+        groups.setdefault((point.case_id, point.runner), []).append(point)
+    found: dict[str, list[Series]] = {name: [] for name in metric_names}
+    for (case_id, runner), group in sorted(groups.items()):
+        environment = environment_steps(group)
+        for name in metric_names:
+            having = [p for p in group if name in p.values]
+            if not having:
+                continue
+            shifts = environment if len(having) == len(group) else environment_steps(having)
+            found[name].append(Series(case_id, runner, name, having, change_points([p.values[name] for p in having]), shifts))
+    return found
 
 
-def annotate(case_id: str, runner: str, metric: str, points: list[Point]) -> Series:
-    found = change_points([p.values[metric] for p in points])
+def environment_steps(points: Sequence[Point]) -> dict[int, list[tuple[str, Any, Any]]]:
+    """Position -> what changed (packages, driver, hardware) since the run before it."""
     environment = {}
     for position in range(1, len(points)):
         before, after = points[position - 1], points[position]
@@ -469,4 +482,4 @@ def annotate(case_id: str, runner: str, metric: str, points: list[Point]) -> Ser
             changed = [("hardware", before.runner_env, after.runner_env)]
         if changed:
             environment[position] = changed
-    return Series(case_id, runner, metric, list(points), found, environment)
+    return environment
