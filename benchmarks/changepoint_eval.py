@@ -111,12 +111,12 @@ def score(series: list[dict[str, Any]], found: list[list[int]]) -> dict[tuple[fl
 
 def render(results: dict[str, dict[str, Any]], series: list[dict[str, Any]]) -> str:
     lines = [
-        f"change points on synthetic nightly series: {RUNS} runs, {STEP_SERIES} series per step, {AA_SERIES} A/A series "
-        f"per noise level, {STALL_RATE:.0%} of runs with a 5-20% host stall; a hit is within {TOLERANCE_RUNS} runs",
+        (f"change points on synthetic nightly series: {RUNS} runs, {STEP_SERIES} series per step, {AA_SERIES} A/A series "
+         f"per noise level, {STALL_RATE:.0%} of runs with a 5-20% host stall; a hit is within {TOLERANCE_RUNS} runs"),
         f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}",
         "",
-        f"{'detector':15s} {'noise CV':>8s} " + " ".join(f"{'step ' + format(s, '.0%'):>9s}" for s in STEPS)
-        + f" {'false/100 A/A':>14s} {'seconds':>8s}",
+        (f"{'detector':15s} {'noise CV':>8s} " + " ".join(f"{'step ' + format(s, '.0%'):>9s}" for s in STEPS)
+         + f" {'false/100 A/A':>14s} {'seconds':>8s}"),
     ]
     for name, result in results.items():
         if "error" in result:

@@ -18,11 +18,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from synthetic_history import write_nights  # noqa: E402
+from synthetic_history import write_nights
 
-from trainperf.store.db import open_store  # noqa: E402
-from trainperf.store.history import list_runs  # noqa: E402
-from trainperf.store.ingest import ingest  # noqa: E402
+from trainperf.store.db import open_store
+from trainperf.store.history import list_runs
+from trainperf.store.ingest import ingest
 
 
 def writer(url: str, folders: list[str]) -> tuple[int, list[str]]:

@@ -20,11 +20,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from synthetic_history import case_ids, write_nights  # noqa: E402
+from synthetic_history import case_ids, write_nights
 
-from trainperf.report.dashboard import build_site  # noqa: E402
-from trainperf.store.db import open_store  # noqa: E402
-from trainperf.store.ingest import ingest  # noqa: E402
+from trainperf.report.dashboard import build_site
+from trainperf.store.db import open_store
+from trainperf.store.ingest import ingest
 
 
 def timed(label: str, action, target_s: float) -> float:  # type: ignore[no-untyped-def]

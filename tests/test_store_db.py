@@ -9,7 +9,14 @@ import pytest
 import sqlalchemy as sa
 from pg_server import pg_url, postgres_server  # noqa: F401
 
-from trainperf.store.db import SCHEMA_VERSION, StoreError, default_store_path, open_store, resolve_url, schema_info
+from trainperf.store.db import (
+    SCHEMA_VERSION,
+    StoreError,
+    default_store_path,
+    open_store,
+    resolve_url,
+    schema_info,
+)
 
 
 def test_url_precedence_reads_straight_down(tmp_path: Path) -> None:

@@ -12,7 +12,13 @@ from trainperf.compare import compare_case
 from trainperf.metrics import METRICS
 from trainperf.store.db import Store, open_store
 from trainperf.store.history import (
-    RunInfo, choose_baseline, history_baseline, record_case, run_key, runner_label, stored_cases,
+    RunInfo,
+    choose_baseline,
+    history_baseline,
+    record_case,
+    run_key,
+    runner_label,
+    stored_cases,
 )
 
 CASE = "sft_hf-qwen3_8b-lora-maxlen-b4"

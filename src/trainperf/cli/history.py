@@ -63,7 +63,7 @@ def _default_metric(points: list[Any]) -> str:
     if DEFAULT_METRIC in have:
         return DEFAULT_METRIC
     cliffs = sorted(name for name in have if name.startswith("cliff_"))
-    return cliffs[0] if cliffs else (sorted(have)[0] if have else DEFAULT_METRIC)
+    return cliffs[0] if cliffs else min(have, default=DEFAULT_METRIC)
 
 
 def _unknown_case(store: Any, case_id: str) -> str:

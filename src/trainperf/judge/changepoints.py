@@ -9,6 +9,7 @@ the training stack cannot share (== 2.2.0 and < 2).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ class ChangePoint:
 
 def robust_sigma(values: Sequence[float]) -> float:
     """Noise estimated from successive differences: a step moves one difference, not the MAD."""
-    diffs = [b - a for a, b in zip(values, values[1:])]
+    diffs = [b - a for a, b in itertools.pairwise(values)]
     if len(diffs) < 2:
         return 0.0
     return stats.MAD_TO_SIGMA * stats.mad(diffs) / math.sqrt(2)

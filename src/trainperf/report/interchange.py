@@ -11,6 +11,7 @@ converting GiB to bytes; figures without a base unit keep their name and have no
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -57,7 +58,7 @@ def _label(value: Any) -> str:
 
 
 def _number(value: float) -> str:
-    return repr(float(value)) if value == value else "NaN"
+    return "NaN" if math.isnan(value) else repr(float(value))
 
 
 def openmetrics(run: dict[str, Any], cases: Sequence[StoredCase]) -> str:

@@ -253,11 +253,9 @@ def metric_row(case_row: int, name: str, value: MetricValue) -> dict[str, Any]:
 
 def _insert(conn: Connection, table: sa.Table) -> Any:
     """The back end's INSERT, which has ON CONFLICT DO NOTHING: concurrent writers of one row store it once."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert(table)
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return postgresql.insert(table) if conn.dialect.name == "postgresql" else sqlite.insert(table)
 
 
 def stored_cases(

@@ -21,7 +21,15 @@ from trainperf.measure import measure_run, run_metrics
 from trainperf.monitor.nvml import read_samples
 from trainperf.results import SCHEMA_VERSION, CaseResult
 from trainperf.store.db import Store, StoreBusy
-from trainperf.store.history import CaseItem, RunInfo, run_key, runner_label, stored_case_count, write_cases, write_run
+from trainperf.store.history import (
+    CaseItem,
+    RunInfo,
+    run_key,
+    runner_label,
+    stored_case_count,
+    write_cases,
+    write_run,
+)
 from trainperf.workloads.protocol import SAMPLES_FILE, read_child_result
 
 FIDELITY_STATE = "fidelity.json"
