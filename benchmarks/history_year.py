@@ -41,7 +41,7 @@ def measure(url: str, label: str, folders: list[Path], work: Path, ingest_target
     timed(f"ingest again into {label} (adds nothing)", lambda: ingest(store, [work / "runs"], say=lambda _: None), ingest_target)
     timed(f"dashboard from {label}", lambda: build_site(store, work / f"site-{label}"), 15)
     from trainperf.judge.changepoints import change_points
-    from trainperf.store.history import history_points, series_of
+    from trainperf.store.series import history_points, series_of
 
     change_points([1.0] * 10)  # the libraries are imported before the clock starts, as in a warm process
     timed(f"history of {cases[0][:20]}... ({label}, query + change points)",

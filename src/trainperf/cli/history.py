@@ -17,7 +17,7 @@ from typing import Any
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint import environment_changes
 from trainperf.store.db import open_store, resolve_url
-from trainperf.store.history import Series, history_points, series_of
+from trainperf.store.series import Series, history_points, series_of
 
 DEFAULT_METRIC = "step_time_s"
 

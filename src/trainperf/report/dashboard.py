@@ -18,7 +18,7 @@ from pathlib import Path
 
 from trainperf.report.html import MARKER
 from trainperf.store.db import Store
-from trainperf.store.history import Series, all_series, history_points
+from trainperf.store.series import Series, all_series, history_points
 
 HEADLINE = (
     ("step_time_s", "step time (s)"),
