@@ -12,13 +12,21 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import marks_for
+from trainperf.run.catalogue import marks_for
 
 GPU = ("maxq", "h100", "h200")
 
 
 def sft(model: str, method: str, profile: str, batch: int, classes: tuple[str, ...], **kw: Any) -> Case:
-    return Case(family="sft_hf", model=model, method=method, profile=profile, batch_size=batch, gpu_classes=classes, **kw)  # type: ignore[arg-type]
+    return Case(
+        family="sft_hf",
+        model=model,
+        method=method,
+        profile=profile,
+        batch_size=batch,
+        gpu_classes=classes,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 CLIFFS = [
@@ -34,4 +42,4 @@ CLIFFS = [
     [pytest.param(c, a, lo, hi, id=f"{c.id}-cliff-{a}", marks=marks_for(c)) for c, a, lo, hi in CLIFFS],
 )
 def test_oom_cliff(case: Case, axis: str, low: int, high: int, trainperf: Any) -> None:
-    trainperf.cliff(case, axis, low, high)
+    trainperf.plan.cliff(case, axis, low, high)

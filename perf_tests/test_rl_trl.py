@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 GPU = ("maxq", "h100", "h200")
 # E3's learning rate; the timing does not depend on it, but a random model trained at an SFT
@@ -30,8 +30,14 @@ GRPO_LR = 1e-6
 
 def grpo(model: str, method: str, batch: int, classes: tuple[str, ...], **kw: Any) -> Case:
     return Case(
-        family="rl_trl", model=model, method=method, profile="fixed", batch_size=batch,  # type: ignore[arg-type]
-        gpu_classes=classes, learning_rate=GRPO_LR, **kw,
+        family="rl_trl",
+        model=model,
+        method=method,
+        profile="fixed",
+        batch_size=batch,  # type: ignore[arg-type]
+        gpu_classes=classes,
+        learning_rate=GRPO_LR,
+        **kw,
     )
 
 
@@ -46,7 +52,11 @@ CASES = [
     *(grpo("qwen2_5_3b", m, 16, GPU, **GPU_SHAPE) for m in ("lora", "full")),
     grpo("qwen2_5_7b", "lora", 16, GPU, **GPU_SHAPE),
     grpo(
-        "qwen2_5_7b", "full", 16, GPU, **GPU_SHAPE,
+        "qwen2_5_7b",
+        "full",
+        16,
+        GPU,
+        **GPU_SHAPE,
         expected=(("h100", "unknown"), ("maxq", "unknown")),
         notes="~71 GiB of weights, gradients and AdamW states before activations",
     ),

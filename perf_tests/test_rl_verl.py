@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import marks_for, params
+from trainperf.run.catalogue import marks_for, params
 
 GPU = ("maxq", "h100", "h200")
 E1_MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -61,20 +61,59 @@ CASES = [
     # E1's micro-batch sweep at the small size: the same case at micro-batch 2 ... 32 (phase times
     # per micro-batch), and 64, above the mini-batch of 32, which verl rejects (pre-flight).
     *(
-        verl("qwen2_5_0_5b", "ppo", "vllm", 64, 32, mb, 1, GPU, p=512, r=512, steps=5,
-             expected=tuple((c, "config_error") for c in GPU) if mb > 32 else ())
+        verl(
+            "qwen2_5_0_5b",
+            "ppo",
+            "vllm",
+            64,
+            32,
+            mb,
+            1,
+            GPU,
+            p=512,
+            r=512,
+            steps=5,
+            expected=tuple((c, "config_error") for c in GPU) if mb > 32 else (),
+        )
         for mb in SMALL_PPO_MICRO_BATCHES
     ),
     *(
-        verl("qwen2_5_0_5b", "grpo", eng, 16, 16, None, 1, GPU, p=512, r=1024, n=4, steps=8,
-             knobs={"dyn": 8192, "offl": 1, "kl": 1})
+        verl(
+            "qwen2_5_0_5b",
+            "grpo",
+            eng,
+            16,
+            16,
+            None,
+            1,
+            GPU,
+            p=512,
+            r=1024,
+            n=4,
+            steps=8,
+            knobs={"dyn": 8192, "offl": 1, "kl": 1},
+        )
         for eng in ("vllm", "sglang")
     ),
     # E3's shape (rollout TP 2 over 2 GPUs, offload, dynamic batch, KL loss) on the small model:
     # minutes, the first 2-GPU verl case to run on a new machine, per engine.
     *(
-        verl("qwen2_5_0_5b", "grpo", eng, 16, 16, None, 2, GPU, p=512, r=1024, n=4, tp=2, steps=4,
-             knobs={"dyn": 8192, "offl": 1, "kl": 1})
+        verl(
+            "qwen2_5_0_5b",
+            "grpo",
+            eng,
+            16,
+            16,
+            None,
+            2,
+            GPU,
+            p=512,
+            r=1024,
+            n=4,
+            tp=2,
+            steps=4,
+            knobs={"dyn": 8192, "offl": 1, "kl": 1},
+        )
         for eng in ("vllm", "sglang")
     ),
     # E1: the published sweep on 2 GPUs, and micro-batch 16 on one GPU (the published full run).
@@ -83,18 +122,42 @@ CASES = [
     # 18.55 GiB at once, the fp32 logits of 16 x 2,048 tokens x Qwen2.5's 151,936-word vocabulary.
     # No micro-batch fits there: the cliff's probes at 8, 2 and 1 ran out in the actor's update
     # at 76 GiB allocated, whatever the micro-batch (actor and critic states, no offload).
-    e1("qwen2_5_3b", 16, 1, expected=(("h100", "oom"), ("maxq", "unknown")),
-       notes="H100: OOM in the first update (18.55 GiB logits block); no micro-batch fits (cliff)"),
+    e1(
+        "qwen2_5_3b",
+        16,
+        1,
+        expected=(("h100", "oom"), ("maxq", "unknown")),
+        notes="H100: OOM in the first update (18.55 GiB logits block); no micro-batch fits (cliff)",
+    ),
     *(
-        e1("qwen2_5_7b", mb, 2, expected=(("maxq", "oom"), ("h100", "unknown"), ("h200", "unknown")),
-           notes="published: OOM at every micro-batch on 2x Max-Q")
+        e1(
+            "qwen2_5_7b",
+            mb,
+            2,
+            expected=(("maxq", "oom"), ("h100", "unknown"), ("h200", "unknown")),
+            notes="published: OOM at every micro-batch on 2x Max-Q",
+        )
         for mb in (1, 4, 16)
     ),
     e1("qwen2_5_7b", 16, 1, expected=(("maxq", "oom"), ("h100", "oom"), ("h200", "unknown"))),
     # E3 at a size that fits two GPUs: GRPO, TP 2, offload, dynamic batch size, KL loss; per engine.
     *(
-        verl("qwen2_5_7b", "grpo", eng, 16, 16, None, 2, GPU, r=4096, tp=2, steps=5, slow=True,
-             knobs={"dyn": 16384, "offl": 1, "kl": 1}, expected=(("maxq", "unknown"), ("h100", "unknown")))
+        verl(
+            "qwen2_5_7b",
+            "grpo",
+            eng,
+            16,
+            16,
+            None,
+            2,
+            GPU,
+            r=4096,
+            tp=2,
+            steps=5,
+            slow=True,
+            knobs={"dyn": 16384, "offl": 1, "kl": 1},
+            expected=(("maxq", "unknown"), ("h100", "unknown")),
+        )
         for eng in ("vllm", "sglang")
     ),
     # E3 at its scale (8 GPUs, the Phi-4-sized 14B model, rollout TP 2, FSDP offload, dynamic
@@ -102,8 +165,23 @@ CASES = [
     # E3's responses ran to 31,744 tokens (mean 17,436); here they are fixed at 8,192 so that a
     # few steps fit one machine's loan and every run does the same work.
     *(
-        verl("phi_4", "grpo", eng, 16, 16, None, 8, ("h100", "h200"), p=1020, r=8192, tp=2, steps=3, slow=True,
-             knobs={"dyn": 39904, "offl": 1, "kl": 1}, notes="E3 at its scale: 14B GRPO on 8 GPUs")
+        verl(
+            "phi_4",
+            "grpo",
+            eng,
+            16,
+            16,
+            None,
+            8,
+            ("h100", "h200"),
+            p=1020,
+            r=8192,
+            tp=2,
+            steps=3,
+            slow=True,
+            knobs={"dyn": 39904, "offl": 1, "kl": 1},
+            notes="E3 at its scale: 14B GRPO on 8 GPUs",
+        )
         for eng in ("vllm", "sglang")
     ),
 ]
@@ -127,4 +205,4 @@ def test_rl_verl(case: Case, trainperf: Any) -> None:
     [pytest.param(c, a, lo, hi, id=f"{c.id}-cliff-{a}", marks=marks_for(c)) for c, a, lo, hi in CLIFFS],
 )
 def test_rl_verl_cliff(case: Case, axis: str, low: int, high: int, trainperf: Any) -> None:
-    trainperf.cliff(case, axis, low, high)
+    trainperf.plan.cliff(case, axis, low, high)

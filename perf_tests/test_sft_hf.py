@@ -11,14 +11,22 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 GPU = ("maxq", "h100", "h200")
 PROFILES = ("short", "long")
 
 
 def sft(model: str, method: str, profile: str, batch: int, classes: tuple[str, ...], **kw: Any) -> Case:
-    return Case(family="sft_hf", model=model, method=method, profile=profile, batch_size=batch, gpu_classes=classes, **kw)  # type: ignore[arg-type]
+    return Case(
+        family="sft_hf",
+        model=model,
+        method=method,
+        profile=profile,
+        batch_size=batch,
+        gpu_classes=classes,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 CASES = [
@@ -39,7 +47,12 @@ CASES = [
     # Full fine-tuning of 32B needs ~262 GB in bf16 (weights, grads, AdamW states; E4's arithmetic):
     # an expected OOM on every single GPU. It also shows the run going on after an OOM.
     sft(
-        "qwen3_32b", "full", "short", 2, GPU, slow=True,
+        "qwen3_32b",
+        "full",
+        "short",
+        2,
+        GPU,
+        slow=True,
         expected=(("maxq", "oom"), ("h100", "oom"), ("h200", "oom")),
         notes="does not fit on one GPU of any class",
     ),
@@ -50,7 +63,12 @@ CASES = [
     *(sft("qwen3_32b", "qlora", p, 2, GPU, slow=True) for p in PROFILES),
     *(sft("qwen3_32b", "lora", p, 2, GPU, slow=True, expected=(("h100", "unknown"),)) for p in PROFILES),
     sft(
-        "qwen3_32b", "lora", "long", 4, GPU, slow=True,
+        "qwen3_32b",
+        "lora",
+        "long",
+        4,
+        GPU,
+        slow=True,
         # Measured to fit on the 80 GB H100 (74.8 GiB device, 2026-11-22) and on the H200, with
         # this suite's settings; E2's run on the Max-Q did not fit, so that stays its expectation.
         expected=(("maxq", "oom"),),

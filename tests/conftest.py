@@ -8,7 +8,9 @@ pytest_plugins = ["pytester"]
 
 
 @pytest.fixture(autouse=True)
-def _synthetic_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _synthetic_cache_in_tmp(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     """Synthetic checkpoints go to one folder of this test session, never to ~/.cache."""
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "trainperf-cache"))
     yield

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from trainperf.ab import pool_case
 from trainperf.cli import main
 from trainperf.paths import REPO_ROOT
-from trainperf.results import CaseResult, MetricValue
+from trainperf.result import CaseResult, MetricValue
+from trainperf.run.ab import pool_case
 
 
 def test_a_path_that_is_not_a_python_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,7 +36,9 @@ def test_rounds_pool_into_one_result_per_case() -> None:
     def result(samples: list[float]) -> CaseResult:
         keys = [f"{i}:100" for i in range(len(samples))]
         metric = MetricValue(sorted(samples)[len(samples) // 2], "s", samples, [samples[0]], keys)
-        return CaseResult(case_id="c", case={}, gpu_class="cpu", outcome="ok", metrics={"step_time_s": metric}, runs=[{}])
+        return CaseResult(
+            case_id="c", case={}, gpu_class="cpu", outcome="ok", metrics={"step_time_s": metric}, runs=[{}]
+        )
 
     pooled = pool_case([result([1.0, 1.1, 1.2]), result([2.0, 2.1, 2.2])])
     step = pooled.metrics["step_time_s"]
@@ -65,15 +67,22 @@ def test_a_over_a_on_the_cpu_passes(tmp_path: Path) -> None:
         assert "1 regressed" in completed.stdout, output
     assert "sft_hf-qwen3_tiny-lora-short-b4" in completed.stdout
     assert (tmp_path / "ab.txt").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("round")) == ["round1-A", "round1-B"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("round")) == [
+        "round1-A",
+        "round1-B",
+    ]
 
 
 def test_a_relative_interpreter_is_made_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
     """Children start in their own run folder: a relative --perf-python must not break them."""
-    from trainperf.settings import resolve
+    from trainperf.run.settings import resolve
 
     monkeypatch.chdir(REPO_ROOT)
-    relative = Path(sys.executable).relative_to(REPO_ROOT) if Path(sys.executable).is_relative_to(REPO_ROOT) else None
+    relative = (
+        Path(sys.executable).relative_to(REPO_ROOT)
+        if Path(sys.executable).is_relative_to(REPO_ROOT)
+        else None
+    )
     if relative is None:
         pytest.skip("the test interpreter is outside the repository")
     settings = resolve({"python": str(relative)}, lambda name: None, REPO_ROOT)

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from trainperf.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff
 from trainperf.errors import TrainperfError
+from trainperf.plan.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff
 
 
 def prober(cliff: int, calls: list[int]) -> Callable[[int], Probe]:
@@ -42,7 +42,11 @@ def test_nothing_fits() -> None:
 def test_probes_the_estimate_rules_out_are_not_launched() -> None:
     calls: list[int] = []
     cliff = find_cliff(
-        "batch_size", 1, 512, prober(20, calls), predicted_oom=lambda v: "estimate over memory" if v > 64 else None
+        "batch_size",
+        1,
+        512,
+        prober(20, calls),
+        predicted_oom=lambda v: "estimate over memory" if v > 64 else None,
     )
     assert (cliff.largest_fit, cliff.smallest_oom) == (20, 21)
     assert all(v <= 64 for v in calls)
@@ -58,7 +62,9 @@ def test_a_crashing_probe_stops_the_search() -> None:
         find_cliff("batch_size", 1, 64, probe)
 
 
-@pytest.mark.parametrize(("axis", "low", "high"), [("batch_size", 8, 4), ("batch_size", 0, 4), ("layers", 1, 4)])
+@pytest.mark.parametrize(
+    ("axis", "low", "high"), [("batch_size", 8, 4), ("batch_size", 0, 4), ("layers", 1, 4)]
+)
 def test_bad_ranges_are_one_line_errors(axis: str, low: int, high: int) -> None:
     with pytest.raises(TrainperfError):
         find_cliff(axis, low, high, prober(3, []))

@@ -8,60 +8,80 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.hardware import load_classes
-from trainperf.runner import CaseRunner
-from trainperf.session import Detection, open_run
-from trainperf.settings import resolve
+from trainperf.measure.detection import Detection
+from trainperf.measure.hardware import load_classes
+from trainperf.run.case_runner import CaseRunner
+from trainperf.run.cliff import run_cliff
+from trainperf.run.context import open_run
+from trainperf.run.settings import resolve
 
-CASE = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="long", batch_size=1, gpu_classes=("cpu",))
+CASE = Case(
+    family="sft_hf", model="qwen3_tiny", method="lora", profile="long", batch_size=1, gpu_classes=("cpu",)
+)
 TRUE_CLIFF = 37
 
 
-def _runner(tmp_path: Path, resume: Path | None, launched: list[int], monkeypatch: pytest.MonkeyPatch) -> CaseRunner:
-    cli: dict[str, Any] = {"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines"), "resume": resume}
+def _runner(
+    tmp_path: Path, resume: Path | None, launched: list[int], monkeypatch: pytest.MonkeyPatch
+) -> CaseRunner:
+    cli: dict[str, Any] = {
+        "output": str(tmp_path / "reports"),
+        "baselines": str(tmp_path / "baselines"),
+        "resume": resume,
+    }
     settings = resolve(cli, lambda _name: None, tmp_path)
     context = open_run(settings, Detection(load_classes()["cpu"], None, None, False), tmp_path)
     context.say = lambda _line: None
     runner = CaseRunner(context)
 
-    def fake_runs(case: Case, steps: int, result: Any, measurements: Any, count: int, purpose: str = "", **_kw: Any) -> None:
+    def fake_runs(
+        case: Case, steps: int, result: Any, measurements: Any, count: int, purpose: str = "", **_kw: Any
+    ) -> None:
         launched.append(case.batch_size)
         if case.batch_size > TRUE_CLIFF:
             result.outcome, result.message = "oom", "out of memory (fake)"
 
-    monkeypatch.setattr(runner, "_add_runs", fake_runs)
+    monkeypatch.setattr(runner, "add_runs", fake_runs)
     return runner
 
 
-def test_resumed_search_replays_recorded_probes_and_launches_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resumed_search_replays_recorded_probes_and_launches_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     launched: list[int] = []
-    first = _runner(tmp_path, None, launched, monkeypatch).run_cliff(CASE, "batch_size", 1, 512)
+    first = run_cliff(_runner(tmp_path, None, launched, monkeypatch), CASE, "batch_size", 1, 512)
     assert first.result.cliff is not None and first.result.cliff["largest_fit"] == TRUE_CLIFF
     full = list(launched)
     run_dir = next((tmp_path / "reports").iterdir())
     probes = run_dir / "results" / f"{CASE.id}-cliff-batch_size.probes.jsonl"
     lines = probes.read_text().splitlines()
     assert len(lines) == len(full)  # every launch recorded, confirmations included
-    probes.write_text("\n".join(lines[:4]) + "\n{\"value\": 9")  # cut after 4 probes, mid-line
+    probes.write_text("\n".join(lines[:4]) + '\n{"value": 9')  # cut after 4 probes, mid-line
 
     launched.clear()
-    resumed = _runner(tmp_path, run_dir, launched, monkeypatch).run_cliff(CASE, "batch_size", 1, 512)
+    resumed = run_cliff(_runner(tmp_path, run_dir, launched, monkeypatch), CASE, "batch_size", 1, 512)
     assert launched == full[4:]
     assert resumed.result.cliff is not None and resumed.result.cliff["largest_fit"] == TRUE_CLIFF
     assert resumed.result.cliff["confirmed"]
 
 
-def test_the_verl_micro_batch_cliff_launches_no_value_pre_flight_rejects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_verl_micro_batch_cliff_launches_no_value_pre_flight_rejects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """E1's 3B one-GPU cliff through the runner, pre-flight real: 256 and 512 do not divide the
     per-GPU mini-batch of 128 and are cut before the first launch, so the search starts at 8."""
-    from trainperf.catalogue import load_catalogue
+    from trainperf.run.catalogue import load_catalogue
 
     root = Path(__file__).resolve().parents[1]
-    case = load_catalogue(root)["rl_verl-qwen2_5_3b-full-gsm8k-b256-mb1-algppo-engvllm-mini128-n1-p1024-r1024-tp1"]
+    case = load_catalogue(root)[
+        "rl_verl-qwen2_5_3b-full-gsm8k-b256-mb1-algppo-engvllm-mini128-n1-p1024-r1024-tp1"
+    ]
     launched: list[int] = []
     runner = _runner(tmp_path, None, [], monkeypatch)
 
-    def fake_runs(case: Case, steps: int, result: Any, measurements: Any, count: int, purpose: str = "", **_kw: Any) -> None:
+    def fake_runs(
+        case: Case, steps: int, result: Any, measurements: Any, count: int, purpose: str = "", **_kw: Any
+    ) -> None:
         assert case.micro_batch_size is not None
         launched.append(case.micro_batch_size)
         # A cliff between 8 and 16, to follow the bisection (on an H100 nothing fits: measured
@@ -69,8 +89,8 @@ def test_the_verl_micro_batch_cliff_launches_no_value_pre_flight_rejects(tmp_pat
         if case.micro_batch_size > 8:
             result.outcome, result.message = "oom", "out of memory (fake)"
 
-    monkeypatch.setattr(runner, "_add_runs", fake_runs)
-    report = runner.run_cliff(case, "micro_batch_size", 1, 512)
+    monkeypatch.setattr(runner, "add_runs", fake_runs)
+    report = run_cliff(runner, case, "micro_batch_size", 1, 512)
     assert report.result.cliff is not None
     assert (report.result.cliff["largest_fit"], report.result.cliff["smallest_oom"]) == (8, 16)
     assert launched == [8, 32, 16, 8, 16]  # the search, then the confirmations at both edges

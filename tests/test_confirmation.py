@@ -8,9 +8,9 @@ in all of them.
 
 from __future__ import annotations
 
-from trainperf.compare import Verdict, compare_metric
-from trainperf.metrics import METRICS
-from trainperf.results import MetricValue
+from trainperf.judge.compare import Verdict, compare_metric
+from trainperf.judge.metrics import METRICS
+from trainperf.result import MetricValue
 
 STEPS = [f"{step}:{100 + 7 * step}" for step in range(2, 32)]
 BASE = [0.5 + 0.01 * (i % 5) for i in range(len(STEPS))]
@@ -18,7 +18,9 @@ BASE = [0.5 + 0.01 * (i % 5) for i in range(len(STEPS))]
 
 def pooled(*factors: float) -> MetricValue:
     samples = [t * factor for factor in factors for t in BASE]
-    return MetricValue(value=sorted(samples)[len(samples) // 2], unit="s", samples=samples, keys=STEPS * len(factors))
+    return MetricValue(
+        value=sorted(samples)[len(samples) // 2], unit="s", samples=samples, keys=STEPS * len(factors)
+    )
 
 
 def judge(current: MetricValue) -> Verdict:

@@ -17,7 +17,7 @@ import pytest
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 CASES = [
     Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4,
@@ -36,7 +36,15 @@ def write_catalogue(pytester: pytest.Pytester, extra: str = "") -> None:
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess(
-        "-m", "cpu", "--perf-steps", "12", "--perf-baselines", "baselines", "--perf-output", "reports", *args,
+        "-m",
+        "cpu",
+        "--perf-steps",
+        "12",
+        "--perf-baselines",
+        "baselines",
+        "--perf-output",
+        "reports",
+        *args,
         timeout=300,
     )
 
@@ -80,9 +88,7 @@ def test_corrupt_baseline_is_one_line_and_the_run_goes_on(pytester: pytest.Pytes
 
 
 def test_gpu_selection_on_a_cpu_machine_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_catalogue=CATALOGUE.format(extra="").replace('("cpu",)', '("h100",)')
-    )
+    pytester.makepyfile(test_catalogue=CATALOGUE.format(extra="").replace('("cpu",)', '("h100",)'))
     result = pytester.runpytest_subprocess("-m", "h100", "--perf-output", "reports")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     error = result.stderr.str()
@@ -114,13 +120,22 @@ def test_local_checkpoint_and_local_dataset(pytester: pytest.Pytester, tmp_path:
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
     data = tmp_path / "alpaca.jsonl"
-    rows = [{"instruction": f"w{10 + i} w{20 + i}", "input": "", "output": " ".join(f"w{j}" for j in range(5, 40 + i))} for i in range(64)]
+    rows = [
+        {
+            "instruction": f"w{10 + i} w{20 + i}",
+            "input": "",
+            "output": " ".join(f"w{j}" for j in range(5, 40 + i)),
+        }
+        for i in range(64)
+    ]
     data.write_text("\n".join(json.dumps(row) for row in rows))
     write_catalogue(pytester, extra=f'model_path="{checkpoint}", dataset_path="{data}"')
     result = run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "1")
     result.assert_outcomes(passed=1)
     stored = json.loads(
-        (pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4-localmodel-localdata.json").read_text()
+        (
+            pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4-localmodel-localdata.json"
+        ).read_text()
     )
     assert stored["effective_config"]["model_source"] == f"local:{checkpoint}"
     assert stored["effective_config"]["dataset_source"] == str(data)
@@ -130,7 +145,13 @@ def test_local_checkpoint_and_local_dataset(pytester: pytest.Pytester, tmp_path:
 def test_missing_optional_dependency_skips_with_the_fix(tmp_path: Path) -> None:
     """bitsandbytes absent: the QLoRA child reports a skip naming the package and the install command."""
     spec = {
-        "case": {"family": "sft_hf", "model": "qwen3_tiny", "method": "qlora", "profile": "short", "batch_size": 2},
+        "case": {
+            "family": "sft_hf",
+            "model": "qwen3_tiny",
+            "method": "qlora",
+            "profile": "short",
+            "batch_size": 2,
+        },
         "steps": 2,
         "device": "cpu",
         "out_dir": str(tmp_path),
@@ -150,8 +171,10 @@ def test_missing_optional_dependency_skips_with_the_fix(tmp_path: Path) -> None:
 
 def test_keyword_filter_deselects_other_classes_instead_of_failing(pytester: pytest.Pytester) -> None:
     mixed = CATALOGUE.format(extra="").replace(
-        "    Case(", '    Case(family="sft_hf", model="qwen3_8b", method="lora", profile="short", batch_size=4,\n'
-        '         gpu_classes=("h100",)),\n    Case(', 1
+        "    Case(",
+        '    Case(family="sft_hf", model="qwen3_8b", method="lora", profile="short", batch_size=4,\n'
+        '         gpu_classes=("h100",)),\n    Case(',
+        1,
     )
     pytester.makepyfile(test_catalogue=mixed)
     result = pytester.runpytest_subprocess("-k", "lora", "--collect-only", "-q")
@@ -162,9 +185,13 @@ def test_keyword_filter_deselects_other_classes_instead_of_failing(pytester: pyt
 
 def test_baselines_pool_several_runs_and_progress_is_live(pytester: pytest.Pytester) -> None:
     write_catalogue(pytester)
-    result = run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "2", "--perf-progress-interval", "1")
+    result = run(
+        pytester, "--perf-update-baselines", "--perf-baseline-repeats", "2", "--perf-progress-interval", "1"
+    )
     result.assert_outcomes(passed=1)
-    stored = json.loads((pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4.json").read_text())
+    stored = json.loads(
+        (pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4.json").read_text()
+    )
     assert [run["purpose"] for run in stored["runs"]] == ["measurement", "measurement"]
     assert len(stored["metrics"]["step_time_s"]["per_run"]) == 2
     output = result.stdout.str()

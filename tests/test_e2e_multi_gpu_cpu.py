@@ -13,7 +13,7 @@ import pytest
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 CASES = [Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=2, gpus=2,
               gpu_classes=("cpu",))]
@@ -28,7 +28,15 @@ def test_two_ranks_on_the_cpu(pytester: pytest.Pytester) -> None:
     pytest.importorskip("trl")
     pytester.makepyfile(test_catalogue=CATALOGUE)
     result = pytester.runpytest_subprocess(
-        "-m", "cpu", "--perf-steps", "4", "--perf-output", "reports", "--perf-baselines", "baselines", timeout=240
+        "-m",
+        "cpu",
+        "--perf-steps",
+        "4",
+        "--perf-output",
+        "reports",
+        "--perf-baselines",
+        "baselines",
+        timeout=240,
     )
     result.assert_outcomes(passed=1)
     (run_dir,) = (pytester.path / "reports").iterdir()

@@ -22,7 +22,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def tensorboard_plugin_step_split(trace: Path) -> dict[str, float]:
     """The TensorBoard profiler plugin's own parse of the trace: its overview's share per step phase."""
-    data_mod = pytest.importorskip("torch_tb_profiler.profiler.data", reason="torch-tb-profiler not installed (dev extra)")
+    data_mod = pytest.importorskip(
+        "torch_tb_profiler.profiler.data", reason="torch-tb-profiler not installed (dev extra)"
+    )
     from torch_tb_profiler import consts
     from torch_tb_profiler.profiler.run_generator import RunGenerator
 
@@ -37,7 +39,9 @@ def tensorboard_plugin_step_split(trace: Path) -> dict[str, float]:
 
 def test_traced_cpu_run_and_a_planted_slowdown_explained(pytester: pytest.Pytester) -> None:
     write_catalogue(pytester)
-    first = run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "1", "--junitxml", "junit.xml")
+    first = run(
+        pytester, "--perf-update-baselines", "--perf-baseline-repeats", "1", "--junitxml", "junit.xml"
+    )
     first.assert_outcomes(passed=1)
     assert "profiling steps 7-10" in first.stdout.str()
     (run_dir,) = (pytester.path / "reports").iterdir()
@@ -45,12 +49,17 @@ def test_traced_cpu_run_and_a_planted_slowdown_explained(pytester: pytest.Pytest
     assert trace.is_file()
     result = json.loads((run_dir / "results" / f"{CASE_ID}.json").read_text())
     record = result["trace"]
-    assert record["file"] == f"traces/{CASE_ID}/r1.pt.trace.json.gz" and record["bytes"] == trace.stat().st_size
+    assert (
+        record["file"] == f"traces/{CASE_ID}/r1.pt.trace.json.gz" and record["bytes"] == trace.stat().st_size
+    )
     summary = record["summary"]
     assert summary["kind"] == "cpu" and summary["steps"] == 3
     assert 0.3 < summary["busy_fraction"] <= 1.0 and "matmul" in summary["categories_ms"]
     # The profiled steps are marked and never timed.
-    steps = [json.loads(line) for line in (run_dir / "cases" / CASE_ID / "r1" / "steps.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(line)
+        for line in (run_dir / "cases" / CASE_ID / "r1" / "steps.jsonl").read_text().splitlines()
+    ]
     assert [s["step"] for s in steps if s.get("profiled")] == [7, 8, 9, 10]
     assert result["runs"][0]["profiled_steps"] == 4
     assert len(result["metrics"]["step_time_s"]["samples"]) <= 6

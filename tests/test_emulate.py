@@ -6,13 +6,14 @@ from typing import Any
 
 import pytest
 
-from trainperf.compare import timing_comparable
 from trainperf.errors import TrainperfError
-from trainperf.hardware import load_classes
-from trainperf.monitor.nvml import DeviceInfo
-from trainperf.results import CaseResult
-from trainperf.session import Detection, emulate
+from trainperf.judge.compare import timing_comparable
+from trainperf.measure.detection import Detection, emulate
+from trainperf.measure.hardware import load_classes
+from trainperf.measure.nvml import DeviceInfo
+from trainperf.result import CaseResult
 from trainperf.workloads import child
+from trainperf.workloads.protocol import ChildSpec
 
 CLASSES = load_classes()
 
@@ -39,7 +40,9 @@ def test_what_cannot_be_emulated_is_one_line(name: str, message: str) -> None:
 
 
 def test_a_smaller_gpu_cannot_stand_in_for_a_larger_class() -> None:
-    info = DeviceInfo(0, "NVIDIA H100 80GB HBM3", "GPU-y", 81559 * 2**20, "580.159.04", "13.0", 700.0, "0000:00:00.0")
+    info = DeviceInfo(
+        0, "NVIDIA H100 80GB HBM3", "GPU-y", 81559 * 2**20, "580.159.04", "13.0", 700.0, "0000:00:00.0"
+    )
     with pytest.raises(TrainperfError, match="needs a GPU with more than its 96 GiB"):
         emulate(Detection(CLASSES["h100"], "0", info, False), CLASSES, "maxq")
 
@@ -52,9 +55,9 @@ def test_emulation_needs_a_gpu() -> None:
 def test_the_smaller_of_the_case_cap_and_the_emulated_cap_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
     monkeypatch.setattr(child.resource, "setrlimit", lambda kind, limits: calls.append(limits))
-    child.apply_memory_cap({"case": {"memory_cap_gib": 8}, "device": "cpu", "memory_cap_gib": 4})
-    child.apply_memory_cap({"case": {"memory_cap_gib": 2}, "device": "cpu", "memory_cap_gib": 4})
-    child.apply_memory_cap({"case": {}, "device": "cpu", "memory_cap_gib": None})
+    child.apply_memory_cap(ChildSpec(case={"memory_cap_gib": 8}, steps=0, out_dir="", memory_cap_gib=4))
+    child.apply_memory_cap(ChildSpec(case={"memory_cap_gib": 2}, steps=0, out_dir="", memory_cap_gib=4))
+    child.apply_memory_cap(ChildSpec(case={}, steps=0, out_dir="", memory_cap_gib=None))
     assert calls == [(4 * 2**30, 4 * 2**30), (2 * 2**30, 2 * 2**30)]
 
 

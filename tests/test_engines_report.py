@@ -10,14 +10,17 @@ import pytest
 from trainperf.case import Case
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
-from trainperf.references import load_references
 from trainperf.report.engines import pairs, render, table
-from trainperf.results import CaseResult, MetricValue, save_result
+from trainperf.result import CaseResult, MetricValue
+from trainperf.store.references import load_references
+from trainperf.store.results import save_result
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "baselines" / "published"
 
 
-def verl(engine: str, gen: float, model: str = "qwen2_5_0_5b", gpus: int = 2, gpu_class: str = "h200", **kw: Any) -> CaseResult:
+def verl(
+    engine: str, gen: float, model: str = "qwen2_5_0_5b", gpus: int = 2, gpu_class: str = "h200", **kw: Any
+) -> CaseResult:
     extra = {"alg": "grpo", "eng": engine, "tp": "2", "n": "1", **kw}
     case = Case(
         family="rl_verl", model=model, method="full", profile="gsm8k", batch_size=16, gpus=gpus,
@@ -28,7 +31,9 @@ def verl(engine: str, gen: float, model: str = "qwen2_5_0_5b", gpus: int = 2, gp
         "phase_gen_s": MetricValue(gen, "s"),
         "phase_update_actor_s": MetricValue(10.0, "s"),
     }
-    return CaseResult(case_id=case.id, case=case.to_dict(), gpu_class=gpu_class, outcome="ok", metrics=metrics)
+    return CaseResult(
+        case_id=case.id, case=case.to_dict(), gpu_class=gpu_class, outcome="ok", metrics=metrics
+    )
 
 
 def test_cases_pair_when_only_the_engine_differs() -> None:
@@ -39,7 +44,10 @@ def test_cases_pair_when_only_the_engine_differs() -> None:
     ]  # fmt: skip
     found = pairs(results)
     assert len(found) == 1
-    assert found[0].shape.startswith("qwen2_5_0_5b grpo, 2 GPU(s), TP 2 on h200 (") and "-eng*-" in found[0].shape
+    assert (
+        found[0].shape.startswith("qwen2_5_0_5b grpo, 2 GPU(s), TP 2 on h200 (")
+        and "-eng*-" in found[0].shape
+    )
     rows = {row[0]: row for row in table(found[0])}
     assert rows["gen s"][1:4] == ["4.000", "5.000", "1.25"]
     assert rows["update_actor s"][3] == "1.00"

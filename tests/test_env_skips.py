@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from trainperf.envs import venv_python
+from trainperf.families.envs import venv_python
 
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 CASES = [Case(family="sft_unsloth", environment="unsloth", model="qwen3_tiny", method="qlora", profile="short",
               batch_size=4, gpu_classes=("cpu",))]
@@ -27,13 +27,24 @@ def test_case(case, trainperf):
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_catalogue=CATALOGUE)
     return pytester.runpytest_subprocess(
-        "-m", "cpu", "-rs", "--perf-steps", "2", "--perf-baselines", "baselines", "--perf-output", "reports", *args,
+        "-m",
+        "cpu",
+        "-rs",
+        "--perf-steps",
+        "2",
+        "--perf-baselines",
+        "baselines",
+        "--perf-output",
+        "reports",
+        *args,
         timeout=120,
     )
 
 
 @pytest.mark.skipif(venv_python("unsloth").exists(), reason=".venvs/unsloth exists in this checkout")
-def test_missing_environment_skips_with_the_command(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_environment_skips_with_the_command(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("TRAINPERF_ENV_UNSLOTH", raising=False)
     result = run(pytester)
     result.assert_outcomes(skipped=1)

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main
-from trainperf.env_create import CreateOptions, creation_commands, probe_versions, render_list
-from trainperf.envs import (
+from trainperf.errors import TrainperfError
+from trainperf.families.env_create import CreateOptions, creation_commands, probe_versions, render_list
+from trainperf.families.envs import (
     ENVS_DIR,
     env_var,
     known_environments,
@@ -19,7 +20,6 @@ from trainperf.envs import (
     parse_overrides,
     resolve_interpreter,
 )
-from trainperf.errors import TrainperfError
 from trainperf.workloads.child import missing_module_message
 
 
@@ -70,11 +70,23 @@ def test_creation_commands_pip_on_a_cpu_machine(tmp_path: Path) -> None:
 
 def test_creation_commands_uv_offline_from_wheels_on_a_gpu_image(tmp_path: Path) -> None:
     files = (tmp_path / "r.txt", tmp_path / "n.txt")
-    options = _options(tmp_path, uv="/bin/uv", wheels=(tmp_path / "w1", tmp_path / "w2"), system_site_packages=True)
+    options = _options(
+        tmp_path, uv="/bin/uv", wheels=(tmp_path / "w1", tmp_path / "w2"), system_site_packages=True
+    )
     commands = creation_commands(load_spec("verl-vllm"), options, files)
-    assert commands[0] == ["/bin/uv", "venv", "--python", "/usr/bin/python3", str(tmp_path / "env"), "--system-site-packages"]
+    assert commands[0] == [
+        "/bin/uv",
+        "venv",
+        "--python",
+        "/usr/bin/python3",
+        str(tmp_path / "env"),
+        "--system-site-packages",
+    ]
     offline = ["--no-index", "--find-links", str(tmp_path / "w1"), "--find-links", str(tmp_path / "w2")]
-    assert all(c[:5] == ["/bin/uv", "pip", "install", "--python", str(tmp_path / "env/bin/python")] for c in commands[1:])
+    assert all(
+        c[:5] == ["/bin/uv", "pip", "install", "--python", str(tmp_path / "env/bin/python")]
+        for c in commands[1:]
+    )
     assert all(c[5:10] == offline for c in commands[1:])
     assert len(commands) == 3  # no CPU torch on a GPU machine, no no-deps section in verl-vllm
 
@@ -92,7 +104,13 @@ def test_interpreter_precedence(tmp_path: Path) -> None:
     by_var = _fake_python(tmp_path / "var/bin/python")
 
     def pick(**kw: object) -> object:
-        args: dict[str, object] = {"perf_python": None, "overrides": {}, "environ": {}, "venvs_dir": venvs, "current": "/cur"}
+        args: dict[str, object] = {
+            "perf_python": None,
+            "overrides": {},
+            "environ": {},
+            "venvs_dir": venvs,
+            "current": "/cur",
+        }
         args.update(kw)
         return resolve_interpreter("unsloth", **args)  # type: ignore[arg-type]
 
@@ -104,20 +122,27 @@ def test_interpreter_precedence(tmp_path: Path) -> None:
     assert pick().path == made and pick().source == ".venvs/unsloth"  # type: ignore[attr-defined]
     os.remove(made)
     assert pick() is None  # no fallback to this interpreter for a family's own environment
-    hf = resolve_interpreter("hf", perf_python=None, overrides={}, environ={}, venvs_dir=venvs, current="/cur")
+    hf = resolve_interpreter(
+        "hf", perf_python=None, overrides={}, environ={}, venvs_dir=venvs, current="/cur"
+    )
     assert hf is not None and hf.path == "/cur" and not hf.isolated
     with pytest.raises(TrainperfError, match="TRAINPERF_ENV_UNSLOTH unsloth=.* is not a Python interpreter"):
         pick(environ={"TRAINPERF_ENV_UNSLOTH": str(tmp_path / "missing")})
 
 
 def test_overrides_and_messages() -> None:
-    assert parse_overrides("unsloth=/a/python, verl-vllm=/b/python") == {"unsloth": "/a/python", "verl-vllm": "/b/python"}
+    assert parse_overrides("unsloth=/a/python, verl-vllm=/b/python") == {
+        "unsloth": "/a/python",
+        "verl-vllm": "/b/python",
+    }
     with pytest.raises(TrainperfError, match="is not NAME=PYTHON"):
         parse_overrides("unsloth")
     assert env_var("verl-vllm") == "TRAINPERF_ENV_VERL_VLLM"
     line = missing_message("unsloth")
     assert "\n" not in line and "trainperf env create unsloth" in line and "--perf-env unsloth=PY" in line
-    broken = missing_module_message(ModuleNotFoundError("No module named 'unsloth'", name="unsloth"), "unsloth")
+    broken = missing_module_message(
+        ModuleNotFoundError("No module named 'unsloth'", name="unsloth"), "unsloth"
+    )
     assert "unsloth is not installed in environment 'unsloth'" in broken and "env create unsloth" in broken
 
 

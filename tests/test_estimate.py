@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from trainperf.case import Case
-from trainperf.estimate import NF4_BYTES_PER_PARAM, estimate_case, param_counts
+from trainperf.families import family_of
 from trainperf.paths import REPO_ROOT
-from trainperf.results import load_result
+from trainperf.plan.estimate import param_counts
+from trainperf.store.results import load_result
 from trainperf.synth.model_configs import load_model_fixture
+from trainperf.synth.nf4 import NF4_BYTES_PER_PARAM
 
 # Parameter counts of the models built on the meta device by transformers 5.17 from these configs.
 META_BUILD_COUNTS = {
@@ -56,7 +58,7 @@ def test_estimate_within_15_percent_of_the_measured_peak(path: Path) -> None:
     if case.family != "sft_hf" or baseline.cliff:
         pytest.skip(f"{case.family} is not estimated (or a cliff search: no single peak)")
     steps = baseline.runs[0]["steps_requested"]
-    estimated = estimate_case(case, steps)
+    estimated = family_of(case.family).memory_estimate(case, steps)
     if estimated is None:
         assert case.strategy == "fsdp", "only FSDP's sharding is left out of the estimate"
         pytest.skip("FSDP sharding is not modelled (measured: 10.2 GiB per rank against DDP's 16.5)")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from trainperf import fidelity
 from trainperf.errors import TrainperfError
-from trainperf.fidelity_run import STATE_FILE, Plan, _unsteady_phrase, analyse, render
-from trainperf.measure import measure_run
+from trainperf.measure import fidelity
+from trainperf.measure.measurement import measure_run
+from trainperf.run.fidelity import STATE_FILE, Plan, _unsteady_phrase, analyse, render
 from trainperf.workloads.protocol import BARE_WINDOW_START
 
 TOKENS = [3534, 2418, 4447, 2183, 1226, 4246, 4690, 2933, 4595, 3038, 3490, 2395, 1620, 1995, 4424, 4749]
@@ -109,21 +109,30 @@ def test_plan_interleaves_and_validates() -> None:
     with pytest.raises(TrainperfError, match="--plant"):
         Plan("c", 16, 2, 1, (1.5,), 1)
     assert Plan("c", 40, 2, 1, (), 0, window_after=16).window_after == 16
-    with pytest.raises(TrainperfError, match=r"--steps must be more than 20: the window starts after step 16"):
+    with pytest.raises(
+        TrainperfError, match=r"--steps must be more than 20: the window starts after step 16"
+    ):
         Plan("c", 20, 2, 1, (), 0, window_after=16)
     with pytest.raises(TrainperfError, match="--window-after"):
         Plan("c", 16, 2, 1, (), 0, window_after=0)
 
 
 def _child(
-    folder: Path, steps: list[dict[str, float]] | None = None, bare: float | None = None, after: int = BARE_WINDOW_START
+    folder: Path,
+    steps: list[dict[str, float]] | None = None,
+    bare: float | None = None,
+    after: int = BARE_WINDOW_START,
 ) -> None:
     folder.mkdir(parents=True)
     result: dict[str, object] = {"outcome": "ok", "steps": steps or []}
     if bare is not None:
         result["bare_window"] = {"after_step": after, "steps": 16 - after, "seconds": bare, "tokens": 41584}
     (folder / "result.json").write_text(json.dumps(result))
-    (folder / "spec.json").write_text(json.dumps({"case": {"family": "sft_hf", "model": "m", "method": "lora", "profile": "long", "batch_size": 4}}))
+    (folder / "spec.json").write_text(
+        json.dumps(
+            {"case": {"family": "sft_hf", "model": "m", "method": "lora", "profile": "long", "batch_size": 4}}
+        )
+    )
 
 
 def _write_run(tmp_path: Path, plan: Plan, bare_after: int = BARE_WINDOW_START) -> None:
@@ -137,7 +146,9 @@ def _write_run(tmp_path: Path, plan: Plan, bare_after: int = BARE_WINDOW_START) 
             _child(tmp_path / relative, _steps(index, 0.05 if label.startswith("plant") else 0.0))
         children.append({"label": label, "dir": relative, "outcome": "ok", "message": ""})
     (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": children}))
-    (tmp_path / "run.json").write_text(json.dumps({"sessions": [{"idle_mem_b": None, "fingerprint": {"gpu_name": "X"}}]}))
+    (tmp_path / "run.json").write_text(
+        json.dumps({"sessions": [{"idle_mem_b": None, "fingerprint": {"gpu_name": "X"}}]})
+    )
 
 
 def test_analyse_a_run_folder_from_its_files(tmp_path: Path) -> None:
@@ -159,8 +170,12 @@ def test_a_later_window_times_the_harness_over_the_same_steps_as_the_bare_runs(t
     _write_run(tmp_path, plan, bare_after=10)
     report = analyse(tmp_path, tmp_path)
     first_harness = _steps(0)
-    assert report["overhead"]["harness_tokens_per_s"][0] == pytest.approx(fidelity.window_tokens_per_s(first_harness, 10))
-    assert report["overhead"]["harness_tokens_per_s"][0] != pytest.approx(fidelity.window_tokens_per_s(first_harness, 3))
+    assert report["overhead"]["harness_tokens_per_s"][0] == pytest.approx(
+        fidelity.window_tokens_per_s(first_harness, 10)
+    )
+    assert report["overhead"]["harness_tokens_per_s"][0] != pytest.approx(
+        fidelity.window_tokens_per_s(first_harness, 3)
+    )
     assert "overhead and power after step 10" in render(report)
 
 
@@ -189,7 +204,14 @@ def test_bare_child_times_only_its_window(tmp_path: Path, after: int | None) -> 
 
     from trainperf.case import Case
 
-    case = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))
+    case = Case(
+        family="sft_hf",
+        model="qwen3_tiny",
+        method="lora",
+        profile="short",
+        batch_size=4,
+        gpu_classes=("cpu",),
+    )
     start = BARE_WINDOW_START if after is None else after
     spec = {"case": case.to_dict(), "steps": start + 3, "device": "cpu", "seed": 0, "bare": True}
     if after is not None:
@@ -204,7 +226,7 @@ def test_bare_child_times_only_its_window(tmp_path: Path, after: int | None) -> 
 def test_a_run_folders_saved_plan_is_read_back_and_a_broken_one_named(tmp_path: Path) -> None:
     """On the H100 a resume without repeating every option was refused; --resume now takes the
     folder's plan (read here), and run_fidelity still refuses an option given differently."""
-    from trainperf.fidelity_run import load_state
+    from trainperf.run.fidelity import load_state
 
     plan = Plan("sft_hf-m-lora-long-b4", 12, 3, 5, (0.05,), 0)
     (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": []}))
@@ -223,8 +245,14 @@ def test_a_run_folders_saved_plan_is_read_back_and_a_broken_one_named(tmp_path: 
     ("unsteady", "expected"),
     [
         ([], "every step repeats from child to child within 0.50%"),
-        ([15], "step 15 varies 2.9% from child to child (8.00% of the window's time), the other 2 at most 1.20%"),
-        ([4, 15], "steps 4, 15 vary 1.2%-2.9% from child to child (8.00% of the window's time), the other 1 at most 0.50%"),
+        (
+            [15],
+            "step 15 varies 2.9% from child to child (8.00% of the window's time), the other 2 at most 1.20%",
+        ),
+        (
+            [4, 15],
+            "steps 4, 15 vary 1.2%-2.9% from child to child (8.00% of the window's time), the other 1 at most 0.50%",
+        ),
     ],
 )
 def test_the_window_line_words_the_unsteady_steps_by_their_count(unsteady: list[int], expected: str) -> None:

@@ -13,15 +13,20 @@ from typing import Any
 
 import pytest
 
-from trainperf import interruption
 from trainperf.case import Case
-from trainperf.hardware import load_classes
-from trainperf.runner import CaseRunner
-from trainperf.session import Detection, open_run
-from trainperf.settings import resolve
+from trainperf.measure.detection import Detection
+from trainperf.measure.hardware import load_classes
+from trainperf.run import interruption
+from trainperf.run.case_runner import CaseRunner
+from trainperf.run.cliff import run_cliff
+from trainperf.run.context import open_run
+from trainperf.run.launcher import ChildLauncher
+from trainperf.run.settings import resolve
 from trainperf.workloads.protocol import read_steps
 
-CASE = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))
+CASE = Case(
+    family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",)
+)
 
 
 def test_steps_on_disk_counts_whole_lines_only(tmp_path: Path) -> None:
@@ -35,21 +40,29 @@ def test_steps_on_disk_counts_whole_lines_only(tmp_path: Path) -> None:
 def test_the_runner_records_the_cut_child_and_the_record_lapses_once_the_case_has_a_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = resolve({"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines")}, lambda _n: None, tmp_path)
+    settings = resolve(
+        {"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines")},
+        lambda _n: None,
+        tmp_path,
+    )
     context = open_run(settings, Detection(load_classes()["cpu"], None, None, False), tmp_path)
     context.say = lambda _line: None
 
     def cut_after_two_steps(command: list[str], *, log_dir: Path, **_kw: Any) -> None:
-        (log_dir / "steps.jsonl").write_text('{"step": 1, "duration_s": 3.0}\n{"step": 2, "duration_s": 5.0}\n')
+        (log_dir / "steps.jsonl").write_text(
+            '{"step": 1, "duration_s": 3.0}\n{"step": 2, "duration_s": 5.0}\n'
+        )
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("trainperf.runner.run_child", cut_after_two_steps)
+    monkeypatch.setattr("trainperf.run.process.run_child", cut_after_two_steps)
     with pytest.raises(KeyboardInterrupt):
-        CaseRunner(context).run_child(CASE, 12, repeat=0, total=3)
+        ChildLauncher(context).run(CASE, 12, repeat=0, total=3)
     cut = interruption.pending(context.run_dir)
     assert cut is not None and cut.ran_s is not None and cut.ran_s >= 0
     # 10 steps left at the median of the two done (4 s)
-    assert cut == interruption.Interruption(CASE.id, f"{CASE.id} run 1/3", f"cases/{CASE.id}/r1", 2, 12, cut.ran_s, 40.0)
+    assert cut == interruption.Interruption(
+        CASE.id, f"{CASE.id} run 1/3", f"cases/{CASE.id}/r1", 2, 12, cut.ran_s, 40.0
+    )
     line = interruption.describe(context.run_dir, cut)
     assert f"interrupted during {CASE.id} run 1/3 after 2/12 steps, " in line
     assert "at its pace it needed about 40s more" in line
@@ -66,15 +79,17 @@ def test_a_cut_cliff_probe_lapses_once_the_resumed_search_has_its_result(
     """A probe has no result of its own in the folder: the record waits for the search's. Seen on
     an H100: a resumed search finished, and its summary still said it was cut in the probe."""
     cli: dict[str, Any] = {"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines")}
-    context = open_run(resolve(cli, lambda _n: None, tmp_path), Detection(load_classes()["cpu"], None, None, False), tmp_path)
+    context = open_run(
+        resolve(cli, lambda _n: None, tmp_path), Detection(load_classes()["cpu"], None, None, False), tmp_path
+    )
     context.say = lambda _line: None
 
     def cut_at_once(command: list[str], **_kw: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("trainperf.runner.run_child", cut_at_once)
+    monkeypatch.setattr("trainperf.run.process.run_child", cut_at_once)
     with pytest.raises(KeyboardInterrupt):
-        CaseRunner(context).run_cliff(CASE, "batch_size", 1, 8)
+        run_cliff(CaseRunner(context), CASE, "batch_size", 1, 8)
     cliff_id = f"{CASE.id}-cliff-batch_size"
     cut = interruption.pending(context.run_dir)
     assert cut is not None and cut.settled_by == cliff_id and cut.case_id != cliff_id  # the probe's own id
@@ -86,7 +101,13 @@ def test_a_cut_cliff_probe_lapses_once_the_resumed_search_has_its_result(
 
 
 def test_a_record_of_an_older_run_without_the_pace_still_reads(tmp_path: Path) -> None:
-    old = {"case_id": "c", "label": "c run 1/1", "child_dir": "cases/c/r1", "steps_done": 3, "steps_requested": 9}
+    old = {
+        "case_id": "c",
+        "label": "c run 1/1",
+        "child_dir": "cases/c/r1",
+        "steps_done": 3,
+        "steps_requested": 9,
+    }
     (tmp_path / interruption.INTERRUPTED_FILE).write_text(json.dumps(old))
     cut = interruption.pending(tmp_path)
     assert cut is not None and "after 3/9 steps (its files" in interruption.describe(tmp_path, cut)
@@ -102,7 +123,7 @@ def test_a_corrupt_record_is_ignored(tmp_path: Path) -> None:
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 CASES = [Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",))]
 
@@ -126,7 +147,9 @@ def _processes_mentioning(text: str) -> list[int]:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
-def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_summary(tmp_path: Path, stop: int) -> None:
+def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_summary(
+    tmp_path: Path, stop: int
+) -> None:
     # SIGINT: Ctrl-C, `timeout --signal=INT`. SIGTERM: `timeout`'s default, a CI runner cancelling
     # a job; without a handler the parent died at once and the child trained on in its own session.
     (tmp_path / "test_catalogue.py").write_text(CATALOGUE)
@@ -134,7 +157,9 @@ def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_s
         sys.executable, "-m", "pytest", "-m", "cpu", "-q", "test_catalogue.py",
         "--perf-steps", "2000", "--perf-progress-interval", "1", "--perf-output", "reports", "--perf-baselines", "baselines",
     ]  # fmt: skip
-    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     assert process.stdout is not None
     seen: list[str] = []
     deadline = time.monotonic() + 240

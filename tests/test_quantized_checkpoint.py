@@ -29,7 +29,9 @@ TINY = load_model_fixture("qwen3_tiny")["config"]
 def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cache")
     info = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=root, say=lambda _: None)
-    assert not info.hit and info.marker["quantized_linears"] == 14  # 7 projections x 2 layers; lm_head stays bf16
+    assert (
+        not info.hit and info.marker["quantized_linears"] == 14
+    )  # 7 projections x 2 layers; lm_head stays bf16
     return info.path
 
 
@@ -83,7 +85,9 @@ def test_config_hash_keys_the_cache() -> None:
 
 def test_fused_experts_are_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedArchitecture, match="gpt_oss.*fused 3-D tensors.*model_path"):
-        ensure_checkpoint("gpt_oss_120b", load_model_fixture("gpt_oss_120b")["config"], device=CPU, root=tmp_path)
+        ensure_checkpoint(
+            "gpt_oss_120b", load_model_fixture("gpt_oss_120b")["config"], device=CPU, root=tmp_path
+        )
     assert not any(tmp_path.glob("*/*"))  # nothing half-written left behind
 
 
@@ -92,20 +96,29 @@ def test_the_room_asked_for_matches_what_is_written(tmp_path: Path, monkeypatch:
 
     asked: list[int] = []
     check = quantized_checkpoint.require_room
-    monkeypatch.setattr(quantized_checkpoint, "require_room", lambda folder, needed, what, **kw: (asked.append(needed), check(folder, needed, what, **kw)))
+    monkeypatch.setattr(
+        quantized_checkpoint,
+        "require_room",
+        lambda folder, needed, what, **kw: (asked.append(needed), check(folder, needed, what, **kw)),
+    )
     info = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=tmp_path, say=lambda _: None)
     written = json.loads((info.path / "model.safetensors.index.json").read_text())["metadata"]["total_size"]
     assert asked and abs(asked[0] / written - 1) < 0.03, (asked, written)
 
 
-def test_a_disk_too_small_is_one_line_before_any_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_disk_too_small_is_one_line_before_any_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from collections import namedtuple
 
     from trainperf.synth import cache, quantized_checkpoint
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(cache.shutil, "disk_usage", lambda _path: usage(10**9, 10**9 - 4096, 4096))
-    with pytest.raises(quantized_checkpoint.NotEnoughDisk, match=r"needs about .* GB under .* are free: point TRAINPERF_CACHE_DIR"):
+    with pytest.raises(
+        quantized_checkpoint.NotEnoughDisk,
+        match=r"needs about .* GB under .* are free: point TRAINPERF_CACHE_DIR",
+    ):
         ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=tmp_path, say=lambda _: None)
     assert list(tmp_path.iterdir()) == []  # no half-written entry left behind
 
@@ -121,6 +134,13 @@ def test_the_unsloth_case_is_skipped_with_that_line(tmp_path: Path, monkeypatch:
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(cache.shutil, "disk_usage", lambda _path: usage(10**9, 10**9 - 4096, 4096))
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path))
-    case = Case(family="sft_unsloth", environment="unsloth", model="qwen3_tiny", method="qlora", profile="short", batch_size=4)
+    case = Case(
+        family="sft_unsloth",
+        environment="unsloth",
+        model="qwen3_tiny",
+        method="qlora",
+        profile="short",
+        batch_size=4,
+    )
     with pytest.raises(SkipCase, match="TRAINPERF_CACHE_DIR"):
         _checkpoint(case, CPU, 0)

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main as cli_main
-from trainperf.monitor.nvml import Sample, write_samples
+from trainperf.measure.nvml import Sample, write_samples
 from trainperf.report.build import write_reports
 from trainperf.report.export import step_stats
-from trainperf.results import CaseResult, MetricValue, save_result
+from trainperf.result import CaseResult, MetricValue
+from trainperf.store.results import save_result
 from trainperf.traces.analysis import analyse
 from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
@@ -45,7 +46,14 @@ def _child(run_dir: Path, case_id: str, steps: list[dict], samples: list[Sample]
 
 def _steps(n: int, seconds: float, tokens: int = 400, **extra: object) -> list[dict]:
     return [
-        {"step": k, "t_end": T0 + k * seconds, "duration_s": seconds, "tokens": tokens, "allocated_b": (2 + k / n) * 2**30, **extra}
+        {
+            "step": k,
+            "t_end": T0 + k * seconds,
+            "duration_s": seconds,
+            "tokens": tokens,
+            "allocated_b": (2 + k / n) * 2**30,
+            **extra,
+        }
         for k in range(1, n + 1)
     ]
 
@@ -53,41 +61,93 @@ def _steps(n: int, seconds: float, tokens: int = 400, **extra: object) -> list[d
 def make_run(run_dir: Path) -> list[CaseResult]:
     """A run folder with a traced, regressed GPU case; an OOM cliff with probes; an RL case with phases."""
     run_dir.mkdir(parents=True)
-    (run_dir / "run.json").write_text(json.dumps({"sessions": [{"gpu_class": "h100", "started": "2026-11-21", "idle_mem_b": 2**29}]}))
-    samples = [Sample(T0 + i * 0.5, int((3 + i / 10) * 2**30), 300.0 + i, None, 1900, 60, 0) for i in range(20)]
-    base, slow = (analyse(load_trace(TRACES / name)) for name in ("gpu_step.json", "gpu_step_host_bound.json"))
+    (run_dir / "run.json").write_text(
+        json.dumps({"sessions": [{"gpu_class": "h100", "started": "2026-11-21", "idle_mem_b": 2**29}]})
+    )
+    samples = [
+        Sample(T0 + i * 0.5, int((3 + i / 10) * 2**30), 300.0 + i, None, 1900, 60, 0) for i in range(20)
+    ]
+    base, slow = (
+        analyse(load_trace(TRACES / name)) for name in ("gpu_step.json", "gpu_step_host_bound.json")
+    )
     step_times = [0.80, 0.82, 0.81, 0.83, 0.80]
     lora = CaseResult(
-        case_id="sft_hf-qwen3_8b-lora-short-b4", case=_case("qwen3_8b", 4), gpu_class="h100", outcome="ok",
-        metrics={"step_time_s": MetricValue(0.81, "s", step_times), "tokens_per_s": MetricValue(490.0, "tok/s")},
+        case_id="sft_hf-qwen3_8b-lora-short-b4",
+        case=_case("qwen3_8b", 4),
+        gpu_class="h100",
+        outcome="ok",
+        metrics={
+            "step_time_s": MetricValue(0.81, "s", step_times),
+            "tokens_per_s": MetricValue(490.0, "tok/s"),
+        },
         runs=[{"dir": _child(run_dir, "sft_hf-qwen3_8b-lora-short-b4", _steps(8, 0.8), samples)}],
         verdict={
             "verdict": "regressed",
             "reason": "step_time_s +12%",
-            "metrics": [{"metric": "step_time_s", "verdict": "regressed", "ratio": 1.12, "interval": [1.08, 1.15],
-                         "baseline": 0.72, "current": 0.81, "gated": True}],
+            "metrics": [
+                {
+                    "metric": "step_time_s",
+                    "verdict": "regressed",
+                    "ratio": 1.12,
+                    "interval": [1.08, 1.15],
+                    "baseline": 0.72,
+                    "current": 0.81,
+                    "gated": True,
+                }
+            ],
             "trace_diff": trace_diff(base, slow),
         },
         trace={"summary": slow, "file": "traces/x/r1.pt.trace.json.gz", "bytes": 3 * 2**20},
     )
-    probes = [{"value": v, "fits": v <= 8, "outcome": "ok" if v <= 8 else "oom", "note": ""} for v in (1, 4, 8, 9, 16)]
+    probes = [
+        {"value": v, "fits": v <= 8, "outcome": "ok" if v <= 8 else "oom", "note": ""}
+        for v in (1, 4, 8, 9, 16)
+    ]
     for probe in probes:
         if probe["fits"]:
-            _child(run_dir, f"sft_hf-qwen3_tiny-lora-short-b{probe['value']}", _steps(3, 0.1 + 0.01 * probe["value"], tokens=100 * probe["value"]))
+            _child(
+                run_dir,
+                f"sft_hf-qwen3_tiny-lora-short-b{probe['value']}",
+                _steps(3, 0.1 + 0.01 * probe["value"], tokens=100 * probe["value"]),
+            )
     cliff = CaseResult(
-        case_id="sft_hf-qwen3_tiny-lora-short-b4-cliff-batch_size", case=_case("qwen3_tiny", 4), gpu_class="h100", outcome="ok",
-        cliff={"axis": "batch_size", "probes": probes, "largest_fit": 8, "smallest_oom": 9, "launched": 5, "confirmed": True,
-               "summary": "batch_size 8 fits, 9 runs out of memory"},
+        case_id="sft_hf-qwen3_tiny-lora-short-b4-cliff-batch_size",
+        case=_case("qwen3_tiny", 4),
+        gpu_class="h100",
+        outcome="ok",
+        cliff={
+            "axis": "batch_size",
+            "probes": probes,
+            "largest_fit": 8,
+            "smallest_oom": 9,
+            "launched": 5,
+            "confirmed": True,
+            "summary": "batch_size 8 fits, 9 runs out of memory",
+        },
         verdict={"verdict": "pass"},
     )
     rl_steps = _steps(4, 2.0, phases={"generate": 1.4, "update_actor": 0.4, "reference": 0.1})
     rl = CaseResult(
-        case_id="grpo-qwen3_tiny-lora-short-b4", case=_case("qwen3_tiny", 4, family="grpo"), gpu_class="h100", outcome="ok",
+        case_id="grpo-qwen3_tiny-lora-short-b4",
+        case=_case("qwen3_tiny", 4, family="grpo"),
+        gpu_class="h100",
+        outcome="ok",
         metrics={"step_time_s": MetricValue(2.0, "s", [2.0, 2.0, 2.0])},
-        runs=[{"dir": _child(run_dir, "grpo-qwen3_tiny-lora-short-b4", rl_steps)}], verdict={"verdict": "new"},
+        runs=[{"dir": _child(run_dir, "grpo-qwen3_tiny-lora-short-b4", rl_steps)}],
+        verdict={"verdict": "new"},
     )
-    (run_dir / "compare.json").write_text(json.dumps({"cases": [{"case_id": lora.case_id, "metrics": [
-        {"metric": "step_time_s", "ratio": 0.97, "interval": [0.95, 1.01]}]}]}))
+    (run_dir / "compare.json").write_text(
+        json.dumps(
+            {
+                "cases": [
+                    {
+                        "case_id": lora.case_id,
+                        "metrics": [{"metric": "step_time_s", "ratio": 0.97, "interval": [0.95, 1.01]}],
+                    }
+                ]
+            }
+        )
+    )
     results = [lora, cliff, rl]
     for result in results:
         save_result(run_dir / "results" / f"{result.case_id}.json", result)
@@ -112,7 +172,9 @@ def test_reports_are_written_and_say_what_was_measured(tmp_path: Path) -> None:
     assert page.count('class="mark"') >= 3  # the OOM probes and the cliff line
 
 
-def test_trainperf_report_rebuilds_from_result_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_trainperf_report_rebuilds_from_result_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = tmp_path / "run"
     make_run(run_dir)
     assert cli_main(["report", str(run_dir)]) == 0
@@ -124,20 +186,33 @@ def test_benchmark_json_is_read_by_pytest_benchmark(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     write_reports(run_dir, make_run(run_dir), "t")
     data = json.loads((run_dir / "benchmark.json").read_text())
-    assert [b["name"] for b in data["benchmarks"]] == ["sft_hf-qwen3_8b-lora-short-b4", "grpo-qwen3_tiny-lora-short-b4"]
+    assert [b["name"] for b in data["benchmarks"]] == [
+        "sft_hf-qwen3_8b-lora-short-b4",
+        "grpo-qwen3_tiny-lora-short-b4",
+    ]
     stats = data["benchmarks"][0]["stats"]
     assert stats["median"] == pytest.approx(0.81) and stats["rounds"] == 5
     assert data["benchmarks"][0]["extra_info"]["trace_diff_verdict"] == "host-bound"
-    storage_mod = pytest.importorskip("pytest_benchmark.storage.file", reason="pytest-benchmark not installed (dev extra)")
+    storage_mod = pytest.importorskip(
+        "pytest_benchmark.storage.file", reason="pytest-benchmark not installed (dev extra)"
+    )
     from pytest_benchmark.logger import Logger
 
     storage = storage_mod.FileStorage(str(run_dir), default_machine_id="m", logger=Logger(Logger.QUIET))
     loaded = list(storage.load_benchmarks(str(run_dir / "benchmark.json")))
     assert {b["name"] for b in loaded} == {"sft_hf-qwen3_8b-lora-short-b4", "grpo-qwen3_tiny-lora-short-b4"}
     # Its own command line compares the file (as a CI step would).
-    cli = shutil.which("pytest-benchmark") or str(Path(shutil.which("pytest") or "pytest").with_name("pytest-benchmark"))
+    cli = shutil.which("pytest-benchmark") or str(
+        Path(shutil.which("pytest") or "pytest").with_name("pytest-benchmark")
+    )
     if Path(cli).is_file():
-        shown = subprocess.run([cli, "compare", str(run_dir / "benchmark.json")], capture_output=True, text=True, timeout=60, check=False)
+        shown = subprocess.run(
+            [cli, "compare", str(run_dir / "benchmark.json")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert shown.returncode == 0, shown.stderr
         assert "sft_hf-qwen3_8b-lora-short-b4" in shown.stdout
 
@@ -148,7 +223,9 @@ def test_step_stats_follow_pytest_benchmark_fields() -> None:
     assert s["iqr_outliers"] == 1 and s["hd15iqr"] == 4.0 and s["outliers"] == "1;1"
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; .ci/run does)")
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; .ci/run does)"
+)
 def test_html_renders_in_headless_chromium_without_script_errors(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     write_reports(run_dir, make_run(run_dir), "trainperf h100: run")

@@ -10,18 +10,30 @@ from trainperf.case import Case
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
 from trainperf.report.side_by_side import render, table
-from trainperf.results import CaseResult, MetricValue, save_result
+from trainperf.result import CaseResult, MetricValue
+from trainperf.store.results import save_result
 
 
-def result(family: str, method: str, batch: int, tokens: float, peak: float, gpu_class: str = "h100") -> CaseResult:
-    case = Case(family=family, model="qwen3_8b", method=method, profile="long", batch_size=batch, gpu_classes=(gpu_class,))  # type: ignore[arg-type]
+def result(
+    family: str, method: str, batch: int, tokens: float, peak: float, gpu_class: str = "h100"
+) -> CaseResult:
+    case = Case(
+        family=family,
+        model="qwen3_8b",
+        method=method,
+        profile="long",
+        batch_size=batch,
+        gpu_classes=(gpu_class,),
+    )  # type: ignore[arg-type]
     metrics = {
         "tokens_per_s": MetricValue(tokens, "tok/s"),
         "peak_allocated_gib": MetricValue(peak, "GiB"),
         "samples_per_hour": MetricValue(tokens * 4.18, "samples/h"),
         "step_time_s": MetricValue(batch * 861 / tokens, "s"),
     }
-    return CaseResult(case_id=case.id, case=case.to_dict(), gpu_class=gpu_class, outcome="ok", metrics=metrics)
+    return CaseResult(
+        case_id=case.id, case=case.to_dict(), gpu_class=gpu_class, outcome="ok", metrics=metrics
+    )
 
 
 RESULTS = [

@@ -31,13 +31,30 @@ def test_a_newline_is_one_token_as_verls_qwen_chatml_builder_requires() -> None:
     assert len(newline) == 1
     im_start, im_end = (tokenizer.convert_tokens_to_ids(t) for t in CHATML_TOKENS[:2])
     assert {im_start, im_end, newline[0]} == {151_933, 151_934, 151_935}
-    assert tokenizer.encode("w7\n<|im_end|>\nw8", add_special_tokens=False) == [7, newline[0], im_end, newline[0], 8]
+    assert tokenizer.encode("w7\n<|im_end|>\nw8", add_special_tokens=False) == [
+        7,
+        newline[0],
+        im_end,
+        newline[0],
+        8,
+    ]
 
 
 def test_the_chat_template_is_chatml_and_has_no_unknown_tokens() -> None:
     tokenizer = build_tokenizer(1000)
     ids = chat_ids(tokenizer, [{"role": "user", "content": "w5 w6"}])
-    assert tokenizer.convert_ids_to_tokens(ids) == ["<|im_start|>", "user", "\n", "w5", "w6", "<|im_end|>", "\n", "<|im_start|>", "assistant", "\n"]
+    assert tokenizer.convert_ids_to_tokens(ids) == [
+        "<|im_start|>",
+        "user",
+        "\n",
+        "w5",
+        "w6",
+        "<|im_end|>",
+        "\n",
+        "<|im_start|>",
+        "assistant",
+        "\n",
+    ]
     assert tokenizer.unk_token_id not in ids
 
 

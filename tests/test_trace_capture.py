@@ -14,9 +14,12 @@ torch = pytest.importorskip("torch")
 
 
 def toy_run(tmp_path: Path, plan: TracePlan) -> tuple[list[dict], dict]:
+    from trainperf.workloads.protocol import ChildSpec
     from trainperf.workloads.recorder import StepRecorder
 
-    recorder = StepRecorder(tmp_path / "steps.jsonl", {"device": "cpu", "trace": plan.to_spec()})
+    recorder = StepRecorder(
+        tmp_path / "steps.jsonl", ChildSpec(case={}, steps=0, out_dir=str(tmp_path), trace=plan.to_spec())
+    )
     model = torch.nn.Linear(32, 32)
     optimizer = torch.optim.AdamW(model.parameters())
     recorder.begin()

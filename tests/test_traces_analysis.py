@@ -40,13 +40,24 @@ def test_gpu_busy_fraction_and_idle_split_match_the_fixture() -> None:
 def test_kernel_categories_top_kernels_and_launch_overhead() -> None:
     s = summary("gpu_step.json")
     assert s["categories_ms"] == pytest.approx(
-        {"matmul": 0.3, "attention": 0.2, "elementwise": 0.1, "reduction/norm": 0.05, "memory": 0.05, "optimizer": 0.05}
+        {
+            "matmul": 0.3,
+            "attention": 0.2,
+            "elementwise": 0.1,
+            "reduction/norm": 0.05,
+            "memory": 0.05,
+            "optimizer": 0.05,
+        }
     )
     # The foreach kernel has no optimizer in its name: it counts as optimizer because it was
     # launched inside the Optimizer.step region.
     assert categorise("multi_tensor_apply_kernel<PointwiseOpScalarFunctor>") != "optimizer"
     top = s["top"][0]
-    assert top["name"].startswith("cutlass::Kernel2") and top["category"] == "matmul" and top["share"] == pytest.approx(0.4)
+    assert (
+        top["name"].startswith("cutlass::Kernel2")
+        and top["category"] == "matmul"
+        and top["share"] == pytest.approx(0.4)
+    )
     assert s["launch"]["kernels"] == 5 and s["launch"]["launch_calls"] == 5
     assert s["launch"]["runtime_us_per_kernel"] == pytest.approx(6.0)  # six 5 us API calls over five kernels
 
@@ -81,11 +92,27 @@ def test_diff_is_attached_only_to_a_timing_regression_with_traces_on_both_sides(
 
 def test_cpu_trace_reports_the_main_thread(tmp_path: Path) -> None:
     ops = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#3",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 100,
+        },
         {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50},
         {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 15, "dur": 40},
         {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 70, "dur": 10},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 0, "dur": 100},  # another thread
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 2,
+            "ts": 0,
+            "dur": 100,
+        },  # another thread
     ]
     path = tmp_path / "w.pt.trace.json.gz"
     with gzip.open(path, "wt") as handle:

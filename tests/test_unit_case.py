@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case, Outcome
+from trainperf.families import family_of
 
 
 def _case(**kw: Any) -> Case:
@@ -84,7 +85,8 @@ def test_expectation() -> None:
 
 
 def test_samples_per_step() -> None:
-    assert _case(batch_size=4, grad_accum=2, gpus=2).samples_per_step == 16
+    case = _case(batch_size=4, grad_accum=2, gpus=2)
+    assert family_of(case.family).samples_per_step(case) == 16
 
 
 def test_outcome_failure_to_run() -> None:

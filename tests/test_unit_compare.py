@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.compare: metric verdicts (paired and unpaired) and case verdicts."""
+"""Unit tests of trainperf.judge.compare: metric verdicts (paired and unpaired) and case verdicts."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from trainperf import stats
-from trainperf.compare import Verdict, compare_case, compare_metric
-from trainperf.metrics import METRICS, with_tolerances
-from trainperf.results import CaseResult, MetricValue
+from trainperf.judge import stats
+from trainperf.judge.compare import Verdict, compare_case, compare_metric
+from trainperf.judge.metrics import METRICS, with_tolerances
+from trainperf.result import CaseResult, MetricValue
 
 STEP = METRICS["step_time_s"]
 TPS = METRICS["tokens_per_s"]
@@ -312,3 +312,45 @@ def test_single_run_baseline_pairs_every_step() -> None:
     baseline = _pooled([_h100_like_run(0)])
     verdict = compare_metric(STEP, _pooled([_h100_like_run(1)]), baseline)
     assert verdict.note == "paired over 16 steps"
+
+
+def test_timing_on_another_cpu_host_is_shown_with_both_hosts_not_gated() -> None:
+    """Two hosts that both report "AMD EPYC" but differ in family and ISA: the timing verdict is
+    shown, the case passes, and the reason names what was compared with what."""
+    from trainperf.judge.compare import timing_comparable
+
+    base_host = {
+        "cpu_model": "AMD EPYC",
+        "cpu_id": "AuthenticAMD family 25 model 1 stepping 1",
+        "cpu_isa": "avx2 fma",
+    }
+    this_host = {
+        "cpu_model": "AMD EPYC",
+        "cpu_id": "AuthenticAMD family 23 model 1 stepping 2",
+        "cpu_isa": "avx2 fma",
+    }
+    baseline = _result(metrics=_ok_metrics(), fingerprint=base_host)
+    current = _result(metrics=_ok_metrics(step_scale=2.3), fingerprint=this_host)
+    comparable, why = timing_comparable(baseline, current, ("cpu_model", "cpu_id", "cpu_isa", "cpu_count"))
+    assert not comparable
+    assert "family 25" in why and "family 23" in why and "cpu_isa" not in why
+    verdict = _judge(current, baseline, timing_comparable=comparable, timing_note=why)
+    assert verdict.verdict is Verdict.PASS and not verdict.fails
+    assert "not gated" in verdict.reason and "family 25" in verdict.reason
+    step = next(m for m in verdict.metrics if m.metric == "step_time_s")
+    assert step.verdict is Verdict.REGRESSED and not step.gated and "another host" in step.note
+
+
+def test_timing_on_the_same_cpu_host_still_gates() -> None:
+    from trainperf.judge.compare import timing_comparable
+
+    host = {
+        "cpu_model": "AMD EPYC",
+        "cpu_id": "AuthenticAMD family 23 model 1 stepping 2",
+        "cpu_isa": "avx2 fma",
+    }
+    baseline = _result(metrics=_ok_metrics(), fingerprint=host)
+    current = _result(metrics=_ok_metrics(step_scale=2.3), fingerprint=dict(host))
+    comparable, why = timing_comparable(baseline, current, ("cpu_model", "cpu_id", "cpu_isa"))
+    assert comparable and why == ""
+    assert _judge(current, baseline, timing_comparable=comparable).verdict is Verdict.REGRESSED

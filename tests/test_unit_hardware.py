@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.hardware: the shipped GPU classes and device-name classification."""
+"""Unit tests of trainperf.measure.hardware: the shipped GPU classes and device-name classification."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import TrainperfError
-from trainperf.hardware import HARDWARE_DIR, GpuClass, classify, load_classes
+from trainperf.measure.hardware import HARDWARE_DIR, GpuClass, classify, load_classes
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 
-from trainperf.hygiene import GpuState, check, judge, throttle_names
-from trainperf.runner import gpu_notes
+from trainperf.measure.hygiene import GpuState, check, judge, throttle_names
+from trainperf.run.case_runner import gpu_notes
 
 
 def test_idle_gpu_at_full_clocks_is_clean() -> None:
-    state = GpuState("0", processes=(), sm_clock_mhz=1980, sm_clock_max_mhz=1980, power_limit_w=700.0, clock_event_reasons=0x1)
+    state = GpuState(
+        "0",
+        processes=(),
+        sm_clock_mhz=1980,
+        sm_clock_max_mhz=1980,
+        power_limit_w=700.0,
+        clock_event_reasons=0x1,
+    )
     hygiene = judge([state])
     assert hygiene.clean and hygiene.problems() == []
     assert hygiene.to_dict()["gpus"][0]["power_limit_w"] == 700.0

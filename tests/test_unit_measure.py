@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.measure on a synthetic child record and fake NVML samples.
+"""Unit tests of trainperf.measure.measurement on a synthetic child record and fake NVML samples.
 
 Times are chosen to be exact in binary floating point (multiples of 1/8 s) so the steady
 window's edges fall on sample times and the hand computations are exact.
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from trainperf.measure import GIB, measure_run, pool_runs
-from trainperf.monitor.nvml import Sample
+from trainperf.measure.measurement import GIB, measure_run, pool_runs
+from trainperf.measure.nvml import Sample
 
 T0 = 1000.0
 POWER_W = 300.0

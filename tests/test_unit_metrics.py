@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.metrics: tolerance overrides, timing scale, pyproject reading."""
+"""Unit tests of trainperf.judge.metrics: tolerance overrides, timing scale, pyproject reading."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import TrainperfError
-from trainperf.metrics import METRICS, tolerances_from_pyproject, with_tolerances
+from trainperf.judge.metrics import METRICS, tolerances_from_pyproject, with_tolerances
 from trainperf.paths import REPO_ROOT
 
 

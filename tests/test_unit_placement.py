@@ -10,12 +10,17 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import TrainperfError
-from trainperf.placement import Placement, lock_order, reserve, visible_devices, worker_index
+from trainperf.measure.placement import Placement, lock_order, reserve, visible_devices, worker_index
 
 
 def test_worker_owns_gpu_of_its_number_and_wraps() -> None:
     devices = ("0", "1")
-    assert [Placement(devices, worker_index(w)).own for w in (None, "gw0", "gw1", "gw2")] == ["0", "0", "1", "0"]
+    assert [Placement(devices, worker_index(w)).own for w in (None, "gw0", "gw1", "gw2")] == [
+        "0",
+        "0",
+        "1",
+        "0",
+    ]
     assert Placement((), 0).own is None
 
 
@@ -38,7 +43,10 @@ def test_visible_devices_follow_cuda_visible_devices(monkeypatch: pytest.MonkeyP
 
 def test_locks_are_taken_in_one_global_order() -> None:
     assert lock_order(["1", "0"], ["0", "1"]) == ["0", "1"]
-    assert lock_order(["GPU-b", "GPU-a"], ["GPU-b", "GPU-a"]) == ["GPU-b", "GPU-a"]  # visible order, not names
+    assert lock_order(["GPU-b", "GPU-a"], ["GPU-b", "GPU-a"]) == [
+        "GPU-b",
+        "GPU-a",
+    ]  # visible order, not names
 
 
 def _hold(devices: list[str], folder: str, hold_s: float, log: object) -> None:
@@ -76,21 +84,21 @@ def test_lock_is_free_again_after_the_block(tmp_path: Path) -> None:
 
 
 def test_n_auto_means_one_worker_per_visible_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    from trainperf import workers
+    from trainperf import xdist
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    assert workers.auto_workers() == 2
+    assert xdist.auto_workers() == 2
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert workers.auto_workers() is None  # no GPU: xdist's own default (one per core)
+    assert xdist.auto_workers() is None  # no GPU: xdist's own default (one per core)
 
 
 def test_controller_stamp_never_reuses_an_earlier_run_folder(tmp_path: Path) -> None:
     from datetime import datetime
 
-    from trainperf import workers
+    from trainperf import xdist
 
     now = datetime(2026, 11, 21, 23, 15, 0)
-    assert workers.new_stamp(tmp_path, now) == "20261121-231500"
+    assert xdist.new_stamp(tmp_path, now) == "20261121-231500"
     (tmp_path / "20261121-231500-h200").mkdir()
-    assert workers.new_stamp(tmp_path, now) == "20261121-231500.2"
-    assert workers.run_dirs(tmp_path, "20261121-231500") == [tmp_path / "20261121-231500-h200"]
+    assert xdist.new_stamp(tmp_path, now) == "20261121-231500.2"
+    assert xdist.run_dirs(tmp_path, "20261121-231500") == [tmp_path / "20261121-231500-h200"]

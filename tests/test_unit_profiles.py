@@ -91,8 +91,28 @@ def test_missing_profile_is_one_line_error(tmp_path: Path) -> None:
             }
         ),
         json.dumps([1, 2, 3]),
-        json.dumps({"name": "bad", "mean_tokens": 900, "max_tokens": 512, "min_tokens": 8, "sigma": 0.5, "pool_size": 10, "seed": 1}),
-        json.dumps({"name": "bad", "mean_tokens": 100, "max_tokens": 512, "min_tokens": 8, "sigma": -1, "pool_size": 10, "seed": 1}),
+        json.dumps(
+            {
+                "name": "bad",
+                "mean_tokens": 900,
+                "max_tokens": 512,
+                "min_tokens": 8,
+                "sigma": 0.5,
+                "pool_size": 10,
+                "seed": 1,
+            }
+        ),
+        json.dumps(
+            {
+                "name": "bad",
+                "mean_tokens": 100,
+                "max_tokens": 512,
+                "min_tokens": 8,
+                "sigma": -1,
+                "pool_size": 10,
+                "seed": 1,
+            }
+        ),
     ],
 )
 def test_invalid_profile_is_one_line_error(tmp_path: Path, text: str) -> None:

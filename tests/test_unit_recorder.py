@@ -7,17 +7,24 @@ from pathlib import Path
 import pytest
 import torch
 
+from trainperf.workloads.protocol import ChildSpec
 from trainperf.workloads.recorder import StepRecorder
 
 
-def _cuda_recorder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, allocated: int, reserved: int) -> StepRecorder:
+def _cuda_recorder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, allocated: int, reserved: int
+) -> StepRecorder:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: allocated)
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device=None: reserved)
-    return StepRecorder(tmp_path / "steps.jsonl", {"device": "cuda:0"})
+    return StepRecorder(
+        tmp_path / "steps.jsonl", ChildSpec(case={}, steps=0, out_dir=str(tmp_path), device="cuda:0")
+    )
 
 
-def test_a_process_that_trained_on_the_gpu_reports_its_peaks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_process_that_trained_on_the_gpu_reports_its_peaks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     recorder = _cuda_recorder(tmp_path, monkeypatch, allocated=7 << 30, reserved=8 << 30)
     assert recorder.memory_summary() == {"peak_allocated_b": 7 << 30, "peak_reserved_b": 8 << 30}
 
@@ -31,4 +38,9 @@ def test_a_process_that_allocated_nothing_reports_no_figure_not_zero(
 
 
 def test_a_cpu_run_reports_no_gpu_figures(tmp_path: Path) -> None:
-    assert StepRecorder(tmp_path / "steps.jsonl", {"device": "cpu"}).memory_summary() == {}
+    assert (
+        StepRecorder(
+            tmp_path / "steps.jsonl", ChildSpec(case={}, steps=0, out_dir=str(tmp_path))
+        ).memory_summary()
+        == {}
+    )

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainperf.compare import compare_case
-from trainperf.metrics import with_tolerances
+from trainperf.judge.compare import compare_case
+from trainperf.judge.metrics import with_tolerances
 from trainperf.report.table import failure_detail, render_markdown, render_text
-from trainperf.results import CaseResult, MetricValue
+from trainperf.result import CaseResult, MetricValue
 
 
 def _result(
-    case_id: str, outcome: str, metrics: dict[str, float], verdict: dict[str, Any], estimate_gib: float | None = None
+    case_id: str,
+    outcome: str,
+    metrics: dict[str, float],
+    verdict: dict[str, Any],
+    estimate_gib: float | None = None,
 ) -> CaseResult:
     units = {"step_time_s": "s", "tokens_per_s": "tok/s", "peak_allocated_gib": "GiB"}
     return CaseResult(

@@ -1,4 +1,4 @@
-"""Unit tests of result files (trainperf.results) and the baseline store (trainperf.baseline)."""
+"""Unit tests of result files (trainperf.store.results) and the baseline store (trainperf.store.baselines)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from trainperf.baseline import BaselineStore
 from trainperf.errors import TrainperfError
-from trainperf.results import SCHEMA_VERSION, CaseResult, MetricValue, load_result, save_result
+from trainperf.result import SCHEMA_VERSION, CaseResult, MetricValue
+from trainperf.store.baselines import BaselineStore
+from trainperf.store.results import load_result, save_result
 
 CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 

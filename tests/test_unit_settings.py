@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.settings.resolve: precedence, validation and path resolution."""
+"""Unit tests of trainperf.run.settings.resolve: precedence, validation and path resolution."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from trainperf.errors import TrainperfError
-from trainperf.settings import OPTIONS, resolve
+from trainperf.run.settings import OPTIONS, resolve
 
 
 @pytest.fixture(autouse=True)

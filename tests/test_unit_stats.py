@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.stats: summaries, warm-up detection, the rank test and the bootstrap tests."""
+"""Unit tests of trainperf.judge.stats: summaries, warm-up detection, the rank test and the bootstrap tests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from trainperf import stats
+from trainperf.judge import stats
 
 # -- median / quantile / mad ------------------------------------------------------------------
 

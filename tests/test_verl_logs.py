@@ -17,12 +17,22 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main
-from trainperf.verl.classify import classify_failure
-from trainperf.verl.logs import parse_console_line, read_records, remainder_s
+from trainperf.workloads.verl.classify import classify_failure
+from trainperf.workloads.verl.logs import parse_console_line, read_records, remainder_s
 
 DATA = Path(__file__).parent / "data" / "verl"
 VERSIONS = ("0.7.0", "0.8.0", "0.9.1")
-ENGINE_PHASES = ["gen", "reward", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor", "update_weights"]
+ENGINE_PHASES = [
+    "gen",
+    "reward",
+    "old_log_prob",
+    "ref",
+    "values",
+    "adv",
+    "update_critic",
+    "update_actor",
+    "update_weights",
+]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -51,7 +61,9 @@ def test_phases_step_tokens_throughput_and_memory_under_each_releases_names(vers
 
 
 def test_console_values_printed_as_numpy_scalars_and_behind_rays_prefix() -> None:
-    parsed = parse_console_line("(TaskRunner pid=7) step:4 - a/b:np.float64(-0.5) - n:3 - flag:True - text:abc")
+    parsed = parse_console_line(
+        "(TaskRunner pid=7) step:4 - a/b:np.float64(-0.5) - n:3 - flag:True - text:abc"
+    )
     assert parsed == (4, {"a/b": -0.5, "n": 3.0, "flag": 1.0})
     assert parse_console_line("(TaskRunner pid=7) Training Progress: 1/3") is None
 

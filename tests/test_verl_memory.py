@@ -9,14 +9,16 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import load_catalogue
-from trainperf.hardware import load_classes
+from trainperf.families.rl_verl.floor import over_the_floor, update_floor
+from trainperf.measure.detection import Detection
+from trainperf.measure.hardware import load_classes
 from trainperf.paths import REPO_ROOT
-from trainperf.results import load_result
-from trainperf.runner import CaseRunner
-from trainperf.session import Detection, open_run
-from trainperf.settings import resolve
-from trainperf.verl.memory import over_the_floor, update_floor
+from trainperf.run.case_runner import CaseRunner
+from trainperf.run.catalogue import load_catalogue
+from trainperf.run.cliff import run_cliff
+from trainperf.run.context import open_run
+from trainperf.run.settings import resolve
+from trainperf.store.results import load_result
 
 CATALOGUE = load_catalogue(REPO_ROOT)
 PPO_3B_ONE_GPU = "rl_verl-qwen2_5_3b-full-gsm8k-b256-mb1-algppo-engvllm-mini128-n1-p1024-r1024-tp1"
@@ -40,7 +42,9 @@ def test_the_floor_shards_over_the_gpus_and_offload_leaves_the_reference_off_the
     floor = update_floor(CATALOGUE[PHI_4_GRPO])
     assert floor is not None and floor.critic_b == 0 and floor.reference_b == 0  # GRPO, offl=1
     assert floor.actor_b == 14_659_507_200 * 16 / 8
-    without_offload = CATALOGUE[PHI_4_GRPO].replace(extra=tuple(kv for kv in CATALOGUE[PHI_4_GRPO].extra if kv[0] != "offl"))
+    without_offload = CATALOGUE[PHI_4_GRPO].replace(
+        extra=tuple(kv for kv in CATALOGUE[PHI_4_GRPO].extra if kv[0] != "offl")
+    )
     kept = update_floor(without_offload)
     assert kept is not None and kept.reference_b == 14_659_507_200 * 2 / 8
 
@@ -55,7 +59,9 @@ def test_e1s_published_ooms_are_over_the_floor_and_its_fits_under_it() -> None:
 
 
 def test_no_floor_outside_verl_or_for_a_local_checkpoint() -> None:
-    sft = Case(family="sft_hf", model="qwen3_8b", method="lora", profile="short", batch_size=4, gpu_classes=("h100",))
+    sft = Case(
+        family="sft_hf", model="qwen3_8b", method="lora", profile="short", batch_size=4, gpu_classes=("h100",)
+    )
     assert update_floor(sft) is None
     assert update_floor(CATALOGUE[PPO_3B_ONE_GPU].replace(model_path="/models/qwen2.5-3b")) is None
 
@@ -70,35 +76,51 @@ def test_every_measured_verl_peak_lies_above_its_floor(path: Path) -> None:
     floor = update_floor(Case.from_dict(baseline.case))
     assert floor is not None
     if baseline.outcome == "ok" and peak is not None:
-        assert peak.value >= floor.total_gib, f"measured {peak.value:.1f} GiB under the floor {floor.total_gib:.1f}"
+        assert peak.value >= floor.total_gib, (
+            f"measured {peak.value:.1f} GiB under the floor {floor.total_gib:.1f}"
+        )
     elif baseline.cliff and baseline.cliff.get("largest_fit") is None:  # nothing fit on this GPU
         assert floor.total_gib > load_classes()[baseline.gpu_class].memory_gib
     else:
         pytest.skip(f"outcome {baseline.outcome}: no peak allocation to compare")
 
 
-def _h100_runner(tmp_path: Path, launched: list[int], fits_at: int | None, monkeypatch: pytest.MonkeyPatch) -> CaseRunner:
+def _h100_runner(
+    tmp_path: Path, launched: list[int], fits_at: int | None, monkeypatch: pytest.MonkeyPatch
+) -> CaseRunner:
     cli: dict[str, Any] = {"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines")}
-    context = open_run(resolve(cli, lambda _n: None, tmp_path), Detection(load_classes()["cpu"], None, None, False), tmp_path)
+    context = open_run(
+        resolve(cli, lambda _n: None, tmp_path), Detection(load_classes()["cpu"], None, None, False), tmp_path
+    )
     context.say = lambda _line: None
     context.gpu_class, context.device = load_classes()["h100"], "0"  # as on an H100, without NVML here
     runner = CaseRunner(context)
     assert runner.on_gpu
 
-    def fake_runs(case: Case, steps: int, result: Any, measurements: Any, count: int, purpose: str = "", **_kw: Any) -> None:
+    def fake_runs(
+        case: Case, steps: int, result: Any, measurements: Any, count: int, purpose: str = "", **_kw: Any
+    ) -> None:
         assert case.micro_batch_size is not None
         launched.append(case.micro_batch_size)
         if fits_at is None or case.micro_batch_size > fits_at:
             result.outcome, result.message = "oom", "out of memory (fake)"
 
-    monkeypatch.setattr(runner, "_add_runs", fake_runs)
+    monkeypatch.setattr(runner, "add_runs", fake_runs)
     return runner
 
 
-def test_the_3b_cliff_on_an_h100_launches_only_its_confirmation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_3b_cliff_on_an_h100_launches_only_its_confirmation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Measured: 8, 2 and 1 each ran out after 7 minutes of set-up; the floor rules all out."""
     launched: list[int] = []
-    report = _h100_runner(tmp_path, launched, None, monkeypatch).run_cliff(CATALOGUE[PPO_3B_ONE_GPU], "micro_batch_size", 1, 512)
+    report = run_cliff(
+        _h100_runner(tmp_path, launched, None, monkeypatch),
+        CATALOGUE[PPO_3B_ONE_GPU],
+        "micro_batch_size",
+        1,
+        512,
+    )
     cliff = report.result.cliff
     assert cliff is not None and cliff["largest_fit"] is None and cliff["confirmed"]
     assert launched == [1]  # the confirmation at the low end, a real launch
@@ -110,7 +132,13 @@ def test_a_floor_proved_wrong_by_the_confirmation_leaves_the_cliff_unconfirmed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     launched: list[int] = []
-    report = _h100_runner(tmp_path, launched, 4, monkeypatch).run_cliff(CATALOGUE[PPO_3B_ONE_GPU], "micro_batch_size", 1, 512)
+    report = run_cliff(
+        _h100_runner(tmp_path, launched, 4, monkeypatch),
+        CATALOGUE[PPO_3B_ONE_GPU],
+        "micro_batch_size",
+        1,
+        512,
+    )
     assert report.result.cliff is not None and not report.result.cliff["confirmed"]
     assert report.verdict.verdict.value == "noisy"
 
@@ -127,8 +155,15 @@ def test_the_reason_names_the_floor_and_the_limit() -> None:
     assert over_the_floor(malformed, 79.2) is None  # left to pre-flight's config_error
 
 
-def test_a_case_over_its_floor_says_so_beside_its_oom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_case_over_its_floor_says_so_beside_its_oom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     launched: list[int] = []
-    report = _h100_runner(tmp_path, launched, None, monkeypatch).run(CATALOGUE[PPO_3B_ONE_GPU].replace(micro_batch_size=16))
+    report = _h100_runner(tmp_path, launched, None, monkeypatch).run(
+        CATALOGUE[PPO_3B_ONE_GPU].replace(micro_batch_size=16)
+    )
     assert launched == [16] and report.result.outcome == "oom"  # still launched: the user asked for it
-    assert any(note.startswith("expected to run out of memory at any micro-batch: verl's states") for note in report.notes)
+    assert any(
+        note.startswith("expected to run out of memory at any micro-batch: verl's states")
+        for note in report.notes
+    )

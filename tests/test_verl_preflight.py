@@ -25,15 +25,17 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.catalogue import load_catalogue
 from trainperf.errors import TrainperfError
-from trainperf.hardware import load_classes
-from trainperf.runner import CaseRunner, preflight
-from trainperf.session import Detection, open_run
-from trainperf.settings import resolve
-from trainperf.verl.knobs import knobs_of
-from trainperf.verl.preflight import check, check_case
-from trainperf.verl.versions import CATALOGUE_VERL_VERSION, effective_version, rule_set
+from trainperf.families import preflight
+from trainperf.families.rl_verl.knobs import knobs_of
+from trainperf.families.rl_verl.preflight import check, check_case
+from trainperf.families.rl_verl.versions import CATALOGUE_VERL_VERSION, effective_version, rule_set
+from trainperf.measure.detection import Detection
+from trainperf.measure.hardware import load_classes
+from trainperf.run.case_runner import CaseRunner
+from trainperf.run.catalogue import load_catalogue
+from trainperf.run.context import open_run
+from trainperf.run.settings import resolve
 
 WORKERS = ("0.6.1", "0.7.0")
 ENGINE = ("0.8.0", "0.9.1")
@@ -43,7 +45,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def rl_case(batch: int = 256, mini: int = 128, micro: int | None = 16, gpus: int = 2, **knobs: Any) -> Case:
-    extra = {"alg": "ppo", "eng": "vllm", "mini": str(mini), "tp": "1", **{k: str(v) for k, v in knobs.items()}}
+    extra = {
+        "alg": "ppo",
+        "eng": "vllm",
+        "mini": str(mini),
+        "tp": "1",
+        **{k: str(v) for k, v in knobs.items()},
+    }
     return Case(
         family="rl_verl", model="qwen2_5_3b", method="full", profile="gsm8k", batch_size=batch,
         micro_batch_size=micro, gpus=gpus, extra=tuple(extra.items()),
@@ -65,7 +73,9 @@ def test_e1_sweep_micro_batches_of_128_and_more_are_rejected_on_two_gpus(version
 def test_the_published_message_of_the_workers_rule_set() -> None:
     found = problem("0.6.1", micro=128)
     assert found is not None
-    assert "normalized ppo_mini_batch_size 64 should be divisible by ppo_micro_batch_size_per_gpu 128" in found
+    assert (
+        "normalized ppo_mini_batch_size 64 should be divisible by ppo_micro_batch_size_per_gpu 128" in found
+    )
 
 
 def test_the_engine_rule_set_names_its_own_assertion() -> None:
@@ -82,7 +92,9 @@ def test_a_mini_batch_not_divisible_by_the_gpus_is_floored_by_workers_and_reject
 
 
 @pytest.mark.parametrize(("version", "rejected"), [(v, False) for v in WORKERS] + [(v, True) for v in ENGINE])
-def test_log_prob_micro_batches_must_divide_each_gpus_share_only_under_the_engine(version: str, rejected: bool) -> None:
+def test_log_prob_micro_batches_must_divide_each_gpus_share_only_under_the_engine(
+    version: str, rejected: bool
+) -> None:
     """Train batch 40 on 1 GPU at micro 16: the engine's log-prob pass splits 40 by 16 through the
     same prepare_micro_batches; the 0.7 workers split with a remainder (DataProto.split)."""
     assert (problem(version, batch=40, mini=16, micro=16, gpus=1) is not None) == rejected
@@ -128,7 +140,9 @@ def test_versions_map_to_rule_sets_and_old_ones_are_refused() -> None:
 def test_without_verl_installed_the_catalogue_version_is_assumed_and_named() -> None:
     version, source = effective_version(None)
     assert (version, source.split()[0]) == (CATALOGUE_VERL_VERSION, "assumed")
-    with pytest.raises(TrainperfError, match=r"^verl 0\.9\.1 \(assumed .*\) would reject this case: actor micro-batch 128"):
+    with pytest.raises(
+        TrainperfError, match=r"^verl 0\.9\.1 \(assumed .*\) would reject this case: actor micro-batch 128"
+    ):
         check_case(rl_case(micro=128))
     assert check_case(rl_case(micro=16))["mini_batch_per_gpu"] == 64
 
@@ -170,16 +184,20 @@ def test_the_runner_models_the_verl_of_the_cases_environment_not_the_suites(
     asked the suite's interpreter. An environment with verl 0.6.1 must be modelled as 0.6.1."""
     site = tmp_path / "site"
     (site / "verl-0.6.1.dist-info").mkdir(parents=True)
-    (site / "verl-0.6.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: verl\nVersion: 0.6.1\n")
+    (site / "verl-0.6.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: verl\nVersion: 0.6.1\n"
+    )
     python = tmp_path / "env" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
-    settings = resolve({"output": str(tmp_path / "reports"), "env": f"verl-vllm={python}"}, lambda _name: None, tmp_path)
+    settings = resolve(
+        {"output": str(tmp_path / "reports"), "env": f"verl-vllm={python}"}, lambda _name: None, tmp_path
+    )
     runner = CaseRunner(open_run(settings, Detection(load_classes()["cpu"], None, None, False), tmp_path))
     case = rl_case(micro=256).replace(environment="verl-vllm")
-    result = runner._new_result(case)
-    runner._add_runs(case, 2, result, [], 1)
+    result = runner.new_result(case)
+    runner.add_runs(case, 2, result, [], 1)
     assert result.outcome == "config_error"
     assert result.message.startswith("verl 0.6.1 (installed) would reject this case"), result.message
 

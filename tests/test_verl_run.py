@@ -20,19 +20,25 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.cliff import Probe, ProbeFailed, find_cliff
-from trainperf.compare import Verdict, compare_case
-from trainperf.measure import measure_run, pool_runs
-from trainperf.metrics import METRICS
-from trainperf.results import CaseResult
-from trainperf.verl.knobs import knobs_of
-from trainperf.verl.overrides import Inputs, overrides
-from trainperf.verl.versions import rule_set
+from trainperf.families import family_of
+from trainperf.families.rl_verl.knobs import knobs_of
+from trainperf.families.rl_verl.versions import rule_set
+from trainperf.judge.compare import Verdict, compare_case
+from trainperf.judge.metrics import METRICS
+from trainperf.measure.measurement import measure_run, pool_runs
+from trainperf.plan.cliff import Probe, ProbeFailed, find_cliff
+from trainperf.result import CaseResult
+from trainperf.workloads.verl.overrides import Inputs, overrides
 
 DATA = Path(__file__).parent / "data" / "verl"
 SRC = Path(__file__).resolve().parents[1] / "src"
 INPUTS = Inputs(
-    model_dir=Path("/m"), tokenizer_dir=Path("/m/tokenizer"), train_parquet=Path("/d.parquet"), reward_file=Path("/r.py"), work_dir=Path("/w"), experiment="x"
+    model_dir=Path("/m"),
+    tokenizer_dir=Path("/m/tokenizer"),
+    train_parquet=Path("/d.parquet"),
+    reward_file=Path("/r.py"),
+    work_dir=Path("/w"),
+    experiment="x",
 )
 
 
@@ -72,7 +78,8 @@ def test_overrides_follow_the_case() -> None:
     assert ppo["reward.custom_reward_function.path"] == "/r.py"
     assert ppo["trainer.total_training_steps"] == "5" and ppo["trainer.logger"] == "[console,file]"
     grpo = dict(
-        a.split("=", 1) for a in overrides(knobs_of(CASES["grpo-dyn-offload-kl-natural"]), INPUTS, steps=5, rules="workers")
+        a.split("=", 1)
+        for a in overrides(knobs_of(CASES["grpo-dyn-offload-kl-natural"]), INPUTS, steps=5, rules="workers")
     )
     assert grpo["algorithm.adv_estimator"] == "grpo" and not any(k.startswith("critic.") for k in grpo)
     assert grpo["actor_rollout_ref.actor.use_dynamic_bsz"] == "True"
@@ -105,7 +112,9 @@ def test_phases_become_metrics_with_per_step_samples() -> None:
 
 def result_of(gen: list[float]) -> CaseResult:
     run = measure_run({"steps": steps(gen)}, [], samples_per_step=16, idle_mem_b=None)
-    return CaseResult(case_id="c", case={}, gpu_class="h100", outcome="ok", fingerprint={}, metrics=pool_runs([run]))
+    return CaseResult(
+        case_id="c", case={}, gpu_class="h100", outcome="ok", fingerprint={}, metrics=pool_runs([run])
+    )
 
 
 def test_a_slower_generation_phase_fails_on_its_own_metric_and_the_remainder_never_gates() -> None:
@@ -121,7 +130,9 @@ def test_a_slower_generation_phase_fails_on_its_own_metric_and_the_remainder_nev
 
 
 def test_an_expected_config_error_passes_without_a_baseline() -> None:
-    result = CaseResult(case_id="c", case={}, gpu_class="maxq", outcome="config_error", fingerprint={}, message="x")
+    result = CaseResult(
+        case_id="c", case={}, gpu_class="maxq", outcome="config_error", fingerprint={}, message="x"
+    )
     assert not compare_case(result, None, METRICS, expectation="config_error", timing_comparable=True).fails
     assert compare_case(result, None, METRICS, expectation="ok", timing_comparable=True).fails
 
@@ -140,7 +151,9 @@ def test_the_micro_batch_cliff_is_bounded_by_rejections_as_in_e1() -> None:
     # probe, is never launched when something above it fits; 128 costs nothing (pre-flight).
     assert [p.value for p in cliff.probes] == [16, 128, 32]
     assert cliff.launched == 2
-    rejected_only = find_cliff("micro_batch_size", 1, 512, lambda v: Probe(v, v <= 64, "ok" if v <= 64 else "config_error"))
+    rejected_only = find_cliff(
+        "micro_batch_size", 1, 512, lambda v: Probe(v, v <= 64, "ok" if v <= 64 else "config_error")
+    )
     assert rejected_only.describe() == "micro_batch_size: largest fit 64, a configuration error from 128"
     with pytest.raises(ProbeFailed):
         find_cliff("micro_batch_size", 128, 512, lambda v: Probe(v, False, "config_error"))
@@ -162,7 +175,9 @@ def test_rejected_micro_batches_are_cut_from_the_top_before_the_first_launch() -
     assert launched == [8, 32, 16]  # three launches, none of them the slow micro-batches 1, 2, 4
     assert [p.outcome for p in cliff.probes[:2]] == ["config_error", "config_error"] and cliff.launched == 3
 
-    everything_fits = find_cliff("micro_batch_size", 1, 512, lambda v: Probe(v, True, "ok"), rejected=rejected)
+    everything_fits = find_cliff(
+        "micro_batch_size", 1, 512, lambda v: Probe(v, True, "ok"), rejected=rejected
+    )
     assert everything_fits.describe() == "micro_batch_size: largest fit 128, a configuration error from 256"
     with pytest.raises(ProbeFailed, match="does not divide"):
         find_cliff("micro_batch_size", 256, 512, probe, rejected=rejected)
@@ -209,7 +224,13 @@ def test_hermetic_inputs_on_the_tiny_model(tmp_path: Path, monkeypatch: pytest.M
     parquet = tmp_path / "train.parquet"
     rl_inputs.write_gsm8k_parquet(parquet, tokenizer, rows=6, prompt_len=48, seed=3)
     rows = pq.read_table(parquet).to_pylist()
-    assert len(rows) == 6 and set(rows[0]) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
+    assert len(rows) == 6 and set(rows[0]) == {
+        "data_source",
+        "prompt",
+        "ability",
+        "reward_model",
+        "extra_info",
+    }
     assert rows[0]["reward_model"]["style"] == "rule" and rows[0]["prompt"][0]["role"] == "user"
     for row in rows:
         ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
@@ -220,7 +241,9 @@ def test_hermetic_inputs_on_the_tiny_model(tmp_path: Path, monkeypatch: pytest.M
     assert compute_score("s", "w9", truth) == 0.0
 
 
-def test_the_model_folder_is_written_once_and_shared_by_every_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_model_folder_is_written_once_and_shared_by_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The 14B folder of E3's case is 29 GB and minutes of drawing: one cache entry per config and
     seed serves every run and engine, instead of a copy in each run folder."""
     from safetensors.torch import load_file
@@ -228,10 +251,16 @@ def test_the_model_folder_is_written_once_and_shared_by_every_run(tmp_path: Path
     from trainperf.synth import rl_inputs
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    first, entry = rl_inputs.ensure_model_folder("qwen3_tiny", dtype="float32", root=tmp_path, say=lambda _: None)
-    again, hit = rl_inputs.ensure_model_folder("qwen3_tiny", dtype="float32", root=tmp_path, say=lambda _: None)
+    first, entry = rl_inputs.ensure_model_folder(
+        "qwen3_tiny", dtype="float32", root=tmp_path, say=lambda _: None
+    )
+    again, hit = rl_inputs.ensure_model_folder(
+        "qwen3_tiny", dtype="float32", root=tmp_path, say=lambda _: None
+    )
     assert not entry.hit and hit.hit and again == first and first.parameters == 336_256
-    other_seed, _ = rl_inputs.ensure_model_folder("qwen3_tiny", dtype="float32", seed=1, root=tmp_path, say=lambda _: None)
+    other_seed, _ = rl_inputs.ensure_model_folder(
+        "qwen3_tiny", dtype="float32", seed=1, root=tmp_path, say=lambda _: None
+    )
     assert other_seed.path != first.path
 
     def embedding(folder: Path) -> Any:
@@ -241,7 +270,9 @@ def test_the_model_folder_is_written_once_and_shared_by_every_run(tmp_path: Path
     assert (first.tokenizer / "tokenizer_config.json").is_file()
 
 
-def test_a_disk_too_small_for_the_model_skips_the_case_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_disk_too_small_for_the_model_skips_the_case_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from collections import namedtuple
 
     from trainperf.synth import cache
@@ -251,7 +282,10 @@ def test_a_disk_too_small_for_the_model_skips_the_case_in_one_line(tmp_path: Pat
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(cache.shutil, "disk_usage", lambda _path: usage(10**9, 10**9 - 4096, 4096))
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
-    with pytest.raises(SkipCase, match=r"synthetic qwen3_tiny checkpoint .* needs about .* TRAINPERF_CACHE_DIR .* local model_path"):
+    with pytest.raises(
+        SkipCase,
+        match=r"synthetic qwen3_tiny checkpoint .* needs about .* TRAINPERF_CACHE_DIR .* local model_path",
+    ):
         prepare_inputs(rl().replace(model="qwen3_tiny"), tmp_path / "work", rows=2, prompt_len=32, seed=0)
     assert not any((tmp_path / "cache" / "models").iterdir())  # nothing half-written left behind
 
@@ -297,7 +331,10 @@ def test_the_child_skips_with_the_reason_where_verl_is_not_installed(tmp_path: P
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run(
-        [sys.executable, "-m", "trainperf.workloads", str(tmp_path / "spec.json")], env=env, check=False, timeout=120
+        [sys.executable, "-m", "trainperf.workloads", str(tmp_path / "spec.json")],
+        env=env,
+        check=False,
+        timeout=120,
     )
     result = json.loads((tmp_path / "result.json").read_text())
     assert (done.returncode, result["outcome"]) == (4, "skipped")
@@ -357,7 +394,9 @@ def fake_verl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (site / "verl" / sub).mkdir()
         (site / "verl" / sub / "__init__.py").write_text("")
     (site / "verl" / "utils" / "model.py").write_text(FAKE_VALUEHEAD_LOADER)
-    (site / "verl" / "workers" / "fsdp_workers.py").write_text("from verl.utils.model import load_valuehead_model\n")
+    (site / "verl" / "workers" / "fsdp_workers.py").write_text(
+        "from verl.utils.model import load_valuehead_model\n"
+    )
     (site / "flash_attn").mkdir()  # a runner with flash-attn: the PPO critic can load
     (site / "flash_attn" / "__init__.py").write_text("")
     info = site / "verl-0.9.1.dist-info"
@@ -376,6 +415,7 @@ def run_fake(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch, alg: str = "ppo"
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from trainperf.workloads import rl_verl
+    from trainperf.workloads.protocol import ChildSpec
     from trainperf.workloads.recorder import StepRecorder
 
     monkeypatch.setenv("FAKE_VERL_MODE", mode)
@@ -386,12 +426,14 @@ def run_fake(
     )  # fmt: skip
     out = tmp_path / "out"
     out.mkdir()
-    spec = {"case": case.to_dict(), "steps": 3, "device": "cpu", "seed": 0, "out_dir": str(out)}
+    spec = ChildSpec(case=case.to_dict(), steps=3, device="cpu", seed=0, out_dir=str(out))
     recorder = StepRecorder(out / "steps.jsonl", spec)
     return rl_verl.run(spec, recorder), recorder.steps
 
 
-def test_the_child_tails_verls_jsonl_into_steps_as_they_land(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_child_tails_verls_jsonl_into_steps_as_they_land(
+    fake_verl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     result, steps = run_fake(fake_verl, "ok", monkeypatch)
     assert [s["step"] for s in steps] == [1, 2, 3]
     assert steps[1]["t_end"] - steps[0]["t_end"] > 0.3  # read while verl ran, not all at the end
@@ -402,7 +444,11 @@ def test_the_child_tails_verls_jsonl_into_steps_as_they_land(fake_verl: Path, mo
     overrides_used = (fake_verl / "out" / "verl" / "overrides.txt").read_text()
     assert "trainer.total_training_steps=3" in overrides_used
     # verl loads the cached synthetic model; the run folder holds no copy of its weights
-    model_path = next(line.split("=", 1)[1] for line in overrides_used.splitlines() if line.startswith("actor_rollout_ref.model.path="))
+    model_path = next(
+        line.split("=", 1)[1]
+        for line in overrides_used.splitlines()
+        if line.startswith("actor_rollout_ref.model.path=")
+    )
     assert Path(model_path).parent.name == "models" and not list((fake_verl / "out").rglob("*.safetensors"))
     assert result["effective_config"]["model_source"] == f"synthetic:{Path(model_path).name}"
 
@@ -411,7 +457,9 @@ def test_a_run_of_other_lengths_than_the_case_is_an_error_not_a_measurement(
     fake_verl: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Seen on an H100: verl ran 6-token prompts for a case of 512 and every phase looked fine."""
-    with pytest.raises(RuntimeError, match=r"verl's prompts were 6 tokens, the case's are 32.*nothing was baselined"):
+    with pytest.raises(
+        RuntimeError, match=r"verl's prompts were 6 tokens, the case's are 32.*nothing was baselined"
+    ):
         run_fake(fake_verl, "short-prompts", monkeypatch)
 
 
@@ -422,7 +470,9 @@ def test_the_lengths_verl_ran_are_recorded(fake_verl: Path, monkeypatch: pytest.
     assert (config["prompt_len_measured"], config["response_len_measured"]) == (32.0, 32.0)
 
 
-def test_an_oom_inside_verl_is_classified_from_its_log(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_oom_inside_verl_is_classified_from_its_log(
+    fake_verl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from trainperf.workloads.child import is_oom
     from trainperf.workloads.rl_verl import VerlOutOfMemory
 
@@ -433,20 +483,26 @@ def test_an_oom_inside_verl_is_classified_from_its_log(fake_verl: Path, monkeypa
 
 
 @pytest.mark.parametrize(
-    ("option", "words"), [({"plant_slowdown": 0.5}, "plant-slowdown"), ({"memory_cap_gib": 80}, "memory caps")]
+    ("option", "words"),
+    [({"plant_slowdown": 0.5}, "plant-slowdown"), ({"memory_cap_gib": 80}, "memory caps")],
 )
-def test_options_acting_in_the_child_process_are_refused_not_faked(option: dict[str, Any], words: str) -> None:
-    from trainperf.workloads.protocol import SkipCase
+def test_options_acting_in_the_child_process_are_refused_not_faked(
+    option: dict[str, Any], words: str
+) -> None:
+    from trainperf.workloads.protocol import ChildSpec, SkipCase
     from trainperf.workloads.rl_verl import refuse_unsupported
 
     with pytest.raises(SkipCase, match=words):
-        refuse_unsupported({"case": rl().to_dict(), **option})
-    refuse_unsupported({"case": rl().to_dict(), "plant_slowdown": 0.0, "memory_cap_gib": None})
+        refuse_unsupported(ChildSpec(case=rl().to_dict(), steps=2, out_dir="", **option))
+    refuse_unsupported(
+        ChildSpec(case=rl().to_dict(), steps=2, out_dir="", plant_slowdown=0.0, memory_cap_gib=None)
+    )
 
 
 def test_an_rl_train_batch_is_global() -> None:
-    assert rl(gpus=2).samples_per_step == 64
-    assert Case(family="sft_hf", model="m", method="lora", profile="short", batch_size=4, gpus=2).samples_per_step == 8
+    assert family_of("rl_verl").samples_per_step(rl(gpus=2)) == 64
+    sft = Case(family="sft_hf", model="m", method="lora", profile="short", batch_size=4, gpus=2)
+    assert family_of("sft_hf").samples_per_step(sft) == 8
 
 
 def without_flash_attn(site: Path) -> None:
@@ -483,11 +539,18 @@ def test_without_flash_attn_a_ppo_critic_loads_for_real_with_sdpa_through_verls_
     config = result["effective_config"]
     assert (config["actor_attention"], config["critic_attention"]) == ("sdpa", "sdpa")
     used = (fake_verl / "out" / "verl" / "overrides.txt").read_text().splitlines()
-    assert "VERL_USE_EXTERNAL_MODULES=trainperf_verl_sdpa_critic" in (fake_verl / "out" / "verl" / "env.txt").read_text()
-    assert "critic.model.use_remove_padding=False" in used and "critic.model.use_remove_padding=True" not in used
+    assert (
+        "VERL_USE_EXTERNAL_MODULES=trainperf_verl_sdpa_critic"
+        in (fake_verl / "out" / "verl" / "env.txt").read_text()
+    )
+    assert (
+        "critic.model.use_remove_padding=False" in used and "critic.model.use_remove_padding=True" not in used
+    )
 
 
-def test_the_critic_shim_says_so_when_verl_renamed_the_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_critic_shim_says_so_when_verl_renamed_the_loader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from trainperf.workloads import verl_sdpa_critic
 
     if importlib.util.find_spec("flash_attn") is not None:
@@ -506,7 +569,9 @@ def test_the_critic_shim_says_so_when_verl_renamed_the_loader(tmp_path: Path, mo
     assert not any(isinstance(f, verl_sdpa_critic._PatchAfterImport) for f in sys.meta_path)
 
 
-def test_without_flash_attn_a_grpo_case_runs_on_sdpa_and_says_so(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_flash_attn_a_grpo_case_runs_on_sdpa_and_says_so(
+    fake_verl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     without_flash_attn(fake_verl / "site")
     monkeypatch.setenv("TRAINPERF_VERL_OVERRIDES", "trainer.logger=[console,file] +extra.knob=1")
     result, steps = run_fake(fake_verl, "ok", monkeypatch, alg="grpo")
@@ -519,7 +584,7 @@ def test_without_flash_attn_a_grpo_case_runs_on_sdpa_and_says_so(fake_verl: Path
 
 
 def test_extra_overrides_replace_a_key_already_set_and_append_new_ones() -> None:
-    from trainperf.verl.overrides import merge_overrides
+    from trainperf.workloads.verl.overrides import merge_overrides
 
     merged = merge_overrides(["a=1", "b.c=True", "d=3"], ["b.c=False", "++x.y=sdpa", "+z=1"])
     assert merged == ["a=1", "b.c=False", "d=3", "++x.y=sdpa", "+z=1"]
@@ -539,8 +604,8 @@ def test_extra_overrides_replace_a_key_already_set_and_append_new_ones() -> None
 def test_length_checks_follow_what_the_suite_forces(
     engine: str, natural: bool, synthetic: bool, prompt: float, response: float, problem: str | None
 ) -> None:
-    from trainperf.verl.knobs import knobs_of
-    from trainperf.verl.lengths import Lengths, length_mismatch
+    from trainperf.families.rl_verl.knobs import knobs_of
+    from trainperf.workloads.verl.lengths import Lengths, length_mismatch
 
     extra = {"eng": engine, "p": 512, "r": 1024, **({"len": "natural"} if natural else {})}
     knobs = knobs_of(rl("grpo", None, 1, n=4, dyn=8192, **extra))
@@ -562,7 +627,13 @@ def test_the_e3_scale_model_phi3_gets_loadable_inputs_at_its_prompt_length(
 
     def shrunk(name: str, dtype: str = "bfloat16") -> dict[str, Any]:
         config = full(name, dtype)
-        config.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+        config.update(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
         return config
 
     monkeypatch.setattr(rl_inputs, "model_config", shrunk)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainperf.hardware import CPU_CLASS, load_classes
+from trainperf.measure.hardware import CPU_CLASS, load_classes
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted([*ROOT.glob(".github/workflows/*.yml"), *ROOT.glob("ci/workflows/*.yml")])
@@ -31,7 +31,10 @@ def test_workflows_validate_against_the_github_schema() -> None:
     if not Path(checker).is_file():
         pytest.skip("check-jsonschema is not installed: pip install -e '.[dev]'")
     done = subprocess.run(
-        [checker, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)], check=False, capture_output=True, text=True
+        [checker, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
+        check=False,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 

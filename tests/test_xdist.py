@@ -19,7 +19,7 @@ pytest.importorskip("xdist")
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.catalogue import params
+from trainperf.run.catalogue import params
 
 CASES = [
     Case(family="sft_hf", model="qwen3_tiny", method=m, profile=p, batch_size=4, gpu_classes=("cpu",))
@@ -57,8 +57,20 @@ def fake_python(path: Path) -> Path:
 def run(pytester: pytest.Pytester, output: str, *args: str) -> tuple[pytest.RunResult, list[Path]]:
     python = fake_python(pytester.path)
     result = pytester.runpytest_subprocess(
-        "-m", "cpu", "--perf-steps", "6", "--perf-python", str(python), "--perf-output", output,
-        "--perf-baselines", "baselines", "-p", "no:randomly", *args, timeout=120,
+        "-m",
+        "cpu",
+        "--perf-steps",
+        "6",
+        "--perf-python",
+        str(python),
+        "--perf-output",
+        output,
+        "--perf-baselines",
+        "baselines",
+        "-p",
+        "no:randomly",
+        *args,
+        timeout=120,
     )
     return result, sorted((pytester.path / output).iterdir())
 
@@ -78,7 +90,9 @@ def test_two_workers_give_the_serial_results_in_one_folder(pytester: pytest.Pyte
     parallel, parallel_dirs = run(pytester, "parallel", "-n", "2")
     parallel.assert_outcomes(passed=4)
 
-    assert len(serial_dirs) == 1 and len(parallel_dirs) == 1, parallel_dirs  # one run folder, not one per worker
+    assert len(serial_dirs) == 1 and len(parallel_dirs) == 1, (
+        parallel_dirs
+    )  # one run folder, not one per worker
     run_dir = parallel_dirs[0]
     assert outcomes(run_dir) == outcomes(serial_dirs[0])
     assert len(outcomes(run_dir)) == 4

@@ -2,6 +2,21 @@
 
 The parent side (plugin, launcher, monitor, comparison, reports) never imports torch;
 the training stack runs only in child processes (``trainperf.workloads``).
+
+Layers, lowest first; a module imports from its own layer or a lower one, never a higher one
+(``tests/test_layers.py`` holds the table and checks it):
+
+  0 core       case, errors, paths, result (the case's record), jsonio, workloads/protocol (ChildSpec)
+  1 data       synth/ (random weights, tokenizer, length profiles), traces/
+  2 judge/     stats, metrics, compare (verdicts), fingerprint (what changed): no I/O
+  3 store/     results and baselines on disk, published references
+  4 measure/   NVML, hygiene, placement, hardware classes, detection, the host, a run's figures
+    plan/      memory estimate, cliff bisection
+  5 families/  each family's parent-side rules behind one interface; workload environments
+  6 workloads/ the child side (torch), one module per family
+  7 run/       context, run folder, case runner, child launcher, outcome, cliff search, fidelity
+  8 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons
+  9 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin
 """
 
 __version__ = "0.1.0"

@@ -94,7 +94,9 @@ class Case:
         object.__setattr__(self, "expected", tuple(sorted(dict(self.expected).items())))
         object.__setattr__(self, "extra", tuple(sorted(dict(self.extra).items())))
         if self.batch_size < 1 or self.grad_accum < 1 or self.gpus < 1 or (self.micro_batch_size or 1) < 1:
-            raise ValueError(f"case {self.model}/{self.method}: batch sizes, accumulation and GPUs must be >= 1")
+            raise ValueError(
+                f"case {self.model}/{self.method}: batch sizes, accumulation and GPUs must be >= 1"
+            )
         if self.method not in ("lora", "qlora", "full"):
             raise ValueError(f"unknown method {self.method!r}: use lora, qlora or full")
         if self.strategy not in STRATEGIES:
@@ -122,7 +124,11 @@ class Case:
         if self.dataset_path:
             parts.append("localdata")
         # RL shape: prompt and completion tokens, completions per prompt (absent for SFT: ids unchanged).
-        for prefix, value in (("p", self.prompt_len), ("c", self.completion_len), ("g", self.num_generations)):
+        for prefix, value in (
+            ("p", self.prompt_len),
+            ("c", self.completion_len),
+            ("g", self.num_generations),
+        ):
             if value is not None:
                 parts.append(f"{prefix}{value}")
         parts.extend(f"{k}{v}" for k, v in self.extra)
@@ -130,12 +136,6 @@ class Case:
 
     def expectation(self, gpu_class: str) -> Expectation:
         return dict(self.expected).get(gpu_class, "ok")
-
-    @property
-    def samples_per_step(self) -> int:
-        if self.family.startswith("rl_"):
-            return self.batch_size  # an RL train batch is global: prompts per step over all GPUs
-        return self.batch_size * self.grad_accum * self.gpus
 
     def replace(self, **changes: Any) -> Case:
         return dataclasses.replace(self, **changes)

@@ -1,6 +1,6 @@
 """The pytest plugin: options, markers, GPU-class check, the ``trainperf`` fixture, the summary.
 
-Hooks and wiring only; the work is done by ``session``, ``runner`` and ``report``.
+Hooks and wiring only; the work is done by ``run`` (cases), ``report`` (the summary) and ``xdist`` (workers).
 """
 
 from __future__ import annotations
@@ -11,15 +11,20 @@ from typing import Any
 
 import pytest
 
-from trainperf import interruption, workers
+from trainperf import xdist
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
-from trainperf.hardware import CPU_CLASS, load_classes
+from trainperf.measure.detection import Detection, detect, emulate
+from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.report.export import key_figures
+from trainperf.report.summary import details, write_summary
 from trainperf.report.table import failure_detail
-from trainperf.runner import CaseReport, CaseRunner, RunContext
-from trainperf.session import Detection, detect, emulate, open_run
-from trainperf.settings import OPTIONS, Settings, resolve
+from trainperf.run import interruption
+from trainperf.run.case_runner import CaseReport, CaseRunner
+from trainperf.run.cliff import run_cliff
+from trainperf.run.context import RunContext, open_run
+from trainperf.run.folder import RunFolder
+from trainperf.run.settings import OPTIONS, Settings, resolve
 
 MARKERS = {
     "cpu": "tiny cases that run on the CPU of any machine",
@@ -54,9 +59,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("trainperf", "trainperf performance cases")
     for spec in OPTIONS:
         if spec.flag:
-            group.addoption(spec.cli, action="store_true", default=None, dest=f"perf_{spec.name}", help=spec.help)
+            group.addoption(
+                spec.cli, action="store_true", default=None, dest=f"perf_{spec.name}", help=spec.help
+            )
         else:
-            group.addoption(spec.cli, default=None, dest=f"perf_{spec.name}", help=f"{spec.help} [{spec.env}]")
+            group.addoption(
+                spec.cli, default=None, dest=f"perf_{spec.name}", help=f"{spec.help} [{spec.env}]"
+            )
         parser.addini(spec.ini, spec.help, default=None)
 
 
@@ -69,11 +78,11 @@ def pytest_configure(config: pytest.Config) -> None:
     except TrainperfError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = _State(settings=settings, rootdir=Path(config.rootpath))
-    if workers.is_controller(config):
+    if xdist.is_controller(config):
         config.pluginmanager.register(_WorkerReports(state), "trainperf-worker-reports")
         if settings.resume is None:
-            state.stamp = workers.new_stamp(settings.output)
-    state.stamp = state.stamp or workers.shared_stamp(config)
+            state.stamp = xdist.new_stamp(settings.output)
+    state.stamp = state.stamp or xdist.shared_stamp(config)
     config.stash[STATE] = state
 
 
@@ -82,13 +91,13 @@ def pytest_configure_node(node: Any) -> None:
     """xdist controller: every worker writes into the one run folder this stamp names."""
     state = node.config.stash[STATE]
     if state.stamp is not None:
-        node.workerinput[workers.STAMP_KEY] = state.stamp
+        node.workerinput[xdist.STAMP_KEY] = state.stamp
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on a GPU machine: one worker per visible GPU (xdist's default, one per core, elsewhere)."""
-    return workers.auto_workers()
+    return xdist.auto_workers()
 
 
 class _WorkerReports:
@@ -112,7 +121,9 @@ def case_of(item: pytest.Item) -> Case | None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     perf_items = [(item, case) for item in items if (case := case_of(item)) is not None]
     if not perf_items:
         return
@@ -139,8 +150,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if all(CPU_CLASS in case.gpu_classes for _, case in perf_items):
         state.session_class = CPU_CLASS  # tiny cases run on the CPU of any machine
         return
-    wrong = sorted({cls for _, case in perf_items if here not in case.gpu_classes for cls in case.gpu_classes})
-    if wrong:
+    wrong = sorted(
+        {cls for _, case in perf_items if here not in case.gpu_classes for cls in case.gpu_classes}
+    )
+    # Listing a GPU class's matrix (--collect-only) runs nothing, so it works on any machine.
+    if wrong and not config.option.collectonly:
         raise pytest.UsageError(
             f"the selection asks for cases of class {'/'.join(wrong)} but this machine has "
             f"{state.detection.describe()}; select -m {here or 'cpu'}, or pass --perf-gpu-class NAME to override"
@@ -160,13 +174,21 @@ class Harness:
         if state.context is None:
             assert state.detection is not None, "trainperf: cases must be collected through the plugin"
             detection = state.detection
-            if state.session_class == CPU_CLASS and detection.gpu_class and detection.gpu_class.name != CPU_CLASS:
+            if (
+                state.session_class == CPU_CLASS
+                and detection.gpu_class
+                and detection.gpu_class.name != CPU_CLASS
+            ):
                 detection = Detection(load_classes()[CPU_CLASS], None, None, detection.overridden)
-            placement = workers.placement_for(self.config) if detection.device is not None else None
+            placement = xdist.placement_for(self.config) if detection.device is not None else None
             if placement is not None:
-                detection = workers.own_gpu(detection, placement)
+                detection = xdist.own_gpu(detection, placement)
             state.context = open_run(
-                state.settings, detection, state.rootdir, stamp=state.stamp, worker=workers.worker_id(self.config)
+                state.settings,
+                detection,
+                state.rootdir,
+                stamp=state.stamp,
+                worker=xdist.worker_id(self.config),
             )
             state.context.placement = placement
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -185,9 +207,11 @@ class Harness:
             pytest.fail(str(exc), pytrace=False)
         return self._conclude(report, record_property)
 
-    def check_cliff(self, case: Case, axis: str, low: int, high: int, record_property: Any = None) -> CaseReport:
+    def check_cliff(
+        self, case: Case, axis: str, low: int, high: int, record_property: Any = None
+    ) -> CaseReport:
         try:
-            report = CaseRunner(self._context()).run_cliff(case, axis, low, high)
+            report = run_cliff(CaseRunner(self._context()), case, axis, low, high)
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         return self._conclude(report, record_property)
@@ -199,7 +223,9 @@ class Harness:
             for name, value in key_figures(report.result).items():
                 record_property(f"trainperf_{name}", value)
             if report.baseline_written:
-                record_property("trainperf_baseline_written", f"{report.result.case_id}={report.baseline_written}")
+                record_property(
+                    "trainperf_baseline_written", f"{report.result.case_id}={report.baseline_written}"
+                )
         if report.result.outcome == Outcome.SKIPPED.value:
             pytest.skip(report.result.message or "skipped")
         if report.verdict.fails:
@@ -225,7 +251,7 @@ def trainperf_session(request: pytest.FixtureRequest) -> Harness:
 
 class CaseCheck:
     """The ``trainperf`` fixture: ``trainperf(case)`` measures and gates a case;
-    ``trainperf.cliff(case, "batch_size", 1, 512)`` finds and gates its OOM cliff."""
+    ``trainperf.plan.cliff(case, "batch_size", 1, 512)`` finds and gates its OOM cliff."""
 
     def __init__(self, harness: Harness, record_property: Any) -> None:
         self._harness, self._record = harness, record_property
@@ -239,20 +265,20 @@ class CaseCheck:
 
 @pytest.fixture
 def trainperf(trainperf_session: Harness, record_property: Any) -> CaseCheck:
-    """Run a case and gate it: ``trainperf(case)``, or its OOM cliff: ``trainperf.cliff(...)``."""
+    """Run a case and gate it: ``trainperf(case)``, or its OOM cliff: ``trainperf.plan.cliff(...)``."""
     return CaseCheck(trainperf_session, record_property)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
-    if state is None or workers.worker_id(config):
+    if state is None or xdist.worker_id(config):
         return  # a worker's terminal is not shown; the controller writes the one summary
     if state.deselected_other_class:
         terminalreporter.write_line(
             f"trainperf: {state.deselected_other_class} case(s) of other GPU classes deselected "
             f"(this machine: {state.detection.describe() if state.detection else '?'})"
         )
-    if workers.is_controller(config):
+    if xdist.is_controller(config):
         _controller_summary(terminalreporter, state)
         return
     if state.context is None:
@@ -262,22 +288,24 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         results = [report.result for report in state.reports]
         notes = {report.result.case_id: report.notes for report in state.reports}
         written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
-        _summarize(terminalreporter, run_dir, state.context.gpu_class.name, results, workers.details(results, notes, written))
+        _summarize(
+            terminalreporter, run_dir, state.context.gpu_class.name, results, details(results, notes, written)
+        )
     _say_interruption(terminalreporter, run_dir)
 
 
 def _controller_summary(terminalreporter: Any, state: _State) -> None:
     """Under xdist: one summary of every worker's results, read from the run folder's result files."""
     settings = state.settings
-    folders = [settings.resume] if settings.resume else workers.run_dirs(settings.output, state.stamp or "")
+    folders = [settings.resume] if settings.resume else xdist.run_dirs(settings.output, state.stamp or "")
     for run_dir in folders:
         try:
-            results = workers.load_run_results(run_dir)
+            results = RunFolder(run_dir).results_by_finish()
         except TrainperfError as exc:
             terminalreporter.write_line(f"trainperf: {exc}")
             continue
         if results:
-            lines = workers.details(results, {}, dict(state.written))
+            lines = details(results, {}, dict(state.written))
             _summarize(terminalreporter, run_dir, results[0].gpu_class, results, lines)
         _say_interruption(terminalreporter, run_dir)
 
@@ -289,9 +317,13 @@ def _say_interruption(terminalreporter: Any, run_dir: Path) -> None:
         terminalreporter.write_line(interruption.describe(run_dir, cut))
 
 
-def _summarize(terminalreporter: Any, run_dir: Path, gpu_class: str, results: list[Any], lines: list[str]) -> None:
+def _summarize(
+    terminalreporter: Any, run_dir: Path, gpu_class: str, results: list[Any], lines: list[str]
+) -> None:
     terminalreporter.section(f"trainperf: {gpu_class} ({len(results)} cases)")
-    terminalreporter.write_line(workers.write_summary(run_dir, gpu_class, results, lines))
+    terminalreporter.write_line(write_summary(run_dir, gpu_class, results, lines))
     for line in lines:
         terminalreporter.write_line(line)
-    terminalreporter.write_line(f"trainperf: results in {run_dir} (summary.md, index.html, benchmark.json, results/*.json)")
+    terminalreporter.write_line(
+        f"trainperf: results in {run_dir} (summary.md, index.html, benchmark.json, results/*.json)"
+    )

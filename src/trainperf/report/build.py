@@ -13,12 +13,14 @@ from pathlib import Path
 from trainperf.report.export import benchmark_json
 from trainperf.report.html import render_html, run_info
 from trainperf.report.markdown import render_summary
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 
 REPORT_FILES = ("summary.md", "index.html", "benchmark.json")
 
 
-def write_reports(run_dir: Path, results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> list[Path]:
+def write_reports(
+    run_dir: Path, results: Sequence[CaseResult], title: str, details: Sequence[str] = ()
+) -> list[Path]:
     summary, page, bench = (run_dir / name for name in REPORT_FILES)
     summary.write_text(render_summary(results, title, details))
     page.write_text(render_html(run_dir, results, title, details))

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
-from trainperf.references import Reference
+from trainperf.families import FAMILIES
 from trainperf.report.table import align, format_value
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
+from trainperf.store.references import Reference
 
-FAMILY = "rl_verl"
 BASE, OTHER = "vllm", "sglang"
 ROWS = (
     ("step_time_s", "step s"),
@@ -52,15 +52,16 @@ class EnginePair:
 
 
 def _engine(result: CaseResult) -> str | None:
-    case = result.case
-    if case.get("family") != FAMILY:
-        return None
-    engine = (case.get("extra") or {}).get("eng")
-    return engine if engine in (BASE, OTHER) else None
+    family = FAMILIES.get(str(result.case.get("family")))
+    return family.rollout_engine(result.case.get("extra") or {}) if family else None
 
 
 def _shape_key(result: CaseResult) -> str:
-    case = {k: v for k, v in result.case.items() if k not in ("id", "environment", "expected", "gpu_classes", "notes")}
+    case = {
+        k: v
+        for k, v in result.case.items()
+        if k not in ("id", "environment", "expected", "gpu_classes", "notes")
+    }
     case["extra"] = {k: v for k, v in (case.get("extra") or {}).items() if k != "eng"}
     return json.dumps([result.gpu_class, case], sort_keys=True, default=str)
 
@@ -81,7 +82,11 @@ def pairs(results: Sequence[CaseResult]) -> list[EnginePair]:
         if engine is None or result.cliff:
             continue
         by_shape.setdefault(_shape_key(result), {})[engine] = result
-    found = [EnginePair(_describe(group[BASE]), group[BASE], group[OTHER]) for group in by_shape.values() if BASE in group and OTHER in group]
+    found = [
+        EnginePair(_describe(group[BASE]), group[BASE], group[OTHER])
+        for group in by_shape.values()
+        if BASE in group and OTHER in group
+    ]
     return sorted(found, key=lambda pair: pair.shape)
 
 
@@ -111,7 +116,15 @@ def table(pair: EnginePair, references: Sequence[Reference] = ()) -> list[list[s
         if base is None and other is None:
             continue  # a phase this algorithm does not have (PPO's values, GRPO's ref)
         ratio = f"{other / base:.2f}" if base and other is not None else "-"
-        body.append([label, format_value(base), format_value(other), ratio, _published_ratio(pair, metric, references)])
+        body.append(
+            [
+                label,
+                format_value(base),
+                format_value(other),
+                ratio,
+                _published_ratio(pair, metric, references),
+            ]
+        )
     outcomes = f"{pair.vllm.outcome} / {pair.sglang.outcome}"
     if outcomes != "ok / ok":
         body.insert(0, ["outcome", pair.vllm.outcome, pair.sglang.outcome, "-", "-"])

@@ -3,7 +3,7 @@
 ``benchmark.json`` holds one benchmark per measured case: its per-step times (seconds) as
 ``stats.data`` with pytest-benchmark's summary fields, everything else in ``extra_info``, so
 ``pytest-benchmark compare`` and dashboards that read that format work on a trainperf run.
-Quartiles use ``trainperf.stats.quantile`` (linear interpolation), not pytest-benchmark's own rule.
+Quartiles use ``trainperf.judge.stats.quantile`` (linear interpolation), not pytest-benchmark's own rule.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from trainperf import stats
-from trainperf.results import CaseResult
+from trainperf.judge import stats
+from trainperf.result import CaseResult
 
 FORMAT_VERSION = "5.1.0"
 """The pytest-benchmark format written (its ``version`` key; read by 3.x to 5.x)."""
@@ -83,7 +83,11 @@ def benchmark_json(results: Sequence[CaseResult], run_info: dict[str, Any]) -> d
                 "params": {"case": result.case_id},
                 "param": result.case_id,
                 "extra_info": key_figures(result),
-                "options": {"timer": "synchronised step edges", "min_rounds": 1, "warmup": "detected, excluded"},
+                "options": {
+                    "timer": "synchronised step edges",
+                    "min_rounds": 1,
+                    "warmup": "detected, excluded",
+                },
                 "stats": step_stats(step_time.samples),
             }
         )

@@ -17,7 +17,7 @@ from trainperf.case import Case
 from trainperf.report.rundata import probe_series, runs_of
 from trainperf.report.svg import Bar, Line, Mark, line_chart, ratio_chart, stacked_bars
 from trainperf.report.table import COLUMNS, rows
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 from trainperf.traces.diff import describe
 
 STYLE = """
@@ -84,7 +84,9 @@ def _step_times(run_dir: Path, results: Sequence[CaseResult]) -> list[str]:
             if series.step_times(False):
                 lines.append(Line(f"{series.label} measured", series.step_times(False)))
             if series.step_times(True):
-                lines.append(Line(f"{series.label} profiled (not timed)", series.step_times(True), dashed=True))
+                lines.append(
+                    Line(f"{series.label} profiled (not timed)", series.step_times(True), dashed=True)
+                )
         if lines:
             plots.append(line_chart(f"step time: {result.case_id}", "step", "s", lines))
     return plots
@@ -108,13 +110,21 @@ def _throughput_vs_batch(run_dir: Path, results: Sequence[CaseResult]) -> list[s
                 elif probe["outcome"] == "oom":
                     marks[key].append(Mark(float(probe["value"]), "OOM", 0.0))
             if result.cliff.get("smallest_oom") is not None:
-                marks[key].append(Mark(float(result.cliff["smallest_oom"]), f"cliff: {result.cliff.get('summary', '')}"))
+                marks[key].append(
+                    Mark(float(result.cliff["smallest_oom"]), f"cliff: {result.cliff.get('summary', '')}")
+                )
         elif result.outcome == "oom":
             marks[key].append(Mark(float(case.batch_size), "OOM", 0.0))
         elif "tokens_per_s" in result.metrics:
             groups[key].append((float(case.batch_size), result.metrics["tokens_per_s"].value))
     return [
-        line_chart(f"throughput vs batch size: {key}", "batch size", "tokens/s", [Line(key, sorted(groups[key]))], marks[key])
+        line_chart(
+            f"throughput vs batch size: {key}",
+            "batch size",
+            "tokens/s",
+            [Line(key, sorted(groups[key]))],
+            marks[key],
+        )
         for key in sorted(set(groups) | set(marks))
         if groups[key] or marks[key]
     ]
@@ -156,7 +166,9 @@ def _comparisons(run_dir: Path) -> list[str]:
         for case in data.get("cases", []):
             for metric in case.get("metrics", []):
                 if metric.get("metric") in TIMING and metric.get("ratio") is not None:
-                    rows_.append((f"{case.get('case_id')} {metric['metric']}", metric["ratio"], _interval(metric)))
+                    rows_.append(
+                        (f"{case.get('case_id')} {metric['metric']}", metric["ratio"], _interval(metric))
+                    )
         plots.append(ratio_chart(f"{name}: B / A (95% interval)", rows_))
     return [p for p in plots if p]
 
@@ -169,15 +181,23 @@ def _traces(results: Sequence[CaseResult]) -> tuple[str, str, str]:
             continue
         steps = max(1, int(summary.get("steps") or 1))
         if summary["kind"] == "gpu":
-            parts = [("GPU busy", summary["busy_ms"]), ("host-bound idle", summary["idle_host_bound_ms"]), ("other idle", summary["idle_other_ms"])]
+            parts = [
+                ("GPU busy", summary["busy_ms"]),
+                ("host-bound idle", summary["idle_host_bound_ms"]),
+                ("other idle", summary["idle_other_ms"]),
+            ]
         else:
             parts = [("CPU busy (main thread)", summary["busy_ms"]), ("CPU idle", summary["idle_ms"])]
         busy_bars.append(Bar(result.case_id, [(name, value / steps) for name, value in parts]))
-        category_bars.append(Bar(result.case_id, [(n, v / steps) for n, v in summary.get("categories_ms", {}).items()]))
+        category_bars.append(
+            Bar(result.case_id, [(n, v / steps) for n, v in summary.get("categories_ms", {}).items()])
+        )
         top = "; ".join(f"{t['name'][:60]} {t['share']:.0%}" for t in summary.get("top", [])[:5])
         size = (result.trace or {}).get("bytes")
         where = (result.trace or {}).get("file") or (result.trace or {}).get("deleted", "")
-        lines += [f"{result.case_id}: {line.strip()}" for line in describe(result.verdict.get("trace_diff") or {})]
+        lines += [
+            f"{result.case_id}: {line.strip()}" for line in describe(result.verdict.get("trace_diff") or {})
+        ]
         lines.append(
             f"{result.case_id}: {summary['kind']} busy {summary['busy_fraction']:.1%} over {steps} profiled step(s); "
             f"top: {top}; trace {where} ({(size or 0) / 2**20:.1f} MB)"
@@ -201,7 +221,11 @@ def render_html(run_dir: Path, results: Sequence[CaseResult], title: str, detail
         ("RL phases", _phases(run_dir, results)),
         ("Step times", "".join(_step_times(run_dir, results))),
     ]
-    body = "".join(f'<section><h2>{escape(name)}</h2><div class="plots">{html}</div></section>' for name, html in sections if html)
+    body = "".join(
+        f'<section><h2>{escape(name)}</h2><div class="plots">{html}</div></section>'
+        for name, html in sections
+        if html
+    )
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>{escape(title)}</title><script>{MARKER}</script><style>{STYLE}</style></head>"
@@ -221,5 +245,9 @@ def run_info(run_dir: Path) -> dict[str, Any]:
 def _describe_run(info: dict[str, Any]) -> str:
     fingerprint = info.get("fingerprint") or {}
     parts = [f"class {info.get('gpu_class', '?')}", f"started {info.get('started', '?')}"]
-    parts += [f"{key} {fingerprint[key]}" for key in ("gpu_name", "driver", "cuda", "torch", "cpu") if fingerprint.get(key)]
+    parts += [
+        f"{key} {fingerprint[key]}"
+        for key in ("gpu_name", "driver", "cuda", "torch", "cpu")
+        if fingerprint.get(key)
+    ]
     return "; ".join(parts)

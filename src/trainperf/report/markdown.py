@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trainperf.report.table import render_markdown
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 from trainperf.traces.diff import describe
 
 
@@ -22,7 +22,9 @@ def _trace_rows(results: Sequence[CaseResult]) -> list[str]:
             launch = f"{summary['launch']['runtime_us_per_kernel']:.1f}"
         else:
             idle, launch = f"{summary['idle_ms'] / steps:.2f} ms", "-"
-        categories = ", ".join(f"{name} {ms / steps:.2f}" for name, ms in list(summary.get("categories_ms", {}).items())[:4])
+        categories = ", ".join(
+            f"{name} {ms / steps:.2f}" for name, ms in list(summary.get("categories_ms", {}).items())[:4]
+        )
         where = record.get("file") or record.get("deleted") or "-"
         size = f"{(record.get('bytes') or 0) / 2**20:.1f} MB"
         lines.append(
@@ -56,7 +58,14 @@ def _cliffs(results: Sequence[CaseResult]) -> list[str]:
             )
     if not lines:
         return []
-    return ["", "## OOM cliffs", "", "| cliff | result | launches | confirmed | largest fit |", "|---|---|---|---|---|", *lines]
+    return [
+        "",
+        "## OOM cliffs",
+        "",
+        "| cliff | result | launches | confirmed | largest fit |",
+        "|---|---|---|---|---|",
+        *lines,
+    ]
 
 
 def render_summary(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainperf import stats
-from trainperf.monitor.nvml import Sample, read_samples
-from trainperf.results import CaseResult
+from trainperf.judge import stats
+from trainperf.measure.nvml import Sample, read_samples
+from trainperf.result import CaseResult
 from trainperf.workloads.protocol import SAMPLES_FILE, STEPS_FILE, read_steps
 
 GIB = 2**30
@@ -37,11 +37,19 @@ class RunSeries:
         return [(s.t - self.t0, s.power_w) for s in self.samples if s.power_w is not None]
 
     def step_times(self, profiled: bool) -> list[tuple[float, float]]:
-        return [(float(s["step"]), float(s["duration_s"])) for s in self.steps if bool(s.get("profiled")) is profiled]
+        return [
+            (float(s["step"]), float(s["duration_s"]))
+            for s in self.steps
+            if bool(s.get("profiled")) is profiled
+        ]
 
     def tokens_per_s(self) -> float | None:
         """Median per-step throughput after the first step (a cliff probe runs only a few steps)."""
-        rates = [s["tokens"] / s["duration_s"] for s in self.steps[1:] if s.get("duration_s") and not s.get("profiled")]
+        rates = [
+            s["tokens"] / s["duration_s"]
+            for s in self.steps[1:]
+            if s.get("duration_s") and not s.get("profiled")
+        ]
         return stats.median(rates) if rates else None
 
     def phases(self) -> dict[str, float]:

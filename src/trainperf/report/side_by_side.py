@@ -12,9 +12,13 @@ from dataclasses import dataclass
 
 from trainperf.errors import TrainperfError
 from trainperf.report.table import align, format_value
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 
-METHODS = (("sft_hf", "lora", "HF LoRA"), ("sft_hf", "qlora", "HF QLoRA"), ("sft_unsloth", "qlora", "unsloth QLoRA"))
+METHODS = (
+    ("sft_hf", "lora", "HF LoRA"),
+    ("sft_hf", "qlora", "HF QLoRA"),
+    ("sft_unsloth", "qlora", "unsloth QLoRA"),
+)
 REFERENCE = "HF QLoRA"
 SHOWN = ("step_time_s", "tokens_per_s", "samples_per_hour", "peak_allocated_gib", "energy_per_token_j")
 RATIOS = ("tokens_per_s", "samples_per_hour", "peak_allocated_gib", "energy_per_token_j")
@@ -35,21 +39,32 @@ class Row:
 
 def _label(result: CaseResult) -> str | None:
     case = result.case
-    return next((label for family, method, label in METHODS if case.get("family") == family and case.get("method") == method), None)
+    return next(
+        (
+            label
+            for family, method, label in METHODS
+            if case.get("family") == family and case.get("method") == method
+        ),
+        None,
+    )
 
 
 def select(results: Sequence[CaseResult]) -> list[Row]:
     """The comparable rows: the three methods, synthetic data, default knobs, one GPU class."""
     classes = {r.gpu_class for r in results}
     if len(classes) > 1:
-        raise TrainperfError(f"side by side needs results of one GPU class, got {', '.join(sorted(classes))}: give one class's runs")
+        raise TrainperfError(
+            f"side by side needs results of one GPU class, got {', '.join(sorted(classes))}: give one class's runs"
+        )
     rows = []
     for result in results:
         label = _label(result)
         case = result.case
         if label is None or case.get("model_path") or case.get("dataset_path") or case.get("memory_cap_gib"):
             continue
-        if result.cliff or int(case.get("gpus", 1)) != 1:  # an OOM-cliff search or a multi-GPU case: no like-for-like row
+        if (
+            result.cliff or int(case.get("gpus", 1)) != 1
+        ):  # an OOM-cliff search or a multi-GPU case: no like-for-like row
             continue
         rows.append(Row(case["model"], case["profile"], label, int(case["batch_size"]), result))
     order = {label: i for i, (_, _, label) in enumerate(METHODS)}
@@ -85,7 +100,9 @@ def table(results: Sequence[CaseResult]) -> list[list[str]]:
 def render(results: Sequence[CaseResult]) -> str:
     body = table(results)
     if not body:
-        raise TrainperfError("no HF LoRA, HF QLoRA or unsloth QLoRA results to put side by side: give runs with sft_hf and sft_unsloth cases")
+        raise TrainperfError(
+            "no HF LoRA, HF QLoRA or unsloth QLoRA results to put side by side: give runs with sft_hf and sft_unsloth cases"
+        )
     gpu_class = results[0].gpu_class
     note = f"ratios (x) are against HF QLoRA of the same model and profile on {gpu_class}; batch sizes differ where E2's did"
     return "\n".join([*align(HEADER, body), "", note])

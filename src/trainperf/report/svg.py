@@ -11,7 +11,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 WIDTH, HEIGHT = 640, 260
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 40
 
@@ -63,8 +74,12 @@ def _frame(title: str, height: int = HEIGHT) -> list[str]:
     ]
 
 
-def line_chart(title: str, x_label: str, y_label: str, lines: Sequence[Line], marks: Sequence[Mark] = ()) -> str:
-    points = [p for line in lines for p in line.points] + [(m.x, m.y if m.y is not None else 0.0) for m in marks]
+def line_chart(
+    title: str, x_label: str, y_label: str, lines: Sequence[Line], marks: Sequence[Mark] = ()
+) -> str:
+    points = [p for line in lines for p in line.points] + [
+        (m.x, m.y if m.y is not None else 0.0) for m in marks
+    ]
     if not points:
         return ""
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
@@ -81,11 +96,19 @@ def line_chart(title: str, x_label: str, y_label: str, lines: Sequence[Line], ma
     out = _frame(title)
     out.append(f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>')
     for tick in _ticks(y0, y1):
-        out.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{sy(tick):.1f}" y2="{sy(tick):.1f}" stroke="#eee"/>')
-        out.append(f'<text x="{LEFT - 4}" y="{sy(tick) + 4:.1f}" text-anchor="end" font-size="10">{_fmt(tick)}</text>')
+        out.append(
+            f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{sy(tick):.1f}" y2="{sy(tick):.1f}" stroke="#eee"/>'
+        )
+        out.append(
+            f'<text x="{LEFT - 4}" y="{sy(tick) + 4:.1f}" text-anchor="end" font-size="10">{_fmt(tick)}</text>'
+        )
     for tick in _ticks(x0, x1):
-        out.append(f'<text x="{sx(tick):.1f}" y="{TOP + plot_h + 14}" text-anchor="middle" font-size="10">{_fmt(tick)}</text>')
-    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 6}" text-anchor="middle" font-size="11">{escape(x_label)}</text>')
+        out.append(
+            f'<text x="{sx(tick):.1f}" y="{TOP + plot_h + 14}" text-anchor="middle" font-size="10">{_fmt(tick)}</text>'
+        )
+    out.append(
+        f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 6}" text-anchor="middle" font-size="11">{escape(x_label)}</text>'
+    )
     out.append(
         f'<text x="12" y="{TOP + plot_h / 2}" text-anchor="middle" font-size="11" '
         f'transform="rotate(-90 12 {TOP + plot_h / 2})">{escape(y_label)}</text>'
@@ -94,18 +117,32 @@ def line_chart(title: str, x_label: str, y_label: str, lines: Sequence[Line], ma
         color = PALETTE[i % len(PALETTE)]
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(line.points))
         dash = ' stroke-dasharray="5 3"' if line.dashed else ""
-        out.append(f'<polyline class="series" fill="none" stroke="{color}" stroke-width="1.6"{dash} points="{path}"/>')
+        out.append(
+            f'<polyline class="series" fill="none" stroke="{color}" stroke-width="1.6"{dash} points="{path}"/>'
+        )
         if len(line.points) <= 20:
-            out += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in line.points]
-        out.append(f'<text x="{LEFT + 6}" y="{TOP + 14 + 13 * i}" font-size="10" fill="{color}">{escape(line.label)}</text>')
+            out += [
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in line.points
+            ]
+        out.append(
+            f'<text x="{LEFT + 6}" y="{TOP + 14 + 13 * i}" font-size="10" fill="{color}">{escape(line.label)}</text>'
+        )
     for mark in marks:
         if mark.y is None:
-            out.append(f'<line class="mark" x1="{sx(mark.x):.1f}" x2="{sx(mark.x):.1f}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#d62728" stroke-dasharray="4 3"/>')
-            out.append(f'<text x="{sx(mark.x) + 3:.1f}" y="{TOP + 12}" font-size="10" fill="#d62728">{escape(mark.label)}</text>')
+            out.append(
+                f'<line class="mark" x1="{sx(mark.x):.1f}" x2="{sx(mark.x):.1f}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#d62728" stroke-dasharray="4 3"/>'
+            )
+            out.append(
+                f'<text x="{sx(mark.x) + 3:.1f}" y="{TOP + 12}" font-size="10" fill="#d62728">{escape(mark.label)}</text>'
+            )
         else:
             cx, cy = sx(mark.x), sy(mark.y)
-            out.append(f'<path class="mark" d="M{cx - 4:.1f},{cy - 4:.1f}L{cx + 4:.1f},{cy + 4:.1f}M{cx - 4:.1f},{cy + 4:.1f}L{cx + 4:.1f},{cy - 4:.1f}" stroke="#d62728" stroke-width="2"/>')
-            out.append(f'<text x="{cx + 6:.1f}" y="{cy - 6:.1f}" font-size="10" fill="#d62728">{escape(mark.label)}</text>')
+            out.append(
+                f'<path class="mark" d="M{cx - 4:.1f},{cy - 4:.1f}L{cx + 4:.1f},{cy + 4:.1f}M{cx - 4:.1f},{cy + 4:.1f}L{cx + 4:.1f},{cy - 4:.1f}" stroke="#d62728" stroke-width="2"/>'
+            )
+            out.append(
+                f'<text x="{cx + 6:.1f}" y="{cy - 6:.1f}" font-size="10" fill="#d62728">{escape(mark.label)}</text>'
+            )
     out.append("</svg>")
     return "\n".join(out)
 
@@ -125,7 +162,9 @@ def stacked_bars(title: str, unit: str, bars: Sequence[Bar], normalise: bool = F
         y = TOP + row * row_h
         total = sum(v for _, v in bar.parts) or 1.0
         scale = plot_w / (total if normalise else longest)
-        out.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end" font-size="10">{escape(bar.label[:40])}</text>')
+        out.append(
+            f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end" font-size="10">{escape(bar.label[:40])}</text>'
+        )
         x = float(label_w)
         for name, value in bar.parts:
             width = max(0.0, value * scale)
@@ -159,15 +198,25 @@ def ratio_chart(title: str, rows: Sequence[tuple[str, float, tuple[float, float]
         return label_w + (x - low) / (high - low) * plot_w
 
     out = _frame(title, height)
-    out.append(f'<line x1="{sx(1):.1f}" x2="{sx(1):.1f}" y1="{TOP}" y2="{height - 24}" stroke="#999" stroke-dasharray="3 3"/>')
+    out.append(
+        f'<line x1="{sx(1):.1f}" x2="{sx(1):.1f}" y1="{TOP}" y2="{height - 24}" stroke="#999" stroke-dasharray="3 3"/>'
+    )
     for row, (label, ratio, interval) in enumerate(rows):
         y = TOP + row * row_h + 10
-        out.append(f'<text x="{label_w - 6}" y="{y + 4}" text-anchor="end" font-size="10">{escape(label[:44])}</text>')
+        out.append(
+            f'<text x="{label_w - 6}" y="{y + 4}" text-anchor="end" font-size="10">{escape(label[:44])}</text>'
+        )
         if interval:
-            out.append(f'<line x1="{sx(interval[0]):.1f}" x2="{sx(interval[1]):.1f}" y1="{y}" y2="{y}" stroke="#555" stroke-width="2"/>')
+            out.append(
+                f'<line x1="{sx(interval[0]):.1f}" x2="{sx(interval[1]):.1f}" y1="{y}" y2="{y}" stroke="#555" stroke-width="2"/>'
+            )
         color = "#d62728" if ratio > 1 else "#2ca02c"
-        out.append(f'<circle class="ratio" cx="{sx(ratio):.1f}" cy="{y}" r="4" fill="{color}"><title>{ratio:.3f}</title></circle>')
+        out.append(
+            f'<circle class="ratio" cx="{sx(ratio):.1f}" cy="{y}" r="4" fill="{color}"><title>{ratio:.3f}</title></circle>'
+        )
     for tick in _ticks(low, high):
-        out.append(f'<text x="{sx(tick):.1f}" y="{height - 10}" text-anchor="middle" font-size="10">{tick:.2f}</text>')
+        out.append(
+            f'<text x="{sx(tick):.1f}" y="{height - 10}" text-anchor="middle" font-size="10">{tick:.2f}</text>'
+        )
     out.append("</svg>")
     return "\n".join(out)

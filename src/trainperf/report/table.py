@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trainperf.results import CaseResult
+from trainperf.result import CaseResult
 from trainperf.traces.diff import describe as describe_trace_diff
 
 COLUMNS = (
@@ -73,7 +73,10 @@ def rows(results: Sequence[CaseResult]) -> list[list[str]]:
 def align(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
     """Columns padded to their widest cell: the header, a rule, then one line per row."""
     widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *body]]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+        for row in [header, *body]
+    ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return lines
 

@@ -30,5 +30,7 @@ def load_model_fixture(name: str, directory: Path = MODELS_DIR) -> dict[str, Any
         if not isinstance(fixture.get("config"), dict) or "model_type" not in fixture["config"]:
             raise ValueError("no 'config' object with a 'model_type'")
     except (ValueError, TypeError) as exc:
-        raise TrainperfError(f"{path} is not a valid model fixture ({exc}); compare with fixtures/models/qwen3_8b.json")
+        raise TrainperfError(
+            f"{path} is not a valid model fixture ({exc}); compare with fixtures/models/qwen3_8b.json"
+        )
     return fixture

@@ -51,9 +51,15 @@ def load_profile(name: str, directory: Path = DATASETS_DIR) -> LengthProfile:
             provenance=str(raw.get("provenance", "")),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise TrainperfError(f"{path} is not a valid length profile ({exc}); compare with fixtures/datasets/long.json")
+        raise TrainperfError(
+            f"{path} is not a valid length profile ({exc}); compare with fixtures/datasets/long.json"
+        )
     # A mean outside the bounds cannot be solved for: the pool would quietly miss it.
-    if not 1 <= profile.min_tokens <= profile.mean_tokens <= profile.max_tokens or profile.sigma < 0 or profile.pool_size < 1:
+    if (
+        not 1 <= profile.min_tokens <= profile.mean_tokens <= profile.max_tokens
+        or profile.sigma < 0
+        or profile.pool_size < 1
+    ):
         raise TrainperfError(
             f"{path}: need 1 <= min_tokens <= mean_tokens <= max_tokens, sigma >= 0 and pool_size >= 1 "
             f"(got {profile.min_tokens} <= {profile.mean_tokens:g} <= {profile.max_tokens}, sigma {profile.sigma:g}, "
@@ -76,7 +82,8 @@ def _standard_normals(rng: random.Random, count: int) -> list[float]:
 
 def _truncated_lengths(normals: list[float], mu: float, profile: LengthProfile) -> list[int]:
     return [
-        min(profile.max_tokens, max(profile.min_tokens, round(math.exp(mu + profile.sigma * z)))) for z in normals
+        min(profile.max_tokens, max(profile.min_tokens, round(math.exp(mu + profile.sigma * z))))
+        for z in normals
     ]
 
 
@@ -87,7 +94,10 @@ def length_pool(profile: LengthProfile) -> list[int]:
     mean holds exactly however many samples a case draws from the pool.
     """
     normals = _standard_normals(random.Random(profile.seed), profile.pool_size)
-    low, high = math.log(profile.min_tokens) - 3 * profile.sigma, math.log(profile.max_tokens) + 3 * profile.sigma
+    low, high = (
+        math.log(profile.min_tokens) - 3 * profile.sigma,
+        math.log(profile.max_tokens) + 3 * profile.sigma,
+    )
     for _ in range(100):
         mid = (low + high) / 2
         mean = sum(_truncated_lengths(normals, mid, profile)) / profile.pool_size
@@ -110,7 +120,9 @@ def synthetic_token_ids(
 ) -> list[list[int]]:
     """One list of uniform random token ids per length; ids below ``first_regular_id`` are specials."""
     if vocab_size <= first_regular_id:
-        raise TrainperfError(f"vocabulary of {vocab_size} leaves no room beside {first_regular_id} special tokens")
+        raise TrainperfError(
+            f"vocabulary of {vocab_size} leaves no room beside {first_regular_id} special tokens"
+        )
     rows = []
     for index, length in enumerate(lengths):
         rng = random.Random(seed * 1_000_003 + index)

@@ -27,11 +27,17 @@ import torch
 from torch import nn
 
 from trainperf.errors import TrainperfError
-from trainperf.estimate import NF4_BYTES_PER_PARAM
 from trainperf.synth import cache
 from trainperf.synth.cache import COMPLETE_MARKER, NotEnoughDisk, require_room
+from trainperf.synth.nf4 import NF4_BYTES_PER_PARAM
 
-__all__ = ["COMPLETE_MARKER", "NotEnoughDisk", "UnsupportedArchitecture", "ensure_checkpoint", "write_checkpoint"]
+__all__ = [
+    "COMPLETE_MARKER",
+    "NotEnoughDisk",
+    "UnsupportedArchitecture",
+    "ensure_checkpoint",
+    "write_checkpoint",
+]
 
 FORMAT_VERSION = 1
 """Bump when the files written change, so that older cache entries are not reused."""
@@ -64,7 +70,10 @@ NF4_BYTES_PER_TENSOR = 16 * 4 + 256 * 4 + 160
 def checkpoint_bytes(parameters: list[tuple[str, int, bool]]) -> int:
     """Bytes the shards will take: ``(name, elements, quantised)`` per parameter; the rest is bf16."""
     return int(
-        sum(count * NF4_BYTES_PER_PARAM + NF4_BYTES_PER_TENSOR if quantised else count * 2 for _name, count, quantised in parameters)
+        sum(
+            count * NF4_BYTES_PER_PARAM + NF4_BYTES_PER_TENSOR if quantised else count * 2
+            for _name, count, quantised in parameters
+        )
     )
 
 
@@ -74,7 +83,13 @@ def cache_root() -> Path:
 
 def cache_key(name: str, config: dict[str, Any], seed: int) -> str:
     """``<name>-<hash>``: the hash covers the config, the quantisation, the seed and the format."""
-    material = {"config": config, "quantization": QUANTIZATION_CONFIG, "block": BLOCK_SIZE, "seed": seed, "format": FORMAT_VERSION}
+    material = {
+        "config": config,
+        "quantization": QUANTIZATION_CONFIG,
+        "block": BLOCK_SIZE,
+        "seed": seed,
+        "format": FORMAT_VERSION,
+    }
     return cache.entry_key(name, material)
 
 
@@ -92,7 +107,10 @@ def ensure_checkpoint(
     key = cache_key(name, config, seed)
 
     def build(folder: Path) -> dict[str, Any]:
-        return {"quantized_linears": write_checkpoint(folder, config, device=device, seed=seed), "format": FORMAT_VERSION}
+        return {
+            "quantized_linears": write_checkpoint(folder, config, device=device, seed=seed),
+            "format": FORMAT_VERSION,
+        }
 
     return cache.ensure_entry(root or cache_root(), key, build, say=say)
 
@@ -105,7 +123,11 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
 
     from trainperf.synth.tokenizer import build_tokenizer
 
-    raw = {k: v for k, v in config.items() if k not in ("architectures", "transformers_version", "quantization_config")}
+    raw = {
+        k: v
+        for k, v in config.items()
+        if k not in ("architectures", "transformers_version", "quantization_config")
+    }
     model_type = raw.pop("model_type")
     raw.pop("torch_dtype", None)
     raw.pop("dtype", None)
@@ -120,7 +142,11 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
             "fused 3-D tensors (mixture-of-experts) that bitsandbytes does not quantise; only linear layers are supported so far: give the case a local pre-quantised model_path"
         )
     planned = [
-        (f"{module_name}.{name}" if module_name else name, param.numel(), name == "weight" and _quantised(module_name, module))
+        (
+            f"{module_name}.{name}" if module_name else name,
+            param.numel(),
+            name == "weight" and _quantised(module_name, module),
+        )
         for module_name, module in model.named_modules()
         for name, param in module.named_parameters(recurse=False)
     ]
@@ -164,7 +190,9 @@ def draw_weight(name: str, shape: torch.Size, device: torch.device, std: float, 
     return torch.empty(shape, dtype=torch.bfloat16, device=device).normal_(0.0, std, generator=generator)
 
 
-def _quantised_linear(prefix: str, module: nn.Linear, device: torch.device, std: float, seed: int) -> dict[str, torch.Tensor]:
+def _quantised_linear(
+    prefix: str, module: nn.Linear, device: torch.device, std: float, seed: int
+) -> dict[str, torch.Tensor]:
     import bitsandbytes.functional as bnb_functional
 
     name = f"{prefix}weight"
@@ -187,7 +215,10 @@ def _initialised(prefix: str, module: nn.Module, model: Any, seed: int) -> dict[
     torch.manual_seed(seed + len(prefix))
     module.to_empty(device="cpu", recurse=False)
     model._init_weights(module)
-    return {f"{prefix}{n}": p.detach().to(torch.bfloat16).contiguous() for n, p in module.named_parameters(recurse=False)}
+    return {
+        f"{prefix}{n}": p.detach().to(torch.bfloat16).contiguous()
+        for n, p in module.named_parameters(recurse=False)
+    }
 
 
 class _ShardWriter:
@@ -219,5 +250,8 @@ class _ShardWriter:
     def close(self) -> None:
         if self.pending:
             self._flush()
-        index = {"metadata": {"total_size": self.total_bytes}, "weight_map": dict(sorted(self.weight_map.items()))}
+        index = {
+            "metadata": {"total_size": self.total_bytes},
+            "weight_map": dict(sorted(self.weight_map.items())),
+        }
         (self.folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))

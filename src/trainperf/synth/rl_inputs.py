@@ -82,7 +82,9 @@ def write_model_folder(name: str, folder: Path, *, dtype: str = "bfloat16", seed
     folder.mkdir(parents=True, exist_ok=True)
     config = model_config(name, dtype)
     (folder / "config.json").write_text(json.dumps(config, indent=2))
-    (folder / "generation_config.json").write_text(json.dumps({k: v for k, v in SPECIAL_IDS.items()}, indent=2))
+    (folder / "generation_config.json").write_text(
+        json.dumps({k: v for k, v in SPECIAL_IDS.items()}, indent=2)
+    )
     hf_config = AutoConfig.from_pretrained(folder)
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(hf_config)
@@ -118,7 +120,12 @@ def model_cache_key(name: str, config: dict[str, Any], seed: int) -> str:
 
 
 def ensure_model_folder(
-    name: str, *, dtype: str = "bfloat16", seed: int = 0, root: Path | None = None, say: Callable[[str], None] = print
+    name: str,
+    *,
+    dtype: str = "bfloat16",
+    seed: int = 0,
+    root: Path | None = None,
+    say: Callable[[str], None] = print,
 ) -> tuple[ModelFolder, cache.CacheEntry]:
     """The cached model folder of fixture ``name`` (written first if needed) and its cache entry."""
     key = model_cache_key(name, model_config(name, dtype), seed)
@@ -128,7 +135,12 @@ def ensure_model_folder(
         return {"parameters": written.parameters, "shards": written.shards, "format": FORMAT_VERSION}
 
     entry = cache.ensure_entry(root or cache.cache_root("models"), key, build, say=say)
-    folder = ModelFolder(entry.path, int(entry.marker["parameters"]), int(entry.marker["shards"]), entry.path / TOKENIZER_SUBFOLDER)
+    folder = ModelFolder(
+        entry.path,
+        int(entry.marker["parameters"]),
+        int(entry.marker["shards"]),
+        entry.path / TOKENIZER_SUBFOLDER,
+    )
     return folder, entry
 
 

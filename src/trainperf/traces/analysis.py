@@ -81,7 +81,9 @@ def analyse(trace: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def _top(totals: dict[str, list[float]], category_of: dict[str, str], total_ms: float) -> list[dict[str, Any]]:
+def _top(
+    totals: dict[str, list[float]], category_of: dict[str, str], total_ms: float
+) -> list[dict[str, Any]]:
     ranked = sorted(totals.items(), key=lambda item: -sum(item[1]))[:TOP_N]
     return [
         {
@@ -169,10 +171,16 @@ def _main_thread(found: Sequence[Event], steps: Sequence[Event]) -> tuple[Any, A
     return max(load, key=load.__getitem__) if load else (None, None)
 
 
-def _cpu(found: Sequence[Event], steps: Sequence[Event], window: tuple[float, float], optimizer: _Spans) -> dict[str, Any]:
+def _cpu(
+    found: Sequence[Event], steps: Sequence[Event], window: tuple[float, float], optimizer: _Spans
+) -> dict[str, Any]:
     """The main thread's operators: busy = the union of its operators; categories from self time."""
     main = _main_thread(found, steps)
-    ops = [e for e in found if e.cat == "cpu_op" and (e.pid, e.tid) == main and e.end > window[0] and e.start < window[1]]
+    ops = [
+        e
+        for e in found
+        if e.cat == "cpu_op" and (e.pid, e.tid) == main and e.end > window[0] and e.start < window[1]
+    ]
     busy = clip(merge((e.start, e.end) for e in ops), *window)
     busy_us = sum(e - s for s, e in busy)
     # Self time: an operator's duration less its direct children's (events nest on one thread).

@@ -22,7 +22,10 @@ CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("quantization", r"dequant|quantiz|4bit|bnb|nf4|kgemm"),
         ("attention", r"flash|fmha|attention|sdpa|scaled_dot_product"),
         ("matmul", r"gemm|gemv|xmma|nvjet|cutlass|cublas|matmul|aten::mm$|addmm|bmm|aten::linear"),
-        ("reduction/norm", r"norm|softmax|reduce|aten::sum|aten::mean|aten::max|cross_entropy|nll_loss|argmax"),
+        (
+            "reduction/norm",
+            r"norm|softmax|reduce|aten::sum|aten::mean|aten::max|cross_entropy|nll_loss|argmax",
+        ),
         ("memory", r"memcpy|memset|copy|fill|zero_|aten::cat|catarray|aten::to$|_to_copy|clone|contiguous"),
         ("elementwise", ELEMENTWISE),
     )

@@ -36,17 +36,23 @@ def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[st
     record["cap_mb"] = plan.cap_mb
     if size_mb > plan.cap_mb:
         path.unlink()
-        record["deleted"] = f"{size_mb:.1f} MB compressed is over the {plan.cap_mb:g} MB cap: analysed, then deleted"
+        record["deleted"] = (
+            f"{size_mb:.1f} MB compressed is over the {plan.cap_mb:g} MB cap: analysed, then deleted"
+        )
     else:
         record["file"] = str(path.relative_to(run_dir))
     return record
 
 
-def attach_diff(verdict: dict[str, Any], current: dict[str, Any] | None, baseline: dict[str, Any] | None) -> str | None:
+def attach_diff(
+    verdict: dict[str, Any], current: dict[str, Any] | None, baseline: dict[str, Any] | None
+) -> str | None:
     """For a timing regression with traces on both sides, store the diff in the verdict (the failure
     detail shows it); otherwise return why there is none (None when no diff was wanted)."""
     timing = {"step_time_s", "tokens_per_s", "samples_per_hour"}
-    regressed = any(m.get("verdict") == "regressed" and m.get("metric") in timing for m in verdict.get("metrics", []))
+    regressed = any(
+        m.get("verdict") == "regressed" and m.get("metric") in timing for m in verdict.get("metrics", [])
+    )
     if not regressed:
         return None
     current_summary = (current or {}).get("summary")

@@ -39,7 +39,9 @@ def trace_diff(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, A
         before = float(baseline.get("categories_ms", {}).get(name, 0.0)) / steps_b
         after = float(current.get("categories_ms", {}).get(name, 0.0)) / steps_c
         if after - before > threshold:
-            grown.append({"category": name, "baseline_ms": before, "current_ms": after, "delta_ms": after - before})
+            grown.append(
+                {"category": name, "baseline_ms": before, "current_ms": after, "delta_ms": after - before}
+            )
     grown.sort(key=lambda g: -g["delta_ms"])
     return {
         "kind": current["kind"],
@@ -65,13 +67,18 @@ def describe(diff: dict[str, Any]) -> list[str]:
     if not diff:
         return []
     base_step, cur_step = diff["step_ms"]
-    parts = ", ".join(f"{label} {after - before:+.2f} ms" for label, (before, after) in diff["components_ms"].items())
+    parts = ", ".join(
+        f"{label} {after - before:+.2f} ms" for label, (before, after) in diff["components_ms"].items()
+    )
     before_busy, after_busy = diff["busy_fraction"]
     verdict = diff["verdict"] if diff["verdict"].startswith("no ") else f"{diff['verdict']} slowdown"
     head = f"trace diff: {verdict}: step {base_step:.2f} -> {cur_step:.2f} ms per profiled step ({parts})"
     lines = [f"{head}; busy {before_busy:.0%} -> {after_busy:.0%}"]
     if diff["grown"]:
         lines.append(
-            "    grew: " + ", ".join(f"{g['category']} {g['baseline_ms']:.2f} -> {g['current_ms']:.2f} ms" for g in diff["grown"])
+            "    grew: "
+            + ", ".join(
+                f"{g['category']} {g['baseline_ms']:.2f} -> {g['current_ms']:.2f} ms" for g in diff["grown"]
+            )
         )
     return lines

@@ -41,7 +41,9 @@ def load_trace(path: Path) -> dict[str, Any]:
         with opener(path, "rt") as handle:
             data = json.load(handle)
     except (OSError, ValueError, EOFError) as exc:
-        raise TrainperfError(f"trace {path} cannot be read ({type(exc).__name__}: {exc}); re-run with --perf-trace") from exc
+        raise TrainperfError(
+            f"trace {path} cannot be read ({type(exc).__name__}: {exc}); re-run with --perf-trace"
+        ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise TrainperfError(f"trace {path} has no traceEvents list: not a PyTorch profiler trace")
     return data

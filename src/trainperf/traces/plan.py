@@ -62,7 +62,9 @@ class TracePlan:
         return cls(**data) if data else None
 
 
-def plan_trace(trace_dir: Path, worker: str, total_steps: int, cap_mb: float = DEFAULT_CAP_MB) -> TracePlan | str:
+def plan_trace(
+    trace_dir: Path, worker: str, total_steps: int, cap_mb: float = DEFAULT_CAP_MB
+) -> TracePlan | str:
     """The plan for a run of ``total_steps``, or why it cannot be traced (too few steps)."""
     active = DEFAULT_ACTIVE
     while active > 1 and total_steps - DEFAULT_WARMUP - active < MIN_MEASURED_STEPS:
@@ -70,4 +72,6 @@ def plan_trace(trace_dir: Path, worker: str, total_steps: int, cap_mb: float = D
     if total_steps - DEFAULT_WARMUP - active < MIN_MEASURED_STEPS:
         needed = MIN_MEASURED_STEPS + DEFAULT_WARMUP + 1
         return f"not traced: {total_steps} steps leave too few to measure (a trace needs at least {needed}; --perf-steps)"
-    return TracePlan(trace_dir=str(trace_dir), worker=worker, total_steps=total_steps, active=active, cap_mb=cap_mb)
+    return TracePlan(
+        trace_dir=str(trace_dir), worker=worker, total_steps=total_steps, active=active, cap_mb=cap_mb
+    )

@@ -12,9 +12,3 @@ FAMILIES = {
     "rl_verl": "trainperf.workloads.rl_verl",
     "rl_trl": "trainperf.workloads.rl_trl",
 }
-
-# Families that spread one process over all of a case's GPUs themselves (verl starts its Ray
-# workers, one per GPU, and its rollout engine's TP groups): a multi-GPU case of theirs is one
-# child that sees every GPU of the case, never a torchrun rank per GPU (each rank would start a
-# whole verl trainer of its own).
-SELF_DISTRIBUTING = frozenset({"rl_verl"})

@@ -7,8 +7,8 @@ OOM left 72.5 GiB allocated on an H200: nothing is retried here).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-import json
 import os
 import resource
 import sys
@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from trainperf.jsonio import write_json_atomic
 from trainperf.workloads import FAMILIES
 from trainperf.workloads.protocol import (
     EXIT_CRASH,
@@ -24,15 +25,14 @@ from trainperf.workloads.protocol import (
     EXIT_OOM,
     EXIT_SKIPPED,
     INSTALL_HINTS,
+    OOM_MARKERS,
     RESULT_FILE,
     STEPS_FILE,
+    ChildSpec,
     SkipCase,
     launch_rank,
     rank_file,
-    write_json_atomic,
 )
-
-OOM_MARKERS = ("out of memory", "outofmemoryerror", "can't allocate memory", "cuda error: out of memory")
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -46,28 +46,33 @@ def main(argv: list[str]) -> int:
         print("usage: python -m trainperf.workloads SPEC.json", file=sys.stderr)
         return 2
     spec_path = Path(argv[0])
-    spec: dict[str, Any] = json.loads(spec_path.read_text())
-    out_dir = Path(spec["out_dir"])
+    spec = ChildSpec.read(spec_path)
+    out_dir = Path(spec.out_dir)
     # Under a launcher (a multi-GPU case) each rank drives the GPU of its local rank; only rank 0
     # writes the files the parent measures, the others their own rank files (their memory).
     rank, local_rank, world = launch_rank()
-    if world > 1 and str(spec.get("device", "cpu")).startswith("cuda"):
-        spec["device"] = f"cuda:{local_rank}"
+    if world > 1 and spec.on_cuda():
+        spec = dataclasses.replace(spec, device=f"cuda:{local_rank}")
     started = time.time()
-    result: dict[str, Any] = {"child_start": started, "pid": os.getpid(), "python": sys.executable, "rank": rank}
+    result: dict[str, Any] = {
+        "child_start": started,
+        "pid": os.getpid(),
+        "python": sys.executable,
+        "rank": rank,
+    }
     recorder = None
     memory_history = None
     try:
         apply_memory_cap(spec)
         from trainperf.workloads.recorder import StepRecorder
 
-        if spec.get("trace"):
+        if spec.trace:
             from trainperf.workloads.profiling import MemoryHistory
 
             memory_history = MemoryHistory(_torch_device(spec))
 
         recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec)
-        family = importlib.import_module(FAMILIES[spec["case"]["family"]])
+        family = importlib.import_module(FAMILIES[spec.case["family"]])
         result.update(family.run(spec, recorder))
         result["outcome"], code = "ok", EXIT_OK
     except SkipCase as exc:
@@ -75,7 +80,7 @@ def main(argv: list[str]) -> int:
         result["message"] = _first_line(exc)
     except ModuleNotFoundError as exc:
         result["outcome"], code = "skipped", EXIT_SKIPPED
-        result["message"] = missing_module_message(exc, str(spec["case"].get("environment", "hf")))
+        result["message"] = missing_module_message(exc, str(spec.case.get("environment", "hf")))
     except BaseException as exc:  # noqa: BLE001 - every way out is classified and recorded
         if is_oom(exc):
             result["outcome"], code = "oom", EXIT_OOM
@@ -99,7 +104,9 @@ def main(argv: list[str]) -> int:
             from trainperf.workloads.profiling import environment_note
 
             result["trace"] = {**trace, "environment": environment_note()}
-    result.setdefault("memory", {})["host_peak_rss_b"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result.setdefault("memory", {})["host_peak_rss_b"] = (
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    )
     result["child_end"] = time.time()
     write_json_atomic(out_dir / rank_file(RESULT_FILE, rank), result)
     sys.stdout.flush()
@@ -118,18 +125,18 @@ def missing_module_message(exc: ModuleNotFoundError, environment: str) -> str:
     return f"{top} is not installed in environment '{environment}' ({sys.executable}): {hint}"
 
 
-def apply_memory_cap(spec: dict[str, Any]) -> None:
+def apply_memory_cap(spec: ChildSpec) -> None:
     """The memory cap (the case's own, or the emulated class's: the smaller), set before anything
     large is allocated."""
-    caps = [float(c) for c in (spec["case"].get("memory_cap_gib"), spec.get("memory_cap_gib")) if c]
+    caps = [float(c) for c in (spec.case.get("memory_cap_gib"), spec.memory_cap_gib) if c]
     if not caps:
         return
     cap_gib = min(caps)
     cap_b = int(float(cap_gib) * 2**30)
-    if str(spec.get("device", "cpu")).startswith("cuda"):
+    if spec.on_cuda():
         import torch
 
-        index = torch.device(spec["device"]).index or 0
+        index = torch.device(spec.device).index or 0
         total = torch.cuda.get_device_properties(index).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, cap_b / total), index)
     else:
@@ -138,10 +145,10 @@ def apply_memory_cap(spec: dict[str, Any]) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap_b, cap_b))
 
 
-def _torch_device(spec: dict[str, Any]) -> Any:
+def _torch_device(spec: ChildSpec) -> Any:
     import torch
 
-    return torch.device(spec.get("device", "cpu"))
+    return torch.device(spec.device)
 
 
 def _dump_snapshot(history: Any, out_dir: Path) -> dict[str, Any]:

@@ -43,13 +43,17 @@ def effective_config(model: nn.Module, *, precision: str) -> dict[str, Any]:
         if param.requires_grad:
             trainable += count
             trainable_dtypes.add(str(param.dtype).replace("torch.", ""))
-    adapter_modules = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if hasattr(m, "lora_A")})
+    adapter_modules = sorted(
+        {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if hasattr(m, "lora_A")}
+    )
     lora_layers = sum(1 for _, m in model.named_modules() if hasattr(m, "lora_A"))
     return {
         "total_params": total,
         "trainable_params": trainable,
         "trainable_dtypes": sorted(trainable_dtypes),
-        "quantized_modules": sum(1 for m in base.modules() if type(getattr(m, "weight", None)).__name__ == "Params4bit"),
+        "quantized_modules": sum(
+            1 for m in base.modules() if type(getattr(m, "weight", None)).__name__ == "Params4bit"
+        ),
         "lora_layers": lora_layers,
         "adapter_targets": adapter_modules,
         "attn_implementation": getattr(base.config, "_attn_implementation", None),

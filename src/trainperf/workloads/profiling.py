@@ -39,7 +39,9 @@ class StepProfiler:
         }
         self._profile = torch.profiler.profile(
             activities=activities,
-            schedule=torch.profiler.schedule(wait=plan.wait, warmup=plan.warmup, active=plan.active, repeat=1),
+            schedule=torch.profiler.schedule(
+                wait=plan.wait, warmup=plan.warmup, active=plan.active, repeat=1
+            ),
             on_trace_ready=self._export,
             # Shapes and stacks multiply the size for little diagnostic value here.
             record_shapes=False,

@@ -1,11 +1,15 @@
-"""The files a child and its parent exchange, and the child's exit codes (no torch here)."""
+"""The contract between the parent and a child: the spec, the files they exchange, the exit codes (no torch)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from trainperf.jsonio import read_jsonl, write_json_atomic
 
 SPEC_FILE = "spec.json"
 RESULT_FILE = "result.json"
@@ -13,6 +17,9 @@ STEPS_FILE = "steps.jsonl"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
 SAMPLES_FILE = "nvml.csv"
+
+OOM_MARKERS = ("out of memory", "outofmemoryerror", "can't allocate memory", "cuda error: out of memory")
+"""How an out-of-memory error reads, in an exception or in the stderr of a child that wrote no result."""
 
 BARE_WINDOW_START = 3
 """A bare run (no per-step hooks) times the steps after this one with two device syncs in all; the
@@ -36,6 +43,54 @@ INSTALL_HINTS = {
 }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildSpec:
+    """What the parent tells a child (``spec.json`` in the child's folder); the child runs it as told."""
+
+    case: dict[str, Any]
+    """The case (``Case.to_dict``): the child rebuilds it with ``Case.from_dict``."""
+    steps: int
+    """Optimizer steps to run."""
+    out_dir: str
+    """The child's folder: its steps, result, logs, trace."""
+    device: str = "cpu"
+    """``cuda:0`` (the child sees only its own GPUs) or ``cpu``; a rank under torchrun takes ``cuda:<local rank>``."""
+    seed: int = 0
+    plant_slowdown: float = 0.0
+    """Fraction of a step added as a sleep after each one: the self-test of the gate (never in a baseline)."""
+    memory_cap_gib: float | None = None
+    """The emulated class's memory (--perf-emulate); the case's own cap is in ``case``."""
+    bare: bool = False
+    """Run the training loop without the per-step hooks (the fidelity benchmark's reference)."""
+    bare_window_after: int | None = None
+    """A bare run times the steps after this one (default ``BARE_WINDOW_START``)."""
+    trace: dict[str, Any] | None = None
+    """The trace plan (``TracePlan.to_spec``) when the run is profiled."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form; optional parts left out when unset, as the child has always read them."""
+        data = dataclasses.asdict(self)
+        for key in ("bare_window_after", "trace"):
+            if data[key] is None:
+                del data[key]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChildSpec:
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known and value is not None})
+
+    def write(self, path: Path) -> None:
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def read(cls, path: Path) -> ChildSpec:
+        return cls.from_dict(json.loads(path.read_text()))
+
+    def on_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+
 def rank_file(name: str, rank: int) -> str:
     """A file of rank ``rank`` of a multi-GPU child: rank 0 keeps the plain name (it records the
     steps the parent measures), every other rank writes ``result.rank1.json`` and so on."""
@@ -47,34 +102,20 @@ def rank_file(name: str, rank: int) -> str:
 
 def launch_rank() -> tuple[int, int, int]:
     """(rank, local rank, world size) from the launcher's environment; (0, 0, 1) without one."""
-    return (int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")))
+    return (
+        int(os.environ.get("RANK", "0")),
+        int(os.environ.get("LOCAL_RANK", "0")),
+        int(os.environ.get("WORLD_SIZE", "1")),
+    )
 
 
 class SkipCase(Exception):
     """Raised by a family when this machine cannot run the case at all (the message says why)."""
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def read_steps(path: Path) -> list[dict[str, Any]]:
     """Per-step records a child appended; a torn last line (child killed mid-write) is dropped."""
-    if not path.is_file():
-        return []
-    steps = []
-    for line in path.read_text().splitlines():
-        try:
-            steps.append(json.loads(line))
-        except ValueError:
-            break
-    return steps
+    return read_jsonl(path)
 
 
 def read_child_result(out_dir: Path) -> dict[str, Any]:

@@ -14,18 +14,19 @@ from typing import Any
 import torch
 
 from trainperf.traces.plan import TracePlan
+from trainperf.workloads.protocol import ChildSpec
 
 
 class StepRecorder:
     """Framework-neutral: a family calls ``begin()``, then ``step_end(tokens)`` after each optimizer step."""
 
-    def __init__(self, steps_path: Path, spec: dict[str, Any]) -> None:
+    def __init__(self, steps_path: Path, spec: ChildSpec) -> None:
         self.path = steps_path
-        self.device = torch.device(spec.get("device", "cpu"))
-        self.plant_slowdown = float(spec.get("plant_slowdown", 0.0))
+        self.device = torch.device(spec.device)
+        self.plant_slowdown = spec.plant_slowdown
         self.steps: list[dict[str, Any]] = []
         self._last_edge: float | None = None
-        self.trace_plan = TracePlan.from_spec(spec.get("trace"))
+        self.trace_plan = TracePlan.from_spec(spec.trace)
         self.profiler = None
         if self.trace_plan is not None:
             from trainperf.workloads.profiling import StepProfiler

@@ -29,13 +29,25 @@ import torch
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
-from trainperf.grpo import FIXED_PROFILE, SUPPORTED_TRL_TEXT, GrpoShape, preflight_grpo, trl_version_supported
+from trainperf.families.rl_trl import (
+    FIXED_PROFILE,
+    SUPPORTED_TRL_TEXT,
+    GrpoShape,
+    preflight_grpo,
+    trl_version_supported,
+)
 from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
 from trainperf.workloads.phases import PhaseClock
+from trainperf.workloads.protocol import ChildSpec
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.sft_hf import ATTN_IMPLEMENTATION, LORA_TARGETS  # E2's adapter recipe, shared
 
-PHASE_HOOKS = {"training_step": "update", "_prepare_inputs": "prepare", "_generate": "gen", "_calculate_rewards": "reward"}
+PHASE_HOOKS = {
+    "training_step": "update",
+    "_prepare_inputs": "prepare",
+    "_generate": "gen",
+    "_calculate_rewards": "reward",
+}
 """GRPOTrainer method -> phase charged with its time (less the time of the phases nested in it)."""
 
 
@@ -57,7 +69,9 @@ def prompt_texts(count: int, prompt_len: int, vocab_size: int, seed: int) -> lis
 def check_trl(version: str, trainer: Any) -> None:
     """The installed trl must be a supported version whose GRPOTrainer has every hooked method."""
     if not trl_version_supported(version):
-        raise TrainperfError(f"trl {version} is not supported by the rl_trl phase hooks: install {SUPPORTED_TRL_TEXT}")
+        raise TrainperfError(
+            f"trl {version} is not supported by the rl_trl phase hooks: install {SUPPORTED_TRL_TEXT}"
+        )
     missing = [name for name in PHASE_HOOKS if not callable(getattr(trainer, name, None))]
     if missing:
         raise TrainperfError(
@@ -85,7 +99,9 @@ class GrpoStepLog:
             )
         prompt_lengths = sorted({len(ids) for ids in prompt_ids})
         if prompt_lengths != [self.shape.prompt_len]:
-            raise TrainperfError(f"prompts of {prompt_lengths} tokens where {self.shape.prompt_len} were built")
+            raise TrainperfError(
+                f"prompts of {prompt_lengths} tokens where {self.shape.prompt_len} were built"
+            )
         self.prompt_tokens += sum(len(ids) for ids in prompt_ids)
         self.completion_tokens += sum(len(ids) for ids in completion_ids)
 
@@ -93,7 +109,10 @@ class GrpoStepLog:
         self.rewards.extend(float(r) for r in output.sum(dim=1).tolist())
 
     def take(self) -> dict[str, Any]:
-        fields: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+        fields: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
         if self.rewards:
             fields["reward_mean"] = sum(self.rewards) / len(self.rewards)
         self.prompt_tokens = self.completion_tokens = 0
@@ -109,7 +128,9 @@ def install_phase_hooks(trainer: Any, clock: PhaseClock, log: GrpoStepLog) -> No
         setattr(trainer, name, _timed(getattr(trainer, name), phase, clock, after.get(name)))
 
 
-def _timed(method: Callable[..., Any], phase: str, clock: PhaseClock, after: Callable[[Any], None] | None) -> Callable[..., Any]:
+def _timed(
+    method: Callable[..., Any], phase: str, clock: PhaseClock, after: Callable[[Any], None] | None
+) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with clock.phase(phase):
             output = method(*args, **kwargs)
@@ -120,10 +141,10 @@ def _timed(method: Callable[..., Any], phase: str, clock: PhaseClock, after: Cal
     return wrapper
 
 
-def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
-    case = Case.from_dict(spec["case"])
+def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec.case)
     shape = preflight_grpo(case)  # the parent checked it too; a hand-written spec gets the same one line
-    device = torch.device(spec["device"])
+    device = torch.device(spec.device)
     on_gpu = device.type == "cuda"
     if on_gpu:
         torch.cuda.set_device(device)
@@ -133,7 +154,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
         # (16 tokens for 8 sequences of the tiny model: 0.14 s with one thread, 1.0-2.9 s with two).
         torch.set_num_threads(1)
     dtype = torch.bfloat16 if on_gpu else torch.float32
-    steps, seed = int(spec["steps"]), int(spec.get("seed", 0))
+    steps, seed = spec.steps, spec.seed
     timeline: dict[str, float] = {}
     started = time.perf_counter()
 
@@ -159,11 +180,17 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     peft_config = None
     if case.method == "lora":
         peft_config = LoraConfig(
-            r=case.lora_r, lora_alpha=case.lora_alpha, lora_dropout=0.0, bias="none",
-            target_modules=LORA_TARGETS, task_type="CAUSAL_LM",
+            r=case.lora_r,
+            lora_alpha=case.lora_alpha,
+            lora_dropout=0.0,
+            bias="none",
+            target_modules=LORA_TARGETS,
+            task_type="CAUSAL_LM",
         )
     force_length = case.profile == FIXED_PROFILE
-    generation_kwargs: dict[str, Any] = {"use_cache": True}  # the model config says no cache (a training default)
+    generation_kwargs: dict[str, Any] = {
+        "use_cache": True
+    }  # the model config says no cache (a training default)
     if force_length:
         generation_kwargs["min_new_tokens"] = shape.completion_len
     args = GRPOConfig(

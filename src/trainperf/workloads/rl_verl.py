@@ -4,7 +4,7 @@ case's Hydra overrides, its file-logger JSONL tailed into ``steps.jsonl`` as eac
 verl runs in its own process group (Ray starts many processes); whatever way it ends, that
 group is killed and ``ray stop --force`` is run, so no worker keeps GPU memory into the next
 case. A SIGTERM from the parent (its timeout, Ctrl-C) does the same before this process exits.
-A failed run is classified from verl's log (``trainperf.verl.classify``): OOM in a Ray worker
+A failed run is classified from verl's log (``trainperf.workloads.verl.classify``): OOM in a Ray worker
 or at the engine's start-up, a dead worker, anything else.
 
 Steps are verl's own (``timing_s/step``, phases, ``perf/throughput``): verl times them in its
@@ -26,22 +26,37 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case
-from trainperf.verl.classify import classify_failure
-from trainperf.verl.knobs import knobs_of
-from trainperf.verl.lengths import length_mismatch, measured_lengths
-from trainperf.verl.logs import parse_jsonl_line, step_record
-from trainperf.verl.overrides import Inputs, attention_overrides, dataset_rows, merge_overrides, overrides
-from trainperf.verl.preflight import check
-from trainperf.verl.versions import rule_set
+from trainperf.families.rl_verl.knobs import knobs_of
+from trainperf.families.rl_verl.preflight import check
+from trainperf.families.rl_verl.versions import rule_set
 from trainperf.workloads import verl_sdpa_critic
 from trainperf.workloads.effective import library_versions
-from trainperf.workloads.protocol import SkipCase
+from trainperf.workloads.protocol import ChildSpec, SkipCase
 from trainperf.workloads.recorder import StepRecorder
+from trainperf.workloads.verl.classify import classify_failure
+from trainperf.workloads.verl.lengths import length_mismatch, measured_lengths
+from trainperf.workloads.verl.logs import parse_jsonl_line, step_record
+from trainperf.workloads.verl.overrides import (
+    Inputs,
+    attention_overrides,
+    dataset_rows,
+    merge_overrides,
+    overrides,
+)
 
 POLL_S = 0.5
 METRICS_FILE = "verl_metrics.jsonl"
 LOG_FILE = "verl.log"
-VERSION_PACKAGES = ("verl", "vllm", "sglang", "ray", "torch", "transformers", "flash-attn", "flashinfer-python")
+VERSION_PACKAGES = (
+    "verl",
+    "vllm",
+    "sglang",
+    "ray",
+    "torch",
+    "transformers",
+    "flash-attn",
+    "flashinfer-python",
+)
 GIB = 2**30
 
 
@@ -73,15 +88,21 @@ def require_machine(gpus: int, device: str) -> None:
         )
 
 
-def refuse_unsupported(spec: dict[str, Any]) -> None:
+def refuse_unsupported(spec: ChildSpec) -> None:
     """Options that act inside this process, where verl's work does not happen: skipped, not faked."""
-    if float(spec.get("plant_slowdown") or 0) > 0:
-        raise SkipCase("--perf-plant-slowdown acts at step edges in this process; verl's steps run in its Ray workers")
-    if spec.get("memory_cap_gib") or spec["case"].get("memory_cap_gib"):
-        raise SkipCase("memory caps (--perf-emulate, memory_cap_gib) act on this process's allocator, not on verl's workers")
+    if spec.plant_slowdown > 0:
+        raise SkipCase(
+            "--perf-plant-slowdown acts at step edges in this process; verl's steps run in its Ray workers"
+        )
+    if spec.memory_cap_gib or spec.case.get("memory_cap_gib"):
+        raise SkipCase(
+            "memory caps (--perf-emulate, memory_cap_gib) act on this process's allocator, not on verl's workers"
+        )
 
 
-def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int) -> tuple[Inputs, dict[str, Any]]:
+def prepare_inputs(
+    case: Case, work: Path, rows: int, prompt_len: int, seed: int
+) -> tuple[Inputs, dict[str, Any]]:
     """The model folder, the parquet and the reward file; a case's local paths replace the synthetic ones."""
     from transformers import AutoTokenizer
 
@@ -96,12 +117,19 @@ def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int
         info["model_source"] = f"local:{case.model_path}"
     else:
         try:
-            folder, entry = ensure_model_folder(case.model, seed=seed, say=lambda line: print(line, flush=True))
+            folder, entry = ensure_model_folder(
+                case.model, seed=seed, say=lambda line: print(line, flush=True)
+            )
         except NotEnoughDisk as exc:  # cannot run on this machine as it is: say why
             raise SkipCase(str(exc)) from None
-        print(f"[trainperf] synthetic model {folder.path} ({entry.state()}, {folder.parameters / 1e9:.2f}B parameters)", flush=True)
+        print(
+            f"[trainperf] synthetic model {folder.path} ({entry.state()}, {folder.parameters / 1e9:.2f}B parameters)",
+            flush=True,
+        )
         model_dir, tokenizer_dir = folder.path, folder.tokenizer
-        info.update(total_params=folder.parameters, trainable_params=folder.parameters, weight_shards=folder.shards)
+        info.update(
+            total_params=folder.parameters, trainable_params=folder.parameters, weight_shards=folder.shards
+        )
         info.update(model_source=f"synthetic:{folder.path.name}", model_cache_hit=entry.hit)
     info["model_build_s"] = round(time.monotonic() - started, 1)
     if case.dataset_path:
@@ -109,7 +137,9 @@ def prepare_inputs(case: Case, work: Path, rows: int, prompt_len: int, seed: int
     else:
         parquet = work / "train.parquet"
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)  # as verl loads it (tokenizer_path)
-        info["prompt_words"] = write_gsm8k_parquet(parquet, tokenizer, rows=rows, prompt_len=prompt_len, seed=seed)
+        info["prompt_words"] = write_gsm8k_parquet(
+            parquet, tokenizer, rows=rows, prompt_len=prompt_len, seed=seed
+        )
     reward = Path(verl_reward.__file__).resolve()
     inputs = Inputs(
         model_dir=model_dir, tokenizer_dir=tokenizer_dir, train_parquet=parquet, reward_file=reward, work_dir=work,
@@ -150,7 +180,9 @@ def stop_ray() -> str:
     script = Path(sys.executable).with_name("ray")
     command = [str(script)] if script.is_file() else [sys.executable, "-m", "ray.scripts.scripts"]
     try:
-        done = subprocess.run([*command, "stop", "--force"], check=False, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [*command, "stop", "--force"], check=False, capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"ray stop failed: {exc}"
     said = (done.stdout + done.stderr).strip().splitlines()
@@ -175,23 +207,25 @@ class _Tail:
         return [line.decode("utf-8", "replace") for line in complete]
 
 
-def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
-    case = Case.from_dict(spec["case"])
+def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec.case)
     knobs = knobs_of(case)
-    require_machine(knobs.gpus, str(spec.get("device", "cpu")))
+    require_machine(knobs.gpus, spec.device)
     refuse_unsupported(spec)
     version = importlib.metadata.version("verl")
     rules = rule_set(version)
     normalised, problem = check(knobs, rules)
     if problem:  # the parent's pre-flight stops these; a child started by hand must not spend GPU time
         raise ValueError(f"verl {version} would reject this case: {problem}")
-    attention = attention_overrides(knobs, flash_attn_installed=importlib.util.find_spec("flash_attn") is not None)
-    steps = int(spec["steps"])
-    out_dir = Path(spec["out_dir"])
+    attention = attention_overrides(
+        knobs, flash_attn_installed=importlib.util.find_spec("flash_attn") is not None
+    )
+    steps = spec.steps
+    out_dir = Path(spec.out_dir)
     work = out_dir / "verl"
     work.mkdir(parents=True, exist_ok=True)
     timeline: dict[str, float] = {"start": time.time()}
-    inputs, info = prepare_inputs(case, work, dataset_rows(knobs, steps), knobs.prompt_len, int(spec.get("seed", 0)))
+    inputs, info = prepare_inputs(case, work, dataset_rows(knobs, steps), knobs.prompt_len, spec.seed)
     # TRAINPERF_VERL_OVERRIDES: extra Hydra overrides for a runner's stack, applied last;
     # everything used is written to overrides.txt.
     extra = shlex.split(os.environ.get("TRAINPERF_VERL_OVERRIDES", ""))
@@ -201,7 +235,9 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
                RAY_DEDUP_LOGS="0", RAY_USAGE_STATS_ENABLED="0")  # fmt: skip
     if attention.needs_critic_shim:  # Ray's workers inherit this environment
         env.update(critic_shim_env(work, env))
-        (work / "env.txt").write_text("".join(f"{key}={env[key]}\n" for key in ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES")))
+        (work / "env.txt").write_text(
+            "".join(f"{key}={env[key]}\n" for key in ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES"))
+        )
     timeline["launch"] = time.time()
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     tail = _Tail(out_dir / METRICS_FILE)

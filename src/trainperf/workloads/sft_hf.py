@@ -13,16 +13,17 @@ from typing import Any
 import torch
 
 from trainperf.case import Case
+from trainperf.families import family_of
 from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
-from trainperf.workloads.protocol import BARE_WINDOW_START
+from trainperf.workloads.protocol import BARE_WINDOW_START, ChildSpec
 from trainperf.workloads.recorder import StepRecorder
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 ATTN_IMPLEMENTATION = "sdpa"
 
 
-def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
-    case = Case.from_dict(spec["case"])
+def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec.case)
     # Everything the run will import, first: a missing package is a skip in seconds, before a
     # model is built on the GPU (on 2xH200 a missing `datasets` skipped only after Qwen3-8B had
     # taken 15.3 GiB per GPU, and the table showed that as the skipped case's memory).
@@ -34,18 +35,18 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
         # transformers reports a missing bitsandbytes as a plain ImportError deep in model set-up;
         # importing it here first makes it a ModuleNotFoundError the harness turns into a clear skip.
         import bitsandbytes  # noqa: F401
-    device = torch.device(spec["device"])
+    device = torch.device(spec.device)
     on_gpu = device.type == "cuda"
     if on_gpu:
         torch.cuda.set_device(device)
     dtype = torch.bfloat16 if on_gpu else torch.float32
-    steps = int(spec["steps"])
+    steps = spec.steps
     timeline: dict[str, float] = {}
 
     started = time.perf_counter()
     model, tokenizer, build = _model_and_tokenizer(case, device, dtype)
     timeline["build_s"] = build.seconds
-    dataset = _dataset(case, tokenizer, steps, model.config.vocab_size, int(spec.get("seed", 0)))
+    dataset = _dataset(case, tokenizer, steps, model.config.vocab_size, spec.seed)
 
     from peft import LoraConfig, prepare_model_for_kbit_training
     from trl import SFTTrainer
@@ -64,9 +65,18 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
             task_type="CAUSAL_LM",
         )
     bare_window = None
-    if spec.get("bare"):
-        bare_window = _bare_window(device, steps, int(spec.get("bare_window_after", BARE_WINDOW_START)))
-    args = sft_args(case, spec, steps, on_gpu, gradient_checkpointing=case.gradient_checkpointing, extra=distributed_args(case, model))
+    if spec.bare:
+        bare_window = _bare_window(
+            device, steps, BARE_WINDOW_START if spec.bare_window_after is None else spec.bare_window_after
+        )
+    args = sft_args(
+        case,
+        spec,
+        steps,
+        on_gpu,
+        gradient_checkpointing=case.gradient_checkpointing,
+        extra=distributed_args(case, model),
+    )
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -101,7 +111,7 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
 
 def sft_args(
     case: Case,
-    spec: dict[str, Any],
+    spec: ChildSpec,
     steps: int,
     on_gpu: bool,
     *,
@@ -111,7 +121,7 @@ def sft_args(
     """E2's SFTConfig, shared by every SFT family (only who turns on gradient checkpointing differs)."""
     from trl import SFTConfig
 
-    seed = int(spec.get("seed", 0))
+    seed = spec.seed
     return SFTConfig(
         output_dir=tempfile.mkdtemp(prefix="trainperf-sft-"),
         max_steps=steps,
@@ -135,9 +145,14 @@ def distributed_args(case: Case, model: Any) -> dict[str, Any]:
         return {}
     # Reentrant checkpointing re-runs forward outside autograd's view, which DDP's reducer and
     # FSDP's hooks do not survive with frozen base weights (LoRA); every parameter that trains is used.
-    args: dict[str, Any] = {"gradient_checkpointing_kwargs": {"use_reentrant": False}, "ddp_find_unused_parameters": False}
+    args: dict[str, Any] = {
+        "gradient_checkpointing_kwargs": {"use_reentrant": False},
+        "ddp_find_unused_parameters": False,
+    }
     if case.strategy == "fsdp":
-        layer_classes = sorted({type(m).__name__ for m in model.modules() if type(m).__name__.endswith("DecoderLayer")})
+        layer_classes = sorted(
+            {type(m).__name__ for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
+        )
         args["fsdp"] = "full_shard auto_wrap"
         args["fsdp_config"] = {"transformer_layer_cls_to_wrap": layer_classes}
     return args
@@ -170,7 +185,9 @@ def _bare_window(device: torch.device, steps: int, after: int) -> Any:
     from transformers import TrainerCallback
 
     if steps <= after + 1:
-        raise ValueError(f"a bare run timed after step {after} needs more than {after + 1} steps, got {steps}")
+        raise ValueError(
+            f"a bare run timed after step {after} needs more than {after + 1} steps, got {steps}"
+        )
 
     def sync() -> None:
         if device.type == "cuda":
@@ -231,7 +248,7 @@ def _dataset(case: Case, tokenizer: Any, steps: int, vocab_size: int, seed: int)
     from trainperf.synth.tokenizer import FIRST_REGULAR_ID
 
     profile = load_profile(case.profile)
-    count = steps * case.samples_per_step
+    count = steps * family_of(case.family).samples_per_step(case)
     lengths = sample_lengths(profile, count, case.max_seq_len)
     rows = synthetic_token_ids(lengths, vocab_size, FIRST_REGULAR_ID, seed=profile.seed + seed)
     return datasets.Dataset.from_dict({"input_ids": rows})

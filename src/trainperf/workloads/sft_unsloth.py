@@ -18,7 +18,7 @@ import torch
 
 from trainperf.case import Case
 from trainperf.workloads.effective import effective_config, library_versions
-from trainperf.workloads.protocol import SkipCase
+from trainperf.workloads.protocol import ChildSpec, SkipCase
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.sft_hf import LORA_TARGETS, _callback, _dataset, sft_args
 
@@ -36,17 +36,19 @@ OFFLINE_ENV = {
 VERSION_PACKAGES = ("unsloth", "unsloth_zoo", "xformers", "triton", "torchao")
 
 
-def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
-    case = Case.from_dict(spec["case"])
-    device = torch.device(spec["device"])
+def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
+    case = Case.from_dict(spec.case)
+    device = torch.device(spec.device)
     if device.type != "cuda":
-        raise SkipCase("unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU runners only")
+        raise SkipCase(
+            "unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU runners only"
+        )
     if case.method != "qlora":
         raise SkipCase(f"sft_unsloth runs unsloth QLoRA only (method {case.method} is sft_hf's)")
     torch.cuda.set_device(device)
     os.environ.update(OFFLINE_ENV)
-    steps = int(spec["steps"])
-    seed = int(spec.get("seed", 0))
+    steps = spec.steps
+    seed = spec.seed
     timeline: dict[str, float] = {}
     started = time.perf_counter()
 
@@ -83,7 +85,11 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
     # unsloth turns checkpointing on itself (get_peft_model); the Trainer's own switch would replace it.
     args = sft_args(case, spec, steps, True, gradient_checkpointing=False)
     trainer = SFTTrainer(
-        model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[_callback(recorder)]
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[_callback(recorder)],
     )
     timeline["setup_s"] = time.perf_counter() - started
     trainer.train()
@@ -102,7 +108,12 @@ def run(spec: dict[str, Any], recorder: StepRecorder) -> dict[str, Any]:
         gradient_offload=gradient_offload(trainer.model, case),
         adapter_scope=adapter_scope(trainer.model),
     )
-    return {"effective_config": effective, "versions": library_versions(VERSION_PACKAGES), "timeline": timeline, "device_name": torch.cuda.get_device_name(device)}
+    return {
+        "effective_config": effective,
+        "versions": library_versions(VERSION_PACKAGES),
+        "timeline": timeline,
+        "device_name": torch.cuda.get_device_name(device),
+    }
 
 
 def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
@@ -113,10 +124,15 @@ def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
     from trainperf.synth.quantized_checkpoint import NotEnoughDisk, UnsupportedArchitecture, ensure_checkpoint
 
     try:
-        info = ensure_checkpoint(case.model, load_model_fixture(case.model)["config"], device=device, seed=seed)
+        info = ensure_checkpoint(
+            case.model, load_model_fixture(case.model)["config"], device=device, seed=seed
+        )
     except (UnsupportedArchitecture, NotEnoughDisk) as exc:  # cannot run on this machine as it is: say why
         raise SkipCase(str(exc)) from None
-    print(f"[trainperf] synthetic 4-bit checkpoint {info.path} ({info.state()}, {info.marker['quantized_linears']} NF4 linears)", flush=True)
+    print(
+        f"[trainperf] synthetic 4-bit checkpoint {info.path} ({info.state()}, {info.marker['quantized_linears']} NF4 linears)",
+        flush=True,
+    )
     return str(info.path), f"synthetic-nf4:{info.path.name}"
 
 
@@ -130,7 +146,9 @@ def _import_unsloth() -> Any:
     except Exception as exc:  # noqa: BLE001 - unsloth raises NotImplementedError/RuntimeError/ImportError
         version = library_versions(("unsloth",)).get("unsloth", "?")
         line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise RuntimeError(f"unsloth {version} refused this GPU or stack at import ({type(exc).__name__}: {line})") from None
+        raise RuntimeError(
+            f"unsloth {version} refused this GPU or stack at import ({type(exc).__name__}: {line})"
+        ) from None
     return FastLanguageModel
 
 
@@ -179,4 +197,3 @@ def adapter_scope(model: Any) -> str:
         else:
             kinds.add("mlp")
     return "+".join(sorted(kinds)) or "none"
-

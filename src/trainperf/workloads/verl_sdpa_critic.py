@@ -29,7 +29,9 @@ MODULE_NAME = "trainperf_verl_sdpa_critic"  # the name it is imported under in t
 TARGET = "verl.utils.model"
 
 
-def load_valuehead_model_sdpa(local_path: Any, torch_dtype: Any, model_config: Any, trust_remote_code: bool) -> Any:
+def load_valuehead_model_sdpa(
+    local_path: Any, torch_dtype: Any, model_config: Any, trust_remote_code: bool
+) -> Any:
     """verl's first choice (a token-classification head, one score per token) with SDPA.
 
     verl falls back to trl's value-head wrapper for architectures without a token-classification
@@ -58,7 +60,9 @@ def _replace_loaded() -> None:
         return
     for module in list(sys.modules.values()):
         name = getattr(module, "__name__", "")
-        if (name == "verl" or name.startswith("verl.")) and getattr(module, "load_valuehead_model", None) is original:
+        if (name == "verl" or name.startswith("verl.")) and getattr(
+            module, "load_valuehead_model", None
+        ) is original:
             module.load_valuehead_model = load_valuehead_model_sdpa  # type: ignore[attr-defined]
 
 
@@ -72,7 +76,9 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self) -> None:
         self._inner: importlib.abc.Loader | None = None
 
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Any, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != TARGET or self._inner is not None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Build a wheelhouse for an air-gapped GPU runner: download the wheels of a workload environment
+# (ci/envs/NAME.txt, both sections: exactly its pins, without dependencies) for the runner's
+# Python and platform, minus what the runner's image already has (ci/envs/gpu-image.txt) and what
+# .whl/ already holds. The wheels are split into parts of at most TRAINPERF_PART_MB each
+# (.whl-NAME-a/, .whl-NAME-b/, ...) so that each part fits one copy where the transfer to the
+# runner is limited per copy; copy them next to the repository on the runner, where
+# scripts/offline-run.sh installs them.
+#   usage: bash scripts/offline-wheels.sh NAME [DEST_ROOT]      (default DEST_ROOT: the repository)
+# Variables:
+#   TRAINPERF_PART_MB        largest part in MB (default 60: one part and the repository stay under
+#                            a 64 MiB transfer limit)
+#   TRAINPERF_WHEEL_PYTHON   the runner's Python version (default 3.12; platform manylinux x86_64)
+#   PYTHON                   the interpreter that runs pip here (default python3)
+set -euo pipefail
+name=${1:?usage: offline-wheels.sh NAME [DEST_ROOT]}
+root=$(cd "$(dirname "$0")/.." && pwd)
+dest_root=${2:-$root}
+spec="$root/ci/envs/$name.txt"
+[ -f "$spec" ] || { echo "offline-wheels: no spec $spec (the environments are ci/envs/*.txt)" >&2; exit 2; }
+python=${PYTHON:-python3}
+pyver=${TRAINPERF_WHEEL_PYTHON:-3.12}
+abi=cp${pyver//./}
+pins=$(grep -E '^[A-Za-z0-9_.-]+==' "$spec" | sed 's/[[:space:]].*//' | sort -u)
+have=$(grep -E '^[A-Za-z0-9_.-]+==' "$root/ci/envs/gpu-image.txt" | sed 's/[[:space:]].*//')
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+for pin in $pins; do
+  pkg=${pin%%==*}; ver=${pin#*==}
+  if echo "$have" | grep -qix "$pin"; then echo "skip $pin (in the GPU image)"; continue; fi
+  if compgen -G "$dest_root/.whl/$(echo "$pkg" | tr '-' '_')-$ver-*.whl" >/dev/null \
+     || compgen -G "$dest_root/.whl/$pkg-$ver-*.whl" >/dev/null; then echo "skip $pin (in .whl/)"; continue; fi
+  "$python" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform linux_x86_64 --platform any --implementation cp --abi "$abi" --abi abi3 --abi none \
+    -d "$stage" "$pin"
+done
+# First-fit into parts of at most TRAINPERF_PART_MB, largest first.
+limit=$((${TRAINPERF_PART_MB:-60} * 1000 * 1000)); group=0; used=0
+rm -rf "$dest_root"/.whl-"$name"-?
+for wheel in $(ls -S "$stage"/*.whl); do
+  size=$(stat -c %s "$wheel")
+  if [ "$used" -gt 0 ] && [ $((used + size)) -gt "$limit" ]; then group=$((group + 1)); used=0; fi
+  dir="$dest_root/.whl-$name-$(printf "\\x$(printf %x $((97 + group)))")"
+  mkdir -p "$dir"; mv "$wheel" "$dir/"; used=$((used + size))
+done
+du -sh "$dest_root"/.whl-"$name"-?

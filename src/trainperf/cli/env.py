@@ -1,0 +1,87 @@
+"""``trainperf env``: the detected GPU class and fingerprint; workload environments created and listed."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from trainperf.measure.hardware import load_classes
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from trainperf.measure.detection import detect
+    from trainperf.measure.host import host_fingerprint
+
+    if args.env_command == "create":
+        return cmd_env_create(args)
+    if args.env_command == "list":
+        return cmd_env_list(args)
+
+    detection = detect(load_classes(), args.gpu_class)
+    if args.class_only:
+        print(detection.gpu_class.name if detection.gpu_class else "unknown")
+        return 0
+    print(f"GPU class: {detection.describe()}")
+    for key, value in host_fingerprint(detection.info).items():
+        print(f"  {key}: {value}")
+    return 0
+
+
+def cmd_env_create(args: argparse.Namespace) -> int:
+    from trainperf.families.env_create import create, default_options
+    from trainperf.families.envs import load_spec
+
+    spec = load_spec(args.name)
+    options = default_options(
+        args.name,
+        python=args.python,
+        prefix=args.prefix,
+        wheels=args.wheels,
+        system_site=args.system_site_packages,
+    )
+    how = "uv" if options.uv else "venv + pip"
+    print(
+        f"creating environment '{args.name}' in {options.prefix} ({how}; {'CPU torch pin' if options.cpu_only else 'GPU machine'})"
+    )
+    create(spec, options)
+    print(f"environment '{args.name}' ready: {options.prefix / 'bin' / 'python'}")
+    return 0
+
+
+def cmd_env_list(args: argparse.Namespace) -> int:
+    from trainperf.families.env_create import probe_versions, render_list
+    from trainperf.families.envs import known_environments, parse_overrides, resolve_interpreter
+
+    overrides = parse_overrides(os.environ.get("TRAINPERF_ENV"))
+    rows = []
+    for name in known_environments():
+        interpreter = resolve_interpreter(name, perf_python=None, overrides=overrides, environ=os.environ)
+        rows.append((name, interpreter, probe_versions(interpreter.path) if interpreter else ""))
+    print(render_list(rows))
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    env = sub.add_parser("env", help="detected GPU class and environment fingerprint")
+    env.add_argument("--gpu-class", default=None, help="override the detected class")
+    env.add_argument("--class-only", action="store_true", help="print only the class name")
+    env.set_defaults(func=cmd_env, env_command=None)
+    env_sub = env.add_subparsers(dest="env_command", required=False)
+    create = env_sub.add_parser(
+        "create", help="build a workload environment (.venvs/NAME) from ci/envs/NAME.txt"
+    )
+    create.add_argument("name", help="environment name (hf, unsloth, verl-vllm, verl-sglang)")
+    create.add_argument("--python", default=None, help="base interpreter (default: python3 on PATH)")
+    create.add_argument("--prefix", default=None, help="environment folder (default .venvs/NAME)")
+    create.add_argument(
+        "--wheels",
+        action="append",
+        default=[],
+        help="install offline from this folder of wheels (repeatable)",
+    )
+    create.add_argument(
+        "--system-site-packages",
+        action="store_true",
+        help="see the base interpreter's packages (a runner image's torch)",
+    )
+    env_sub.add_parser("list", help="each workload environment: exists or not, interpreter, key versions")

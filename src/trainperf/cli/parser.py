@@ -1,0 +1,28 @@
+"""The ``trainperf`` command's parser: one subcommand per module of ``trainperf.cli``."""
+
+from __future__ import annotations
+
+import argparse
+
+from trainperf.cli import (
+    ab,
+    baselines,
+    compare,
+    engines,
+    env,
+    estimate,
+    fidelity,
+    report,
+    side_by_side,
+    verl_metrics,
+)
+
+COMMANDS = (env, baselines, estimate, report, side_by_side, engines, ab, compare, fidelity, verl_metrics)
+
+
+def build_parser(description: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trainperf", description=description)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser

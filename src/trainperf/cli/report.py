@@ -1,0 +1,42 @@
+"""``trainperf report``: a run folder's reports rebuilt from its result files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from trainperf.report.table import failure_detail, render_text
+from trainperf.run.folder import RunFolder
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run)
+    results = RunFolder.open(run_dir).results()
+    details = [
+        line
+        for r in results
+        if r.verdict.get("verdict") not in (None, "pass", "new", "expected-oom")
+        for line in failure_detail(r)
+    ]
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=1))
+        return 0
+    print(render_text(results))
+    for line in details:
+        print(line)
+    from trainperf.report.build import write_reports
+
+    written = write_reports(run_dir, results, f"trainperf: {run_dir.name}", details)
+    print(f"wrote {', '.join(str(path) for path in written)}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    report = sub.add_parser(
+        "report",
+        help="rebuild a run folder's summary.md, index.html and benchmark.json from its result files",
+    )
+    report.add_argument("run", help="reports/<run>")
+    report.add_argument("--json", action="store_true", help="print the results as JSON")
+    report.set_defaults(func=cmd_report)

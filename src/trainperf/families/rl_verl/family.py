@@ -1,0 +1,37 @@
+"""verl (``rl_verl``) behind the family interface: version-aware pre-flight, the update's memory
+floor, one Ray-spread process per case, and its rollout engine."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from trainperf.case import Case
+from trainperf.families.base import Family, LaunchMode, check_model
+from trainperf.families.rl_verl.floor import over_the_floor
+from trainperf.families.rl_verl.knobs import FAMILY
+from trainperf.families.rl_verl.preflight import check_case
+
+ENGINES = ("vllm", "sglang")
+
+
+class RlVerl(Family):
+    name = FAMILY
+    # verl starts its Ray workers, one per GPU, and its rollout engine's TP groups: a multi-GPU
+    # case is one child that sees every GPU, never a torchrun rank per GPU (each rank would
+    # start a whole verl trainer of its own).
+    launch_mode = LaunchMode.SELF_DISTRIBUTING
+
+    def preflight(self, case: Case, python: str | None) -> None:
+        check_model(case)
+        check_case(case, python)
+
+    def memory_floor(self, case: Case, limit_gib: float) -> str | None:
+        return over_the_floor(case, limit_gib)
+
+    def samples_per_step(self, case: Case) -> int:
+        return case.batch_size  # an RL train batch is global: prompts per step over all GPUs
+
+    def rollout_engine(self, extra: Mapping[str, Any]) -> str | None:
+        engine = extra.get("eng")
+        return engine if engine in ENGINES else None

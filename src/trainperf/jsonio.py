@@ -1,0 +1,44 @@
+"""JSON files both sides of a run write and read: atomic whole files, flushed JSON lines.
+
+Core, because the child writes through it as much as the parent: a reader never sees half a
+file, and a line appended before a crash is on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as handle:
+        json.dump(data, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
+    """Append one line and flush it to disk: a crash later in the run loses nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        handle.write(json.dumps(record, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_jsonl(path: Path) -> list[Any]:
+    """The records of a JSON-lines file; a torn last line (its writer killed mid-write) ends it."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            break
+    return records

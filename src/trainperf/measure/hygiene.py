@@ -1,0 +1,120 @@
+"""Runner hygiene: before a case, is each of its GPUs idle, at full clocks and not throttled?
+
+A noisy neighbour (another job's process on the GPU, a card held down by heat or a power
+brake) slows a case exactly as a regression would. It is read through NVML just before the
+child starts, stored with the run, and reported beside the verdict; with
+``--perf-require-idle-gpu`` it fails the case instead of measuring it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainperf.measure.nvml import Nvml
+
+# NVML clocks-event ("throttle") reason bits that mean the card is held below its clocks by
+# something other than its own idleness or a setting we chose (nvmlClocksEventReason*).
+THROTTLE_REASONS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+}
+BENIGN_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x10: "sync_boost",
+    0x100: "display_clock_setting",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    """One GPU as read just before a case starts."""
+
+    device: str
+    processes: tuple[tuple[int, int | None], ...] = ()
+    """(pid, used bytes) of compute contexts on the GPU."""
+    mem_used_b: int | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    power_limit_w: float | None = None
+    temperature_c: int | None = None
+    clock_event_reasons: int | None = None
+
+
+@dataclass(slots=True)
+class Hygiene:
+    """The verdict on a case's GPUs: who else is on them and what holds them back."""
+
+    states: list[GpuState]
+    foreign: dict[str, list[tuple[int, int | None]]] = field(default_factory=dict)
+    throttled: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def clean(self) -> bool:
+        return not self.foreign and not self.throttled
+
+    def problems(self) -> list[str]:
+        lines = []
+        for device, procs in self.foreign.items():
+            held = ", ".join(
+                f"pid {pid}" + (f" ({used / 2**30:.1f} GiB)" if used else "") for pid, used in procs
+            )
+            lines.append(f"GPU {device} busy before the case: {held}")
+        for device, reasons in self.throttled.items():
+            lines.append(f"GPU {device} throttled before the case: {', '.join(reasons)}")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpus": [asdict(state) for state in self.states],
+            "foreign_processes": {d: [list(p) for p in procs] for d, procs in self.foreign.items()},
+            "throttled": self.throttled,
+            "clean": self.clean,
+        }
+
+
+def throttle_names(reasons: int | None) -> list[str]:
+    """The reasons in ``reasons`` that mean a held-back card (idle and settings are not)."""
+    if not reasons:
+        return []
+    return [name for bit, name in THROTTLE_REASONS.items() if reasons & bit]
+
+
+def judge(states: Sequence[GpuState], own_pids: Sequence[int] = ()) -> Hygiene:
+    """Foreign processes (any compute context not ours) and throttling, per GPU (pure)."""
+    hygiene = Hygiene(list(states))
+    mine = set(own_pids)
+    for state in states:
+        foreign = [(pid, used) for pid, used in state.processes if pid not in mine]
+        if foreign:
+            hygiene.foreign[state.device] = foreign
+        reasons = throttle_names(state.clock_event_reasons)
+        if reasons:
+            hygiene.throttled[state.device] = reasons
+    return hygiene
+
+
+def read_nvml(device: str) -> GpuState:
+    handle = Nvml.handle(device)
+    sample = Nvml.sample(handle)
+    return GpuState(
+        device=device,
+        processes=tuple(Nvml.compute_processes(handle)),
+        mem_used_b=sample.mem_used_b,
+        sm_clock_mhz=sample.sm_clock_mhz,
+        sm_clock_max_mhz=Nvml.max_sm_clock_mhz(handle),
+        power_limit_w=Nvml.power_limit_w(handle),
+        temperature_c=sample.temperature_c,
+        clock_event_reasons=sample.throttle_reasons,
+    )
+
+
+def check(devices: Sequence[str], read: Callable[[str], GpuState] = read_nvml) -> Hygiene:
+    """Read and judge the case's GPUs; this pytest process itself never counts as foreign."""
+    return judge([read(device) for device in devices], own_pids=(os.getpid(),))

@@ -1,0 +1,226 @@
+"""From raw observations to metrics: a child's steps and the parent's NVML samples (no I/O).
+
+Per fresh child: warm-up detected (``stats.steady_start``), steady-state step times and
+throughput, memory peaks, and energy over exactly the steady window, read from the board's
+energy counter (interpolated at the window's edges) or, where a board has none, from the
+integral of sampled power. Repeats are then pooled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from trainperf.judge import stats
+from trainperf.judge.metrics import METRICS, PHASE_REMAINDER, phase_metric_name
+from trainperf.measure.nvml import Sample
+from trainperf.result import MetricValue
+
+GIB = 2**30
+
+
+@dataclass(slots=True)
+class RunMeasurement:
+    """What one fresh child measured."""
+
+    metrics: dict[str, float]
+    step_samples: list[float]
+    throughput_samples: list[float]
+    info: dict[str, Any] = field(default_factory=dict)
+    step_keys: list[str] = field(default_factory=list)
+    """``step:tokens`` of each steady step: pairs samples with the baseline's same batch."""
+    extra_samples: dict[str, list[float]] = field(default_factory=dict)
+    """Per-steady-step samples of further metrics (phases, the framework's throughput)."""
+
+
+def _interpolate(samples: Sequence[Sample], t: float, attribute: str) -> float | None:
+    points = [(s.t, getattr(s, attribute)) for s in samples if getattr(s, attribute) is not None]
+    if not points or t < points[0][0] or t > points[-1][0]:
+        return None
+    for (t0, v0), (t1, v1) in pairwise(points):
+        if t0 <= t <= t1:
+            return float(v0) if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    return float(points[-1][1])
+
+
+def counter_energy_j(samples: Sequence[Sample], start: float, end: float) -> float | None:
+    """Energy between two wall-clock times from the board's cumulative counter (interpolated)."""
+    e0 = _interpolate(samples, start, "energy_mj")
+    e1 = _interpolate(samples, end, "energy_mj")
+    return (e1 - e0) / 1000.0 if e0 is not None and e1 is not None and e1 >= e0 else None
+
+
+def power_integral_j(samples: Sequence[Sample], start: float, end: float) -> float | None:
+    """Energy between two wall-clock times as the trapezoid integral of the sampled power."""
+    inside = [s for s in samples if start <= s.t <= end and s.power_w is not None]
+    if len(inside) < 2:
+        return None
+    return sum((b.t - a.t) * ((a.power_w or 0.0) + (b.power_w or 0.0)) / 2 for a, b in pairwise(inside))
+
+
+def window_energy_j(samples: Sequence[Sample], start: float, end: float) -> tuple[float | None, str]:
+    """Energy between two wall-clock times, and how it was obtained: the counter where the board
+    has one, else the integral of sampled power."""
+    counted = counter_energy_j(samples, start, end)
+    if counted is not None:
+        return counted, "nvml_energy_counter"
+    integrated = power_integral_j(samples, start, end)
+    if integrated is not None:
+        return integrated, "power_integral"
+    return None, "unavailable"
+
+
+def per_step_energy_per_token(samples: Sequence[Sample], edges: Sequence[dict[str, Any]]) -> list[float]:
+    """Energy per token of each step between consecutive edges (``edges[0]`` closes the step before)."""
+    values = []
+    for before, step in pairwise(edges):
+        energy, method = window_energy_j(samples, before["t_end"], step["t_end"])
+        if energy is None or method != "nvml_energy_counter" or not step["tokens"]:
+            return []
+        values.append(energy / step["tokens"])
+    return values
+
+
+def phase_metrics(steady: Sequence[dict[str, Any]]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Per-phase figures of the steady steps that carry ``phases`` (RL families: generation, log
+    probabilities, updates...): each phase's median and per-step samples, the remainder (step
+    minus its phases) likewise, and the framework's own ``throughput`` where steps report it."""
+    samples: dict[str, list[float]] = {}
+    for step in steady:
+        phases = step.get("phases")
+        if phases:
+            for phase, seconds in phases.items():
+                samples.setdefault(phase_metric_name(phase), []).append(float(seconds))
+            samples.setdefault(PHASE_REMAINDER, []).append(
+                float(step["duration_s"]) - sum(map(float, phases.values()))
+            )
+        if step.get("throughput") is not None:
+            samples.setdefault("throughput_per_gpu", []).append(float(step["throughput"]))
+    return {name: stats.median(values) for name, values in samples.items()}, samples
+
+
+def measure_run(
+    child: dict[str, Any], samples: Sequence[Sample], *, samples_per_step: int, idle_mem_b: int | None
+) -> RunMeasurement:
+    # Steps under the profiler (--perf-trace) run slower by its overhead: never timed.
+    recorded = child.get("steps") or []
+    steps = [s for s in recorded if not s.get("profiled")]
+    durations = [float(s["duration_s"]) for s in steps]
+    tokens = [float(s["tokens"]) for s in steps]
+    metrics: dict[str, float] = {}
+    info: dict[str, Any] = {"steps": len(steps)}
+    if len(steps) != len(recorded):
+        info["profiled_steps"] = len(recorded) - len(steps)
+    step_samples: list[float] = []
+    throughput_samples: list[float] = []
+    extra_samples: dict[str, list[float]] = {}
+    if len(steps) >= 2:
+        first = stats.steady_start(durations, tokens if all(tokens) else None)
+        steady = steps[first:]
+        steady_time = sum(durations[first:])
+        steady_tokens = sum(tokens[first:])
+        step_samples = durations[first:]
+        throughput_samples = [t / d for t, d in zip(tokens[first:], durations[first:]) if d > 0]
+        summary = stats.summarize(step_samples)
+        metrics["step_time_s"] = summary.median
+        metrics["step_time_p25_s"] = stats.quantile(step_samples, 0.25)
+        metrics["tokens_per_s"] = steady_tokens / steady_time if steady_time else 0.0
+        metrics["samples_per_hour"] = (
+            len(steady) * samples_per_step * 3600.0 / steady_time if steady_time else 0.0
+        )
+        metrics["warmup_s"] = sum(durations[:first])
+        phase_values, extra_samples = phase_metrics(steady)
+        metrics.update(phase_values)
+        info.update(
+            warmup_steps=first,
+            steady_steps=len(steady),
+            stalls=summary.outliers,
+            step_time_min_s=summary.minimum,
+            step_time_p90_s=summary.p90,
+            step_time_robust_cv=summary.robust_cv,
+            first_step_s=durations[0],
+        )
+        window = (steps[first - 1]["t_end"], steps[-1]["t_end"])
+        energy, method = window_energy_j(samples, *window)
+        if energy is not None and steady_tokens:
+            metrics["energy_per_token_j"] = energy / steady_tokens
+            info["energy_method"] = method
+            info["energy_steady_j"] = energy
+            energy_samples = per_step_energy_per_token(samples, steps[first - 1 :])
+            if energy_samples:
+                info["energy_samples"] = energy_samples
+        in_window = [s for s in samples if window[0] <= s.t <= window[1]]
+        powers = [s.power_w for s in in_window if s.power_w is not None]
+        if powers:
+            metrics["power_mean_w"] = sum(powers) / len(powers)
+        clocks = [s.sm_clock_mhz for s in in_window if s.sm_clock_mhz is not None]
+        if clocks:
+            info["sm_clock_min_mhz"], info["sm_clock_median_mhz"] = min(clocks), stats.median(clocks)
+        reasons = 0
+        for s in in_window:
+            reasons |= s.throttle_reasons or 0
+        info["clock_event_reasons"] = reasons
+    all_powers = [s.power_w for s in samples if s.power_w is not None]
+    if all_powers:
+        metrics["power_peak_w"] = max(all_powers)
+    memory = child.get("memory") or {}
+    if "peak_allocated_b" in memory:
+        metrics["peak_allocated_gib"] = memory["peak_allocated_b"] / GIB
+        metrics["peak_reserved_gib"] = memory["peak_reserved_b"] / GIB
+    if memory.get("host_peak_rss_b"):
+        metrics["host_peak_rss_gib"] = memory["host_peak_rss_b"] / GIB
+    if samples:
+        peak_used = max(s.mem_used_b for s in samples)
+        metrics["device_mem_peak_gib"] = (peak_used - (idle_mem_b or 0)) / GIB
+        intervals = [b.t - a.t for a, b in pairwise(samples)]
+        if intervals:
+            info["sample_interval_median_s"] = stats.median(intervals)
+        info["samples"] = len(samples)
+    keys = [f"{int(s['step'])}:{int(s['tokens'])}" for s in steps[first:]] if len(steps) >= 2 else []
+    return RunMeasurement(metrics, step_samples, throughput_samples, info, keys, extra_samples)
+
+
+def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
+    """One run's metrics, each with the per-step samples behind it and their step keys."""
+    samples = {
+        "step_time_s": run.step_samples,
+        "tokens_per_s": run.throughput_samples,
+        "energy_per_token_j": run.info.get("energy_samples", []),
+        **run.extra_samples,
+    }
+    values = {}
+    for name, value in run.metrics.items():
+        behind = samples.get(name) or None
+        keys = run.step_keys if behind is not None and len(run.step_keys) == len(behind) else None
+        values[name] = MetricValue(
+            value, METRICS[name].unit if name in METRICS else "", behind, [value], keys
+        )
+    return values
+
+
+def merge_metric(name: str, values: Sequence[MetricValue]) -> MetricValue:
+    """Several fresh runs of one metric as one value: samples, keys and per-run values concatenated.
+
+    Step time is the median of all pooled steps; any other metric the median of its runs' values.
+    Keys are kept only where every sample has one, so that pairing with a baseline stays exact.
+    """
+    per_run = [v for value in values for v in (value.per_run or [value.value])]
+    samples = [s for value in values for s in (value.samples or [])] or None
+    keys = [k for value in values for k in (value.keys or [])] or None
+    if keys is not None and (samples is None or len(keys) != len(samples)):
+        keys = None
+    center = stats.median(samples) if name == "step_time_s" and samples else stats.median(per_run)
+    return MetricValue(center, values[0].unit, samples, per_run, keys)
+
+
+def pool_runs(runs: Sequence[RunMeasurement]) -> dict[str, MetricValue]:
+    """Pool repeats (``merge_metric`` per metric); the step-time quartile from all pooled steps."""
+    per_run = [run_metrics(run) for run in runs]
+    names = sorted({name for metrics in per_run for name in metrics})
+    pooled = {name: merge_metric(name, [m[name] for m in per_run if name in m]) for name in names}
+    steps = pooled["step_time_s"].samples if "step_time_s" in pooled else None
+    if steps and "step_time_p25_s" in pooled:
+        pooled["step_time_p25_s"].value = stats.quantile(steps, 0.25)
+    return pooled

@@ -1,1 +1,0 @@
-"""Parent-side monitoring: NVML sampling of memory, power, energy, clocks and throttling."""

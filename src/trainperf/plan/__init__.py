@@ -1,0 +1,1 @@
+"""Decided before a launch: the memory estimate, the OOM-cliff bisection."""

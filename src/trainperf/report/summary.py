@@ -1,0 +1,34 @@
+"""A run's summary: the lines under the table and the report files, for a serial or an xdist run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from trainperf.report.build import write_reports
+from trainperf.report.table import failure_detail, render_text
+from trainperf.result import CaseResult
+
+QUIET_VERDICTS = ("pass", "new", "expected-oom", "not-compared")
+
+
+def details(
+    results: Iterable[CaseResult], notes: Mapping[str, Sequence[str]], written: Mapping[str, Path | str]
+) -> list[str]:
+    """The lines under the table: why a case failed or was flagged, its notes, baselines written."""
+    lines: list[str] = []
+    for result in results:
+        if result.verdict.get("verdict") not in QUIET_VERDICTS:
+            lines += failure_detail(result)
+        lines += [
+            f"{result.case_id}: {note}" for note in notes.get(result.case_id, result.verdict.get("notes", []))
+        ]
+        if result.case_id in written:
+            lines.append(f"{result.case_id}: baseline written to {written[result.case_id]}")
+    return lines
+
+
+def write_summary(run_dir: Path, gpu_class: str, results: Sequence[CaseResult], lines: Sequence[str]) -> str:
+    """Write the run's reports (summary.md, index.html, benchmark.json) and return the text table."""
+    write_reports(run_dir, results, f"trainperf {gpu_class}: {run_dir.name}", lines)
+    return render_text(results)

@@ -1,0 +1,74 @@
+"""The record of one measured case: its metrics, runs, verdict and provenance (schema-versioned).
+
+A baseline has the same schema as a result (plus where it came from), so a run folder's results
+can be promoted to baselines verbatim and compared with the same code. Files: ``store.results``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainperf.errors import TrainperfError
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(slots=True)
+class MetricValue:
+    value: float
+    unit: str
+    samples: list[float] | None = None
+    """Per-step samples behind the value (step times, per-step throughput), pooled over repeats."""
+    per_run: list[float] | None = None
+    """The value of each repeat (fresh child), for run-to-run spread."""
+    keys: list[str] | None = None
+    """One key per sample naming the work it measured (``step:tokens``). Synthetic data is
+    deterministic, so step k is the same batch in every run and samples can be paired."""
+
+
+@dataclass(slots=True)
+class CaseResult:
+    case_id: str
+    case: dict[str, Any]
+    gpu_class: str
+    outcome: str
+    message: str = ""
+    metrics: dict[str, MetricValue] = field(default_factory=dict)
+    effective_config: dict[str, Any] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per fresh child: exit, steps, warm-up, stalls, timings, idle check, log folder."""
+    verdict: dict[str, Any] = field(default_factory=dict)
+    references: list[dict[str, Any]] | None = None
+    """Measured / published for matching published reference points (never gating)."""
+    cliff: dict[str, Any] | None = None
+    """For an OOM-cliff search: the axis, range, probes, result and its confirmation."""
+    estimate: dict[str, Any] | None = None
+    """Peak allocator memory estimated before launch (``trainperf.plan.estimate``), shown beside the measured peak."""
+    trace: dict[str, Any] | None = None
+    """With --perf-trace: the first traced run's trace record (file, size, analysis summary)."""
+    emulated: str | None = None
+    planted_slowdown: float = 0.0
+    created: str = ""
+    source: str = ""
+    """For a baseline: the run folder and command it came from."""
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], origin: str = "result") -> CaseResult:
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise TrainperfError(
+                f"{origin} has schema version {version}, this trainperf reads {SCHEMA_VERSION}; "
+                "re-create it with --perf-update-baselines (or use the trainperf that wrote it)"
+            )
+        payload = dict(data)
+        metrics = data.get("metrics", {})
+        if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
+            raise TypeError("'metrics' must be an object of metric objects")
+        payload["metrics"] = {name: MetricValue(**value) for name, value in metrics.items()}
+        return cls(**payload)

@@ -1,0 +1,105 @@
+"""``trainperf ab``: the same cases under two Python environments, interleaved on one machine.
+
+Round after round, the selection runs under environment A, then under B (A B A B ...), each
+case a fresh child in that environment's interpreter (``--perf-python``). Interleaving spreads
+slow drifts of the machine (thermal state, a neighbour) over both sides instead of charging
+them to one. The rounds of each side are pooled per case (each step's median across processes)
+and B is judged against A by ``compare_runs``, like two run folders.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from trainperf.errors import TrainperfError
+from trainperf.measure.measurement import merge_metric
+from trainperf.result import CaseResult
+
+REQUIRED_IMPORTS = ("torch", "transformers", "peft", "trl", "datasets", "accelerate")
+
+
+def check_environment(python: str, label: str) -> str:
+    """The interpreter's key versions; one line naming the fix when it cannot run the cases."""
+    path = Path(os.path.abspath(python))
+    if not path.is_file():
+        raise TrainperfError(
+            f"--env-{label} {python} is not a Python interpreter: give the path of its bin/python"
+        )
+    probe = (
+        f"import importlib; mods = [importlib.import_module(m) for m in {REQUIRED_IMPORTS!r}]; "
+        "print(' '.join(f'{m.__name__} {m.__version__}' for m in mods))"
+    )
+    try:
+        completed = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=180, check=False
+        )
+    except OSError as exc:
+        raise TrainperfError(f"--env-{label} {python} cannot be run ({exc})") from exc
+    if completed.returncode != 0:
+        last = (completed.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TrainperfError(
+            f"--env-{label} {python} lacks what the cases need ({last}); install it there with pip install -e '.[hf]'"
+        )
+    return completed.stdout.strip()
+
+
+def pool_case(results: Sequence[CaseResult]) -> CaseResult:
+    """One case's results from several rounds as one result: samples, keys and runs concatenated."""
+    first = results[0]
+    failed = next((r for r in results if r.outcome != "ok"), None)
+    metrics = {
+        name: merge_metric(name, [r.metrics[name] for r in results if name in r.metrics])
+        for name in first.metrics
+    }
+    return dataclasses.replace(
+        first,
+        outcome=failed.outcome if failed else "ok",
+        message=failed.message if failed else "",
+        metrics=metrics,
+        runs=[run for r in results for run in r.runs],
+    )
+
+
+def pool_rounds(rounds: Sequence[Sequence[CaseResult]]) -> list[CaseResult]:
+    by_case: dict[str, list[CaseResult]] = {}
+    for results in rounds:
+        for result in results:
+            by_case.setdefault(result.case_id, []).append(result)
+    return [pool_case(results) for _, results in sorted(by_case.items())]
+
+
+def run_rounds(
+    env_a: str, env_b: str, rounds: int, pytest_args: Sequence[str], output: Path
+) -> tuple[list[Path], list[Path]]:
+    """Run the selection A, B, A, B ...; return each side's run folders."""
+    if rounds < 1:
+        raise TrainperfError("--rounds must be at least 1")
+    empty_baselines = output / "no-baselines"  # judged A against B, not against stored baselines
+    empty_baselines.mkdir(parents=True, exist_ok=True)
+    folders: dict[str, list[Path]] = {"A": [], "B": []}
+    for round_index in range(1, rounds + 1):
+        for label, python in (("A", env_a), ("B", env_b)):
+            out = output / f"round{round_index}-{label}"
+            print(f"[trainperf ab] round {round_index}/{rounds}, environment {label}: {python}", flush=True)
+            command = [
+                sys.executable, "-m", "pytest", *pytest_args,
+                "--perf-python", python, "--perf-output", str(out), "--perf-baselines", str(empty_baselines),
+                "--perf-confirm", "0", "-q",
+            ]  # fmt: skip
+            completed = subprocess.run(command, check=False)
+            if completed.returncode not in (0, 1):  # 1: a case failed (e.g. an OOM), still measured
+                raise TrainperfError(
+                    f"pytest stopped with status {completed.returncode} in round {round_index} ({label})"
+                )
+            runs = sorted(p for p in out.iterdir() if (p / "results").is_dir()) if out.is_dir() else []
+            if not runs:
+                raise TrainperfError(
+                    f"round {round_index} ({label}) measured no case: check the pytest selection"
+                )
+            folders[label].append(runs[-1])
+    return folders["A"], folders["B"]

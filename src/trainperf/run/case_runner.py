@@ -1,0 +1,268 @@
+"""Run one case end to end on the parent side: pre-flight, fresh children, verdict, baseline.
+
+Data flows one way: case -> pre-flight -> child (workload) -> result file -> parent adds
+sampler data -> compare with baseline -> verdict. The parent never imports torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainperf.case import Case, Outcome
+from trainperf.errors import TrainperfError
+from trainperf.families import family_of, preflight
+from trainperf.families.envs import Interpreter, missing_message
+from trainperf.judge.compare import CaseVerdict, Verdict, compare_case, timing_comparable
+from trainperf.judge.metrics import resolve_metric
+from trainperf.measure.measurement import RunMeasurement, pool_runs
+from trainperf.measure.multi_gpu import per_gpu_note
+from trainperf.result import CaseResult
+from trainperf.run.context import RunContext
+from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
+from trainperf.store.references import compare_to_references
+from trainperf.traces.collect import attach_diff
+
+DEFAULT_STEPS = {"gpu": 40, "cpu": 16}
+
+
+@dataclass(slots=True)
+class CaseReport:
+    case: Case
+    result: CaseResult
+    verdict: CaseVerdict
+    baseline_written: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class CaseRunner:
+    """Repeats, confirmation, judging and the baseline write of one case at a time."""
+
+    def __init__(self, context: RunContext) -> None:
+        self.ctx = context
+        self.launcher = ChildLauncher(context)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.ctx.on_gpu
+
+    def run(self, case: Case) -> CaseReport:
+        ctx = self.ctx
+        baseline = ctx.baselines.load(ctx.gpu_class.name, case.id)
+        notes: list[str] = []
+        if ctx.settings.resume is not None and ctx.folder.has_result(case.id):
+            result = ctx.folder.load(case.id)
+            notes.append("resumed: judged from the stored result, not re-run")
+            verdict = self.judge(case, result, baseline)
+        else:
+            result, verdict = self._measure(case, baseline, notes)
+        notes += gpu_notes(result.runs)
+        result.verdict = verdict.to_dict()
+        no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
+        if no_diff:
+            notes.append(no_diff)
+        notes += self._reference_notes(case, result)
+        if notes:
+            result.verdict["notes"] = notes
+        ctx.folder.store(result, verdict.verdict.value)
+        return self.conclude(CaseReport(case, result, verdict, notes=notes))
+
+    def _measure(
+        self, case: Case, baseline: CaseResult | None, notes: list[str]
+    ) -> tuple[CaseResult, CaseVerdict]:
+        """Fresh runs of the case, judged; a timing regression is confirmed by more fresh runs."""
+        ctx = self.ctx
+        steps = self._steps(case, baseline)
+        result = self.new_result(case)
+        if self.on_gpu:
+            family = family_of(case.family)
+            estimated = family.memory_estimate(case, steps)
+            result.estimate = estimated.to_dict() if estimated else None
+            if over := family.memory_floor(case, case.memory_cap_gib or ctx.gpu_class.memory_gib):
+                notes.append(f"expected to run out of memory at any micro-batch: {over}")
+        measurements: list[RunMeasurement] = []
+        self.add_runs(case, steps, result, measurements, self._repeats())
+        verdict = self.judge(case, result, baseline)
+        confirm = ctx.settings.confirm
+        if self._needs_confirmation(verdict) and confirm and not ctx.settings.update_baselines:
+            first = len(result.runs)
+            ctx.say(
+                f"[trainperf] {case.id}: timing regression in {first} run(s); confirming with "
+                f"{confirm} fresh run(s) (--perf-confirm)"
+            )
+            self.add_runs(case, steps, result, measurements, confirm, purpose="confirmation")
+            verdict = self.judge(case, result, baseline)
+            held = "confirmed" if verdict.verdict is Verdict.REGRESSED else "not confirmed"
+            notes.append(
+                f"timing regression of the first {first} run(s) {held} by {confirm} more fresh "
+                "run(s); steps are compared through their median across all runs"
+            )
+        return result, verdict
+
+    def _reference_notes(self, case: Case, result: CaseResult) -> list[str]:
+        result.references = compare_to_references(result, case, self.ctx.references) or None
+        return [
+            f"vs published: {ref['metric']} {ref['measured']:,.4g} = {ref['ratio']:.2f}x {ref['source']}'s "
+            f"{ref['published']:,.4g} (provisional, never gates)"
+            for ref in result.references or []
+        ]
+
+    def conclude(self, report: CaseReport) -> CaseReport:
+        """Write the baseline when asked (--perf-update-baselines)."""
+        if self.ctx.settings.update_baselines:
+            self._update_baseline(report)
+        return report
+
+    def judge(self, case: Case, result: CaseResult, baseline: CaseResult | None) -> CaseVerdict:
+        return compare_case(
+            result,
+            baseline,
+            self.ctx.metrics,
+            expectation=case.expectation(self.ctx.gpu_class.name),
+            timing_comparable=self._timing_comparable(baseline, result),
+            strict=self.ctx.settings.strict,
+        )
+
+    def _repeats(self) -> int:
+        """Fresh runs per case: a baseline is pooled from several, so that no single process that
+        happened to run fast or slow becomes the reference every later run is judged by."""
+        settings = self.ctx.settings
+        return (
+            max(settings.repeats, settings.baseline_repeats)
+            if settings.update_baselines
+            else settings.repeats
+        )
+
+    def _needs_confirmation(self, verdict: CaseVerdict) -> bool:
+        """A regression of timing metrics alone: one process can be slow as a whole (host load,
+        a noisy neighbour), which no per-step statistic inside it can tell from a regression."""
+        if verdict.verdict is not Verdict.REGRESSED:
+            return False
+        regressed = [m for m in verdict.metrics if m.gated and m.verdict is Verdict.REGRESSED]
+        resolved = [resolve_metric(self.ctx.metrics, m.metric) for m in regressed]
+        return bool(regressed) and all(metric is not None and metric.timing for metric in resolved)
+
+    def _timing_comparable(self, baseline: CaseResult | None, result: CaseResult) -> bool:
+        if baseline is None:
+            return result.emulated is None
+        return timing_comparable(baseline, result, self.ctx.gpu_class.timing_comparable_only_on_same)[0]
+
+    def _update_baseline(self, report: CaseReport) -> None:
+        result = report.result
+        if result.outcome not in (Outcome.OK.value, Outcome.OOM.value, Outcome.CONFIG_ERROR.value):
+            report.notes.append(f"baseline not written: outcome {result.outcome}")
+            return
+        if result.planted_slowdown or result.emulated:
+            report.notes.append("baseline not written: planted slowdown or emulated run")
+            return
+        source = f"{self.ctx.run_dir.name}: {' '.join(sys.argv)}"
+        report.baseline_written = self.ctx.baselines.save(result, source)
+
+    def _steps(self, case: Case, baseline: CaseResult | None) -> int:
+        """Steps per child: the case's own, else --perf-steps, else the baseline's (like for like), else the default."""
+        if case.steps or self.ctx.settings.steps:
+            return int(case.steps or self.ctx.settings.steps)  # type: ignore[arg-type]
+        recorded = [run.get("steps_requested") for run in baseline.runs] if baseline else []
+        if recorded and recorded[0]:
+            return int(recorded[0])
+        return DEFAULT_STEPS["gpu" if self.on_gpu else "cpu"]
+
+    def new_result(self, case: Case) -> CaseResult:
+        ctx = self.ctx
+        return CaseResult(
+            case_id=case.id,
+            case=case.to_dict(),
+            gpu_class=ctx.gpu_class.name,
+            outcome=Outcome.OK.value,
+            fingerprint=dict(ctx.fingerprint),
+            planted_slowdown=ctx.settings.plant_slowdown,
+            emulated=ctx.emulated,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+
+    def interpreter(self, case: Case) -> Interpreter | None:
+        return interpreter_for(self.ctx, case)
+
+    def rejection(self, case: Case, interpreter: Interpreter | None) -> str | None:
+        """Why pre-flight refuses ``case`` (a config error, no GPU time spent), or None."""
+        try:
+            # The rules are those of the verl installed where the case will run: its environment's
+            # interpreter, not the suite's (which has no verl and would make pre-flight assume one).
+            preflight(case, interpreter.path if interpreter else self.ctx.settings.python)
+        except TrainperfError as exc:
+            return str(exc)
+        return None
+
+    def add_runs(
+        self, case: Case, steps: int, result: CaseResult, measurements: list[RunMeasurement], count: int,
+        purpose: str = "measurement", settled_by: str | None = None,
+    ) -> None:  # fmt: skip
+        """Run ``count`` more fresh children and pool them into ``result``; stop at the first failure.
+        ``settled_by``: see ``ChildLauncher.run``."""
+        interpreter = self.interpreter(case)
+        rejection = self.rejection(case, interpreter)
+        if rejection is not None:
+            result.outcome, result.message = Outcome.CONFIG_ERROR.value, rejection
+            return
+        if interpreter is None:
+            result.outcome, result.message = Outcome.SKIPPED.value, missing_message(case.environment)
+            return
+        total = len(result.runs) + count
+        for _ in range(count):
+            run = self.launcher.run(
+                case,
+                steps,
+                repeat=len(result.runs),
+                total=total,
+                interpreter=interpreter,
+                settled_by=settled_by,
+            )
+            run.info["purpose"] = purpose
+            if not add_run(result, run):
+                if run.measurement is not None:  # keep what was measured up to the failure (memory at OOM)
+                    result.metrics = pool_runs([*measurements, run.measurement])
+                return
+            assert run.measurement is not None
+            measurements.append(run.measurement)
+        result.metrics = pool_runs(measurements)
+
+
+def add_run(result: CaseResult, run: ChildRun) -> bool:
+    """Record one child's run in ``result``; False (with the outcome set) when it did not end well."""
+    child, info = run.child, run.info
+    result.runs.append(info)
+    if result.trace is None and info.get("trace", {}).get("summary"):
+        result.trace = info["trace"]
+    if child.get("effective_config") and not result.effective_config:
+        result.effective_config = child["effective_config"]
+        result.fingerprint.update(child.get("versions", {}))
+        if child.get("device_name"):
+            result.fingerprint["child_device_name"] = child["device_name"]
+    if run.outcome is not Outcome.OK:
+        result.outcome, result.message = run.outcome.value, run.message
+        return False
+    return True
+
+
+def gpu_notes(runs: list[dict[str, Any]]) -> list[str]:
+    """Report lines from the runs' GPU records: what was wrong before a run, and per-GPU figures."""
+    notes = []
+    for number, run in enumerate(runs, 1):
+        before = run.get("gpu_before") or {}
+        for device, procs in (before.get("foreign_processes") or {}).items():
+            pids = ", ".join(str(pid) for pid, _ in procs)
+            notes.append(
+                f"run {number}: GPU {device} held by foreign process(es) {pids} before it started (noisy neighbour?)"
+            )
+        for device, reasons in (before.get("throttled") or {}).items():
+            notes.append(f"run {number}: GPU {device} throttled before it started ({', '.join(reasons)})")
+    per_gpu = per_gpu_note(runs)
+    if per_gpu:
+        notes.append(per_gpu)
+    return notes
+
+
+__all__ = ["CaseReport", "CaseRunner", "add_run", "gpu_notes"]

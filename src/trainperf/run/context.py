@@ -1,0 +1,124 @@
+"""Session-wide facts every case needs, and the run folder they are opened with."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import TrainperfError
+from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
+from trainperf.measure.detection import Detection
+from trainperf.measure.hardware import CPU_CLASS, GpuClass
+from trainperf.measure.host import host_fingerprint
+from trainperf.measure.nvml import Nvml
+from trainperf.measure.placement import Placement
+from trainperf.paths import PUBLISHED_DIR
+from trainperf.run.folder import RunFolder
+from trainperf.run.settings import Settings
+from trainperf.store.baselines import BaselineStore
+from trainperf.store.references import Reference, load_references
+
+
+@dataclass(slots=True)
+class RunContext:
+    """Session-wide facts every case needs."""
+
+    settings: Settings
+    run_dir: Path
+    gpu_class: GpuClass
+    device: str | None
+    """NVML id (index or UUID) of the GPU cases run on; None on a machine without one."""
+    idle_mem_b: int | None
+    fingerprint: dict[str, Any]
+    metrics: dict[str, Metric]
+    baselines: BaselineStore
+    references: list[Reference] = field(default_factory=list)
+    emulated: str | None = None
+    """Set under --perf-emulate: every child's memory is capped to ``gpu_class.memory_gib``."""
+    say: Callable[[str], None] = print
+    placement: Placement | None = None
+    """The GPUs this pytest process may use and the one it owns (one xdist worker per GPU)."""
+
+    @property
+    def folder(self) -> RunFolder:
+        return RunFolder(self.run_dir)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu_class.name != CPU_CLASS and self.device is not None
+
+
+def open_run(
+    settings: Settings,
+    detection: Detection,
+    rootdir: Path,
+    *,
+    stamp: str | None = None,
+    worker: str | None = None,
+) -> RunContext:
+    """Create (or reopen, with --perf-resume) the run folder and everything a case needs.
+
+    ``stamp``: the run folder's time stamp, given by the xdist controller so that every worker
+    writes into one folder; ``worker``: the xdist worker, whose session record is its own file.
+    """
+    if detection.gpu_class is None:
+        raise TrainperfError(
+            f"GPU {detection.describe()} matches no class in fixtures/hardware/: add a class file there "
+            "or pass --perf-gpu-class NAME"
+        )
+    gpu_class = detection.gpu_class
+    on_gpu = gpu_class.name != CPU_CLASS
+    if settings.resume is not None:
+        run_dir = settings.resume
+    elif stamp is not None:
+        run_dir = settings.output / f"{stamp}-{gpu_class.name}{'-emulated' if detection.emulated else ''}"
+    else:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        run_dir = settings.output / f"{stamp}-{gpu_class.name}{'-emulated' if detection.emulated else ''}"
+        suffix = 1
+        while run_dir.exists():
+            suffix += 1
+            run_dir = settings.output / f"{stamp}-{gpu_class.name}-{suffix}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    idle_mem_b = None
+    if on_gpu and detection.device is not None:
+        idle_mem_b = Nvml.sample(Nvml.handle(detection.device)).mem_used_b
+    fingerprint = host_fingerprint(detection.info if on_gpu else None)
+    metrics = with_tolerances(tolerances_from_pyproject(rootdir), gpu_class.timing_tolerance_scale)
+    _write_run_file(RunFolder(run_dir).session_path(worker), settings, detection, fingerprint, idle_mem_b)
+    return RunContext(
+        settings=settings,
+        run_dir=run_dir,
+        gpu_class=gpu_class,
+        device=detection.device if on_gpu else None,
+        idle_mem_b=idle_mem_b,
+        fingerprint=fingerprint,
+        metrics=metrics,
+        baselines=BaselineStore(settings.baselines),
+        references=load_references(settings.baselines / PUBLISHED_DIR),
+        emulated=detection.emulated,
+    )
+
+
+def _write_run_file(
+    path: Path, settings: Settings, detection: Detection, fingerprint: dict[str, Any], idle_mem_b: int | None
+) -> None:
+    record = {
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "argv": sys.argv,
+        "gpu_class": detection.gpu_class.name if detection.gpu_class else None,
+        "class_overridden": detection.overridden,
+        "emulated": detection.emulated,
+        "device": detection.device,
+        "idle_mem_b": idle_mem_b,
+        "fingerprint": fingerprint,
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+    }
+    history = json.loads(path.read_text()).get("sessions", []) if path.is_file() else []
+    history.append(record)
+    path.write_text(json.dumps({"sessions": history}, indent=1, default=str))

@@ -1,0 +1,79 @@
+"""What a cut run leaves behind, said where the user looks.
+
+A run stopped half-way (Ctrl-C, a CI job's time limit sending SIGINT, ``timeout --signal=INT``)
+keeps every finished case's result, and the running child's files stay on disk; but pytest's
+summary lists only the finished cases, so the cut case would vanish from view. The runner
+records which child was running and how far it got, and the summary names it with the way on
+(``--perf-resume``). Once that case has a result in the folder (a resumed run finished it), the
+record no longer applies and is not shown; for a probe of an OOM-cliff search, which has no
+result of its own there, that is the search's result.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from trainperf.jsonio import write_json_atomic
+from trainperf.judge import stats
+from trainperf.run.folder import RunFolder
+
+INTERRUPTED_FILE = "interrupted.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    case_id: str
+    label: str
+    """The child as the progress lines name it (``CASE run 1/3``)."""
+    child_dir: str
+    """The interrupted child's folder, relative to the run folder."""
+    steps_done: int
+    steps_requested: int
+    ran_s: float | None = None
+    """How long the child had run when it was cut."""
+    needed_more_s: float | None = None
+    """Its remaining steps at the median time of those it did (None before its first step)."""
+    settled_by: str | None = None
+    """The result whose arrival in the folder settles the cut: the search's id for a cliff probe
+    (a resumed search that finished kept showing its cut probe as pending); None: ``case_id``."""
+
+
+def remaining_s(steps: list[dict[str, Any]], requested: int) -> float | None:
+    """The time a run's remaining steps would take at its own pace (the median of its steps so
+    far); None before its first step, when its pace is unknown."""
+    durations = [float(s["duration_s"]) for s in steps if s.get("duration_s") is not None]
+    if not durations:
+        return None
+    return max(0, requested - len(steps)) * stats.median(durations)
+
+
+def record(run_dir: Path, interruption: Interruption) -> None:
+    write_json_atomic(run_dir / INTERRUPTED_FILE, asdict(interruption))
+
+
+def pending(run_dir: Path) -> Interruption | None:
+    """The interruption recorded in ``run_dir``, unless its case has a result there since."""
+    try:
+        data = json.loads((run_dir / INTERRUPTED_FILE).read_text())
+        interruption = Interruption(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    if RunFolder(run_dir).has_result(interruption.settled_by or interruption.case_id):
+        return None
+    return interruption
+
+
+def describe(run_dir: Path, interruption: Interruption) -> str:
+    pace = ""
+    if interruption.ran_s is not None:
+        pace = f", {interruption.ran_s:.0f}s in"
+        if interruption.needed_more_s:
+            pace += f"; at its pace it needed about {interruption.needed_more_s:.0f}s more"
+    return (
+        f"trainperf: interrupted during {interruption.label} after {interruption.steps_done}/"
+        f"{interruption.steps_requested} steps{pace} (its files: {run_dir / interruption.child_dir}); "
+        f"finished cases are kept: run again with --perf-resume {run_dir} to judge them and re-run the rest"
+    )

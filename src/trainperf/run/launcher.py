@@ -1,0 +1,358 @@
+"""One fresh child of a case: its spec, its GPUs (locked), the samplers, the launch, the read-back.
+
+Each step is a function of its own, so that the spec, the command, the environment and the
+run record can be checked without starting a process; ``ChildLauncher.run`` strings them
+together. The outcome of the child is ``run.outcome``'s to decide.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainperf.case import Case, Outcome
+from trainperf.errors import TrainperfError
+from trainperf.families import family_of
+from trainperf.families.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
+from trainperf.measure.hardware import CPU_CLASS
+from trainperf.measure.hygiene import check as check_gpus
+from trainperf.measure.idle import idle_level, wait_idle
+from trainperf.measure.measurement import RunMeasurement, measure_run
+from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
+from trainperf.measure.nvml import Sample, Sampler, write_samples
+from trainperf.measure.placement import Placement, reserve
+from trainperf.run import interruption, process
+from trainperf.run.context import RunContext
+from trainperf.run.outcome import classify
+from trainperf.run.process import Exit
+from trainperf.traces.collect import collect, plan_for
+from trainperf.traces.plan import TracePlan
+from trainperf.workloads.protocol import (
+    SAMPLES_FILE,
+    SPEC_FILE,
+    STEPS_FILE,
+    ChildSpec,
+    rank_file,
+    read_child_result,
+    read_steps,
+)
+
+LAUNCHER_MODULE = "torch.distributed.run"
+
+
+@dataclass(slots=True)
+class ChildRun:
+    """One fresh child's end: its outcome, what it wrote, what the parent measured around it."""
+
+    outcome: Outcome
+    message: str
+    child: dict[str, Any]
+    measurement: RunMeasurement | None
+    info: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Launched:
+    """What the launch itself gave: the exit, each GPU's samples, the GPU facts around it."""
+
+    exit: Exit
+    samples: dict[str, list[Sample]]
+    devices: tuple[str, ...]
+    waited_s: float
+    before: dict[str, Any] | None
+    idle: dict[str, int]
+
+
+def child_command(python: str, gpus: int, spec_path: Path, family: str) -> list[str]:
+    """The child's command line: the workload itself, or the launcher with one rank per GPU."""
+    workload = ["-m", "trainperf.workloads", str(spec_path)]
+    if not family_of(family).launches_ranks(gpus):
+        return [python, *workload]
+    # --standalone: a private rendezvous on a free local port, so two workers' launchers never meet.
+    return [
+        python,
+        "-m",
+        LAUNCHER_MODULE,
+        "--standalone",
+        "--nnodes=1",
+        f"--nproc-per-node={gpus}",
+        *workload,
+    ]
+
+
+def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
+    """The child's environment variables. ``isolated``: the interpreter is a workload environment
+    of its own, so the suite's PYTHONPATH (which may carry another stack) is not passed on."""
+    env = dict(os.environ)
+    if isolated:
+        env.pop("PYTHONPATH", None)
+    env.update(
+        PYTHONUNBUFFERED="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_DATASETS_DISABLE_PROGRESS_BARS="1",
+        TOKENIZERS_PARALLELISM="false",
+        CUDA_VISIBLE_DEVICES=device if device is not None else "",
+        # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: without this, the
+        # child's GPU "1" need not be the GPU the parent samples as 1.
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+    )
+    # The child imports this very trainperf, whatever interpreter runs it.
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def interpreter_for(ctx: RunContext, case: Case) -> Interpreter | None:
+    """The interpreter of the case's environment (--perf-python, TRAINPERF_ENV, .venvs/NAME)."""
+    settings = ctx.settings
+    return resolve_interpreter(
+        case.environment,
+        perf_python=settings.python,
+        overrides=parse_overrides(settings.env),
+        environ=os.environ,
+    )
+
+
+def child_spec(
+    ctx: RunContext, case: Case, steps: int, out_dir: Path, *,
+    plant_slowdown: float | None = None, bare: bool = False, window_after: int | None = None,
+    trace: TracePlan | None = None,
+) -> ChildSpec:  # fmt: skip
+    """What the child is told: the case, its steps and device, and the session's planted slowdown,
+    emulated memory cap and trace plan."""
+    return ChildSpec(
+        case=case.to_dict(),
+        steps=steps,
+        device="cuda:0" if ctx.on_gpu else "cpu",
+        seed=0,
+        out_dir=str(out_dir),
+        plant_slowdown=ctx.settings.plant_slowdown if plant_slowdown is None else plant_slowdown,
+        memory_cap_gib=ctx.gpu_class.memory_gib if ctx.emulated else None,
+        bare=bare,
+        bare_window_after=window_after if bare else None,
+        trace=trace.to_spec() if trace is not None else None,
+    )
+
+
+def case_devices(ctx: RunContext, case: Case) -> tuple[str, ...]:
+    """The GPUs a case's child gets: this worker's own, plus the next ones for a k-GPU case."""
+    if not ctx.on_gpu:
+        if case.gpus > 1 and ctx.gpu_class.name != CPU_CLASS:
+            raise TrainperfError(f"{case.id} needs {case.gpus} GPUs and NVML sees none here")
+        return ()
+    assert ctx.device is not None
+    placement = ctx.placement or Placement((ctx.device,))
+    return placement.for_case(case.gpus)
+
+
+def read_back(case: Case, out_dir: Path) -> dict[str, Any]:
+    """What the child left: its result (every rank's memory and worst outcome folded in)."""
+    child = read_child_result(out_dir)
+    if family_of(case.family).launches_ranks(case.gpus):
+        child = merge_ranks(child, out_dir, case.gpus)
+    return child
+
+
+def measure_child(
+    ctx: RunContext, case: Case, child: dict[str, Any], launched: Launched
+) -> RunMeasurement | None:
+    """The run's figures from its steps and the GPUs' samples; None when it left nothing to measure."""
+    samples, devices, idle = launched.samples, launched.devices, launched.idle
+    if not (child.get("steps") or child.get("memory") or any(samples.values())):
+        return None
+    per_step = family_of(case.family).samples_per_step(case)
+    if case.gpus > 1:
+        return measure_gpus(child, samples, samples_per_step=per_step, idle_mem_b=dict(idle))
+    first = samples[devices[0]] if devices and samples else []
+    idle_b = idle[devices[0]] if devices else ctx.idle_mem_b
+    return measure_run(child, first, samples_per_step=per_step, idle_mem_b=idle_b)
+
+
+def run_info(
+    ctx: RunContext, out_dir: Path, steps: int, launched: Launched, child: dict[str, Any], outcome: Outcome,
+    interpreter: Interpreter, environment: str,
+) -> dict[str, Any]:  # fmt: skip
+    """The run's record in its result (``runs``): exit, timeline, where it ran, its logs' folder."""
+    info: dict[str, Any] = {
+        "dir": ctx.folder.relative(out_dir),
+        "returncode": launched.exit.returncode,
+        "steps_requested": steps,
+        "wall_s": round(launched.exit.wall_s, 2),
+        "outcome": outcome.value,
+        "timeline": child.get("timeline", {}),
+        "environment": environment,
+        "python": interpreter.path,
+    }
+    if child.get("memory_snapshot"):
+        info["memory_snapshot"] = child["memory_snapshot"]
+    if outcome is not Outcome.OK:
+        info["stderr_tail"] = launched.exit.stderr_tail[-3000:]
+    if launched.devices:
+        info.update(
+            gpus=list(launched.devices), gpu_wait_s=round(launched.waited_s, 1), gpu_before=launched.before
+        )
+    return info
+
+
+class ChildLauncher:
+    """Starts the fresh children of a session's cases."""
+
+    def __init__(self, context: RunContext) -> None:
+        self.ctx = context
+
+    def run(
+        self, case: Case, steps: int, *, repeat: int, total: int, interpreter: Interpreter | None = None,
+        plant_slowdown: float | None = None, bare: bool = False, window_after: int | None = None,
+        settled_by: str | None = None,
+    ) -> ChildRun:  # fmt: skip
+        """One fresh child of ``case`` in its environment's interpreter. ``plant_slowdown`` overrides
+        the session's; ``bare`` runs the training loop without the harness's per-step hooks and
+        without NVML sampling (the fidelity benchmark's reference for the harness's own overhead),
+        timed over the steps after ``window_after`` (default: the protocol's). ``settled_by``: the
+        result id that settles this child's interruption record, when not the case's own (a
+        cliff probe's is the search's)."""
+        ctx = self.ctx
+        interpreter = interpreter or interpreter_for(ctx, case)
+        if interpreter is None:
+            raise TrainperfError(missing_message(case.environment))
+        out_dir = ctx.folder.new_child_dir(case.id, repeat)
+        traced = ctx.settings.trace or case.trace
+        trace_plan = plan_for(ctx.run_dir, case.id, out_dir.name, steps) if traced else None
+        spec = child_spec(ctx, case, steps, out_dir, plant_slowdown=plant_slowdown, bare=bare,
+                          window_after=window_after, trace=trace_plan if isinstance(trace_plan, TracePlan) else None)  # fmt: skip
+        spec.write(out_dir / SPEC_FILE)
+        label = f"{case.id} run {repeat + 1}/{total}"
+        launched, child, outcome, message, measurement, idle_after = self._launch_and_read(
+            case, spec, out_dir, interpreter, label, settled_by
+        )
+        info = run_info(ctx, out_dir, steps, launched, child, outcome, interpreter, case.environment)
+        if measurement is not None:
+            info.update(measurement.info)
+        if isinstance(trace_plan, TracePlan) and child.get("trace") is not None:
+            info["trace"] = collect(child["trace"], trace_plan, ctx.run_dir)
+        elif isinstance(trace_plan, str):
+            info["trace"] = {"error": trace_plan}
+        if launched.devices:
+            info["idle_after"] = idle_after[0] if len(idle_after) == 1 else idle_after
+        done = f", {len(child.get('steps') or [])}/{steps} steps"
+        said = f" ({message})" if message else ""
+        ctx.say(f"[trainperf] {label}: {outcome.value} after {launched.exit.wall_s:.0f}s{done}{said}")
+        return ChildRun(outcome, message, child, measurement, info)
+
+    def _launch_and_read(
+        self,
+        case: Case,
+        spec: ChildSpec,
+        out_dir: Path,
+        interpreter: Interpreter,
+        label: str,
+        settled_by: str | None,
+    ) -> tuple[Launched, dict[str, Any], Outcome, str, RunMeasurement | None, list[dict[str, Any]]]:
+        """Hold the case's GPUs from the hygiene check before the launch to the idle check after it."""
+        ctx = self.ctx
+        devices = case_devices(ctx, case)
+        everyone = ctx.placement.devices if ctx.placement else devices
+        on_wait: Callable[[str], None] = lambda gpu: ctx.say(f"[trainperf] {label}: waiting for GPU {gpu}")  # noqa: E731
+        with reserve(devices, everyone, on_wait=on_wait) as waited:
+            before = self._check_gpus(case, devices, label)
+            idle = {d: idle_level(d, ctx.device, ctx.idle_mem_b) for d in devices}
+            exit_, samples = self._launch(case, spec, out_dir, interpreter, devices, label, settled_by)
+            launched = Launched(exit_, samples, devices, waited, before, idle)
+            child = read_back(case, out_dir)
+            outcome, message = classify(
+                exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout, spec.steps
+            )
+            measurement = measure_child(ctx, case, child, launched)
+            idle_after = [wait_idle(d, idle[d], ctx.say) for d in devices]
+        return launched, child, outcome, message, measurement, idle_after
+
+    def _launch(
+        self, case: Case, spec: ChildSpec, out_dir: Path, interpreter: Interpreter, devices: tuple[str, ...],
+        label: str, settled_by: str | None,
+    ) -> tuple[Exit, dict[str, list[Sample]]]:  # fmt: skip
+        """Start the child with a sampler per GPU; the samples are written even when interrupted."""
+        ctx = self.ctx
+        command = child_command(interpreter.path, case.gpus, out_dir / SPEC_FILE, case.family)
+        where = f"GPU {','.join(devices)}" if devices else "CPU"
+        trace = TracePlan.from_spec(spec.trace)
+        traced = f", profiling steps {trace.first_profiled_step}-{spec.steps}" if trace is not None else ""
+        ctx.say(f"[trainperf] {label}: started ({spec.steps} steps, {where}{traced})")
+        progress = Progress(ctx.say, label, out_dir / STEPS_FILE, spec.steps, ctx.settings.progress_interval)
+        samplers = {d: Sampler(d) for d in devices} if not spec.bare else {}
+        samples: dict[str, list[Sample]] = {}
+        try:
+            for sampler in samplers.values():
+                sampler.start()
+            env = child_env(",".join(devices) if devices else None, isolated=interpreter.isolated)
+            if family_of(case.family).launches_ranks(case.gpus) and not devices:
+                env["ACCELERATE_USE_CPU"] = "true"  # ranks on the CPU (gloo), e.g. the self-tests
+            launched = time.monotonic()
+            try:
+                exit_ = process.run_child(
+                    command, log_dir=out_dir, env=env, timeout_s=ctx.settings.timeout, on_tick=progress
+                )
+            except KeyboardInterrupt:
+                self._record_interruption(case, label, out_dir, spec.steps, launched, settled_by)
+                raise
+        finally:
+            samples = {d: sampler.stop() for d, sampler in samplers.items()}
+            # Written before anything else can fail, also when the run is being interrupted.
+            for rank, device in enumerate(samples):
+                if samples[device]:
+                    write_samples(out_dir / rank_file(SAMPLES_FILE, rank), samples[device])
+        return exit_, samples
+
+    def _record_interruption(
+        self, case: Case, label: str, out_dir: Path, steps: int, launched: float, settled_by: str | None
+    ) -> None:
+        ctx = self.ctx
+        steps_so_far = read_steps(out_dir / STEPS_FILE)
+        cut = interruption.Interruption(
+            case.id, label, ctx.folder.relative(out_dir), len(steps_so_far), steps,
+            ran_s=round(time.monotonic() - launched, 1), needed_more_s=interruption.remaining_s(steps_so_far, steps),
+            settled_by=settled_by,
+        )  # fmt: skip
+        interruption.record(ctx.run_dir, cut)
+
+    def _check_gpus(self, case: Case, devices: tuple[str, ...], label: str) -> dict[str, Any] | None:
+        """Runner hygiene before a child: foreign processes and throttling, said, stored, and with
+        --perf-require-idle-gpu an error."""
+        if not devices:
+            return None
+        hygiene = check_gpus(devices)
+        for problem in hygiene.problems():
+            self.ctx.say(f"[trainperf] {label}: {problem}")
+        if not hygiene.clean and self.ctx.settings.require_idle_gpu:
+            raise TrainperfError(
+                f"{case.id}: {'; '.join(hygiene.problems())} (--perf-require-idle-gpu): "
+                "free the GPU or run without the option"
+            )
+        return hygiene.to_dict()
+
+
+class Progress:
+    """Prints ``step k/n`` of a running child every ``interval_s``, never more often."""
+
+    def __init__(
+        self, say: Callable[[str], None], label: str, steps_path: Path, total: int, interval_s: float
+    ) -> None:
+        self.say, self.label, self.path, self.total, self.interval = say, label, steps_path, total, interval_s
+        self.next_at = interval_s
+
+    def __call__(self, elapsed: float) -> None:
+        if self.interval <= 0 or elapsed < self.next_at:
+            return
+        self.next_at = elapsed + self.interval
+        done = 0
+        if self.path.is_file():
+            with open(self.path, "rb") as handle:
+                done = sum(1 for _ in handle)
+        phase = f"step {done}/{self.total}" if done else "setting up (model build, first step)"
+        self.say(f"[trainperf] {self.label}: {phase}, {elapsed:.0f}s")

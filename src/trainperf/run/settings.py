@@ -1,0 +1,197 @@
+"""Run settings, read straight down: command line > TRAINPERF_* environment > ini > default.
+
+One table of options serves the pytest plugin and the CLI alike.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import TrainperfError
+
+
+@dataclass(frozen=True, slots=True)
+class OptionSpec:
+    name: str
+    """Attribute name; the flag is ``--perf-<name with dashes>``, the variable ``TRAINPERF_<NAME>``."""
+    help: str
+    default: Any
+    parse: Callable[[str], Any] = str
+    flag: bool = False
+
+    @property
+    def cli(self) -> str:
+        return "--perf-" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "TRAINPERF_" + self.name.upper()
+
+    @property
+    def ini(self) -> str:
+        return "perf_" + self.name
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 10:
+        raise ValueError("must be a fraction such as 0.05")
+    return value
+
+
+def _bool(text: str) -> bool:
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("output", "folder for run folders (one per run)", "reports"),
+    OptionSpec("baselines", "baselines folder (<class>/<case-id>.json)", "baselines"),
+    OptionSpec(
+        "update_baselines", "write baselines from this run and show what changed", False, _bool, flag=True
+    ),
+    OptionSpec("repeats", "fresh child processes per case (pooled)", 1, _positive_int),
+    OptionSpec(
+        "baseline_repeats",
+        "fresh runs per case when writing baselines (a single process can be slow or fast as a whole)",
+        3,
+        _positive_int,
+    ),
+    OptionSpec(
+        "confirm",
+        "fresh runs that must confirm a timing regression before it fails (0: fail on the first)",
+        2,
+        lambda text: max(0, int(text)),
+    ),
+    OptionSpec(
+        "steps",
+        "optimizer steps per run for cases that do not fix their own (default: 40 on GPU, 16 on CPU)",
+        None,
+        _positive_int,
+    ),
+    OptionSpec("timeout", "wall-clock limit per child, seconds", 1800.0, _positive_float),
+    OptionSpec("gpu_class", "use this GPU class instead of the detected one", None),
+    OptionSpec("strict", "fail on noisy, new, and environment changes too", False, _bool, flag=True),
+    OptionSpec(
+        "emulate",
+        "cap memory to this smaller GPU class (e.g. maxq on an H200): its memory and OOM verdicts; "
+        "timing is not gated and nothing is baselined",
+        None,
+    ),
+    OptionSpec("resume", "resume this run folder: cases with results there are judged, not re-run", None),
+    OptionSpec(
+        "plant_slowdown",
+        "make every step this fraction slower (to check the gate); never baselined",
+        0.0,
+        _fraction,
+    ),
+    OptionSpec("progress_interval", "seconds between progress lines of a running case (0: off)", 30.0, float),
+    OptionSpec(
+        "python", "Python interpreter for the children of every case (default: each case's environment)", None
+    ),
+    OptionSpec(
+        "env",
+        "point workload environments at existing interpreters: NAME=PYTHON[,NAME=PYTHON] "
+        "(also TRAINPERF_ENV_<NAME>=PYTHON; default .venvs/NAME/bin/python)",
+        None,
+    ),
+    OptionSpec(
+        "trace",
+        "profile the last steps of each run with torch.profiler (left out of the timing metrics) and "
+        "analyse the trace: GPU busy/idle, kernel categories, host-bound gaps",
+        False,
+        _bool,
+        flag=True,
+    ),
+    OptionSpec(
+        "require_idle_gpu",
+        "fail a case whose GPU is busy (a foreign process) or throttled before it starts, instead of measuring it",
+        False,
+        _bool,
+        flag=True,
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    output: Path
+    baselines: Path
+    update_baselines: bool
+    repeats: int
+    baseline_repeats: int
+    confirm: int
+    steps: int | None
+    timeout: float
+    gpu_class: str | None
+    strict: bool
+    emulate: str | None
+    resume: Path | None
+    plant_slowdown: float
+    progress_interval: float
+    python: str | None
+    env: str | None = None
+    trace: bool = False
+    require_idle_gpu: bool = False
+
+
+def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:
+    """Resolve every option; a bad value is one line naming the option and where it came from."""
+    values: dict[str, Any] = {}
+    for spec in OPTIONS:
+        raw, origin = cli.get(spec.name), spec.cli
+        if raw is None or (spec.flag and raw is False):
+            raw, origin = os.environ.get(spec.env), spec.env
+        if raw is None or raw == "":
+            ini_value = ini(spec.ini)
+            raw, origin = (ini_value, f"ini {spec.ini}") if ini_value not in (None, "", []) else (None, "")
+        if raw is None:
+            values[spec.name] = spec.default
+            continue
+        try:
+            values[spec.name] = (
+                raw if isinstance(raw, (bool, int, float)) and not isinstance(raw, str) else spec.parse(raw)
+            )
+        except ValueError as exc:
+            raise TrainperfError(f"{origin}={raw!r} is not valid: {spec.help} ({exc})") from exc
+    for key in ("output", "baselines", "resume"):
+        if values[key] is not None:
+            path = Path(values[key])
+            values[key] = path if path.is_absolute() else rootdir / path
+    if values["python"] is not None:
+        # Absolute, so that it still names the interpreter from the child's working folder; abspath,
+        # not resolve(): resolving a venv's python symlink would leave the venv.
+        values["python"] = os.path.abspath(values["python"])
+        if not os.path.isfile(values["python"]):
+            raise TrainperfError(f"--perf-python {values['python']} is not a Python interpreter")
+    if values["env"] is not None:
+        from trainperf.families.envs import parse_overrides
+
+        parse_overrides(values["env"])  # a malformed value is a usage error at start, not per case
+    if values["resume"] is not None and not values["resume"].is_dir():
+        raise TrainperfError(
+            f"--perf-resume {values['resume']} is not a run folder; give reports/<run> of an earlier run"
+        )
+    return Settings(**values)

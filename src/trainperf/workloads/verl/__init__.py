@@ -1,0 +1,1 @@
+"""verl's child side: Hydra overrides, log reading, failure classification, measured lengths."""

@@ -1,0 +1,154 @@
+"""TRL GRPO (family ``rl_trl``): case shape and TRL's batch rules, the reward, the phase clock, the
+TRL-version check, and the tiny case end to end (real GRPO steps on the CPU)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from child_run import run_child_spec
+
+from trainperf.case import Case
+from trainperf.errors import TrainperfError
+from trainperf.families import family_of, preflight
+from trainperf.families.rl_trl import grpo_shape, preflight_grpo, trl_version_supported
+from trainperf.run.catalogue import load_catalogue
+from trainperf.synth.tokenizer import build_tokenizer
+from trainperf.workloads.phases import PhaseClock
+
+# Imported at collection (it imports torch, hence numpy): an in-process pytester run elsewhere in
+# the session restores sys.modules afterwards, and numpy cannot be imported a second time.
+from trainperf.workloads.rl_trl import check_trl, even_token_reward, prompt_texts
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = Case(
+    family="rl_trl",
+    model="qwen3_tiny",
+    method="lora",
+    profile="fixed",
+    batch_size=8,
+    prompt_len=16,
+    completion_len=16,
+    num_generations=4,
+    gpu_classes=("cpu",),
+)
+
+
+def catalogue_cases() -> list[Case]:
+    return [case for case in load_catalogue(ROOT).values() if case.family == "rl_trl"]
+
+
+def test_rl_knobs_name_the_id_and_sft_ids_do_not_change() -> None:
+    assert TINY.id == "rl_trl-qwen3_tiny-lora-fixed-b8-p16-c16-g4"
+    sft = Case(family="sft_hf", model="qwen3_8b", method="lora", profile="long", batch_size=4)
+    assert sft.id == "sft_hf-qwen3_8b-lora-long-b4"
+    assert Case.from_dict(json.loads(TINY.to_json())) == TINY
+
+
+def test_shape_counts_prompts_and_tokens() -> None:
+    shape = grpo_shape(TINY.replace(grad_accum=2))
+    assert (shape.completions_per_step, shape.prompts_per_step, shape.tokens_per_step) == (16, 4, 16 * 32)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"num_generations": 1}, "at least 2"),
+        ({"num_generations": 3}, "divisible by num_generations 3"),
+        ({"completion_len": None}, "needs prompt_len, completion_len and num_generations"),
+        ({"prompt_len": 0}, "must be >= 1"),
+        ({"gpus": 2}, "gpus=1"),
+        ({"method": "qlora"}, "supports methods lora, full"),
+        ({"profile": "short"}, "supports profile 'fixed'"),
+        ({"completion_len": 5000}, "max_position_embeddings 4096"),
+    ],
+)
+def test_preflight_predicts_what_trl_would_refuse(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(TrainperfError, match=message):
+        preflight_grpo(TINY.replace(**changes))
+    with pytest.raises(
+        TrainperfError, match=message
+    ):  # the runner's pre-flight: a config_error before launch
+        preflight(TINY.replace(**changes))
+
+
+def test_catalogue_cases_pass_preflight_and_get_no_sft_estimate() -> None:
+    cases = catalogue_cases()
+    assert {c.method for c in cases} == {"lora", "full"}
+    assert any(c.gpu_classes == ("cpu",) for c in cases)
+    for case in cases:
+        preflight(case)
+        assert (
+            family_of(case.family).memory_estimate(case, 10) is None
+        )  # the SFT-shaped estimate does not model an RL step
+
+
+def test_even_token_reward() -> None:
+    assert even_token_reward([[2, 4, 5, 7], [1], []], prompts=["x"] * 3) == [0.5, 0.0, 0.0]
+
+
+def test_prompts_have_exactly_prompt_len_tokens_and_are_deterministic() -> None:
+    texts = prompt_texts(5, 16, 2048, seed=0)
+    assert texts == prompt_texts(5, 16, 2048, seed=0) and len(set(texts)) == 5
+    ids = build_tokenizer(2048)(text=texts)["input_ids"]
+    assert [len(row) for row in ids] == [16] * 5
+
+
+class _FakeTrainer:
+    def training_step(self) -> None: ...
+    def _prepare_inputs(self) -> None: ...
+    def _calculate_rewards(self) -> None: ...
+
+
+def test_trl_check_names_the_supported_versions() -> None:
+    assert trl_version_supported("1.16.0") and trl_version_supported("1.20.0.dev0")
+    assert not trl_version_supported("0.19.1") and not trl_version_supported("2.0.0")
+    with pytest.raises(TrainperfError, match=r"trl 0\.19\.1 is not supported.*trl >= 1\.16, < 2"):
+        check_trl("0.19.1", _FakeTrainer())
+    with pytest.raises(TrainperfError, match=r"GRPOTrainer has no _generate.*trl >= 1\.16, < 2"):
+        check_trl("1.16.0", _FakeTrainer())
+
+
+def test_phase_clock_charges_nested_time_to_the_innermost_phase() -> None:
+    syncs: list[float] = []
+    clock = PhaseClock(sync=lambda: syncs.append(time.perf_counter()))
+    started = time.perf_counter()
+    with clock.phase("update"):
+        time.sleep(0.02)
+        with clock.phase("prepare"), clock.phase("gen"):
+            time.sleep(0.05)
+        time.sleep(0.02)
+    time.sleep(0.01)
+    clock.charge_since_last_edge("update")
+    wall = time.perf_counter() - started
+    phases = clock.take()
+    assert set(phases) == {"update", "prepare", "gen"}
+    assert phases["gen"] >= 0.05 and phases["prepare"] < 0.01
+    assert phases["update"] >= 0.05 and sum(phases.values()) <= wall
+    assert len(syncs) == 7  # every edge synchronised (the device's queue is charged where it was filled)
+    assert clock.take() == {}
+    with clock.phase("gen"), pytest.raises(RuntimeError, match="still open"):
+        clock.charge_since_last_edge("update")
+
+
+def test_tiny_grpo_child_end_to_end(tmp_path: Path) -> None:
+    """Real GRPO steps on the CPU through the child entry point: phases, tokens, forced lengths."""
+    steps = 3
+    result = run_child_spec(tmp_path, {"case": TINY.to_dict(), "steps": steps, "device": "cpu", "seed": 0})
+    assert result["outcome"] == "ok"
+    records = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert len(records) == steps
+    for record in records:
+        assert set(record["phases"]) == {"gen", "reward", "prepare", "update"}
+        assert all(v > 0 for v in record["phases"].values())
+        assert sum(record["phases"].values()) <= record["duration_s"]
+        # 8 completions of exactly 16 tokens (generation forced to run to it) after 16-token prompts
+        assert (record["prompt_tokens"], record["completion_tokens"], record["tokens"]) == (128, 128, 256)
+        assert 0.0 <= record["reward_mean"] <= 1.0
+    effective = result["effective_config"]
+    assert effective["lora_layers"] == 14 and effective["trainable_params"] < effective["total_params"]
+    assert effective["generation_use_cache"] is True and effective["generation_min_new_tokens"] == 16
+    assert effective["beta"] == 0.0 and effective["num_generations"] == 4
