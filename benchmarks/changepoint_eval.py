@@ -51,7 +51,9 @@ def make_series(seed: int = 20) -> list[dict[str, Any]]:
                 values = level * (1 + rng.normal(0, cv, RUNS))
                 stalls = rng.random(RUNS) < STALL_RATE
                 values[stalls] *= 1 + rng.uniform(0.05, 0.20, int(stalls.sum()))
-                series.append({"cv": cv, "step": step, "where": where, "index": index, "values": values.tolist()})
+                series.append(
+                    {"cv": cv, "step": step, "where": where, "index": index, "values": values.tolist()}
+                )
     return series
 
 
@@ -73,7 +75,11 @@ def detect(name: str, values: list[float]) -> list[int]:
 
         signal = np.array(values)
         scale = _robust_sigma(signal)
-        breaks = ruptures.Pelt(model="l2", min_size=3, jump=1).fit(signal / scale).predict(pen=3 * np.log(len(signal)))
+        breaks = (
+            ruptures.Pelt(model="l2", min_size=3, jump=1)
+            .fit(signal / scale)
+            .predict(pen=3 * np.log(len(signal)))
+        )
         return breaks[:-1]
     if name == "trainperf":
         from trainperf.judge.changepoints import change_points
@@ -97,7 +103,9 @@ def worker(name: str, series_path: Path, out_path: Path) -> None:
     out_path.write_text(json.dumps({"found": found, "seconds": time.perf_counter() - start}))
 
 
-def score(series: list[dict[str, Any]], found: list[list[int]]) -> dict[tuple[float, float], dict[str, float]]:
+def score(
+    series: list[dict[str, Any]], found: list[list[int]]
+) -> dict[tuple[float, float], dict[str, float]]:
     table: dict[tuple[float, float], dict[str, float]] = {}
     for item, points in zip(series, found):
         cell = table.setdefault((item["cv"], item["step"]), {"series": 0, "hits": 0, "false": 0})
@@ -111,12 +119,17 @@ def score(series: list[dict[str, Any]], found: list[list[int]]) -> dict[tuple[fl
 
 def render(results: dict[str, dict[str, Any]], series: list[dict[str, Any]]) -> str:
     lines = [
-        (f"change points on synthetic nightly series: {RUNS} runs, {STEP_SERIES} series per step, {AA_SERIES} A/A series "
-         f"per noise level, {STALL_RATE:.0%} of runs with a 5-20% host stall; a hit is within {TOLERANCE_RUNS} runs"),
+        (
+            f"change points on synthetic nightly series: {RUNS} runs, {STEP_SERIES} series per step, {AA_SERIES} A/A series "
+            f"per noise level, {STALL_RATE:.0%} of runs with a 5-20% host stall; a hit is within {TOLERANCE_RUNS} runs"
+        ),
         f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}",
         "",
-        (f"{'detector':15s} {'noise CV':>8s} " + " ".join(f"{'step ' + format(s, '.0%'):>9s}" for s in STEPS)
-         + f" {'false/100 A/A':>14s} {'seconds':>8s}"),
+        (
+            f"{'detector':15s} {'noise CV':>8s} "
+            + " ".join(f"{'step ' + format(s, '.0%'):>9s}" for s in STEPS)
+            + f" {'false/100 A/A':>14s} {'seconds':>8s}"
+        ),
     ]
     for name, result in results.items():
         if "error" in result:
@@ -136,7 +149,9 @@ def main() -> int:
     parser.add_argument("--worker", nargs=3, metavar=("DETECTOR", "SERIES", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--otava-python", default=sys.executable)
     parser.add_argument("--spa-python", default=sys.executable)
-    parser.add_argument("--only", nargs="*", default=list(DETECTORS), choices=DETECTORS, help="detectors to run")
+    parser.add_argument(
+        "--only", nargs="*", default=list(DETECTORS), choices=DETECTORS, help="detectors to run"
+    )
     parser.add_argument("--output", type=Path, help="folder for table.txt and results.json")
     args = parser.parse_args()
     if args.worker:
@@ -152,9 +167,15 @@ def main() -> int:
             out = Path(tmp) / f"{name}.json"
             done = subprocess.run(
                 [pythons.get(name, sys.executable), __file__, "--worker", name, str(series_path), str(out)],
-                capture_output=True, text=True, check=False,
+                capture_output=True,
+                text=True,
+                check=False,
             )
-            results[name] = json.loads(out.read_text()) if done.returncode == 0 else {"error": done.stderr.strip().splitlines()[-1:]}
+            results[name] = (
+                json.loads(out.read_text())
+                if done.returncode == 0
+                else {"error": done.stderr.strip().splitlines()[-1:]}
+            )
     table = render(results, series)
     print(table, end="")
     if args.output:

@@ -20,9 +20,9 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from synthetic_history import write_nights
 
+from trainperf.run.ingest import ingest
 from trainperf.store.db import open_store
 from trainperf.store.history import list_runs
-from trainperf.store.ingest import ingest
 
 
 def writer(url: str, folders: list[str]) -> tuple[int, list[str]]:
@@ -49,9 +49,12 @@ def measure(url: str, label: str, groups: list[list[str]], cases: int) -> bool:
         ingest(store, [Path(f) for f in left], say=lambda _: None)
     final = len(list_runs(store))
     store.close()
-    print(f"{label:11s} {len(groups)} writers x {len(groups[0])} runs ({cases} cases each): {seconds:6.1f} s; "
-          f"{len(stored)} runs stored, {len(left)} left for a later ingest, {final} after it; "
-          f"{'none lost or doubled' if ok and final == expected else 'MISMATCH'}", flush=True)
+    print(
+        f"{label:11s} {len(groups)} writers x {len(groups[0])} runs ({cases} cases each): {seconds:6.1f} s; "
+        f"{len(stored)} runs stored, {len(left)} left for a later ingest, {final} after it; "
+        f"{'none lost or doubled' if ok and final == expected else 'MISMATCH'}",
+        flush=True,
+    )
     return ok and final == expected
 
 
@@ -62,8 +65,15 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=10)
     parser.add_argument("--work", type=Path, default=Path("/tmp/trainperf-writers"))
     args = parser.parse_args()
-    groups = [[str(p) for p in write_nights(args.work / "runs", args.runs, args.cases, first_night=w * args.runs, seed=w)]
-              for w in range(args.writers)]
+    groups = [
+        [
+            str(p)
+            for p in write_nights(
+                args.work / "runs", args.runs, args.cases, first_night=w * args.runs, seed=w
+            )
+        ]
+        for w in range(args.writers)
+    ]
     sqlite = args.work / "history.sqlite"
     sqlite.unlink(missing_ok=True)
     ok = measure(f"sqlite:///{sqlite}", "SQLite", groups, args.cases)

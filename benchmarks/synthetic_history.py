@@ -13,12 +13,22 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from trainperf.results import CaseResult, MetricValue, save_result
+from trainperf.result import CaseResult, MetricValue
+from trainperf.store.results import save_result
 
 FINGERPRINT = {
-    "hostname": "nightly-h100", "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_uuid": "GPU-0000-synthetic",
-    "driver": "580.159.04", "cuda_driver": "13.0", "cpu_model": "Intel(R) Xeon(R) Processor", "power_limit_w": 700.0,
-    "torch": "2.11.0", "transformers": "5.17.0", "peft": "0.21.0", "trl": "1.16.0", "bitsandbytes": "0.50.2",
+    "hostname": "nightly-h100",
+    "gpu_name": "NVIDIA H100 80GB HBM3",
+    "gpu_uuid": "GPU-0000-synthetic",
+    "driver": "580.159.04",
+    "cuda_driver": "13.0",
+    "cpu_model": "Intel(R) Xeon(R) Processor",
+    "power_limit_w": 700.0,
+    "torch": "2.11.0",
+    "transformers": "5.17.0",
+    "peft": "0.21.0",
+    "trl": "1.16.0",
+    "bitsandbytes": "0.50.2",
 }
 STEPS = 16
 SLOWER_FROM_NIGHT, SLOWER_EVERY, SLOWDOWN = 200, 5, 1.03
@@ -34,9 +44,13 @@ def night_start(night: int) -> str:
     return start.isoformat(timespec="seconds")
 
 
-def _result(case_id: str, index: int, night: int, rng: random.Random, fingerprint: dict[str, object]) -> CaseResult:
+def _result(
+    case_id: str, index: int, night: int, rng: random.Random, fingerprint: dict[str, object]
+) -> CaseResult:
     cv = 0.003 if index % 2 == 0 else 0.02 + 0.06 * rng.random()
-    level = (0.5 + 0.01 * index) * (SLOWDOWN if night >= SLOWER_FROM_NIGHT and index % SLOWER_EVERY == 0 else 1.0)
+    level = (0.5 + 0.01 * index) * (
+        SLOWDOWN if night >= SLOWER_FROM_NIGHT and index % SLOWER_EVERY == 0 else 1.0
+    )
     level *= 1 + rng.gauss(0, cv)
     tokens = 4096
     steps = [level * (1 + rng.gauss(0, 0.01)) for _ in range(STEPS)]
@@ -62,9 +76,17 @@ def _result(case_id: str, index: int, night: int, rng: random.Random, fingerprin
         "power_peak_w": one(690 + rng.gauss(0, 3), "W"),
     }
     created = night_start(night).replace("T02:00", f"T02:{min(59, index // 2):02d}")
-    return CaseResult(case_id=case_id, case={}, gpu_class="h100", outcome="ok", metrics=metrics,
-                      effective_config={"trainable_params": 43_646_976}, fingerprint=fingerprint,
-                      verdict={"verdict": "pass"}, created=created)
+    return CaseResult(
+        case_id=case_id,
+        case={},
+        gpu_class="h100",
+        outcome="ok",
+        metrics=metrics,
+        effective_config={"trainable_params": 43_646_976},
+        fingerprint=fingerprint,
+        verdict={"verdict": "pass"},
+        created=created,
+    )
 
 
 def write_nights(root: Path, nights: int, cases: int, first_night: int = 0, seed: int = 0) -> list[Path]:
@@ -79,8 +101,18 @@ def write_nights(root: Path, nights: int, cases: int, first_night: int = 0, seed
         rng = random.Random(seed * 100_000 + night)
         fingerprint = {**FINGERPRINT, "transformers": "5.18.0" if night >= UPGRADE_NIGHT else "5.17.0"}
         for index, case_id in enumerate(ids):
-            save_result(folder / "results" / f"{case_id}.json", _result(case_id, index, night, rng, fingerprint))
-        record = {"sessions": [{"started": night_start(night), "argv": ["pytest", "-m", "h100"], "gpu_class": "h100",
-                                "fingerprint": fingerprint}]}
+            save_result(
+                folder / "results" / f"{case_id}.json", _result(case_id, index, night, rng, fingerprint)
+            )
+        record = {
+            "sessions": [
+                {
+                    "started": night_start(night),
+                    "argv": ["pytest", "-m", "h100"],
+                    "gpu_class": "h100",
+                    "fingerprint": fingerprint,
+                }
+            ]
+        }
         (folder / "run.json").write_text(json.dumps(record))
     return folders

@@ -69,20 +69,46 @@ def running_postgres() -> Iterator[str]:
         shutil.chown(folder, SERVICE_USER)
     data, port, log = folder / "data", _free_port(), folder / "server.log"
     try:
-        done = subprocess.run(_as_service_user([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "trainperf",
-                                                "--no-sync", "-E", "UTF8"]), capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            _as_service_user(
+                [
+                    str(bin_dir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-A",
+                    "trust",
+                    "-U",
+                    "trainperf",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                ]
+            ),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0:
             raise PostgresMissing(f"initdb failed: {done.stderr.strip()[-300:]}")
         options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50"
-        started = subprocess.run(_as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options,
-                                                   "-w", "start"]), capture_output=True, text=True, check=False)
+        started = subprocess.run(
+            _as_service_user(
+                [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start"]
+            ),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if started.returncode != 0:
             raise PostgresMissing(f"pg_ctl start failed: {started.stderr.strip()[-300:]}")
         yield f"postgresql://trainperf@127.0.0.1:{port}/postgres"
     finally:
         if data.is_dir():
-            subprocess.run(_as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-                           capture_output=True, check=False)
+            subprocess.run(
+                _as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+                capture_output=True,
+                check=False,
+            )
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -9,7 +9,9 @@ import pytest
 from trainperf.judge.changepoints import change_points, despiked, median_interval, robust_sigma
 
 
-def _series(n: int, cv: float, seed: int, step: float = 0.0, at: int = 0, stalls: tuple[int, ...] = ()) -> list[float]:
+def _series(
+    n: int, cv: float, seed: int, step: float = 0.0, at: int = 0, stalls: tuple[int, ...] = ()
+) -> list[float]:
     rng = random.Random(seed)
     values = [(1 + (step if step and i >= at else 0)) * (1 + rng.gauss(0, cv)) for i in range(n)]
     for i in stalls:

@@ -8,9 +8,9 @@ from pathlib import Path
 from store_data import CASE_IDS_FOR_EXPORT, make_result, nightly, write_run_folder
 
 from trainperf.report.interchange import bmf, openmetrics, openmetrics_name
+from trainperf.run.ingest import ingest
 from trainperf.store.db import open_store
 from trainperf.store.history import list_runs, run_cases
-from trainperf.store.ingest import ingest
 
 
 def _stored_run(tmp_path: Path) -> tuple[dict, list]:
@@ -28,7 +28,10 @@ def test_bmf_has_a_benchmark_per_measured_case_with_the_median_interval(tmp_path
     report = json.loads(json.dumps(bmf(found)))
     assert sorted(report) == sorted(CASE_IDS_FOR_EXPORT)  # the OOM case has no figure to export
     step = report[CASE_IDS_FOR_EXPORT[0]]["step-time-s"]
-    assert step["lower_value"] <= step["value"] <= step["upper_value"] and step["upper_value"] > step["lower_value"]
+    assert (
+        step["lower_value"] <= step["value"] <= step["upper_value"]
+        and step["upper_value"] > step["lower_value"]
+    )
     assert set(report[CASE_IDS_FOR_EXPORT[0]]["peak-allocated-gib"]) == {"value"}  # one value: no interval
 
 

@@ -41,13 +41,19 @@ def call(name: str, *argv: str) -> int:
 def store_url(tmp_path: Path) -> str:
     for day in range(20):
         step = 0.5 * (1.04 if day >= 10 else 1.0)
-        write_run_folder(tmp_path / "reports" / f"n{day:02d}", nightly(day), [make_result(CASE, nightly(day), step, seed=day)])
+        write_run_folder(
+            tmp_path / "reports" / f"n{day:02d}",
+            nightly(day),
+            [make_result(CASE, nightly(day), step, seed=day)],
+        )
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     assert call("ingest", str(tmp_path / "reports"), "--store", url, "--quiet") == 0
     return url
 
 
-def test_history_json_lists_the_runs_oldest_first_with_the_change_point(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_history_json_lists_the_runs_oldest_first_with_the_change_point(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     capsys.readouterr()
     assert call("history", CASE, "--store", store_url, "--json") == 0
     data = json.loads(capsys.readouterr().out)
@@ -61,14 +67,31 @@ def test_history_text_and_an_unknown_case(store_url: str, capsys: pytest.Capture
     assert call("history", CASE, "--store", store_url) == 0
     out = capsys.readouterr().out
     assert "---- change point +4" in out and "no environment change" in out
-    with pytest.raises(TrainperfError, match="no stored result of case 'sft_hf-qwen3_8b-lora-maxlen'.*did you mean"):
+    with pytest.raises(
+        TrainperfError, match="no stored result of case 'sft_hf-qwen3_8b-lora-maxlen'.*did you mean"
+    ):
         call("history", CASE[:-3], "--store", store_url)
 
 
 def test_export_writes_bmf_and_one_openmetrics_file_per_run(store_url: str, tmp_path: Path) -> None:
-    assert call("export", "--format", "bmf", "--store", store_url, "--output", str(tmp_path / "bmf.json")) == 0
+    assert (
+        call("export", "--format", "bmf", "--store", store_url, "--output", str(tmp_path / "bmf.json")) == 0
+    )
     assert list(json.loads((tmp_path / "bmf.json").read_text())) == [CASE]
-    assert call("export", "--format", "openmetrics", "--run", "all", "--store", store_url, "--output", str(tmp_path / "om")) == 0
+    assert (
+        call(
+            "export",
+            "--format",
+            "openmetrics",
+            "--run",
+            "all",
+            "--store",
+            store_url,
+            "--output",
+            str(tmp_path / "om"),
+        )
+        == 0
+    )
     assert len(list((tmp_path / "om").glob("*.om"))) == 20
 
 

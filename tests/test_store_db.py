@@ -21,7 +21,10 @@ from trainperf.store.db import (
 
 def test_url_precedence_reads_straight_down(tmp_path: Path) -> None:
     env = {"TRAINPERF_STORE": f"sqlite:///{tmp_path}/env.sqlite"}
-    assert resolve_url("postgresql://ci@db:5432/trainperf", "x.sqlite", env) == "postgresql+psycopg://ci@db:5432/trainperf"
+    assert (
+        resolve_url("postgresql://ci@db:5432/trainperf", "x.sqlite", env)
+        == "postgresql+psycopg://ci@db:5432/trainperf"
+    )
     assert resolve_url(None, f"{tmp_path}/ini.sqlite", env) == env["TRAINPERF_STORE"]
     assert resolve_url(None, f"{tmp_path}/ini.sqlite", {}) == f"sqlite:///{tmp_path}/ini.sqlite"
     assert resolve_url(None, None, {}) == f"sqlite:///{default_store_path()}"
@@ -51,7 +54,9 @@ def _bump_version(url: str) -> None:
 def test_a_newer_schema_is_refused_in_one_line(tmp_path: Path) -> None:
     url = str(tmp_path / "h.sqlite")
     _bump_version(url)
-    with pytest.raises(StoreError, match=rf"schema version {SCHEMA_VERSION + 1}.*upgrade trainperf \(nothing was written\)") as err:
+    with pytest.raises(
+        StoreError, match=rf"schema version {SCHEMA_VERSION + 1}.*upgrade trainperf \(nothing was written\)"
+    ) as err:
         open_store(url)
     assert "\n" not in str(err.value)
 
@@ -68,7 +73,9 @@ def test_an_unreachable_postgresql_is_one_line() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again below: nothing listens there
-    with pytest.raises(StoreError, match=rf"cannot reach the results store postgresql\+psycopg://ci@127.0.0.1:{port}/x") as err:
+    with pytest.raises(
+        StoreError, match=rf"cannot reach the results store postgresql\+psycopg://ci@127.0.0.1:{port}/x"
+    ) as err:
         open_store(f"postgresql://ci@127.0.0.1:{port}/x", lock_timeout_s=2)
     assert "\n" not in str(err.value)
 

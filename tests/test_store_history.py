@@ -8,8 +8,8 @@ import pytest
 from pg_server import pg_url, postgres_server  # noqa: F401
 from store_data import GPU, make_result, nightly
 
-from trainperf.compare import compare_case
-from trainperf.metrics import METRICS
+from trainperf.judge.compare import compare_case
+from trainperf.judge.metrics import METRICS
 from trainperf.store.db import Store, open_store
 from trainperf.store.history import (
     RunInfo,
@@ -32,7 +32,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return opened
 
 
-def _night(store: Store, day: int, step_s: float, fingerprint: dict | None = None, verdict: str = "pass") -> None:
+def _night(
+    store: Store, day: int, step_s: float, fingerprint: dict | None = None, verdict: str = "pass"
+) -> None:
     fp = fingerprint or GPU
     started = nightly(day)
     run = RunInfo(run_key(started, fp), "pytest", started, fp, runner_label(fp, "h100-a"), "h100")
@@ -61,8 +63,12 @@ def test_history_baseline_pools_the_last_n_accepted_runs(store: Store) -> None:
     # The pooled baseline judges with today's statistics: a 5% slower night regresses, an equal one passes.
     slower = make_result(CASE, nightly(13), 0.525, seed=99)
     same = make_result(CASE, nightly(13), 0.5, seed=98)
-    judged = {r.metrics["step_time_s"].value: compare_case(r, baseline, METRICS, expectation="ok", timing_comparable=True)
-              for r in (slower, same)}
+    judged = {
+        r.metrics["step_time_s"].value: compare_case(
+            r, baseline, METRICS, expectation="ok", timing_comparable=True
+        )
+        for r in (slower, same)
+    }
     assert [v.verdict.value for v in judged.values()] == ["regressed", "pass"]
 
 
@@ -71,7 +77,10 @@ def test_no_history_falls_back_to_the_class_baseline_and_says_so(store: Store) -
     class_file.source = "baselines/h100"
     baseline, described = choose_baseline("history", store, CASE, "new-runner", class_file)
     assert baseline is class_file
-    assert "0 accepted runs on runner new-runner" in described and "judged against the class's baseline" in described
+    assert (
+        "0 accepted runs on runner new-runner" in described
+        and "judged against the class's baseline" in described
+    )
 
 
 def test_auto_takes_history_only_once_it_holds_n_runs(store: Store) -> None:
@@ -92,5 +101,7 @@ def test_a_new_driver_under_the_same_label_is_an_environment_change_not_pooled(s
     for day in range(5, 7):
         _night(store, day, 0.45, fingerprint=upgraded)
     baseline, described = history_baseline(store, CASE, "h100-a", fingerprint=upgraded, min_runs=2)
-    assert baseline is not None and baseline.metrics["step_time_s"].per_run == pytest.approx([0.45, 0.45], rel=0.01)
+    assert baseline is not None and baseline.metrics["step_time_s"].per_run == pytest.approx(
+        [0.45, 0.45], rel=0.01
+    )
     assert "environment changed under runner h100-a (driver 580.159.04 -> 590.10)" in described

@@ -10,9 +10,9 @@ from pg_server import pg_url, postgres_server  # noqa: F401
 from store_data import make_result, nightly, write_run_folder
 
 from trainperf.errors import TrainperfError
+from trainperf.run.ingest import find_runs, ingest
 from trainperf.store.db import open_store
 from trainperf.store.history import list_runs, stored_cases
-from trainperf.store.ingest import find_runs, ingest
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
 CASES = ("sft_hf-qwen3_8b-lora-short-b4", "sft_hf-qwen3_8b-lora-maxlen-b4")
@@ -20,7 +20,9 @@ CASES = ("sft_hf-qwen3_8b-lora-short-b4", "sft_hf-qwen3_8b-lora-maxlen-b4")
 
 def _runs(root: Path, count: int, first_day: int = 0) -> list[Path]:
     return [
-        write_run_folder(root / f"run{day}", nightly(day), [make_result(c, nightly(day), 0.5, seed=day) for c in CASES])
+        write_run_folder(
+            root / f"run{day}", nightly(day), [make_result(c, nightly(day), 0.5, seed=day) for c in CASES]
+        )
         for day in range(first_day, first_day + count)
     ]
 
@@ -64,7 +66,9 @@ def _ingest_worker(url: str, folders: list[str]) -> int:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_concurrent_writers_lose_and_double_nothing(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_concurrent_writers_lose_and_double_nothing(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """A scaled-down benchmarks/history_concurrency.py: 4 processes x 4 runs, two of them shared."""
     url = str(tmp_path / "h.sqlite") if backend == "sqlite" else request.getfixturevalue("pg_url")
     folders = [[str(p) for p in _runs(tmp_path / f"w{w}", 4, first_day=10 * w)] for w in range(4)]
@@ -94,4 +98,3 @@ def test_a_writer_that_cannot_get_the_sqlite_lock_says_so_and_leaves_the_run(tmp
     assert report.deferred == [tmp_path / "reports" / "run0"] and report.cases_added == 0
     assert len(lines) == 1 and "stayed locked" in lines[0] and "trainperf ingest" in lines[0]
     assert ingest(open_store(str(path)), [tmp_path / "reports"], say=lambda _: None).cases_added == 2
-

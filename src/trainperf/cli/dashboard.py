@@ -17,9 +17,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "dashboard", help="write a static site: a sparkline per case, a page per case with change points"
     )
     parser.add_argument("--output", type=Path, required=True, help="folder for index.html and cases/")
-    parser.add_argument("--store", help="store URL (default: TRAINPERF_STORE, else the per-user history.sqlite)")
-    parser.add_argument("--reports-url", help="where the run folders are published (each point links to <URL>/<run>/index.html); "
-                        "default: a path relative to the site")
+    parser.add_argument(
+        "--store", help="store URL (default: TRAINPERF_STORE, else the per-user history.sqlite)"
+    )
+    parser.add_argument(
+        "--reports-url",
+        help="where the run folders are published (each point links to <URL>/<run>/index.html); "
+        "default: a path relative to the site",
+    )
     parser.set_defaults(func=run)
     return parser
 

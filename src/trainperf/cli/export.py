@@ -25,9 +25,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "export", help="a run as Bencher Metric Format JSON, or OpenMetrics text files per run"
     )
     parser.add_argument("--format", choices=("bmf", "openmetrics"), required=True)
-    parser.add_argument("--run", default="latest", help="run key (or its first characters), 'latest' or 'all' (default latest)")
-    parser.add_argument("--output", type=Path, help="bmf: a file (default stdout); openmetrics: a folder (default stdout)")
-    parser.add_argument("--store", help="store URL (default: TRAINPERF_STORE, else the per-user history.sqlite)")
+    parser.add_argument(
+        "--run",
+        default="latest",
+        help="run key (or its first characters), 'latest' or 'all' (default latest)",
+    )
+    parser.add_argument(
+        "--output", type=Path, help="bmf: a file (default stdout); openmetrics: a folder (default stdout)"
+    )
+    parser.add_argument(
+        "--store", help="store URL (default: TRAINPERF_STORE, else the per-user history.sqlite)"
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -42,8 +50,10 @@ def selected_runs(store: Store, which: str) -> list[dict[str, Any]]:
         return stored
     chosen = [r for r in stored if r["run_key"].startswith(which)]
     if len(chosen) != 1:
-        raise TrainperfError(f"--run {which}: {'no' if not chosen else len(chosen)} stored run(s) match; "
-                             "give more of the key (`trainperf history CASE --json` lists them) or 'latest'")
+        raise TrainperfError(
+            f"--run {which}: {'no' if not chosen else len(chosen)} stored run(s) match; "
+            "give more of the key (`trainperf history CASE --json` lists them) or 'latest'"
+        )
     return chosen
 
 

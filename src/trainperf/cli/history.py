@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from trainperf.errors import TrainperfError
-from trainperf.fingerprint import environment_changes
+from trainperf.judge.fingerprint import environment_changes
 from trainperf.store.db import open_store, resolve_url
 from trainperf.store.series import Series, history_points, series_of
 
@@ -27,10 +27,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "history", help="a case's stored series, its change points and the environment diff at each"
     )
     parser.add_argument("case", metavar="CASE", help="case id (as in the report)")
-    parser.add_argument("--metric", help=f"metric to show (default {DEFAULT_METRIC}; a cliff case: its cliff)")
-    parser.add_argument("--store", help="store URL (default: TRAINPERF_STORE, else the per-user history.sqlite)")
+    parser.add_argument(
+        "--metric", help=f"metric to show (default {DEFAULT_METRIC}; a cliff case: its cliff)"
+    )
+    parser.add_argument(
+        "--store", help="store URL (default: TRAINPERF_STORE, else the per-user history.sqlite)"
+    )
     parser.add_argument("--runner", help="only this runner's series")
-    parser.add_argument("--json", action="store_true", help="one JSON object; its key 'runs' lists the runs, oldest first")
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON object; its key 'runs' lists the runs, oldest first"
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -47,13 +53,15 @@ def case_series(args: argparse.Namespace) -> tuple[str, list[Series]]:
     found = [s for s in series_of(points, metric) if args.runner in (None, s.runner)]
     if not found:
         have = sorted({name for p in points for name in p.values})
-        raise TrainperfError(f"{args.case} has no stored {metric}{' on runner ' + args.runner if args.runner else ''}; "
-                             f"it has: {', '.join(have) or 'no metric (not measured)'}")
+        raise TrainperfError(
+            f"{args.case} has no stored {metric}{' on runner ' + args.runner if args.runner else ''}; "
+            f"it has: {', '.join(have) or 'no metric (not measured)'}"
+        )
     return metric, found
 
 
 def _all_metrics() -> list[str]:
-    from trainperf.metrics import METRICS
+    from trainperf.judge.metrics import METRICS
 
     return list(METRICS)
 
@@ -85,19 +93,37 @@ def as_json(case_id: str, metric: str, found: list[Series]) -> dict[str, Any]:
         for position, point in enumerate(series.points):
             points.append((point.started, series, position, point))
     for started, series, position, point in sorted(points, key=lambda item: item[0]):
-        runs.append({
-            "run": point.run_key, "started": started, "created": point.created, "runner": series.runner, "value": point.values[metric],
-            "outcome": point.outcome, "verdict": point.verdict, "run_dir": point.run_dir,
-            "environment_change": [list(c) for c in series.environment.get(position, [])],
-        })
+        runs.append(
+            {
+                "run": point.run_key,
+                "started": started,
+                "created": point.created,
+                "runner": series.runner,
+                "value": point.values[metric],
+                "outcome": point.outcome,
+                "verdict": point.verdict,
+                "run_dir": point.run_dir,
+                "environment_change": [list(c) for c in series.environment.get(position, [])],
+            }
+        )
     change_points = [
         {
-            "runner": series.runner, "run": series.points[cp.index].run_key, "started": series.points[cp.index].started,
-            "before": cp.before, "after": cp.after, "change": cp.ratio - 1, "p_value": cp.p_value,
-            "environment": [list(c) for c in environment_changes(series.points[cp.index - 1].fingerprint,
-                                                                  series.points[cp.index].fingerprint)],
+            "runner": series.runner,
+            "run": series.points[cp.index].run_key,
+            "started": series.points[cp.index].started,
+            "before": cp.before,
+            "after": cp.after,
+            "change": cp.ratio - 1,
+            "p_value": cp.p_value,
+            "environment": [
+                list(c)
+                for c in environment_changes(
+                    series.points[cp.index - 1].fingerprint, series.points[cp.index].fingerprint
+                )
+            ],
         }
-        for series in found for cp in series.change_points
+        for series in found
+        for cp in series.change_points
     ]
     return {"case": case_id, "metric": metric, "runs": runs, "change_points": change_points}
 
@@ -105,18 +131,24 @@ def as_json(case_id: str, metric: str, found: list[Series]) -> dict[str, Any]:
 def render(case_id: str, metric: str, found: list[Series]) -> str:
     lines = [f"{case_id}  {metric}"]
     for series in found:
-        lines.append(f"runner {series.runner}: {len(series.points)} run(s), {len(series.change_points)} change point(s)")
+        lines.append(
+            f"runner {series.runner}: {len(series.points)} run(s), {len(series.change_points)} change point(s)"
+        )
         starts = {cp.index: cp for cp in series.change_points}
         for position, point in enumerate(series.points):
             if position in starts:
                 cp = starts[position]
                 diff = environment_changes(series.points[position - 1].fingerprint, point.fingerprint)
                 listed = ", ".join(f"{k} {a} -> {b}" for k, a, b in diff) or "no environment change"
-                lines.append(f"  ---- change point {(cp.ratio - 1) * 100:+.1f}% (p={cp.p_value:.1g}): {listed}")
+                lines.append(
+                    f"  ---- change point {(cp.ratio - 1) * 100:+.1f}% (p={cp.p_value:.1g}): {listed}"
+                )
             elif position in series.environment:
                 listed = ", ".join(f"{k} {a} -> {b}" for k, a, b in series.environment[position])
                 lines.append(f"  .... environment: {listed}")
-            lines.append(f"  {point.created[:19]}  {point.values[metric]:>12.6g}  {point.verdict or point.outcome:<16s} {point.run_dir or ''}")
+            lines.append(
+                f"  {point.created[:19]}  {point.values[metric]:>12.6g}  {point.verdict or point.outcome:<16s} {point.run_dir or ''}"
+            )
     return "\n".join(lines)
 
 

@@ -12,18 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.run.ingest import ingest
 from trainperf.store.db import open_store, resolve_url, shown
-from trainperf.store.ingest import ingest
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "ingest", help="load run folders (or folders of them) into the results history; ingesting twice adds nothing"
+        "ingest",
+        help="load run folders (or folders of them) into the results history; ingesting twice adds nothing",
     )
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--store", help="store URL: sqlite:///PATH or postgresql://user@host:port/db (default: TRAINPERF_STORE, "
-                        "else the per-user history.sqlite)")
-    parser.add_argument("--runner", help="runner label for these runs (default: TRAINPERF_RUNNER, else host/GPU UUID)")
+    parser.add_argument(
+        "--store",
+        help="store URL: sqlite:///PATH or postgresql://user@host:port/db (default: TRAINPERF_STORE, "
+        "else the per-user history.sqlite)",
+    )
+    parser.add_argument(
+        "--runner", help="runner label for these runs (default: TRAINPERF_RUNNER, else host/GPU UUID)"
+    )
     parser.add_argument("--quiet", action="store_true", help="print only the total")
     parser.set_defaults(func=run)
     return parser
@@ -33,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     url = resolve_url(args.store)
     store = open_store(url)
     try:
-        report = ingest(store, args.run_dirs, runner=args.runner, say=(lambda _line: None) if args.quiet else print)
+        report = ingest(
+            store, args.run_dirs, runner=args.runner, say=(lambda _line: None) if args.quiet else print
+        )
     finally:
         store.close()
     print(f"{shown(url)}: {report.line()}")

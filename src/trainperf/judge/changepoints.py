@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainperf import stats
+from trainperf.judge import stats
 
 PENALTY_PER_LOG_N = 3.0
 """PELT's penalty, in units of log(n) of the noise-scaled series (a BIC-like choice)."""

@@ -28,7 +28,14 @@ HEADLINE = (
 )
 CLIFF_PREFIX = "cliff_"
 CLIFF_AXES = ("cliff_batch_size", "cliff_max_seq_len", "cliff_grad_accum", "cliff_micro_batch_size")
-OTHER = ("device_mem_peak_gib", "peak_reserved_gib", "host_peak_rss_gib", "warmup_s", "power_mean_w", "throughput_per_gpu")
+OTHER = (
+    "device_mem_peak_gib",
+    "peak_reserved_gib",
+    "host_peak_rss_gib",
+    "warmup_s",
+    "power_mean_w",
+    "throughput_per_gpu",
+)
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 20px; color: #222; }
 table { border-collapse: collapse; font-size: 12px; } td, th { border: 1px solid #ddd; padding: 2px 6px; }
@@ -44,7 +51,9 @@ def build_site(store: Store, output: Path, *, reports_url: str | None = None) ->
     """Write the site under ``output``; returns the number of case pages."""
     names = [m for m, _ in HEADLINE] + list(CLIFF_AXES) + list(OTHER)
     points = history_points(store, names)
-    per_metric = {name: {(s.case_id, s.runner): s for s in found} for name, found in all_series(points, names).items()}
+    per_metric = {
+        name: {(s.case_id, s.runner): s for s in found} for name, found in all_series(points, names).items()
+    }
     keys = sorted({key for table in per_metric.values() for key in table})
     (output / "cases").mkdir(parents=True, exist_ok=True)
     rows = []
@@ -53,15 +62,25 @@ def build_site(store: Store, output: Path, *, reports_url: str | None = None) ->
         page = f"cases/{_slug(case_id)}.html"
         sections = []
         for runner in runners:
-            found = {name: per_metric[name][(case_id, runner)] for name in names if (case_id, runner) in per_metric[name]}
+            found = {
+                name: per_metric[name][(case_id, runner)]
+                for name in names
+                if (case_id, runner) in per_metric[name]
+            }
             rows.append(_index_row(case_id, runner, page, found))
             sections.append(_runner_section(runner, found, output / "cases", reports_url))
-        (output / page).write_text(_page(f"trainperf history: {case_id}", f"<p><a href='../index.html'>all cases</a></p>"
-                                          f"<h1>{escape(case_id)}</h1>{''.join(sections)}"))
+        (output / page).write_text(
+            _page(
+                f"trainperf history: {case_id}",
+                f"<p><a href='../index.html'>all cases</a></p><h1>{escape(case_id)}</h1>{''.join(sections)}",
+            )
+        )
     head = "".join(f"<th>{escape(label)}</th>" for _, label in HEADLINE)
     table = f"<table><tr><th>case</th><th>runner</th><th>runs</th>{head}<th>OOM cliff</th></tr>{''.join(rows)}</table>"
     legend = "<p>Latest value beside each sparkline; <span class='cp'>&#9650;</span> a change point in the last 10 runs.</p>"
-    (output / "index.html").write_text(_page("trainperf history", f"<h1>trainperf history</h1>{legend}{table}"))
+    (output / "index.html").write_text(
+        _page("trainperf history", f"<h1>trainperf history</h1>{legend}{table}")
+    )
     return len({case for case, _ in keys})
 
 
@@ -78,7 +97,9 @@ def _page(title: str, body: str) -> str:
 
 def _index_row(case_id: str, runner: str, page: str, found: dict[str, Series]) -> str:
     count = max((len(s.points) for s in found.values()), default=0)
-    cells = [f"<td><a href='{escape(page)}'>{escape(case_id)}</a></td><td>{escape(runner)}</td><td class='v'>{count}</td>"]
+    cells = [
+        f"<td><a href='{escape(page)}'>{escape(case_id)}</a></td><td>{escape(runner)}</td><td class='v'>{count}</td>"
+    ]
     cliff = next((found[name] for name in CLIFF_AXES if name in found), None)
     for series in [found.get(name) for name, _ in HEADLINE] + [cliff]:
         cells.append(_spark_cell(series))
@@ -98,7 +119,9 @@ def _sparkline(values: Sequence[float]) -> str:
     low, high = min(values), max(values)
     span = (high - low) or abs(high) or 1.0
     step = SPARK_W / max(1, len(values) - 1)
-    coords = " ".join(f"{i * step:.1f},{SPARK_H - 2 - (v - low) / span * (SPARK_H - 4):.1f}" for i, v in enumerate(values))
+    coords = " ".join(
+        f"{i * step:.1f},{SPARK_H - 2 - (v - low) / span * (SPARK_H - 4):.1f}" for i, v in enumerate(values)
+    )
     return (
         f"<svg class='plot spark' width='{SPARK_W}' height='{SPARK_H}' viewBox='0 0 {SPARK_W} {SPARK_H}'>"
         f"<polyline fill='none' stroke='#36c' stroke-width='1.2' points='{coords}'/></svg>"
@@ -112,7 +135,9 @@ def _fmt(value: float) -> str:
 def _runner_section(runner: str, found: dict[str, Series], pages: Path, reports_url: str | None) -> str:
     plots = [_plot(series, pages, reports_url) for series in found.values()]
     notes = _change_notes(found)
-    return f"<section><h2>runner {escape(runner)}</h2><div class='plots'>{''.join(plots)}</div>{notes}</section>"
+    return (
+        f"<section><h2>runner {escape(runner)}</h2><div class='plots'>{''.join(plots)}</div>{notes}</section>"
+    )
 
 
 def _change_notes(found: dict[str, Series]) -> str:
@@ -130,7 +155,7 @@ def _change_notes(found: dict[str, Series]) -> str:
 
 
 def env_diff_text(series: Series, index: int) -> str:
-    from trainperf.fingerprint import environment_changes
+    from trainperf.judge.fingerprint import environment_changes
 
     changed = environment_changes(series.points[index - 1].fingerprint, series.points[index].fingerprint)
     return ", ".join(f"{k} {a} -> {b}" for k, a, b in changed) or "no environment change"
@@ -150,23 +175,31 @@ def _plot(series: Series, pages: Path, reports_url: str | None) -> str:
     def y(v: float) -> float:
         return PAD + inner_h - (v - low) / (high - low) * inner_h
 
-    parts = [f"<svg class='plot series' width='{PLOT_W}' height='{PLOT_H}' viewBox='0 0 {PLOT_W} {PLOT_H}'>",
-             f"<text x='{PAD}' y='18' font-size='13'>{escape(series.metric)}</text>",
-             f"<text x='4' y='{PAD}' font-size='10'>{_fmt(high)}</text><text x='4' y='{PAD + inner_h}' font-size='10'>{_fmt(low)}</text>"]
+    parts = [
+        f"<svg class='plot series' width='{PLOT_W}' height='{PLOT_H}' viewBox='0 0 {PLOT_W} {PLOT_H}'>",
+        f"<text x='{PAD}' y='18' font-size='13'>{escape(series.metric)}</text>",
+        f"<text x='4' y='{PAD}' font-size='10'>{_fmt(high)}</text><text x='4' y='{PAD + inner_h}' font-size='10'>{_fmt(low)}</text>",
+    ]
     for position, changed in series.environment.items():
         title = escape(", ".join(f"{k} {a} -> {b}" for k, a, b in changed))
-        parts.append(f"<line class='env' x1='{x(position - 0.5):.1f}' x2='{x(position - 0.5):.1f}' y1='{PAD}' y2='{PAD + inner_h}' "
-                     f"stroke='#15c' stroke-dasharray='2,3'><title>environment: {title}</title></line>")
+        parts.append(
+            f"<line class='env' x1='{x(position - 0.5):.1f}' x2='{x(position - 0.5):.1f}' y1='{PAD}' y2='{PAD + inner_h}' "
+            f"stroke='#15c' stroke-dasharray='2,3'><title>environment: {title}</title></line>"
+        )
     for cp in series.change_points:
-        parts.append(f"<line class='cp' x1='{x(cp.index - 0.5):.1f}' x2='{x(cp.index - 0.5):.1f}' y1='{PAD - 6}' y2='{PAD + inner_h}' "
-                     f"stroke='#c00' stroke-width='2'><title>change point {(cp.ratio - 1) * 100:+.1f}%</title></line>")
+        parts.append(
+            f"<line class='cp' x1='{x(cp.index - 0.5):.1f}' x2='{x(cp.index - 0.5):.1f}' y1='{PAD - 6}' y2='{PAD + inner_h}' "
+            f"stroke='#c00' stroke-width='2'><title>change point {(cp.ratio - 1) * 100:+.1f}%</title></line>"
+        )
     coords = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
     parts.append(f"<polyline fill='none' stroke='#36c' stroke-width='1' points='{coords}'/>")
     page_dir = str(pages.resolve())
     for i, (point, value) in enumerate(zip(series.points, values)):
         href = escape(_report_link(point.run_dir, page_dir, reports_url))
-        parts.append(f"<a href='{href}'><circle cx='{x(i):.1f}' cy='{y(value):.1f}' r='2.5' fill='#36c'>"
-                     f"<title>{escape(point.started)}: {_fmt(value)}</title></circle></a>")
+        parts.append(
+            f"<a href='{href}'><circle cx='{x(i):.1f}' cy='{y(value):.1f}' r='2.5' fill='#36c'>"
+            f"<title>{escape(point.started)}: {_fmt(value)}</title></circle></a>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 

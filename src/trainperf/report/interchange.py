@@ -17,12 +17,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from trainperf.metrics import METRICS
+from trainperf.judge.metrics import METRICS
 from trainperf.store.history import StoredCase
 
 GIB = 2**30
 # metric-name suffix -> (OpenMetrics unit, factor to that unit)
-BASE_UNITS = {"_s": ("seconds", 1.0), "_gib": ("bytes", float(GIB)), "_j": ("joules", 1.0), "_w": ("watts", 1.0)}
+BASE_UNITS = {
+    "_s": ("seconds", 1.0),
+    "_gib": ("bytes", float(GIB)),
+    "_j": ("joules", 1.0),
+    "_w": ("watts", 1.0),
+}
 
 
 def bmf(cases: Sequence[StoredCase]) -> dict[str, dict[str, dict[str, float]]]:

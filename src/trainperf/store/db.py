@@ -145,7 +145,9 @@ def normalise_url(text: str) -> str:
         return text
     if "://" in text:
         scheme = text.split("://", 1)[0]
-        raise StoreError(f"store URL scheme '{scheme}' is not supported: use sqlite:///PATH or postgresql://user@host:port/db")
+        raise StoreError(
+            f"store URL scheme '{scheme}' is not supported: use sqlite:///PATH or postgresql://user@host:port/db"
+        )
     return f"sqlite:///{Path(text).expanduser().resolve()}"
 
 
@@ -202,12 +204,16 @@ def _engine(url: str, lock_timeout_s: float, create: bool) -> Engine:
         if database and database != ":memory:":
             path = Path(database)
             if not path.exists() and not create:
-                raise StoreError(f"no results store at {path}: run `trainperf ingest RUN_DIR --store {url}` first")
+                raise StoreError(
+                    f"no results store at {path}: run `trainperf ingest RUN_DIR --store {url}` first"
+                )
             path.parent.mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(url, connect_args={"timeout": lock_timeout_s}, poolclass=sa.pool.NullPool)
         _sqlite_locking(engine)
         return engine
-    return sa.create_engine(url, connect_args={"connect_timeout": max(1, int(lock_timeout_s))}, pool_pre_ping=True)
+    return sa.create_engine(
+        url, connect_args={"connect_timeout": max(1, int(lock_timeout_s))}, pool_pre_ping=True
+    )
 
 
 def _sqlite_locking(engine: Engine) -> None:
@@ -243,7 +249,9 @@ def _ensure_schema(conn: Connection, url: str) -> None:
         )
     for version in range(found, SCHEMA_VERSION):
         MIGRATIONS[version](conn)
-        conn.execute(schema_info.update().where(schema_info.c.name == "version").values(value=str(version + 1)))
+        conn.execute(
+            schema_info.update().where(schema_info.c.name == "version").values(value=str(version + 1))
+        )
 
 
 def schema_version(conn: Connection) -> int:
@@ -282,5 +290,9 @@ def _operational(url: str, error: exc.OperationalError) -> StoreError:
             f"{shown(url)} is not a readable SQLite database ({detail}): move it away and re-ingest the run folders"
         )
     if url.startswith("sqlite:"):
-        return StoreError(f"cannot open the results store {shown(url)} ({detail}): check the path and its permissions")
-    return StoreError(f"cannot reach the results store {shown(url)} ({detail}): check the server, or the URL's host and port")
+        return StoreError(
+            f"cannot open the results store {shown(url)} ({detail}): check the path and its permissions"
+        )
+    return StoreError(
+        f"cannot reach the results store {shown(url)} ({detail}): check the server, or the URL's host and port"
+    )

@@ -19,10 +19,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from trainperf import stats
-from trainperf.fingerprint import environment_changes
+from trainperf.judge import stats
 from trainperf.judge.changepoints import median_interval
-from trainperf.results import CaseResult, MetricValue
+from trainperf.judge.fingerprint import environment_changes
+from trainperf.result import CaseResult, MetricValue
 from trainperf.store.db import Store, cases, metrics, runs
 
 RUNNER_ENV = "TRAINPERF_RUNNER"
@@ -73,7 +73,9 @@ class StoredCase:
     """95% interval of each metric's median, where it has samples."""
 
 
-def runner_label(fingerprint: dict[str, Any], explicit: str | None = None, env: dict[str, str] | None = None) -> str:
+def runner_label(
+    fingerprint: dict[str, Any], explicit: str | None = None, env: dict[str, str] | None = None
+) -> str:
     """The runner's identity: ``--perf-runner`` > ``TRAINPERF_RUNNER`` > host and GPU UUID."""
     environ = os.environ if env is None else env
     label = explicit or environ.get(RUNNER_ENV)
@@ -108,7 +110,9 @@ def checkout_commit(root: Path) -> dict[str, Any]:
     """pytest-benchmark's ``commit_info`` for the checkout at ``root``; empty outside a git checkout."""
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=False)
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=False
+        )
         return done.stdout.strip() if done.returncode == 0 else ""
 
     try:
@@ -148,12 +152,24 @@ def write_run(conn: Connection, run: RunInfo) -> int:
     """The run's row id, inserting the run when it is new; a known run gets its end time updated."""
     fp = run.fingerprint
     values = {
-        "run_key": run.run_key, "kind": run.kind, "started": run.started, "ended": run.ended,
-        "gpu_class": run.gpu_class, "runner": run.runner, "runner_env": runner_env(fp),
-        "host": fp.get("hostname"), "gpu_name": fp.get("gpu_name"), "gpu_uuid": fp.get("gpu_uuid"),
-        "driver": fp.get("driver"), "cuda_driver": fp.get("cuda_driver"), "cpu_model": fp.get("cpu_model"),
-        "power_limit_w": fp.get("power_limit_w"), "commit_id": run.commit, "fingerprint": fp,
-        "run_dir": run.run_dir, "argv": run.argv,
+        "run_key": run.run_key,
+        "kind": run.kind,
+        "started": run.started,
+        "ended": run.ended,
+        "gpu_class": run.gpu_class,
+        "runner": run.runner,
+        "runner_env": runner_env(fp),
+        "host": fp.get("hostname"),
+        "gpu_name": fp.get("gpu_name"),
+        "gpu_uuid": fp.get("gpu_uuid"),
+        "driver": fp.get("driver"),
+        "cuda_driver": fp.get("cuda_driver"),
+        "cpu_model": fp.get("cpu_model"),
+        "power_limit_w": fp.get("power_limit_w"),
+        "commit_id": run.commit,
+        "fingerprint": fp,
+        "run_dir": run.run_dir,
+        "argv": run.argv,
     }
     conn.execute(_insert(conn, runs).values(**values).on_conflict_do_nothing(index_elements=["run_key"]))
     row = conn.execute(sa.select(runs.c.id, runs.c.ended).where(runs.c.run_key == run.run_key)).one()
@@ -183,25 +199,47 @@ def write_cases(conn: Connection, run_row: int, items: Sequence[CaseItem]) -> in
     rows = {}
     for item in items:
         result, key = item.result, result_key(item.result, item.variant)
-        rows[key] = (item, {
-            "run_id": run_row, "result_key": key, "case_id": result.case_id, "variant": item.variant, "seq": item.seq,
-            "created": result.created, "outcome": result.outcome, "verdict": result.verdict.get("verdict"),
-            "judged_against": result.verdict.get("judged_against") or result.verdict.get("reason"),
-            "accepted": accepted(result), "planted": result.planted_slowdown, "emulated": result.emulated,
-            "config_hash": config_hash(result.effective_config), "effective_config": result.effective_config,
-            "fingerprint": result.fingerprint, "step_times": _step_times(result), "result_path": item.result_path,
-            "message": result.message,
-        })
+        rows[key] = (
+            item,
+            {
+                "run_id": run_row,
+                "result_key": key,
+                "case_id": result.case_id,
+                "variant": item.variant,
+                "seq": item.seq,
+                "created": result.created,
+                "outcome": result.outcome,
+                "verdict": result.verdict.get("verdict"),
+                "judged_against": result.verdict.get("judged_against") or result.verdict.get("reason"),
+                "accepted": accepted(result),
+                "planted": result.planted_slowdown,
+                "emulated": result.emulated,
+                "config_hash": config_hash(result.effective_config),
+                "effective_config": result.effective_config,
+                "fingerprint": result.fingerprint,
+                "step_times": _step_times(result),
+                "result_path": item.result_path,
+                "message": result.message,
+            },
+        )
     if not rows:
         return 0
-    known = set(conn.execute(sa.select(cases.c.result_key).where(cases.c.result_key.in_(list(rows)))).scalars())
+    known = set(
+        conn.execute(sa.select(cases.c.result_key).where(cases.c.result_key.in_(list(rows)))).scalars()
+    )
     new = [values for key, (_item, values) in rows.items() if key not in known]
     if not new:
         return 0
-    statement = _insert(conn, cases).on_conflict_do_nothing(index_elements=["result_key"]).returning(cases.c.id, cases.c.result_key)
+    statement = (
+        _insert(conn, cases)
+        .on_conflict_do_nothing(index_elements=["result_key"])
+        .returning(cases.c.id, cases.c.result_key)
+    )
     inserted = conn.execute(statement, new).all()
     metric_rows = [
-        metric_row(case_row, name, value) for case_row, key in inserted for name, value in rows[key][0].result.metrics.items()
+        metric_row(case_row, name, value)
+        for case_row, key in inserted
+        for name, value in rows[key][0].result.metrics.items()
     ]
     if metric_rows:
         _insert_rows(conn, metrics, metric_rows)
@@ -215,7 +253,8 @@ def _insert_rows(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) 
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     json_columns = {c.name for c in table.columns if isinstance(c.type, sa.JSON)}
     encoded = [
-        tuple(json.dumps(row[n]) if n in json_columns and row[n] is not None else row[n] for n in names) for row in rows
+        tuple(json.dumps(row[n]) if n in json_columns and row[n] is not None else row[n] for n in names)
+        for row in rows
     ]
     sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))})"
     conn.exec_driver_sql(sql, encoded)
@@ -223,7 +262,11 @@ def _insert_rows(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) 
 
 def stored_case_count(conn: Connection, key: str) -> int:
     """How many case results the run with this key has in the store (0 for an unknown run)."""
-    query = sa.select(sa.func.count(cases.c.id)).join(runs, runs.c.id == cases.c.run_id).where(runs.c.run_key == key)
+    query = (
+        sa.select(sa.func.count(cases.c.id))
+        .join(runs, runs.c.id == cases.c.run_id)
+        .where(runs.c.run_key == key)
+    )
     return int(conn.execute(query).scalar() or 0)
 
 
@@ -238,15 +281,26 @@ def metric_row(case_row: int, name: str, value: MetricValue) -> dict[str, Any]:
     if value.samples or (value.per_run and len(value.per_run) > 1):
         detail = {"samples": value.samples, "keys": value.keys, "per_run": value.per_run}
     row: dict[str, Any] = {
-        "case_row": case_row, "name": name, "value": value.value, "unit": value.unit, "detail": detail,
+        "case_row": case_row,
+        "name": name,
+        "value": value.value,
+        "unit": value.unit,
+        "detail": detail,
         **dict.fromkeys(SUMMARY_COLUMNS),
     }
     if value.samples:
         summary = stats.summarize(value.samples)
         low, high = median_interval(value.samples)
         row.update(
-            count=summary.count, median=summary.median, mean=summary.mean, minimum=summary.minimum, p10=summary.p10,
-            p90=summary.p90, robust_cv=summary.robust_cv, ci_low=low, ci_high=high,
+            count=summary.count,
+            median=summary.median,
+            mean=summary.mean,
+            minimum=summary.minimum,
+            p10=summary.p10,
+            p90=summary.p90,
+            robust_cv=summary.robust_cv,
+            ci_low=low,
+            ci_high=high,
         )
     return row
 
@@ -259,8 +313,14 @@ def _insert(conn: Connection, table: sa.Table) -> Any:
 
 
 def stored_cases(
-    store: Store, case_id: str, *, runner: str | None = None, accepted_only: bool = False, last: int | None = None,
-    with_metrics: Sequence[str] | None = None, variants: Sequence[str] = ("",),
+    store: Store,
+    case_id: str,
+    *,
+    runner: str | None = None,
+    accepted_only: bool = False,
+    last: int | None = None,
+    with_metrics: Sequence[str] | None = None,
+    variants: Sequence[str] = ("",),
 ) -> list[StoredCase]:
     """The stored results of a case, oldest first (optionally of one runner, accepted only, the last N)."""
     query = (
@@ -283,16 +343,32 @@ def stored_cases(
 
 def _case_query() -> sa.Select[Any]:
     return sa.select(
-        cases.c.id, runs.c.run_key, runs.c.started, runs.c.runner, runs.c.runner_env, cases.c.case_id,
-        cases.c.variant, cases.c.outcome, cases.c.verdict, cases.c.accepted, runs.c.run_dir, cases.c.result_path,
-        cases.c.fingerprint, cases.c.effective_config,
+        cases.c.id,
+        runs.c.run_key,
+        runs.c.started,
+        runs.c.runner,
+        runs.c.runner_env,
+        cases.c.case_id,
+        cases.c.variant,
+        cases.c.outcome,
+        cases.c.verdict,
+        cases.c.accepted,
+        runs.c.run_dir,
+        cases.c.result_path,
+        cases.c.fingerprint,
+        cases.c.effective_config,
     ).join(runs, runs.c.id == cases.c.run_id)
 
 
 def run_cases(store: Store, key: str) -> list[StoredCase]:
     """Every case result of one run, in the order they ended."""
     with store.reading() as conn:
-        found = [StoredCase(*row) for row in conn.execute(_case_query().where(runs.c.run_key == key).order_by(cases.c.seq, cases.c.id))]
+        found = [
+            StoredCase(*row)
+            for row in conn.execute(
+                _case_query().where(runs.c.run_key == key).order_by(cases.c.seq, cases.c.id)
+            )
+        ]
         _attach_metrics(conn, found, None)
     return found
 
@@ -300,7 +376,13 @@ def run_cases(store: Store, key: str) -> list[StoredCase]:
 def list_runs(store: Store) -> list[dict[str, Any]]:
     """Every stored run, oldest first: key, kind, start, runner, class, folder and fingerprint."""
     query = sa.select(
-        runs.c.run_key, runs.c.kind, runs.c.started, runs.c.runner, runs.c.gpu_class, runs.c.run_dir, runs.c.fingerprint
+        runs.c.run_key,
+        runs.c.kind,
+        runs.c.started,
+        runs.c.runner,
+        runs.c.gpu_class,
+        runs.c.run_dir,
+        runs.c.fingerprint,
     ).order_by(runs.c.started, runs.c.id)
     with store.reading() as conn:
         return [dict(row._mapping) for row in conn.execute(query)]
@@ -311,7 +393,12 @@ def _attach_metrics(conn: Connection, found: list[StoredCase], names: Sequence[s
     if not by_row:
         return
     query = sa.select(
-        metrics.c.case_row, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.detail, metrics.c.ci_low,
+        metrics.c.case_row,
+        metrics.c.name,
+        metrics.c.value,
+        metrics.c.unit,
+        metrics.c.detail,
+        metrics.c.ci_low,
         metrics.c.ci_high,
     ).where(metrics.c.case_row.in_(list(by_row)))
     if names is not None:
@@ -320,7 +407,11 @@ def _attach_metrics(conn: Connection, found: list[StoredCase], names: Sequence[s
         case = by_row[row.case_row]
         detail = row.detail or {}
         case.metrics[row.name] = MetricValue(
-            row.value, row.unit or "", detail.get("samples"), detail.get("per_run") or [row.value], detail.get("keys")
+            row.value,
+            row.unit or "",
+            detail.get("samples"),
+            detail.get("per_run") or [row.value],
+            detail.get("keys"),
         )
         if row.ci_low is not None and row.ci_high is not None:
             case.intervals[row.name] = (row.ci_low, row.ci_high)
@@ -343,15 +434,26 @@ def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase])
             keys=keys if keys and len(keys) == len(samples) else None,
         )
     return CaseResult(
-        case_id=case_id, case={}, gpu_class=gpu_class, outcome="ok", metrics=pooled,
-        effective_config=latest.effective_config, fingerprint=latest.fingerprint,
+        case_id=case_id,
+        case={},
+        gpu_class=gpu_class,
+        outcome="ok",
+        metrics=pooled,
+        effective_config=latest.effective_config,
+        fingerprint=latest.fingerprint,
         source=f"history: {len(history)} accepted runs on runner {latest.runner}, {history[0].started} .. {latest.started}",
     )
 
 
 def history_baseline(
-    store: Store, case_id: str, runner: str, n: int = DEFAULT_HISTORY_RUNS, *, gpu_class: str = "",
-    fingerprint: dict[str, Any] | None = None, min_runs: int = 1,
+    store: Store,
+    case_id: str,
+    runner: str,
+    n: int = DEFAULT_HISTORY_RUNS,
+    *,
+    gpu_class: str = "",
+    fingerprint: dict[str, Any] | None = None,
+    min_runs: int = 1,
 ) -> tuple[CaseResult | None, str]:
     """The case's baseline pooled from its last ``n`` accepted runs on ``runner``, and what it is.
 
@@ -366,29 +468,50 @@ def history_baseline(
         if len(same) < len(history):
             other = [case for case in history if case.runner_env != current][-1]
             changed = environment_changes(other.fingerprint, fingerprint)
-            listed = ", ".join(f"{k} {a} -> {b}" for k, a, b in changed if k in HARDWARE_KEYS or k == "cuda_driver")
+            listed = ", ".join(
+                f"{k} {a} -> {b}" for k, a, b in changed if k in HARDWARE_KEYS or k == "cuda_driver"
+            )
             note = f"; environment changed under runner {runner} ({listed or 'hardware'}): earlier runs not pooled"
             history = same
     if len(history) < max(1, min_runs):
         have = f"{len(history)} accepted run{'s' if len(history) != 1 else ''}"
-        return None, f"{case_id} has {have} on runner {runner} (needs {max(1, min_runs)}){note}: judged against the class's baseline"
+        return (
+            None,
+            f"{case_id} has {have} on runner {runner} (needs {max(1, min_runs)}){note}: judged against the class's baseline",
+        )
     baseline = pooled_baseline(case_id, gpu_class, history)
-    return baseline, f"the last {len(history)} accepted runs on runner {runner} ({history[0].started} .. {history[-1].started}){note}"
+    return (
+        baseline,
+        f"the last {len(history)} accepted runs on runner {runner} ({history[0].started} .. {history[-1].started}){note}",
+    )
 
 
 def choose_baseline(
-    mode: str, store: Store | None, case_id: str, runner: str, class_baseline: CaseResult | None, *,
-    n: int = DEFAULT_HISTORY_RUNS, gpu_class: str = "", fingerprint: dict[str, Any] | None = None,
+    mode: str,
+    store: Store | None,
+    case_id: str,
+    runner: str,
+    class_baseline: CaseResult | None,
+    *,
+    n: int = DEFAULT_HISTORY_RUNS,
+    gpu_class: str = "",
+    fingerprint: dict[str, Any] | None = None,
 ) -> tuple[CaseResult | None, str]:
     """``--perf-baseline file|history|auto``: the baseline to judge against, and a line naming it.
 
     ``auto`` takes the runner's history once it holds ``n`` accepted runs, the class's file before that;
     ``history`` takes whatever accepted runs there are, and falls back to the file when there are none."""
-    file_line = f"the class's baseline file ({class_baseline.source or 'stored'})" if class_baseline else "no baseline"
+    file_line = (
+        f"the class's baseline file ({class_baseline.source or 'stored'})"
+        if class_baseline
+        else "no baseline"
+    )
     if mode == "file" or store is None:
         return class_baseline, file_line
     need = n if mode == "auto" else 1
-    pooled, described = history_baseline(store, case_id, runner, n, gpu_class=gpu_class, fingerprint=fingerprint, min_runs=need)
+    pooled, described = history_baseline(
+        store, case_id, runner, n, gpu_class=gpu_class, fingerprint=fingerprint, min_runs=need
+    )
     if pooled is None:
         return class_baseline, f"{described} ({file_line})"
     return pooled, described

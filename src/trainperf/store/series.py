@@ -8,8 +8,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from trainperf.fingerprint import environment_changes
 from trainperf.judge.changepoints import ChangePoint, change_points
+from trainperf.judge.fingerprint import environment_changes
 from trainperf.store.db import Store, cases, metrics, runs
 
 
@@ -48,14 +48,25 @@ def history_points(store: Store, metric_names: Sequence[str], case_id: str | Non
     """Every stored result (of one case, or all) with the named metrics' values, oldest first."""
     query = (
         sa.select(
-            cases.c.id, runs.c.run_key, runs.c.started, runs.c.runner, runs.c.runner_env, cases.c.case_id,
-            cases.c.created, cases.c.outcome, cases.c.verdict, runs.c.run_dir, cases.c.fingerprint,
+            cases.c.id,
+            runs.c.run_key,
+            runs.c.started,
+            runs.c.runner,
+            runs.c.runner_env,
+            cases.c.case_id,
+            cases.c.created,
+            cases.c.outcome,
+            cases.c.verdict,
+            runs.c.run_dir,
+            cases.c.fingerprint,
         )
         .join(runs, runs.c.id == cases.c.run_id)
         .where(cases.c.variant == "")
         .order_by(runs.c.started, cases.c.seq, cases.c.id)
     )
-    values = sa.select(metrics.c.case_row, metrics.c.name, metrics.c.value).where(metrics.c.name.in_(list(metric_names)))
+    values = sa.select(metrics.c.case_row, metrics.c.name, metrics.c.value).where(
+        metrics.c.name.in_(list(metric_names))
+    )
     if case_id is not None:
         query = query.where(cases.c.case_id == case_id)
         values = values.join(cases, cases.c.id == metrics.c.case_row).where(cases.c.case_id == case_id)
@@ -85,7 +96,9 @@ def all_series(points: Sequence[Point], metric_names: Sequence[str]) -> dict[str
             if not having:
                 continue
             shifts = environment if len(having) == len(group) else environment_steps(having)
-            found[name].append(Series(case_id, runner, name, having, change_points([p.values[name] for p in having]), shifts))
+            found[name].append(
+                Series(case_id, runner, name, having, change_points([p.values[name] for p in having]), shifts)
+            )
     return found
 
 

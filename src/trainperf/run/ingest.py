@@ -17,9 +17,10 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
-from trainperf.measure import measure_run, run_metrics
-from trainperf.monitor.nvml import read_samples
-from trainperf.results import SCHEMA_VERSION, CaseResult
+from trainperf.families import family_of
+from trainperf.measure.measurement import measure_run, run_metrics
+from trainperf.measure.nvml import read_samples
+from trainperf.result import SCHEMA_VERSION, CaseResult
 from trainperf.store.db import Store, StoreBusy
 from trainperf.store.history import (
     CaseItem,
@@ -51,13 +52,17 @@ class IngestReport:
     def line(self) -> str:
         text = f"{self.runs_seen} run(s): {self.cases_added} case result(s) added, {self.cases_known} already stored"
         text += f"; {len(self.skipped)} file(s) skipped" if self.skipped else ""
-        return text + (f"; {len(self.deferred)} run(s) left for a later ingest (store locked)" if self.deferred else "")
+        return text + (
+            f"; {len(self.deferred)} run(s) left for a later ingest (store locked)" if self.deferred else ""
+        )
 
 
 def find_runs(path: Path) -> list[Path]:
     """The run folders at or below ``path``; one line when there is none."""
     if not path.is_dir():
-        raise TrainperfError(f"{path} is not a folder: name a run folder (reports/<run>/) or a folder of them")
+        raise TrainperfError(
+            f"{path} is not a folder: name a run folder (reports/<run>/) or a folder of them"
+        )
     found = sorted(_walk(path))
     if not found:
         raise TrainperfError(
@@ -112,7 +117,9 @@ def _load_results(files: Sequence[Path], skipped: list[str]) -> list[tuple[Path,
     return loaded
 
 
-def ingest(store: Store, paths: Sequence[Path], *, runner: str | None = None, say: Callable[[str], None] = print) -> IngestReport:
+def ingest(
+    store: Store, paths: Sequence[Path], *, runner: str | None = None, say: Callable[[str], None] = print
+) -> IngestReport:
     """Ingest every run at or below ``paths``; each run in its own transaction."""
     report = IngestReport()
     for run_dir in [run for path in paths for run in find_runs(path)]:
@@ -139,11 +146,15 @@ def sessions_of(run_dir: Path) -> list[dict[str, Any]]:
         try:
             sessions.extend(json.loads(path.read_text()).get("sessions", []))
         except (OSError, ValueError, AttributeError) as exc:
-            raise TrainperfError(f"{path} is not a readable run record ({exc}); fix or delete it and ingest again") from exc
+            raise TrainperfError(
+                f"{path} is not a readable run record ({exc}); fix or delete it and ingest again"
+            ) from exc
     return sorted(sessions, key=lambda s: str(s.get("started", "")))
 
 
-def run_info(run_dir: Path, results: Sequence[CaseResult], runner: str | None, kind: str | None = None) -> RunInfo:
+def run_info(
+    run_dir: Path, results: Sequence[CaseResult], runner: str | None, kind: str | None = None
+) -> RunInfo:
     """What the store keeps of a run folder: its first session, or (a folder of copied results) the results."""
     sessions = sessions_of(run_dir)
     if sessions:
@@ -156,14 +167,24 @@ def run_info(run_dir: Path, results: Sequence[CaseResult], runner: str | None, k
         started = min(r.created for r in results) if results else ""
         argv, gpu_class = None, results[0].gpu_class if results else None
         origin = results[0].source.split(":", 1)[0].strip() if results else ""
-        key = run_key(started if not origin else origin, fingerprint, "" if origin else ",".join(sorted(r.case_id for r in results)))
+        key = run_key(
+            started if not origin else origin,
+            fingerprint,
+            "" if origin else ",".join(sorted(r.case_id for r in results)),
+        )
     if results:
         fingerprint.update({k: v for k, v in results[-1].fingerprint.items() if k not in fingerprint})
     ended = max([r.created for r in results] + [started]) if results else started
     guessed = "cliff" if any(r.cliff for r in results) else "pytest"
     return RunInfo(
-        run_key=key, kind=kind or guessed, started=started, ended=ended, fingerprint=fingerprint,
-        runner=runner_label(fingerprint, runner), gpu_class=gpu_class, run_dir=str(run_dir.resolve()),
+        run_key=key,
+        kind=kind or guessed,
+        started=started,
+        ended=ended,
+        fingerprint=fingerprint,
+        runner=runner_label(fingerprint, runner),
+        gpu_class=gpu_class,
+        run_dir=str(run_dir.resolve()),
         argv=argv if isinstance(argv, list) else None,
     )
 
@@ -182,7 +203,9 @@ def _ingest_results(store: Store, run_dir: Path, runner: str | None, skipped: li
         info = run_info(run_dir, [r for _, r in group], runner)
         with store.writing() as conn:
             run_row = write_run(conn, info)
-            added += write_cases(conn, run_row, [CaseItem(r, str(p.resolve()), seq=i) for i, (p, r) in enumerate(group)])
+            added += write_cases(
+                conn, run_row, [CaseItem(r, str(p.resolve()), seq=i) for i, (p, r) in enumerate(group)]
+            )
     return added, len(results) - added
 
 
@@ -205,7 +228,9 @@ def _ingest_fidelity(store: Store, run_dir: Path, runner: str | None) -> tuple[i
         spec = json.loads((run_dir / children[0]["dir"] / "spec.json").read_text()) if children else {}
         case = Case.from_dict(spec["case"]) if spec else None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise TrainperfError(f"{run_dir / FIDELITY_STATE} is not a readable fidelity record ({exc}); re-run `trainperf fidelity`") from exc
+        raise TrainperfError(
+            f"{run_dir / FIDELITY_STATE} is not a readable fidelity record ({exc}); re-run `trainperf fidelity`"
+        ) from exc
     sessions = sessions_of(run_dir)
     info = run_info(run_dir, [], runner, kind="fidelity")
     idle_mem_b = sessions[0].get("idle_mem_b") if sessions else None
@@ -228,19 +253,29 @@ def _series_variant(label: str) -> str:
     return "" if label in ("", "A", "A2") else label
 
 
-def _fidelity_child(run_dir: Path, entry: dict[str, Any], case: Case | None, info: RunInfo, idle_mem_b: int | None) -> CaseResult | None:
+def _fidelity_child(
+    run_dir: Path, entry: dict[str, Any], case: Case | None, info: RunInfo, idle_mem_b: int | None
+) -> CaseResult | None:
     if case is None or entry.get("outcome") != "ok":
         return None
     folder = run_dir / entry["dir"]
     child = read_child_result(folder)
     samples = read_samples(folder / SAMPLES_FILE) if (folder / SAMPLES_FILE).is_file() else []
-    measured = measure_run(child, samples, samples_per_step=case.samples_per_step, idle_mem_b=idle_mem_b)
+    measured = measure_run(
+        child, samples, samples_per_step=family_of(case.family).samples_per_step(case), idle_mem_b=idle_mem_b
+    )
     fingerprint = {**info.fingerprint, **(child.get("versions") or {})}
     planted = float(entry["label"].removeprefix("plant")) if entry["label"].startswith("plant") else 0.0
     return CaseResult(
-        case_id=case.id, case=case.to_dict() if hasattr(case, "to_dict") else {}, gpu_class=info.gpu_class or "",
-        outcome="ok", metrics=run_metrics(measured), effective_config=child.get("effective_config") or {},
-        fingerprint=fingerprint, planted_slowdown=planted, created=_child_time(child, info.started),
+        case_id=case.id,
+        case=case.to_dict() if hasattr(case, "to_dict") else {},
+        gpu_class=info.gpu_class or "",
+        outcome="ok",
+        metrics=run_metrics(measured),
+        effective_config=child.get("effective_config") or {},
+        fingerprint=fingerprint,
+        planted_slowdown=planted,
+        created=_child_time(child, info.started),
         verdict={"verdict": None, "reason": f"fidelity child {entry['label']} ({entry['dir']})"},
         schema_version=SCHEMA_VERSION,
     )
