@@ -1,0 +1,50 @@
+"""``trainperf dashboard --output DIR [--store URL]``: the static trend site of the results history."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import TrainperfError
+from trainperf.report.dashboard import build_site
+from trainperf.store.db import open_store, resolve_url
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "dashboard", help="write a static site: a sparkline per case, a page per case with change points"
+    )
+    parser.add_argument("--output", type=Path, required=True, help="folder for index.html and cases/")
+    parser.add_argument(
+        "--store", help="store URL (default: TRAINPERF_STORE, else the per-user history.sqlite)"
+    )
+    parser.add_argument(
+        "--reports-url",
+        help="where the run folders are published (each point links to <URL>/<run>/index.html); "
+        "default: a path relative to the site",
+    )
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    store = open_store(resolve_url(args.store), create=False)
+    try:
+        count = build_site(store, args.output, reports_url=args.reports_url)
+    finally:
+        store.close()
+    print(f"{args.output / 'index.html'}: {count} case page(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="trainperf")
+    add_parser(_parser.add_subparsers(dest="command", required=True))
+    _args = _parser.parse_args(["dashboard", *sys.argv[1:]])
+    try:
+        sys.exit(run(_args))
+    except TrainperfError as _error:
+        print(f"trainperf: error: {_error}", file=sys.stderr)
+        sys.exit(2)

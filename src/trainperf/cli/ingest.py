@@ -1,0 +1,61 @@
+"""``trainperf ingest RUN_DIR... [--store URL]``: load run folders into the results history.
+
+Idempotent: a result already stored is skipped, so a folder can be ingested again after a run
+could not reach the store, or to fill a new store with ``docs/measurements/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import TrainperfError
+from trainperf.run.ingest import ingest
+from trainperf.store.db import open_store, resolve_url, shown
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "ingest",
+        help="load run folders (or folders of them) into the results history; ingesting twice adds nothing",
+    )
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    parser.add_argument(
+        "--store",
+        help="store URL: sqlite:///PATH or postgresql://user@host:port/db (default: TRAINPERF_STORE, "
+        "else the per-user history.sqlite)",
+    )
+    parser.add_argument(
+        "--runner", help="runner label for these runs (default: TRAINPERF_RUNNER, else host/GPU UUID)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="print only the total")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    url = resolve_url(args.store)
+    store = open_store(url)
+    try:
+        report = ingest(
+            store, args.run_dirs, runner=args.runner, say=(lambda _line: None) if args.quiet else print
+        )
+    finally:
+        store.close()
+    print(f"{shown(url)}: {report.line()}")
+    for line in report.skipped:
+        print(f"  skipped: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="trainperf")
+    add_parser(_parser.add_subparsers(dest="command", required=True))
+    _args = _parser.parse_args(["ingest", *sys.argv[1:]])
+    try:
+        sys.exit(run(_args))
+    except TrainperfError as _error:
+        print(f"trainperf: error: {_error}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,154 @@
+"""A session's results history: the store opened once, each case judged against the runner's own
+history where asked, and each finished case recorded as it ends.
+
+The store never decides a run's fate: when it cannot be reached, cannot be written or is not
+installed, the run goes on judged against the class's baseline files, its run folder is complete,
+and one line says how to load that folder later (``trainperf ingest``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainperf.errors import TrainperfError
+from trainperf.result import CaseResult
+
+if TYPE_CHECKING:
+    from trainperf.store.db import Store
+    from trainperf.store.history import RunInfo
+
+BASELINE_MODES = ("file", "history", "auto")
+STORE_OFF = ("off", "none")
+"""``--perf-store off``: no results history at all (the run folder only)."""
+
+
+@dataclass(slots=True)
+class HistoryOptions:
+    """What the session was asked for (``--perf-store``, ``--perf-baseline``, ``--perf-runner``,
+    ``--perf-history-runs``), already resolved by precedence."""
+
+    store: str | None
+    baseline: str = "auto"
+    runner: str | None = None
+    history_runs: int = 10
+
+    def __post_init__(self) -> None:
+        if self.baseline not in BASELINE_MODES:
+            raise TrainperfError(f"--perf-baseline {self.baseline!r}: use one of {', '.join(BASELINE_MODES)}")
+        if self.history_runs < 1:
+            raise TrainperfError(
+                f"--perf-history-runs {self.history_runs}: give a whole number of runs, 1 or more"
+            )
+
+
+@dataclass(slots=True)
+class SessionHistory:
+    """The store of one pytest session (or ``trainperf`` command) and the run it writes."""
+
+    options: HistoryOptions
+    run_dir: Path
+    store: Store | None = None
+    run: RunInfo | None = None
+    problem: str | None = None
+    """Why nothing is read from or written to the store (one line), None while it works."""
+    told: bool = False
+    recorded: int = 0
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def runner(self) -> str:
+        return self.run.runner if self.run else (self.options.runner or "")
+
+    def baseline(
+        self, case_id: str, gpu_class: str, class_baseline: CaseResult | None
+    ) -> tuple[CaseResult | None, str]:
+        """What this case is judged against, and a line naming it."""
+        from trainperf.store.history import choose_baseline
+
+        mode = self.options.baseline
+        if self.store is None or self.run is None:
+            source = (
+                f"the class's baseline file ({class_baseline.source})" if class_baseline else "no baseline"
+            )
+            why = f"; history not read: {self.problem}" if self.problem and mode != "file" else ""
+            return class_baseline, source + why
+        try:
+            return choose_baseline(
+                mode, self.store, case_id, self.run.runner, class_baseline,
+                n=self.options.history_runs, gpu_class=gpu_class, fingerprint=self.run.fingerprint,
+            )  # fmt: skip
+        except TrainperfError as exc:
+            self._lost(str(exc))
+            return class_baseline, f"the class's baseline file; history not read: {exc}"
+
+    def record(self, result: CaseResult, result_path: Path | None) -> None:
+        """Write a finished case; on failure, say once how to load the run folder later."""
+        if self.store is None or self.run is None:
+            return
+        from trainperf.store.history import record_case
+
+        try:
+            record_case(self.store, self.run, result, str(result_path) if result_path else None)
+            self.recorded += 1
+        except TrainperfError as exc:
+            self._lost(str(exc))
+
+    def _lost(self, why: str) -> None:
+        self.problem = why
+        if not self.told:
+            self.told = True
+            self.lines.append(
+                f"results history not written ({why}); the run folder is complete: "
+                f"trainperf ingest {self.run_dir} --store URL loads it later"
+            )
+        self.store = None
+
+    def finish(self, ended: str) -> None:
+        """Stamp the run's end time (a run with no case stored is not written at all)."""
+        if self.store is None or self.run is None or not self.recorded:
+            return
+        from dataclasses import replace
+
+        from trainperf.store.history import write_run
+
+        try:
+            with self.store.writing() as conn:
+                write_run(conn, replace(self.run, ended=ended))
+        except TrainperfError as exc:
+            self._lost(str(exc))
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+
+def open_history(
+    options: HistoryOptions, *, run_dir: Path, started: str, fingerprint: dict[str, Any], gpu_class: str,
+    kind: str = "pytest", rootdir: Path | None = None,
+) -> SessionHistory:  # fmt: skip
+    """Open the store for a session; a store that cannot be used leaves the session on its files."""
+    history = SessionHistory(options, run_dir)
+    if (options.store or "").strip().lower() in STORE_OFF:
+        history.problem = "--perf-store off"
+        return history
+    try:
+        from trainperf.store.db import open_store, resolve_url
+        from trainperf.store.history import RunInfo, checkout_commit, run_key, runner_label
+    except ImportError as exc:  # the store's libraries are an install away
+        history._lost(f"{exc.name} is not installed: pip install 'trainperf[store]'")
+        return history
+    try:
+        history.store = open_store(resolve_url(options.store))
+    except TrainperfError as exc:
+        history._lost(str(exc))
+        return history
+    commit = checkout_commit(rootdir).get("id") if rootdir else None
+    history.run = RunInfo(
+        run_key(started, fingerprint, str(run_dir.name)), kind, started, fingerprint,
+        runner_label(fingerprint, options.runner), gpu_class, commit=commit, run_dir=str(run_dir), argv=list(sys.argv),
+    )  # fmt: skip
+    return history

@@ -1,0 +1,290 @@
+"""Load run folders into the results store, idempotently: ingesting a run twice adds nothing.
+
+Three shapes of folder are runs: a pytest run folder (``run.json`` or ``run.gw*.json`` beside
+``results/*.json``; a cliff search is one too), a fidelity run (``fidelity.json``: each fresh
+child is stored as a result of the case, labelled with its role, planted ones never accepted),
+and a folder of result files copied out of a run (``*.json`` with a trainperf result schema).
+A folder that is none of these is searched below for runs; with none found, one line says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainperf.case import Case
+from trainperf.errors import TrainperfError
+from trainperf.families import family_of
+from trainperf.measure.measurement import measure_run, run_metrics
+from trainperf.measure.nvml import read_samples
+from trainperf.result import SCHEMA_VERSION, CaseResult
+from trainperf.store.db import Store, StoreBusy
+from trainperf.store.history import (
+    CaseItem,
+    RunInfo,
+    run_key,
+    runner_label,
+    stored_case_count,
+    write_cases,
+    write_run,
+)
+from trainperf.workloads.protocol import SAMPLES_FILE, read_child_result
+
+FIDELITY_STATE = "fidelity.json"
+# Folders inside a run that hold per-child files, never runs of their own.
+NOT_RUNS = {"cases", "traces", "logs", "__pycache__"}
+BARE_LABEL = "bare"
+"""A fidelity child that ran the bare loop without the harness: a different workload, stored apart."""
+
+
+@dataclass(slots=True)
+class IngestReport:
+    runs_seen: int = 0
+    cases_added: int = 0
+    cases_known: int = 0
+    skipped: list[str] = field(default_factory=list)
+    deferred: list[Path] = field(default_factory=list)
+    """Runs whose write found the store locked too long: their folders stay for a later ingest."""
+
+    def line(self) -> str:
+        text = f"{self.runs_seen} run(s): {self.cases_added} case result(s) added, {self.cases_known} already stored"
+        text += f"; {len(self.skipped)} file(s) skipped" if self.skipped else ""
+        return text + (
+            f"; {len(self.deferred)} run(s) left for a later ingest (store locked)" if self.deferred else ""
+        )
+
+
+def find_runs(path: Path) -> list[Path]:
+    """The run folders at or below ``path``; one line when there is none."""
+    if not path.is_dir():
+        raise TrainperfError(
+            f"{path} is not a folder: name a run folder (reports/<run>/) or a folder of them"
+        )
+    found = sorted(_walk(path))
+    if not found:
+        raise TrainperfError(
+            f"{path} is not a run folder (no run.json, fidelity.json or result files) and holds none: "
+            "name a folder under reports/"
+        )
+    return found
+
+
+def _walk(path: Path) -> Iterator[Path]:
+    if _is_run(path):
+        yield path
+        return
+    for child in sorted(p for p in path.iterdir() if p.is_dir() and p.name not in NOT_RUNS):
+        yield from _walk(child)
+
+
+def _is_run(path: Path) -> bool:
+    if (path / FIDELITY_STATE).is_file() or any(path.glob("run*.json")):
+        return True
+    return any(_looks_like_result(p) for p in _candidates(path / "results")[:1] + _candidates(path)[:1])
+
+
+def _candidates(folder: Path) -> list[Path]:
+    """The JSON files of a folder that may be case results (not run records, fidelity state or exports)."""
+    if not folder.is_dir():
+        return []
+    skip = (FIDELITY_STATE, "benchmark.json", "fidelity-report.json")
+    return [p for p in sorted(folder.glob("*.json")) if not p.name.startswith("run") and p.name not in skip]
+
+
+def _looks_like_result(path: Path) -> bool:
+    head = path.read_text(errors="replace")[:65536]
+    return '"case_id"' in head and '"gpu_class"' in head
+
+
+def _load_results(files: Sequence[Path], skipped: list[str]) -> list[tuple[Path, CaseResult]]:
+    """Each file parsed once; a JSON file that is not a case result is passed over, a damaged one reported."""
+    loaded = []
+    for path in files:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            skipped.append(f"{path}: not readable JSON ({exc})")
+            continue
+        if not (isinstance(data, dict) and "case_id" in data and "schema_version" in data):
+            continue
+        try:
+            loaded.append((path, CaseResult.from_dict(data, origin=str(path))))
+        except (TrainperfError, TypeError, ValueError) as exc:
+            skipped.append(f"{path}: {exc}")
+    return loaded
+
+
+def ingest(
+    store: Store, paths: Sequence[Path], *, runner: str | None = None, say: Callable[[str], None] = print
+) -> IngestReport:
+    """Ingest every run at or below ``paths``; each run in its own transaction."""
+    report = IngestReport()
+    for run_dir in [run for path in paths for run in find_runs(path)]:
+        report.runs_seen += 1
+        try:
+            if (run_dir / FIDELITY_STATE).is_file():
+                added, known = _ingest_fidelity(store, run_dir, runner)
+            else:
+                added, known = _ingest_results(store, run_dir, runner, report.skipped)
+        except StoreBusy as busy:
+            report.deferred.append(run_dir)
+            say(f"{run_dir}: not stored, {busy}; it stays on disk: `trainperf ingest {run_dir}` later")
+            continue
+        report.cases_added += added
+        report.cases_known += known
+        say(f"{run_dir}: {added} added, {known} already stored")
+    return report
+
+
+def sessions_of(run_dir: Path) -> list[dict[str, Any]]:
+    """The session records of ``run.json`` (and of each xdist worker's ``run.gwN.json``), oldest first."""
+    sessions: list[dict[str, Any]] = []
+    for path in sorted(run_dir.glob("run*.json")):
+        try:
+            sessions.extend(json.loads(path.read_text()).get("sessions", []))
+        except (OSError, ValueError, AttributeError) as exc:
+            raise TrainperfError(
+                f"{path} is not a readable run record ({exc}); fix or delete it and ingest again"
+            ) from exc
+    return sorted(sessions, key=lambda s: str(s.get("started", "")))
+
+
+def run_info(
+    run_dir: Path, results: Sequence[CaseResult], runner: str | None, kind: str | None = None
+) -> RunInfo:
+    """What the store keeps of a run folder: its first session, or (a folder of copied results) the results."""
+    sessions = sessions_of(run_dir)
+    if sessions:
+        first = sessions[0]
+        fingerprint = dict(first.get("fingerprint") or {})
+        started, argv, gpu_class = str(first.get("started")), first.get("argv"), first.get("gpu_class")
+        key = run_key(started, fingerprint)
+    else:
+        fingerprint = dict(results[0].fingerprint) if results else {}
+        started = min(r.created for r in results) if results else ""
+        argv, gpu_class = None, results[0].gpu_class if results else None
+        origin = results[0].source.split(":", 1)[0].strip() if results else ""
+        key = run_key(
+            started if not origin else origin,
+            fingerprint,
+            "" if origin else ",".join(sorted(r.case_id for r in results)),
+        )
+    if results:
+        fingerprint.update({k: v for k, v in results[-1].fingerprint.items() if k not in fingerprint})
+    ended = max([r.created for r in results] + [started]) if results else started
+    guessed = "cliff" if any(r.cliff for r in results) else "pytest"
+    return RunInfo(
+        run_key=key,
+        kind=kind or guessed,
+        started=started,
+        ended=ended,
+        fingerprint=fingerprint,
+        runner=runner_label(fingerprint, runner),
+        gpu_class=gpu_class,
+        run_dir=str(run_dir.resolve()),
+        argv=argv if isinstance(argv, list) else None,
+    )
+
+
+def _ingest_results(store: Store, run_dir: Path, runner: str | None, skipped: list[str]) -> tuple[int, int]:
+    folder = run_dir / "results" if (run_dir / "results").is_dir() else run_dir
+    files = _candidates(folder)
+    if sessions_of(run_dir):
+        info = run_info(run_dir, [], runner)
+        with store.reading() as conn:
+            if stored_case_count(conn, info.run_key) >= len(files) > 0:
+                return 0, len(files)  # every result of this run is stored: nothing to parse
+    results = sorted(_load_results(files, skipped), key=lambda item: item[1].created)
+    added = 0
+    for group in _run_groups(run_dir, results):
+        info = run_info(run_dir, [r for _, r in group], runner)
+        with store.writing() as conn:
+            run_row = write_run(conn, info)
+            added += write_cases(
+                conn, run_row, [CaseItem(r, str(p.resolve()), seq=i) for i, (p, r) in enumerate(group)]
+            )
+    return added, len(results) - added
+
+
+def _run_groups(run_dir: Path, results: list[tuple[Path, CaseResult]]) -> list[list[tuple[Path, CaseResult]]]:
+    """A run folder is one run. Copied results (a baselines folder) came from several runs: a
+    baseline names its run folder in ``source`` (``<run>: <command>``), so they are grouped by it."""
+    if not results or any(run_dir.glob("run*.json")):
+        return [results] if results else []
+    groups: dict[str, list[tuple[Path, CaseResult]]] = {}
+    for path, result in results:
+        groups.setdefault(result.source.split(":", 1)[0].strip(), []).append((path, result))
+    return list(groups.values())
+
+
+def _ingest_fidelity(store: Store, run_dir: Path, runner: str | None) -> tuple[int, int]:
+    """Each fresh child of a fidelity run as one result of its case, in launch order."""
+    try:
+        state = json.loads((run_dir / FIDELITY_STATE).read_text())
+        children = [c for c in state["children"] if c.get("dir")]
+        spec = json.loads((run_dir / children[0]["dir"] / "spec.json").read_text()) if children else {}
+        case = Case.from_dict(spec["case"]) if spec else None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TrainperfError(
+            f"{run_dir / FIDELITY_STATE} is not a readable fidelity record ({exc}); re-run `trainperf fidelity`"
+        ) from exc
+    sessions = sessions_of(run_dir)
+    info = run_info(run_dir, [], runner, kind="fidelity")
+    idle_mem_b = sessions[0].get("idle_mem_b") if sessions else None
+    items = []
+    for seq, entry in enumerate(children):
+        result = _fidelity_child(run_dir, entry, case, info, idle_mem_b)
+        if result is None:
+            continue
+        if entry["label"] == BARE_LABEL:
+            result.case_id = f"{result.case_id}@{BARE_LABEL}"
+        variant = _series_variant(entry["label"] if entry["label"] != BARE_LABEL else "")
+        items.append(CaseItem(result, str((run_dir / entry["dir"]).resolve()), variant=variant, seq=seq))
+    with store.writing() as conn:
+        added = write_cases(conn, write_run(conn, info), items)
+    return added, len(items) - added
+
+
+def _series_variant(label: str) -> str:
+    """The A/A children are the case as it runs every night (the series); planted ones stand apart."""
+    return "" if label in ("", "A", "A2") else label
+
+
+def _fidelity_child(
+    run_dir: Path, entry: dict[str, Any], case: Case | None, info: RunInfo, idle_mem_b: int | None
+) -> CaseResult | None:
+    if case is None or entry.get("outcome") != "ok":
+        return None
+    folder = run_dir / entry["dir"]
+    child = read_child_result(folder)
+    samples = read_samples(folder / SAMPLES_FILE) if (folder / SAMPLES_FILE).is_file() else []
+    measured = measure_run(
+        child, samples, samples_per_step=family_of(case.family).samples_per_step(case), idle_mem_b=idle_mem_b
+    )
+    fingerprint = {**info.fingerprint, **(child.get("versions") or {})}
+    planted = float(entry["label"].removeprefix("plant")) if entry["label"].startswith("plant") else 0.0
+    return CaseResult(
+        case_id=case.id,
+        case=case.to_dict() if hasattr(case, "to_dict") else {},
+        gpu_class=info.gpu_class or "",
+        outcome="ok",
+        metrics=run_metrics(measured),
+        effective_config=child.get("effective_config") or {},
+        fingerprint=fingerprint,
+        planted_slowdown=planted,
+        created=_child_time(child, info.started),
+        verdict={"verdict": None, "reason": f"fidelity child {entry['label']} ({entry['dir']})"},
+        schema_version=SCHEMA_VERSION,
+    )
+
+
+def _child_time(child: dict[str, Any], fallback: str) -> str:
+    from datetime import datetime, timezone
+
+    start = child.get("child_start")
+    if start is None:
+        return fallback
+    return datetime.fromtimestamp(float(start), tz=timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,115 @@
+"""A case x metric series read from the results history, its change points and environment steps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from trainperf.judge.changepoints import ChangePoint, change_points
+from trainperf.judge.fingerprint import environment_changes
+from trainperf.store.db import Store, cases, metrics, runs
+
+
+@dataclass(slots=True)
+class Point:
+    """One run's result of a case, with the values of the metrics asked for."""
+
+    run_key: str
+    started: str
+    runner: str
+    runner_env: str
+    case_id: str
+    created: str
+    """When the case ended (a fidelity run's children each have their own)."""
+    outcome: str
+    verdict: str | None
+    run_dir: str | None
+    fingerprint: dict[str, Any]
+    values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Series:
+    """A case x metric series of one runner, its change points and the environment at each."""
+
+    case_id: str
+    runner: str
+    metric: str
+    points: list[Point]
+    change_points: list[ChangePoint]
+    environment: dict[int, list[tuple[str, Any, Any]]]
+    """Position -> what changed in the environment (driver, CUDA, packages) since the run before."""
+
+
+def history_points(store: Store, metric_names: Sequence[str], case_id: str | None = None) -> list[Point]:
+    """Every stored result (of one case, or all) with the named metrics' values, oldest first."""
+    query = (
+        sa.select(
+            cases.c.id,
+            runs.c.run_key,
+            runs.c.started,
+            runs.c.runner,
+            runs.c.runner_env,
+            cases.c.case_id,
+            cases.c.created,
+            cases.c.outcome,
+            cases.c.verdict,
+            runs.c.run_dir,
+            cases.c.fingerprint,
+        )
+        .join(runs, runs.c.id == cases.c.run_id)
+        .where(cases.c.variant == "")
+        .order_by(runs.c.started, cases.c.seq, cases.c.id)
+    )
+    values = sa.select(metrics.c.case_row, metrics.c.name, metrics.c.value).where(
+        metrics.c.name.in_(list(metric_names))
+    )
+    if case_id is not None:
+        query = query.where(cases.c.case_id == case_id)
+        values = values.join(cases, cases.c.id == metrics.c.case_row).where(cases.c.case_id == case_id)
+    with store.reading() as conn:
+        by_row = {row[0]: Point(*row[1:]) for row in conn.execute(query)}
+        for case_row, name, value in conn.execute(values):
+            if case_row in by_row:
+                by_row[case_row].values[name] = value
+    return list(by_row.values())
+
+
+def series_of(points: Sequence[Point], metric: str) -> list[Series]:
+    """The points grouped by case and runner, one series per pair that has ``metric``, annotated."""
+    return all_series(points, [metric])[metric]
+
+
+def all_series(points: Sequence[Point], metric_names: Sequence[str]) -> dict[str, list[Series]]:
+    """``series_of`` for several metrics; each group's environment changes are worked out once."""
+    groups: dict[tuple[str, str], list[Point]] = {}
+    for point in points:
+        groups.setdefault((point.case_id, point.runner), []).append(point)
+    found: dict[str, list[Series]] = {name: [] for name in metric_names}
+    for (case_id, runner), group in sorted(groups.items()):
+        environment = environment_steps(group)
+        for name in metric_names:
+            having = [p for p in group if name in p.values]
+            if not having:
+                continue
+            shifts = environment if len(having) == len(group) else environment_steps(having)
+            found[name].append(
+                Series(case_id, runner, name, having, change_points([p.values[name] for p in having]), shifts)
+            )
+    return found
+
+
+def environment_steps(points: Sequence[Point]) -> dict[int, list[tuple[str, Any, Any]]]:
+    """Position -> what changed (packages, driver, hardware) since the run before it."""
+    environment = {}
+    for position in range(1, len(points)):
+        before, after = points[position - 1], points[position]
+        changed = environment_changes(before.fingerprint, after.fingerprint)
+        if before.runner_env != after.runner_env and not changed:
+            changed = [("hardware", before.runner_env, after.runner_env)]
+        if changed:
+            environment[position] = changed
+    return environment

@@ -1,0 +1,56 @@
+"""Change points on series with the noise measured on the runners (pure statistics)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from trainperf.judge.changepoints import change_points, despiked, median_interval, robust_sigma
+
+
+def _series(
+    n: int, cv: float, seed: int, step: float = 0.0, at: int = 0, stalls: tuple[int, ...] = ()
+) -> list[float]:
+    rng = random.Random(seed)
+    values = [(1 + (step if step and i >= at else 0)) * (1 + rng.gauss(0, cv)) for i in range(n)]
+    for i in stalls:
+        values[i] *= 1.15  # a host stall: one run 15% slow
+    return values
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_3_percent_step_in_a_gpu_bound_series_is_found_where_planted(seed: int) -> None:
+    found = change_points(_series(60, 0.003, seed, step=0.03, at=31))
+    assert len(found) == 1 and abs(found[0].index - 31) <= 2
+    assert found[0].ratio == pytest.approx(1.03, abs=0.005) and found[0].p_value < 0.001
+
+
+def test_a_slowdown_and_a_later_recovery_are_two_change_points() -> None:
+    values = _series(30, 0.003, 1) + [v * 1.05 for v in _series(20, 0.003, 2)] + _series(20, 0.003, 3)
+    assert [cp.index for cp in change_points(values)] == [30, 50]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_flat_series_with_host_stalls_has_no_change_point(seed: int) -> None:
+    assert change_points(_series(60, 0.003, seed, stalls=(7, 30, 31 + seed))) == []
+
+
+def test_short_or_constant_series_have_none() -> None:
+    assert change_points([1.0, 1.1, 1.2]) == []
+    assert change_points([2.0] * 20) == []
+
+
+def test_robust_noise_ignores_the_step_and_despiking_keeps_its_edge() -> None:
+    values = _series(10, 0.01, 7, stalls=(3,)) + [1.2 * v for v in _series(10, 0.01, 8)]
+    values[3] *= 1.3
+    sigma = robust_sigma(values)
+    assert 0.005 < sigma < 0.02
+    cleaned = despiked(values, sigma)
+    assert cleaned[3] == pytest.approx(1.0, abs=0.02) and cleaned[4:] == values[4:]
+
+
+def test_median_interval_follows_the_binomial_order_statistics() -> None:
+    assert median_interval([float(v) for v in range(1, 17)]) == (4.0, 13.0)  # ranks 4 and 13 of 16
+    assert median_interval([float(v) for v in range(100)]) == (39.0, 60.0)  # ranks 40 and 61 of 100
+    assert median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)

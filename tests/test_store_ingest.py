@@ -1,0 +1,100 @@
+"""Ingesting run folders: idempotent, the real measurements included, bad folders as one line."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+from pg_server import pg_url, postgres_server  # noqa: F401
+from store_data import make_result, nightly, write_run_folder
+
+from trainperf.errors import TrainperfError
+from trainperf.run.ingest import find_runs, ingest
+from trainperf.store.db import open_store
+from trainperf.store.history import list_runs, stored_cases
+
+MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
+CASES = ("sft_hf-qwen3_8b-lora-short-b4", "sft_hf-qwen3_8b-lora-maxlen-b4")
+
+
+def _runs(root: Path, count: int, first_day: int = 0) -> list[Path]:
+    return [
+        write_run_folder(
+            root / f"run{day}", nightly(day), [make_result(c, nightly(day), 0.5, seed=day) for c in CASES]
+        )
+        for day in range(first_day, first_day + count)
+    ]
+
+
+def test_ingesting_a_run_twice_adds_nothing(tmp_path: Path) -> None:
+    _runs(tmp_path / "reports", 3)
+    store = open_store(str(tmp_path / "h.sqlite"))
+    first = ingest(store, [tmp_path / "reports"], say=lambda _: None)
+    again = ingest(store, [tmp_path / "reports" / "run1"], say=lambda _: None)
+    assert (first.runs_seen, first.cases_added, first.cases_known) == (3, 6, 0)
+    assert (again.cases_added, again.cases_known) == (0, 2)
+    assert len(list_runs(store)) == 3 and len(stored_cases(store, CASES[0])) == 3
+
+
+def test_a_folder_that_is_not_a_run_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    (tmp_path / "empty" / "notes.json").write_text("{}")
+    with pytest.raises(TrainperfError, match="is not a run folder .* name a folder under reports/"):
+        find_runs(tmp_path / "empty")
+    with pytest.raises(TrainperfError, match="is not a folder"):
+        find_runs(tmp_path / "missing")
+
+
+def test_the_committed_gpu_measurements_ingest_once(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "h.sqlite"))
+    first = ingest(store, [MEASUREMENTS], say=lambda _: None)
+    assert first.runs_seen >= 9 and first.cases_added >= 70 and not first.skipped
+    kinds = {run["kind"] for run in list_runs(store)}
+    assert {"pytest", "fidelity", "cliff"} <= kinds
+    maxlen = stored_cases(store, "sft_hf-qwen3_8b-lora-maxlen-b4", with_metrics=["step_time_s"])
+    assert maxlen and all(c.metrics["step_time_s"].unit == "s" for c in maxlen)
+    assert ingest(store, [MEASUREMENTS], say=lambda _: None).cases_added == 0
+
+
+def _ingest_worker(url: str, folders: list[str]) -> int:
+    store = open_store(url, lock_timeout_s=60)
+    try:
+        return ingest(store, [Path(f) for f in folders], say=lambda _: None).cases_added
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_concurrent_writers_lose_and_double_nothing(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A scaled-down benchmarks/history_concurrency.py: 4 processes x 4 runs, two of them shared."""
+    url = str(tmp_path / "h.sqlite") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    folders = [[str(p) for p in _runs(tmp_path / f"w{w}", 4, first_day=10 * w)] for w in range(4)]
+    folders[1] += folders[0][:2]  # the same run ingested by two writers at once is stored once
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        added = pool.starmap(_ingest_worker, [(url, f) for f in folders])
+    store = open_store(url)
+    assert sum(added) == 32 and len(list_runs(store)) == 16
+    assert len(stored_cases(store, CASES[1])) == 16
+    store.close()
+
+
+def test_a_writer_that_cannot_get_the_sqlite_lock_says_so_and_leaves_the_run(tmp_path: Path) -> None:
+    import sqlite3
+
+    _runs(tmp_path / "reports", 1)
+    path = tmp_path / "h.sqlite"
+    store = open_store(str(path), lock_timeout_s=0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    lines: list[str] = []
+    try:
+        report = ingest(store, [tmp_path / "reports"], say=lines.append)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert report.deferred == [tmp_path / "reports" / "run0"] and report.cases_added == 0
+    assert len(lines) == 1 and "stayed locked" in lines[0] and "trainperf ingest" in lines[0]
+    assert ingest(open_store(str(path)), [tmp_path / "reports"], say=lambda _: None).cases_added == 2
