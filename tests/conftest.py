@@ -14,3 +14,10 @@ def _synthetic_cache_in_tmp(
     """Synthetic checkpoints go to one folder of this test session, never to ~/.cache."""
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "trainperf-cache"))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _results_history_in_tmp(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's runs go to a results history of its own, never to the user's data folder."""
+    monkeypatch.setenv("TRAINPERF_STORE", f"sqlite:///{tmp_path}/history.sqlite")
+    monkeypatch.delenv("TRAINPERF_RUNNER", raising=False)

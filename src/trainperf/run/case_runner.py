@@ -17,7 +17,8 @@ from trainperf.errors import TrainperfError
 from trainperf.families import family_of, preflight
 from trainperf.families.envs import Interpreter, missing_message
 from trainperf.judge.compare import CaseVerdict, Verdict, compare_case, timing_comparable
-from trainperf.judge.metrics import resolve_metric
+from trainperf.judge.learned_tolerance import learned_tolerances
+from trainperf.judge.metrics import Metric, resolve_metric
 from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.multi_gpu import per_gpu_note
 from trainperf.result import CaseResult
@@ -44,6 +45,9 @@ class CaseRunner:
     def __init__(self, context: RunContext) -> None:
         self.ctx = context
         self.launcher = ChildLauncher(context)
+        self.metrics: dict[str, Metric] = context.metrics
+        """The current case's metrics: their timing tolerances narrowed where it is judged against
+        the runner's history (``judge.learned_tolerance``)."""
 
     @property
     def on_gpu(self) -> bool:
@@ -51,7 +55,7 @@ class CaseRunner:
 
     def run(self, case: Case) -> CaseReport:
         ctx = self.ctx
-        baseline = ctx.baselines.load(ctx.gpu_class.name, case.id)
+        baseline, judged_against = self.baseline_of(case.id)
         notes: list[str] = []
         if ctx.settings.resume is not None and ctx.folder.has_result(case.id):
             result = ctx.folder.load(case.id)
@@ -65,10 +69,33 @@ class CaseRunner:
         if no_diff:
             notes.append(no_diff)
         notes += self._reference_notes(case, result)
+        result.verdict["judged_against"] = judged_against
         if notes:
             result.verdict["notes"] = notes
-        ctx.folder.store(result, verdict.verdict.value)
+        self.keep(result, verdict)
         return self.conclude(CaseReport(case, result, verdict, notes=notes))
+
+    def baseline_of(self, result_id: str, *, from_history: bool = True) -> tuple[CaseResult | None, str]:
+        """What a case (or a cliff) is judged against, and a line naming it: the class's baseline
+        file, or the runner's own history (``--perf-baseline``). Baselines are written against the
+        file; a cliff is judged against its file (its searched edge is not a pooled figure)."""
+        ctx = self.ctx
+        self.metrics = ctx.metrics
+        on_file = ctx.baselines.load(ctx.gpu_class.name, result_id)
+        if ctx.history is None or ctx.settings.update_baselines or not from_history:
+            return on_file, f"the class's baseline file ({on_file.source})" if on_file else "no baseline"
+        baseline, described = ctx.history.baseline(result_id, ctx.gpu_class.name, on_file)
+        if baseline is not None and baseline is not on_file:
+            self.metrics, learned = learned_tolerances(ctx.metrics, baseline)
+            described += "".join(f"; {line}" for line in learned)
+        return baseline, described
+
+    def keep(self, result: CaseResult, verdict: CaseVerdict) -> None:
+        """The finished case into its run folder, then into the results history (never the other way:
+        the folder is complete even when the store is out of reach)."""
+        self.ctx.folder.store(result, verdict.verdict.value)
+        if self.ctx.history is not None:
+            self.ctx.history.record(result, self.ctx.folder.result_path(result.case_id))
 
     def _measure(
         self, case: Case, baseline: CaseResult | None, notes: list[str]
@@ -117,13 +144,15 @@ class CaseRunner:
         return report
 
     def judge(self, case: Case, result: CaseResult, baseline: CaseResult | None) -> CaseVerdict:
+        comparable, why = self._timing_comparable(baseline, result)
         return compare_case(
             result,
             baseline,
-            self.ctx.metrics,
+            self.metrics,
             expectation=case.expectation(self.ctx.gpu_class.name),
-            timing_comparable=self._timing_comparable(baseline, result),
+            timing_comparable=comparable,
             strict=self.ctx.settings.strict,
+            timing_note=why,
         )
 
     def _repeats(self) -> int:
@@ -145,10 +174,13 @@ class CaseRunner:
         resolved = [resolve_metric(self.ctx.metrics, m.metric) for m in regressed]
         return bool(regressed) and all(metric is not None and metric.timing for metric in resolved)
 
-    def _timing_comparable(self, baseline: CaseResult | None, result: CaseResult) -> bool:
+    def _timing_comparable(self, baseline: CaseResult | None, result: CaseResult) -> tuple[bool, str]:
         if baseline is None:
-            return result.emulated is None
-        return timing_comparable(baseline, result, self.ctx.gpu_class.timing_comparable_only_on_same)[0]
+            return (
+                result.emulated is None,
+                f"the result is emulated ({result.emulated})" if result.emulated else "",
+            )
+        return timing_comparable(baseline, result, self.ctx.gpu_class.timing_comparable_only_on_same)
 
     def _update_baseline(self, report: CaseReport) -> None:
         result = report.result

@@ -110,7 +110,7 @@ def run_cliff(runner: CaseRunner, case: Case, axis: str, low: int, high: int) ->
     ctx = runner.ctx
     validate_range(axis, low, high)
     search = CliffSearch(runner, case, axis)
-    baseline = ctx.baselines.load(ctx.gpu_class.name, search.cliff_id)
+    baseline, judged_against = runner.baseline_of(search.cliff_id, from_history=False)
     result = runner.new_result(case)
     result.case_id = search.cliff_id
     ctx.say(f"[trainperf] {search.cliff_id}: searching {axis} in {low}..{high}")
@@ -123,7 +123,8 @@ def run_cliff(runner: CaseRunner, case: Case, axis: str, low: int, high: int) ->
     else:
         verdict = _judge_cliff(runner, case, result, baseline, *found)
     result.verdict = verdict.to_dict()
-    ctx.folder.store(result, verdict.verdict.value)
+    result.verdict["judged_against"] = judged_against
+    runner.keep(result, verdict)
     report = CaseReport(case, result, verdict)
     if found is not None and result.cliff:
         cliff, checks = found

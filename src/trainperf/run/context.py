@@ -19,6 +19,7 @@ from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement
 from trainperf.paths import PUBLISHED_DIR
 from trainperf.run.folder import RunFolder
+from trainperf.run.history import HistoryOptions, SessionHistory, open_history
 from trainperf.run.settings import Settings
 from trainperf.store.baselines import BaselineStore
 from trainperf.store.references import Reference, load_references
@@ -43,6 +44,8 @@ class RunContext:
     say: Callable[[str], None] = print
     placement: Placement | None = None
     """The GPUs this pytest process may use and the one it owns (one xdist worker per GPU)."""
+    history: SessionHistory | None = None
+    """The results history this session judges against and records into (None: files only)."""
 
     @property
     def folder(self) -> RunFolder:
@@ -90,7 +93,18 @@ def open_run(
         idle_mem_b = Nvml.sample(Nvml.handle(detection.device)).mem_used_b
     fingerprint = host_fingerprint(detection.info if on_gpu else None)
     metrics = with_tolerances(tolerances_from_pyproject(rootdir), gpu_class.timing_tolerance_scale)
-    _write_run_file(RunFolder(run_dir).session_path(worker), settings, detection, fingerprint, idle_mem_b)
+    started = _write_run_file(
+        RunFolder(run_dir).session_path(worker), settings, detection, fingerprint, idle_mem_b
+    )
+    options = HistoryOptions(settings.store, settings.baseline, settings.runner, settings.history_runs)
+    history = open_history(
+        options,
+        run_dir=run_dir,
+        started=started,
+        fingerprint=fingerprint,
+        gpu_class=gpu_class.name,
+        rootdir=rootdir,
+    )
     return RunContext(
         settings=settings,
         run_dir=run_dir,
@@ -102,12 +116,15 @@ def open_run(
         baselines=BaselineStore(settings.baselines),
         references=load_references(settings.baselines / PUBLISHED_DIR),
         emulated=detection.emulated,
+        history=history,
     )
 
 
 def _write_run_file(
     path: Path, settings: Settings, detection: Detection, fingerprint: dict[str, Any], idle_mem_b: int | None
-) -> None:
+) -> str:
+    """Append this session to the run folder's record; return when it started (the run's key in
+    the results history, which ``trainperf ingest`` derives from this file alike)."""
     record = {
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "argv": sys.argv,
@@ -122,3 +139,4 @@ def _write_run_file(
     history = json.loads(path.read_text()).get("sessions", []) if path.is_file() else []
     history.append(record)
     path.write_text(json.dumps({"sessions": history}, indent=1, default=str))
+    return str(history[0]["started"])

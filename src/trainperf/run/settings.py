@@ -57,6 +57,13 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _baseline_mode(text: str) -> str:
+    mode = str(text).strip().lower()
+    if mode not in ("file", "history", "auto"):
+        raise ValueError("must be file, history or auto")
+    return mode
+
+
 def _bool(text: str) -> bool:
     lowered = str(text).strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -126,6 +133,23 @@ OPTIONS: tuple[OptionSpec, ...] = (
         flag=True,
     ),
     OptionSpec(
+        "store",
+        "results history: sqlite:///PATH, postgresql://user@host:port/db, or off (default: a SQLite file in "
+        "the per-user data folder, e.g. ~/.local/share/trainperf/history.sqlite)",
+        None,
+    ),
+    OptionSpec(
+        "baseline",
+        "judge against: file (baselines/<class>/), history (this runner's last accepted runs), auto "
+        "(history once it holds --perf-history-runs accepted runs of the case, the file before)",
+        "auto",
+        _baseline_mode,
+    ),
+    OptionSpec("runner", "this runner's name in the results history (default: host/GPU UUID)", None),
+    OptionSpec(
+        "history_runs", "accepted runs of the runner's history a case is judged against", 10, _positive_int
+    ),
+    OptionSpec(
         "require_idle_gpu",
         "fail a case whose GPU is busy (a foreign process) or throttled before it starts, instead of "
         "measuring it",
@@ -156,6 +180,10 @@ class Settings:
     env: str | None = None
     trace: bool = False
     require_idle_gpu: bool = False
+    store: str | None = None
+    baseline: str = "auto"
+    runner: str | None = None
+    history_runs: int = 10
 
 
 def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:
