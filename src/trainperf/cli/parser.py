@@ -8,16 +8,23 @@ from trainperf.cli import (
     ab,
     baselines,
     compare,
+    dashboard,
     engines,
     env,
     estimate,
+    export,
     fidelity,
+    history,
+    ingest,
     report,
     side_by_side,
     verl_metrics,
 )
 
-COMMANDS = (env, baselines, estimate, report, side_by_side, engines, ab, compare, fidelity, verl_metrics)
+COMMANDS = (
+    env, baselines, estimate, report, side_by_side, engines, ab, compare, fidelity, verl_metrics,
+    ingest, history, dashboard, export,
+)  # fmt: skip
 
 
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
