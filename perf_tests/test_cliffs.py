@@ -42,4 +42,4 @@ CLIFFS = [
     [pytest.param(c, a, lo, hi, id=f"{c.id}-cliff-{a}", marks=marks_for(c)) for c, a, lo, hi in CLIFFS],
 )
 def test_oom_cliff(case: Case, axis: str, low: int, high: int, trainperf: Any) -> None:
-    trainperf.plan.cliff(case, axis, low, high)
+    trainperf.cliff(case, axis, low, high)

@@ -227,4 +227,4 @@ def test_rl_verl(case: Case, trainperf: Any) -> None:
     [pytest.param(c, a, lo, hi, id=f"{c.id}-cliff-{a}", marks=marks_for(c)) for c, a, lo, hi in CLIFFS],
 )
 def test_rl_verl_cliff(case: Case, axis: str, low: int, high: int, trainperf: Any) -> None:
-    trainperf.plan.cliff(case, axis, low, high)
+    trainperf.cliff(case, axis, low, high)

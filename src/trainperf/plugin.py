@@ -252,7 +252,7 @@ def trainperf_session(request: pytest.FixtureRequest) -> Harness:
 
 class CaseCheck:
     """The ``trainperf`` fixture: ``trainperf(case)`` measures and gates a case;
-    ``trainperf.plan.cliff(case, "batch_size", 1, 512)`` finds and gates its OOM cliff."""
+    ``trainperf.cliff(case, "batch_size", 1, 512)`` finds and gates its OOM cliff."""
 
     def __init__(self, harness: Harness, record_property: Any) -> None:
         self._harness, self._record = harness, record_property
@@ -266,7 +266,7 @@ class CaseCheck:
 
 @pytest.fixture
 def trainperf(trainperf_session: Harness, record_property: Any) -> CaseCheck:
-    """Run a case and gate it: ``trainperf(case)``, or its OOM cliff: ``trainperf.plan.cliff(...)``."""
+    """Run a case and gate it: ``trainperf(case)``, or its OOM cliff: ``trainperf.cliff(...)``."""
     return CaseCheck(trainperf_session, record_property)
 
 

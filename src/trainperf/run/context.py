@@ -76,17 +76,7 @@ def open_run(
         )
     gpu_class = detection.gpu_class
     on_gpu = gpu_class.name != CPU_CLASS
-    if settings.resume is not None:
-        run_dir = settings.resume
-    elif stamp is not None:
-        run_dir = settings.output / f"{stamp}-{gpu_class.name}{'-emulated' if detection.emulated else ''}"
-    else:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = settings.output / f"{stamp}-{gpu_class.name}{'-emulated' if detection.emulated else ''}"
-        suffix = 1
-        while run_dir.exists():
-            suffix += 1
-            run_dir = settings.output / f"{stamp}-{gpu_class.name}-{suffix}"
+    run_dir = _run_dir(settings, gpu_class.name, detection.emulated, stamp)
     run_dir.mkdir(parents=True, exist_ok=True)
     idle_mem_b = None
     if on_gpu and detection.device is not None:
@@ -118,6 +108,21 @@ def open_run(
         emulated=detection.emulated,
         history=history,
     )
+
+
+def _run_dir(settings: Settings, gpu_class: str, emulated: str | None, stamp: str | None) -> Path:
+    """The resumed folder, the one the xdist controller's stamp names, or a new ``<time>-<class>``."""
+    if settings.resume is not None:
+        return settings.resume
+    if stamp is not None:
+        return settings.output / f"{stamp}-{gpu_class}{'-emulated' if emulated else ''}"
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = settings.output / f"{stamp}-{gpu_class}{'-emulated' if emulated else ''}"
+    suffix = 1
+    while run_dir.exists():
+        suffix += 1
+        run_dir = settings.output / f"{stamp}-{gpu_class}-{suffix}"
+    return run_dir
 
 
 def _write_run_file(
