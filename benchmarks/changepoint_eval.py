@@ -120,8 +120,9 @@ def score(
 def render(results: dict[str, dict[str, Any]], series: list[dict[str, Any]]) -> str:
     lines = [
         (
-            f"change points on synthetic nightly series: {RUNS} runs, {STEP_SERIES} series per step, {AA_SERIES} A/A series "
-            f"per noise level, {STALL_RATE:.0%} of runs with a 5-20% host stall; a hit is within {TOLERANCE_RUNS} runs"
+            f"change points on synthetic nightly series: {RUNS} runs, {STEP_SERIES} series per step, "
+            f"{AA_SERIES} A/A series per noise level, {STALL_RATE:.0%} of runs with a 5-20% host stall; "
+            f"a hit is within {TOLERANCE_RUNS} runs"
         ),
         f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}",
         "",

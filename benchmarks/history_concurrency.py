@@ -1,6 +1,7 @@
 """8 processes ingesting 50 runs each at once, into SQLite and into PostgreSQL: none lost or doubled.
 
-    python benchmarks/history_concurrency.py [--writers 8 --runs 50 --cases 10] [--work /tmp/trainperf-writers]
+    python benchmarks/history_concurrency.py [--writers 8 --runs 50 --cases 10] \\
+        [--work /tmp/trainperf-writers]
 
 SQLite serialises writers (BEGIN IMMEDIATE, a lock timeout); a writer that cannot get the lock in
 time says so in one line and leaves its run folder for a later ingest, so the check counts what
@@ -22,7 +23,7 @@ from synthetic_history import write_nights
 
 from trainperf.run.ingest import ingest
 from trainperf.store.db import open_store
-from trainperf.store.history import list_runs
+from trainperf.store.reads import list_runs
 
 
 def writer(url: str, folders: list[str]) -> tuple[int, list[str]]:

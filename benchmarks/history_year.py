@@ -32,7 +32,8 @@ def timed(label: str, action, target_s: float) -> float:  # type: ignore[no-unty
     action()
     seconds = time.perf_counter() - start
     print(
-        f"{label:55s} {seconds:7.2f} s   target <= {target_s:g} s   {'ok' if seconds <= target_s else 'MISSED'}",
+        f"{label:55s} {seconds:7.2f} s   target <= {target_s:g} s   "
+        f"{'ok' if seconds <= target_s else 'MISSED'}",
         flush=True,
     )
     return seconds
@@ -88,8 +89,9 @@ def main() -> int:
     )
     args = parser.parse_args()
     print(
-        f"{args.nights} nights x {args.cases} cases x 12 metrics; {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}"
+        f"{args.nights} nights x {args.cases} cases x 12 metrics; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}"
     )
     start = time.perf_counter()
     folders = write_nights(args.work / "runs", args.nights, args.cases)

@@ -10,7 +10,7 @@ from store_data import CASE_IDS_FOR_EXPORT, make_result, nightly, write_run_fold
 from trainperf.report.interchange import bmf, openmetrics, openmetrics_name
 from trainperf.run.ingest import ingest
 from trainperf.store.db import open_store
-from trainperf.store.history import list_runs, run_cases
+from trainperf.store.reads import list_runs, run_cases
 
 
 def _stored_run(tmp_path: Path) -> tuple[dict, list]:

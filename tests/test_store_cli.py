@@ -6,6 +6,8 @@ import argparse
 import importlib
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -100,3 +102,14 @@ def test_dashboard_and_a_missing_store(store_url: str, tmp_path: Path) -> None:
     assert (tmp_path / "site" / "cases" / f"{CASE}.html").is_file()
     with pytest.raises(TrainperfError, match="no results store at .*trainperf ingest RUN_DIR"):
         call("history", CASE, "--store", str(tmp_path / "none.sqlite"))
+
+
+def test_the_command_parser_leaves_the_store_unimported() -> None:
+    """Every ``trainperf`` command builds the whole parser: the store's SQLAlchemy (and the change
+    points' numpy) load only when a history command runs."""
+    code = (
+        "import sys; from trainperf.cli.parser import build_parser; build_parser(); "
+        "print(sorted(m for m in ('sqlalchemy', 'numpy', 'trainperf.store.db') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -11,15 +11,9 @@ from store_data import GPU, make_result, nightly
 from trainperf.judge.compare import compare_case
 from trainperf.judge.metrics import METRICS
 from trainperf.store.db import Store, open_store
-from trainperf.store.history import (
-    RunInfo,
-    choose_baseline,
-    history_baseline,
-    record_case,
-    run_key,
-    runner_label,
-    stored_cases,
-)
+from trainperf.store.history import RunInfo, record_case, run_key, runner_label
+from trainperf.store.history_baseline import choose_baseline, history_baseline
+from trainperf.store.reads import stored_cases
 
 CASE = "sft_hf-qwen3_8b-lora-maxlen-b4"
 

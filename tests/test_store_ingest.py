@@ -12,7 +12,7 @@ from store_data import make_result, nightly, write_run_folder
 from trainperf.errors import TrainperfError
 from trainperf.run.ingest import find_runs, ingest
 from trainperf.store.db import open_store
-from trainperf.store.history import list_runs, stored_cases
+from trainperf.store.reads import list_runs, stored_cases
 
 MEASUREMENTS = Path(__file__).resolve().parent.parent / "docs" / "measurements"
 CASES = ("sft_hf-qwen3_8b-lora-short-b4", "sft_hf-qwen3_8b-lora-maxlen-b4")

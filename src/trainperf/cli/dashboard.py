@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
-from trainperf.report.dashboard import build_site
-from trainperf.store.db import open_store, resolve_url
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -30,6 +28,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
+    from trainperf.report.dashboard import build_site
+    from trainperf.store.db import open_store, resolve_url
+
     store = open_store(resolve_url(args.store), create=False)
     try:
         count = build_site(store, args.output, reports_url=args.reports_url)

@@ -12,12 +12,12 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainperf.errors import TrainperfError
-from trainperf.report.interchange import bmf, openmetrics
-from trainperf.store.db import Store, open_store, resolve_url
-from trainperf.store.history import list_runs, run_cases
+
+if TYPE_CHECKING:
+    from trainperf.store.db import Store
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -41,6 +41,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def selected_runs(store: Store, which: str) -> list[dict[str, Any]]:
+    from trainperf.store.reads import list_runs
+
     stored = list_runs(store)
     if not stored:
         raise TrainperfError("the results store holds no run: `trainperf ingest RUN_DIR` first")
@@ -58,6 +60,11 @@ def selected_runs(store: Store, which: str) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
+    from trainperf.report.interchange import bmf, openmetrics
+    from trainperf.store.db import open_store, resolve_url
+    from trainperf.store.reads import run_cases
+
     store = open_store(resolve_url(args.store), create=False)
     try:
         chosen = [(r, run_cases(store, r["run_key"])) for r in selected_runs(store, args.run)]

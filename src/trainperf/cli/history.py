@@ -12,12 +12,13 @@ import argparse
 import difflib
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainperf.errors import TrainperfError
 from trainperf.judge.fingerprint import environment_changes
-from trainperf.store.db import open_store, resolve_url
-from trainperf.store.series import Series, history_points, series_of
+
+if TYPE_CHECKING:
+    from trainperf.store.series import Series
 
 DEFAULT_METRIC = "step_time_s"
 
@@ -42,6 +43,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def case_series(args: argparse.Namespace) -> tuple[str, list[Series]]:
+    # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
+    from trainperf.store.db import open_store, resolve_url
+    from trainperf.store.series import history_points, series_of
+
     store = open_store(resolve_url(args.store), create=False)
     try:
         points = history_points(store, [args.metric] if args.metric else _all_metrics(), case_id=args.case)
@@ -132,7 +137,8 @@ def render(case_id: str, metric: str, found: list[Series]) -> str:
     lines = [f"{case_id}  {metric}"]
     for series in found:
         lines.append(
-            f"runner {series.runner}: {len(series.points)} run(s), {len(series.change_points)} change point(s)"
+            f"runner {series.runner}: {len(series.points)} run(s), "
+            f"{len(series.change_points)} change point(s)"
         )
         starts = {cp.index: cp for cp in series.change_points}
         for position, point in enumerate(series.points):
@@ -147,7 +153,8 @@ def render(case_id: str, metric: str, found: list[Series]) -> str:
                 listed = ", ".join(f"{k} {a} -> {b}" for k, a, b in series.environment[position])
                 lines.append(f"  .... environment: {listed}")
             lines.append(
-                f"  {point.created[:19]}  {point.values[metric]:>12.6g}  {point.verdict or point.outcome:<16s} {point.run_dir or ''}"
+                f"  {point.created[:19]}  {point.values[metric]:>12.6g}  "
+                f"{point.verdict or point.outcome:<16s} {point.run_dir or ''}"
             )
     return "\n".join(lines)
 

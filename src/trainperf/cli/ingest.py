@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
-from trainperf.run.ingest import ingest
-from trainperf.store.db import open_store, resolve_url, shown
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -36,6 +34,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
+    from trainperf.run.ingest import ingest
+    from trainperf.store.db import open_store, resolve_url, shown
+
     url = resolve_url(args.store)
     store = open_store(url)
     try:

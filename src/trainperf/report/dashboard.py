@@ -76,8 +76,14 @@ def build_site(store: Store, output: Path, *, reports_url: str | None = None) ->
             )
         )
     head = "".join(f"<th>{escape(label)}</th>" for _, label in HEADLINE)
-    table = f"<table><tr><th>case</th><th>runner</th><th>runs</th>{head}<th>OOM cliff</th></tr>{''.join(rows)}</table>"
-    legend = "<p>Latest value beside each sparkline; <span class='cp'>&#9650;</span> a change point in the last 10 runs.</p>"
+    table = (
+        f"<table><tr><th>case</th><th>runner</th><th>runs</th>{head}<th>OOM cliff</th></tr>"
+        f"{''.join(rows)}</table>"
+    )
+    legend = (
+        "<p>Latest value beside each sparkline; <span class='cp'>&#9650;</span> "
+        "a change point in the last 10 runs.</p>"
+    )
     (output / "index.html").write_text(
         _page("trainperf history", f"<h1>trainperf history</h1>{legend}{table}")
     )
@@ -98,7 +104,8 @@ def _page(title: str, body: str) -> str:
 def _index_row(case_id: str, runner: str, page: str, found: dict[str, Series]) -> str:
     count = max((len(s.points) for s in found.values()), default=0)
     cells = [
-        f"<td><a href='{escape(page)}'>{escape(case_id)}</a></td><td>{escape(runner)}</td><td class='v'>{count}</td>"
+        f"<td><a href='{escape(page)}'>{escape(case_id)}</a></td>",
+        f"<td>{escape(runner)}</td><td class='v'>{count}</td>",
     ]
     cliff = next((found[name] for name in CLIFF_AXES if name in found), None)
     for series in [found.get(name) for name, _ in HEADLINE] + [cliff]:
@@ -178,18 +185,21 @@ def _plot(series: Series, pages: Path, reports_url: str | None) -> str:
     parts = [
         f"<svg class='plot series' width='{PLOT_W}' height='{PLOT_H}' viewBox='0 0 {PLOT_W} {PLOT_H}'>",
         f"<text x='{PAD}' y='18' font-size='13'>{escape(series.metric)}</text>",
-        f"<text x='4' y='{PAD}' font-size='10'>{_fmt(high)}</text><text x='4' y='{PAD + inner_h}' font-size='10'>{_fmt(low)}</text>",
+        f"<text x='4' y='{PAD}' font-size='10'>{_fmt(high)}</text>",
+        f"<text x='4' y='{PAD + inner_h}' font-size='10'>{_fmt(low)}</text>",
     ]
     for position, changed in series.environment.items():
         title = escape(", ".join(f"{k} {a} -> {b}" for k, a, b in changed))
         parts.append(
-            f"<line class='env' x1='{x(position - 0.5):.1f}' x2='{x(position - 0.5):.1f}' y1='{PAD}' y2='{PAD + inner_h}' "
-            f"stroke='#15c' stroke-dasharray='2,3'><title>environment: {title}</title></line>"
+            f"<line class='env' x1='{x(position - 0.5):.1f}' x2='{x(position - 0.5):.1f}' "
+            f"y1='{PAD}' y2='{PAD + inner_h}' stroke='#15c' stroke-dasharray='2,3'>"
+            f"<title>environment: {title}</title></line>"
         )
     for cp in series.change_points:
         parts.append(
-            f"<line class='cp' x1='{x(cp.index - 0.5):.1f}' x2='{x(cp.index - 0.5):.1f}' y1='{PAD - 6}' y2='{PAD + inner_h}' "
-            f"stroke='#c00' stroke-width='2'><title>change point {(cp.ratio - 1) * 100:+.1f}%</title></line>"
+            f"<line class='cp' x1='{x(cp.index - 0.5):.1f}' x2='{x(cp.index - 0.5):.1f}' "
+            f"y1='{PAD - 6}' y2='{PAD + inner_h}' stroke='#c00' stroke-width='2'>"
+            f"<title>change point {(cp.ratio - 1) * 100:+.1f}%</title></line>"
         )
     coords = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
     parts.append(f"<polyline fill='none' stroke='#36c' stroke-width='1' points='{coords}'/>")

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from trainperf.judge.metrics import METRICS
-from trainperf.store.history import StoredCase
+from trainperf.store.reads import StoredCase
 
 GIB = 2**30
 # metric-name suffix -> (OpenMetrics unit, factor to that unit)
@@ -73,8 +73,9 @@ def openmetrics(run: dict[str, Any], cases: Sequence[StoredCase]) -> str:
     meta: dict[str, tuple[str | None, str]] = {}
     for case in cases:
         labels = (
-            f'case="{_label(case.case_id)}",variant="{_label(case.variant)}",gpu_class="{_label(run.get("gpu_class") or "")}",'
-            f'runner="{_label(case.runner)}",run="{_label(case.run_key[:12])}"'
+            f'case="{_label(case.case_id)}",variant="{_label(case.variant)}",'
+            f'gpu_class="{_label(run.get("gpu_class") or "")}",runner="{_label(case.runner)}",'
+            f'run="{_label(case.run_key[:12])}"'
         )
         verdicts = families.setdefault("trainperf_case_ok", [])
         meta["trainperf_case_ok"] = (None, "1 when the case ran to its end (outcome ok), 0 otherwise")

@@ -66,7 +66,7 @@ class SessionHistory:
         self, case_id: str, gpu_class: str, class_baseline: CaseResult | None
     ) -> tuple[CaseResult | None, str]:
         """What this case is judged against, and a line naming it."""
-        from trainperf.store.history import choose_baseline
+        from trainperf.store.history_baseline import choose_baseline
 
         mode = self.options.baseline
         if self.store is None or self.run is None:
@@ -148,7 +148,7 @@ def open_history(
         return history
     commit = checkout_commit(rootdir).get("id") if rootdir else None
     history.run = RunInfo(
-        run_key(started, fingerprint, str(run_dir.name)), kind, started, fingerprint,
-        runner_label(fingerprint, options.runner), gpu_class, commit=commit, run_dir=str(run_dir), argv=list(sys.argv),
+        run_key(started, fingerprint), kind, started, fingerprint, runner_label(fingerprint, options.runner),
+        gpu_class, commit=commit, run_dir=str(run_dir), argv=list(sys.argv),
     )  # fmt: skip
     return history

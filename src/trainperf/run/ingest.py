@@ -50,7 +50,10 @@ class IngestReport:
     """Runs whose write found the store locked too long: their folders stay for a later ingest."""
 
     def line(self) -> str:
-        text = f"{self.runs_seen} run(s): {self.cases_added} case result(s) added, {self.cases_known} already stored"
+        text = (
+            f"{self.runs_seen} run(s): {self.cases_added} case result(s) added, "
+            f"{self.cases_known} already stored"
+        )
         text += f"; {len(self.skipped)} file(s) skipped" if self.skipped else ""
         return text + (
             f"; {len(self.deferred)} run(s) left for a later ingest (store locked)" if self.deferred else ""
@@ -155,7 +158,8 @@ def sessions_of(run_dir: Path) -> list[dict[str, Any]]:
 def run_info(
     run_dir: Path, results: Sequence[CaseResult], runner: str | None, kind: str | None = None
 ) -> RunInfo:
-    """What the store keeps of a run folder: its first session, or (a folder of copied results) the results."""
+    """What the store keeps of a run folder: its first session, or (a folder of copied results)
+    the results."""
     sessions = sessions_of(run_dir)
     if sessions:
         first = sessions[0]
@@ -229,7 +233,8 @@ def _ingest_fidelity(store: Store, run_dir: Path, runner: str | None) -> tuple[i
         case = Case.from_dict(spec["case"]) if spec else None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TrainperfError(
-            f"{run_dir / FIDELITY_STATE} is not a readable fidelity record ({exc}); re-run `trainperf fidelity`"
+            f"{run_dir / FIDELITY_STATE} is not a readable fidelity record ({exc}); "
+            "re-run `trainperf fidelity`"
         ) from exc
     sessions = sessions_of(run_dir)
     info = run_info(run_dir, [], runner, kind="fidelity")

@@ -137,7 +137,8 @@ def resolve_url(cli: str | None = None, ini: str | None = None, env: Mapping[str
 
 
 def normalise_url(text: str) -> str:
-    """``sqlite:///PATH`` and ``postgresql://...`` as given (psycopg 3 as the driver); a bare path is a SQLite file."""
+    """``sqlite:///PATH`` and ``postgresql://...`` as given (psycopg 3 as the driver); a bare path
+    is a SQLite file."""
     text = text.strip()
     if text.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + text.split("://", 1)[1]
@@ -244,8 +245,8 @@ def _ensure_schema(conn: Connection, url: str) -> None:
     found = schema_version(conn)
     if found > SCHEMA_VERSION:
         raise StoreError(
-            f"the results store at {shown(url)} has schema version {found}, this trainperf knows {SCHEMA_VERSION}: "
-            "upgrade trainperf (nothing was written)"
+            f"the results store at {shown(url)} has schema version {found}, "
+            f"this trainperf knows {SCHEMA_VERSION}: upgrade trainperf (nothing was written)"
         )
     for version in range(found, SCHEMA_VERSION):
         MIGRATIONS[version](conn)
@@ -275,9 +276,7 @@ def _translated(url: str) -> Iterator[None]:
     except exc.DatabaseError as error:
         detail = str(error.orig).splitlines()[0] if error.orig else str(error).splitlines()[0]
         if "not a database" in detail or "malformed" in detail:
-            raise StoreError(
-                f"{shown(url)} is not a readable SQLite database ({detail}): move it away and re-ingest the run folders"
-            ) from None
+            raise _unreadable(url, detail) from None
         raise StoreError(f"results store {shown(url)}: {detail}") from None
 
 
@@ -286,13 +285,19 @@ def _operational(url: str, error: exc.OperationalError) -> StoreError:
     if "database is locked" in detail:
         return StoreBusy(f"results store {shown(url)} stayed locked by another writer: {detail}")
     if "not a database" in detail or "malformed" in detail:
-        return StoreError(
-            f"{shown(url)} is not a readable SQLite database ({detail}): move it away and re-ingest the run folders"
-        )
+        return _unreadable(url, detail)
     if url.startswith("sqlite:"):
         return StoreError(
             f"cannot open the results store {shown(url)} ({detail}): check the path and its permissions"
         )
     return StoreError(
-        f"cannot reach the results store {shown(url)} ({detail}): check the server, or the URL's host and port"
+        f"cannot reach the results store {shown(url)} ({detail}): "
+        "check the server, or the URL's host and port"
+    )
+
+
+def _unreadable(url: str, detail: str) -> StoreError:
+    return StoreError(
+        f"{shown(url)} is not a readable SQLite database ({detail}): "
+        "move it away and re-ingest the run folders"
     )

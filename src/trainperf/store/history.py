@@ -1,4 +1,4 @@
-"""The results history: write a run and its cases, read a case x metric series, pool a baseline.
+"""The results history's write side: identify a run and its runner, write the run and its cases.
 
 A run is written as each case ends (``record_case``), and again, idempotently, by ``trainperf
 ingest``: a run is keyed by when and where it started, a case result by its case, creation time
@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,10 @@ from sqlalchemy.engine import Connection
 
 from trainperf.judge import stats
 from trainperf.judge.changepoints import median_interval
-from trainperf.judge.fingerprint import environment_changes
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.db import Store, cases, metrics, runs
 
 RUNNER_ENV = "TRAINPERF_RUNNER"
-DEFAULT_HISTORY_RUNS = 10
 # The machine under a runner label: a change of any of these is an environment change, never pooled.
 HARDWARE_KEYS = ("gpu_name", "gpu_uuid", "driver", "cuda_driver", "cpu_model", "power_limit_w")
 # Verdicts that keep a run out of the history baseline: a regression must not become the new normal.
@@ -48,29 +46,6 @@ class RunInfo:
     commit: str | None = None
     run_dir: str | None = None
     argv: list[str] | None = None
-
-
-@dataclass(slots=True)
-class StoredCase:
-    """A case result read back from the store, with its run's identity."""
-
-    row: int
-    run_key: str
-    started: str
-    runner: str
-    runner_env: str
-    case_id: str
-    variant: str
-    outcome: str
-    verdict: str | None
-    accepted: bool
-    run_dir: str | None
-    result_path: str | None
-    fingerprint: dict[str, Any]
-    effective_config: dict[str, Any]
-    metrics: dict[str, MetricValue] = field(default_factory=dict)
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """95% interval of each metric's median, where it has samples."""
 
 
 def runner_label(
@@ -306,212 +281,8 @@ def metric_row(case_row: int, name: str, value: MetricValue) -> dict[str, Any]:
 
 
 def _insert(conn: Connection, table: sa.Table) -> Any:
-    """The back end's INSERT, which has ON CONFLICT DO NOTHING: concurrent writers of one row store it once."""
+    """The back end's INSERT, which has ON CONFLICT DO NOTHING: concurrent writers of one row
+    store it once."""
     from sqlalchemy.dialects import postgresql, sqlite
 
     return postgresql.insert(table) if conn.dialect.name == "postgresql" else sqlite.insert(table)
-
-
-def stored_cases(
-    store: Store,
-    case_id: str,
-    *,
-    runner: str | None = None,
-    accepted_only: bool = False,
-    last: int | None = None,
-    with_metrics: Sequence[str] | None = None,
-    variants: Sequence[str] = ("",),
-) -> list[StoredCase]:
-    """The stored results of a case, oldest first (optionally of one runner, accepted only, the last N)."""
-    query = (
-        _case_query()
-        .where(cases.c.case_id == case_id, cases.c.variant.in_(list(variants)))
-        .order_by(runs.c.started.desc(), cases.c.seq.desc(), cases.c.id.desc())
-    )
-    if runner is not None:
-        query = query.where(runs.c.runner == runner)
-    if accepted_only:
-        query = query.where(cases.c.accepted.is_(True))
-    if last is not None:
-        query = query.limit(last)
-    with store.reading() as conn:
-        found = [StoredCase(*row) for row in conn.execute(query)]
-        _attach_metrics(conn, found, with_metrics)
-    found.reverse()
-    return found
-
-
-def _case_query() -> sa.Select[Any]:
-    return sa.select(
-        cases.c.id,
-        runs.c.run_key,
-        runs.c.started,
-        runs.c.runner,
-        runs.c.runner_env,
-        cases.c.case_id,
-        cases.c.variant,
-        cases.c.outcome,
-        cases.c.verdict,
-        cases.c.accepted,
-        runs.c.run_dir,
-        cases.c.result_path,
-        cases.c.fingerprint,
-        cases.c.effective_config,
-    ).join(runs, runs.c.id == cases.c.run_id)
-
-
-def run_cases(store: Store, key: str) -> list[StoredCase]:
-    """Every case result of one run, in the order they ended."""
-    with store.reading() as conn:
-        found = [
-            StoredCase(*row)
-            for row in conn.execute(
-                _case_query().where(runs.c.run_key == key).order_by(cases.c.seq, cases.c.id)
-            )
-        ]
-        _attach_metrics(conn, found, None)
-    return found
-
-
-def list_runs(store: Store) -> list[dict[str, Any]]:
-    """Every stored run, oldest first: key, kind, start, runner, class, folder and fingerprint."""
-    query = sa.select(
-        runs.c.run_key,
-        runs.c.kind,
-        runs.c.started,
-        runs.c.runner,
-        runs.c.gpu_class,
-        runs.c.run_dir,
-        runs.c.fingerprint,
-    ).order_by(runs.c.started, runs.c.id)
-    with store.reading() as conn:
-        return [dict(row._mapping) for row in conn.execute(query)]
-
-
-def _attach_metrics(conn: Connection, found: list[StoredCase], names: Sequence[str] | None) -> None:
-    by_row = {case.row: case for case in found}
-    if not by_row:
-        return
-    query = sa.select(
-        metrics.c.case_row,
-        metrics.c.name,
-        metrics.c.value,
-        metrics.c.unit,
-        metrics.c.detail,
-        metrics.c.ci_low,
-        metrics.c.ci_high,
-    ).where(metrics.c.case_row.in_(list(by_row)))
-    if names is not None:
-        query = query.where(metrics.c.name.in_(list(names)))
-    for row in conn.execute(query):
-        case = by_row[row.case_row]
-        detail = row.detail or {}
-        case.metrics[row.name] = MetricValue(
-            row.value,
-            row.unit or "",
-            detail.get("samples"),
-            detail.get("per_run") or [row.value],
-            detail.get("keys"),
-        )
-        if row.ci_low is not None and row.ci_high is not None:
-            case.intervals[row.name] = (row.ci_low, row.ci_high)
-
-
-def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase]) -> CaseResult:
-    """One baseline from several accepted runs: each metric's samples and keys pooled (so the gate's
-    paired per-step test sees each step once per run), its value the median of the runs' values."""
-    latest = history[-1]
-    pooled: dict[str, MetricValue] = {}
-    for name in sorted({n for case in history for n in case.metrics}):
-        values = [case.metrics[name] for case in history if name in case.metrics]
-        samples = [s for v in values for s in (v.samples or [])]
-        keys = [k for v in values for k in (v.keys or [])]
-        pooled[name] = MetricValue(
-            value=stats.median([v.value for v in values]),
-            unit=values[-1].unit,
-            samples=samples or None,
-            per_run=[v.value for v in values],
-            keys=keys if keys and len(keys) == len(samples) else None,
-        )
-    return CaseResult(
-        case_id=case_id,
-        case={},
-        gpu_class=gpu_class,
-        outcome="ok",
-        metrics=pooled,
-        effective_config=latest.effective_config,
-        fingerprint=latest.fingerprint,
-        source=f"history: {len(history)} accepted runs on runner {latest.runner}, {history[0].started} .. {latest.started}",
-    )
-
-
-def history_baseline(
-    store: Store,
-    case_id: str,
-    runner: str,
-    n: int = DEFAULT_HISTORY_RUNS,
-    *,
-    gpu_class: str = "",
-    fingerprint: dict[str, Any] | None = None,
-    min_runs: int = 1,
-) -> tuple[CaseResult | None, str]:
-    """The case's baseline pooled from its last ``n`` accepted runs on ``runner``, and what it is.
-
-    With ``fingerprint`` (this run's), only runs on the same hardware and driver are pooled; when
-    the runner's machine changed, the description says what changed. None (with the reason) when
-    fewer than ``min_runs`` accepted runs remain: the caller falls back to the class's baseline."""
-    history = stored_cases(store, case_id, runner=runner, accepted_only=True, last=n)
-    note = ""
-    if fingerprint is not None and history:
-        current = runner_env(fingerprint)
-        same = [case for case in history if case.runner_env == current]
-        if len(same) < len(history):
-            other = [case for case in history if case.runner_env != current][-1]
-            changed = environment_changes(other.fingerprint, fingerprint)
-            listed = ", ".join(
-                f"{k} {a} -> {b}" for k, a, b in changed if k in HARDWARE_KEYS or k == "cuda_driver"
-            )
-            note = f"; environment changed under runner {runner} ({listed or 'hardware'}): earlier runs not pooled"
-            history = same
-    if len(history) < max(1, min_runs):
-        have = f"{len(history)} accepted run{'s' if len(history) != 1 else ''}"
-        return (
-            None,
-            f"{case_id} has {have} on runner {runner} (needs {max(1, min_runs)}){note}: judged against the class's baseline",
-        )
-    baseline = pooled_baseline(case_id, gpu_class, history)
-    return (
-        baseline,
-        f"the last {len(history)} accepted runs on runner {runner} ({history[0].started} .. {history[-1].started}){note}",
-    )
-
-
-def choose_baseline(
-    mode: str,
-    store: Store | None,
-    case_id: str,
-    runner: str,
-    class_baseline: CaseResult | None,
-    *,
-    n: int = DEFAULT_HISTORY_RUNS,
-    gpu_class: str = "",
-    fingerprint: dict[str, Any] | None = None,
-) -> tuple[CaseResult | None, str]:
-    """``--perf-baseline file|history|auto``: the baseline to judge against, and a line naming it.
-
-    ``auto`` takes the runner's history once it holds ``n`` accepted runs, the class's file before that;
-    ``history`` takes whatever accepted runs there are, and falls back to the file when there are none."""
-    file_line = (
-        f"the class's baseline file ({class_baseline.source or 'stored'})"
-        if class_baseline
-        else "no baseline"
-    )
-    if mode == "file" or store is None:
-        return class_baseline, file_line
-    need = n if mode == "auto" else 1
-    pooled, described = history_baseline(
-        store, case_id, runner, n, gpu_class=gpu_class, fingerprint=fingerprint, min_runs=need
-    )
-    if pooled is None:
-        return class_baseline, f"{described} ({file_line})"
-    return pooled, described

@@ -1,0 +1,123 @@
+"""A case's baseline from the runner's own history: its last accepted runs pooled into one result,
+or the class's baseline file where the history is too short (``--perf-baseline``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trainperf.judge import stats
+from trainperf.judge.fingerprint import environment_changes
+from trainperf.result import CaseResult, MetricValue
+from trainperf.store.db import Store
+from trainperf.store.history import HARDWARE_KEYS, runner_env
+from trainperf.store.reads import StoredCase, stored_cases
+
+DEFAULT_HISTORY_RUNS = 10
+
+
+def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase]) -> CaseResult:
+    """One baseline from several accepted runs: each metric's samples and keys pooled (so the gate's
+    paired per-step test sees each step once per run), its value the median of the runs' values."""
+    latest = history[-1]
+    pooled: dict[str, MetricValue] = {}
+    for name in sorted({n for case in history for n in case.metrics}):
+        values = [case.metrics[name] for case in history if name in case.metrics]
+        samples = [s for v in values for s in (v.samples or [])]
+        keys = [k for v in values for k in (v.keys or [])]
+        pooled[name] = MetricValue(
+            value=stats.median([v.value for v in values]),
+            unit=values[-1].unit,
+            samples=samples or None,
+            per_run=[v.value for v in values],
+            keys=keys if keys and len(keys) == len(samples) else None,
+        )
+    return CaseResult(
+        case_id=case_id,
+        case={},
+        gpu_class=gpu_class,
+        outcome="ok",
+        metrics=pooled,
+        effective_config=latest.effective_config,
+        fingerprint=latest.fingerprint,
+        source=(
+            f"history: {len(history)} accepted runs on runner {latest.runner}, "
+            f"{history[0].started} .. {latest.started}"
+        ),
+    )
+
+
+def history_baseline(
+    store: Store,
+    case_id: str,
+    runner: str,
+    n: int = DEFAULT_HISTORY_RUNS,
+    *,
+    gpu_class: str = "",
+    fingerprint: dict[str, Any] | None = None,
+    min_runs: int = 1,
+) -> tuple[CaseResult | None, str]:
+    """The case's baseline pooled from its last ``n`` accepted runs on ``runner``, and what it is.
+
+    With ``fingerprint`` (this run's), only runs on the same hardware and driver are pooled; when
+    the runner's machine changed, the description says what changed. None (with the reason) when
+    fewer than ``min_runs`` accepted runs remain: the caller falls back to the class's baseline."""
+    history = stored_cases(store, case_id, runner=runner, accepted_only=True, last=n)
+    note = ""
+    if fingerprint is not None and history:
+        current = runner_env(fingerprint)
+        same = [case for case in history if case.runner_env == current]
+        if len(same) < len(history):
+            other = [case for case in history if case.runner_env != current][-1]
+            changed = environment_changes(other.fingerprint, fingerprint)
+            listed = ", ".join(
+                f"{k} {a} -> {b}" for k, a, b in changed if k in HARDWARE_KEYS or k == "cuda_driver"
+            )
+            note = (
+                f"; environment changed under runner {runner} ({listed or 'hardware'}): "
+                "earlier runs not pooled"
+            )
+            history = same
+    if len(history) < max(1, min_runs):
+        have = f"{len(history)} accepted run{'s' if len(history) != 1 else ''}"
+        reason = (
+            f"{case_id} has {have} on runner {runner} (needs {max(1, min_runs)}){note}: "
+            "judged against the class's baseline"
+        )
+        return None, reason
+    described = (
+        f"the last {len(history)} accepted runs on runner {runner} "
+        f"({history[0].started} .. {history[-1].started}){note}"
+    )
+    return pooled_baseline(case_id, gpu_class, history), described
+
+
+def choose_baseline(
+    mode: str,
+    store: Store | None,
+    case_id: str,
+    runner: str,
+    class_baseline: CaseResult | None,
+    *,
+    n: int = DEFAULT_HISTORY_RUNS,
+    gpu_class: str = "",
+    fingerprint: dict[str, Any] | None = None,
+) -> tuple[CaseResult | None, str]:
+    """``--perf-baseline file|history|auto``: the baseline to judge against, and a line naming it.
+
+    ``auto`` takes the runner's history once it holds ``n`` accepted runs, the class's file before that;
+    ``history`` takes whatever accepted runs there are, and falls back to the file when there are none."""
+    file_line = (
+        f"the class's baseline file ({class_baseline.source or 'stored'})"
+        if class_baseline
+        else "no baseline"
+    )
+    if mode == "file" or store is None:
+        return class_baseline, file_line
+    need = n if mode == "auto" else 1
+    pooled, described = history_baseline(
+        store, case_id, runner, n, gpu_class=gpu_class, fingerprint=fingerprint, min_runs=need
+    )
+    if pooled is None:
+        return class_baseline, f"{described} ({file_line})"
+    return pooled, described
