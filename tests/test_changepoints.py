@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import random
+import subprocess
+import sys
 
 import pytest
 
-from trainperf.judge.changepoints import change_points, despiked, median_interval, robust_sigma
+from trainperf.judge.changepoints import (
+    MIN_SEGMENT,
+    PENALTY_PER_LOG_N,
+    _candidates,
+    change_points,
+    despiked,
+    median_interval,
+    robust_sigma,
+)
 
 
 def _series(
@@ -39,6 +50,29 @@ def test_a_flat_series_with_host_stalls_has_no_change_point(seed: int) -> None:
 def test_short_or_constant_series_have_none() -> None:
     assert change_points([1.0, 1.1, 1.2]) == []
     assert change_points([2.0] * 20) == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_candidates_are_those_of_ruptures_kernel_cpd(seed: int) -> None:
+    import numpy as np
+    import ruptures
+
+    values = _series(90, 0.01, seed, step=0.02 * (seed - 1.5), at=20 + 15 * seed, stalls=(5, 60))
+    sigma = robust_sigma(values)
+    public = ruptures.KernelCPD(kernel="linear", min_size=MIN_SEGMENT, jump=1).fit(np.array(values) / sigma)
+    expected = public.predict(pen=PENALTY_PER_LOG_N * math.log(len(values)))[:-1]
+    assert _candidates(values, sigma) == [int(b) for b in expected] and expected
+
+
+def test_finding_change_points_leaves_scipy_unimported() -> None:
+    """`import ruptures` pulls in SciPy, most of a `trainperf history` command's time."""
+    code = (
+        "import sys; from trainperf.judge.changepoints import change_points; "
+        "assert change_points([1.0] * 20 + [2.0] * 20)[0].index == 20; "
+        "print(sorted(m for m in ('scipy', 'ruptures') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_robust_noise_ignores_the_step_and_despiking_keeps_its_edge() -> None:

@@ -1,18 +1,25 @@
 """Change points in a case x metric series (one value per run, oldest first). Pure statistics.
 
-Chosen by measurement (benchmarks/changepoint_eval.py, docs/history.md): ruptures' PELT (its C KernelCPD, linear kernel) on the
-series scaled by its robust noise, after a running-median filter takes out single-run host stalls,
-and each candidate kept only when a rank test between its neighbouring segments supports it.
+Chosen by measurement (benchmarks/changepoint_eval.py, docs/history.md): ruptures' PELT (its C
+KernelCPD, linear kernel) on the series scaled by its robust noise, after a running-median filter
+takes out single-run host stalls, and each candidate kept only when a rank test between its
+neighbouring segments supports it.
 Apache Otava and MongoDB's E-divisive were measured on the same series; both pin numpy versions
 the training stack cannot share (== 2.2.0 and < 2).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.machinery
+import importlib.util
 import itertools
 import math
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from trainperf.judge import stats
 
@@ -64,14 +71,40 @@ def despiked(values: Sequence[float], sigma: float) -> list[float]:
 
 def _candidates(values: Sequence[float], sigma: float) -> list[int]:
     import numpy as np
-    import ruptures
 
-    signal = np.asarray(values, dtype=float) / sigma
+    signal = (np.asarray(values, dtype=float) / sigma).reshape(-1, 1)
     # KernelCPD with the linear kernel is PELT on the l2 cost, in ruptures' C code: fast enough for
     # a dashboard of a year of nightly runs (the pure-Python Pelt took ~1 s per 365-run series).
-    algo = ruptures.KernelCPD(kernel="linear", min_size=MIN_SEGMENT, jump=1).fit(signal)
-    breaks: list[int] = algo.predict(pen=PENALTY_PER_LOG_N * math.log(len(values)))
-    return [int(b) for b in breaks[:-1]]
+    # The routine returns, for each end, where its last segment starts: walked back from the end.
+    last_start = _pelt_l2()(signal, PENALTY_PER_LOG_N * math.log(len(values)), MIN_SEGMENT)
+    breaks, end = [], int(last_start[len(values)])
+    while end > 0:
+        breaks.append(end)
+        end = int(last_start[end])
+    return breaks[::-1]
+
+
+@functools.cache
+def _pelt_l2() -> Callable[[Any, float, int], Any]:
+    """ruptures' PELT on the l2 cost (the C routine behind ``KernelCPD(kernel="linear")``).
+
+    ``import ruptures`` imports every detector and cost, which pull in SciPy: 1.7 s of a 2.6 s
+    ``trainperf history``. This routine needs only numpy, so its compiled module is loaded from
+    ruptures' installed files without the package's ``__init__``; another layout takes the plain import.
+    """
+    name = "ruptures.detection._detection.ekcpd"
+    package = importlib.util.find_spec("ruptures")
+    if name not in sys.modules and package is not None and package.submodule_search_locations:
+        folder = Path(package.submodule_search_locations[0], "detection", "_detection")
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = folder / f"ekcpd{suffix}"
+            spec = importlib.util.spec_from_file_location(name, path) if path.is_file() else None
+            if spec is not None and spec.loader is not None:
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                sys.modules[name] = module  # one copy, shared with a later ``import ruptures``
+                break
+    return importlib.import_module(name).ekcpd_pelt_L2
 
 
 def _supported(values: Sequence[float], breaks: list[int]) -> list[ChangePoint]:
