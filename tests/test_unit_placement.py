@@ -102,3 +102,39 @@ def test_controller_stamp_never_reuses_an_earlier_run_folder(tmp_path: Path) -> 
     (tmp_path / "20261121-231500-h200").mkdir()
     assert xdist.new_stamp(tmp_path, now) == "20261121-231500.2"
     assert xdist.run_dirs(tmp_path, "20261121-231500") == [tmp_path / "20261121-231500-h200"]
+
+
+def test_xdist_workers_share_the_cores_between_their_children() -> None:
+    from trainperf.measure.placement import cpu_share
+
+    two = cpu_share({"PYTEST_XDIST_WORKER_COUNT": "2"}, cores=2)
+    assert two is not None and two.threads == 1 and two.env()["OMP_NUM_THREADS"] == "1"
+    assert "1 (2 cores shared by 2 xdist workers" in two.note()
+    assert cpu_share({"PYTEST_XDIST_WORKER_COUNT": "4"}, cores=2).threads == 1  # type: ignore[union-attr]
+    assert cpu_share({"PYTEST_XDIST_WORKER_COUNT": "2"}, cores=16).threads == 8  # type: ignore[union-attr]
+    assert cpu_share({}, cores=16) is None  # a serial run: the child may use every core
+    assert cpu_share({"PYTEST_XDIST_WORKER_COUNT": "2", "OMP_NUM_THREADS": "3"}, cores=16) is None
+
+
+def test_child_of_an_xdist_worker_runs_torch_on_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from trainperf.run.launcher import child_env
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "64")
+    env = child_env(None)
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
+    torch_threads = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.strip()
+    assert torch_threads == "1"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+    assert child_env(None).get("OMP_NUM_THREADS") == os.environ.get("OMP_NUM_THREADS")

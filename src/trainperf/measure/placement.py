@@ -18,7 +18,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,8 @@ LOCK_DIR_ENV = "TRAINPERF_GPU_LOCK_DIR"
 """Where the per-GPU lock files live; machine-wide by default, so that two pytest sessions on
 one runner (a nightly and a manual run) also queue instead of sharing a GPU."""
 _WORKER_ID = re.compile(r"^gw(\d+)$")
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""What torch (intra-op threads), MKL and OpenBLAS size their thread pools by at start."""
 
 
 def lock_dir() -> Path:
@@ -76,6 +78,35 @@ class Placement:
             )
         start = self.worker % len(self.devices)
         return tuple(self.devices[(start + k) % len(self.devices)] for k in range(gpus))
+
+
+@dataclass(frozen=True, slots=True)
+class CpuShare:
+    """The CPU threads each child gets when pytest-xdist workers run children side by side."""
+
+    threads: int
+    cores: int
+    workers: int
+
+    def env(self) -> dict[str, str]:
+        return dict.fromkeys(THREAD_ENV_VARS, str(self.threads))
+
+    def note(self) -> str:
+        return (
+            f"CPU threads per child: {self.threads} ({self.cores} cores shared by {self.workers} "
+            "xdist workers; set OMP_NUM_THREADS to choose)"
+        )
+
+
+def cpu_share(environ: Mapping[str, str], cores: int | None = None) -> CpuShare | None:
+    """Each worker's share of the cores, or None for a single worker or a user's own
+    OMP_NUM_THREADS. Without a share every child sizes its pools to all cores, and side by side
+    they oversubscribe the CPU: tiny cases then run many times slower than alone."""
+    workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if workers <= 1 or environ.get("OMP_NUM_THREADS"):
+        return None
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    return CpuShare(max(1, cores // workers), cores, workers)
 
 
 def lock_order(devices: Sequence[str], all_devices: Sequence[str]) -> list[str]:

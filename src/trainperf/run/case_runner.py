@@ -6,6 +6,7 @@ sampler data -> compare with baseline -> verdict. The parent never imports torch
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,6 +22,7 @@ from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, resolve_metric
 from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.multi_gpu import per_gpu_note
+from trainperf.measure.placement import cpu_share
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
 from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
@@ -64,6 +66,7 @@ class CaseRunner:
         else:
             result, verdict = self._measure(case, baseline, notes)
         notes += gpu_notes(result.runs)
+        notes += [share.note()] if (share := cpu_share(os.environ)) else []
         result.verdict = verdict.to_dict()
         no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
         if no_diff:

@@ -24,7 +24,7 @@ from trainperf.measure.idle import idle_level, wait_idle
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
-from trainperf.measure.placement import Placement, reserve
+from trainperf.measure.placement import Placement, cpu_share, reserve
 from trainperf.run import interruption, process
 from trainperf.run.context import RunContext
 from trainperf.run.outcome import classify
@@ -103,6 +103,7 @@ def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
         # child's GPU "1" need not be the GPU the parent samples as 1.
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
     )
+    env.update(share.env() if (share := cpu_share(env)) else {})
     # The child imports this very trainperf, whatever interpreter runs it.
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
