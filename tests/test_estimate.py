@@ -64,3 +64,27 @@ def test_estimate_within_15_percent_of_the_measured_peak(path: Path) -> None:
         pytest.skip("FSDP sharding is not modelled (measured: 10.2 GiB per rank against DDP's 16.5)")
     measured = baseline.metrics["peak_allocated_gib"].value
     assert abs(estimated.total_gib / measured - 1) <= 0.15, (estimated.total_gib, measured)
+
+
+def test_an_oom_is_a_lower_bound_judged_apart_from_the_measured_peaks() -> None:
+    from trainperf.plan.estimate import EstimateCheck, error_summary
+
+    measured = EstimateCheck(estimated_gib=11.0, measured_gib=10.0)
+    predicted_oom = EstimateCheck(305.1, 78.2, lower_bound=True, gpu_gib=79.2)
+    missed_oom = EstimateCheck(60.0, 78.2, lower_bound=True, gpu_gib=79.2)
+    assert predicted_oom.error is None and predicted_oom.consistent and not missed_oom.consistent
+    assert "lower bound" in predicted_oom.verdict() and "INCONSISTENT" in missed_oom.verdict()
+    assert EstimateCheck(80.0, 78.2, lower_bound=True).consistent  # GPU unknown: the bound itself
+    summary = error_summary([measured, predicted_oom, missed_oom])
+    assert "mean |error| 10.0%, max 10.0%" in summary
+    assert "2 OOM lower bound(s), 1 consistent" in summary
+
+
+def test_estimate_command_keeps_the_expected_oom_out_of_its_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from trainperf.cli import main
+
+    assert main(["estimate", "--baselines", str(REPO_ROOT / "baselines")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    oom_row = next(line for line in lines if "sft_hf-qwen3_32b-full-short-b2" in line)
+    assert ">=78.16" in oom_row and "lower bound (OOM): consistent" in oom_row
+    assert "max 290" not in lines[-1] and "1 OOM lower bound(s), 1 consistent" in lines[-1]

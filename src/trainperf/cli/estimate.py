@@ -12,11 +12,14 @@ from trainperf.store.results import load_result
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     """The memory estimate next to every measured baseline, and its error: how far to trust it."""
-    from trainperf.case import Case
+    from trainperf.case import Case, Outcome
     from trainperf.families import family_of
+    from trainperf.measure.hardware import load_classes
+    from trainperf.plan.estimate import EstimateCheck, error_summary
 
     root = Path(args.baselines)
-    errors = []
+    classes = load_classes()
+    checks = []
     print(f"{'class':6s} {'case':36s} {'estimate GiB':>12s} {'measured GiB':>12s} {'error':>7s}")
     for path in sorted(root.glob("*/*.json")):
         if path.parent.name == PUBLISHED_DIR:  # reference points, not measured baselines
@@ -32,15 +35,20 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         estimated = family_of(case.family).memory_estimate(case, int(steps))
         if estimated is None:
             continue
-        error = estimated.total_gib / measured.value - 1
-        errors.append(abs(error))
+        gpu = classes.get(baseline.gpu_class)
+        lower_bound = baseline.outcome == Outcome.OOM.value  # what it held when it ran out
+        check = EstimateCheck(
+            estimated.total_gib, measured.value, lower_bound, gpu.memory_gib if gpu else None
+        )
+        checks.append(check)
+        shown = f"{'>=' if lower_bound else ''}{measured.value:.2f}"
         print(
             f"{baseline.gpu_class:6s} {baseline.case_id:36s} {estimated.total_gib:12.2f} "
-            f"{measured.value:12.2f} {error:+7.1%}"
+            f"{shown:>12s} {check.verdict()}"
         )
-    if not errors:
+    if not checks:
         raise TrainperfError(f"no measured GPU baseline under {root} to check the estimate against")
-    print(f"{len(errors)} cases: mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}")
+    print(error_summary(checks))
     return 0
 
 

@@ -147,3 +147,52 @@ def estimate(counts: ParamCounts, case: Case, tokens: int) -> MemoryEstimate:
     else:
         total = weights + states + activations
     return MemoryEstimate(weights, states, activations, tokens, total)
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateCheck:
+    """An estimate judged against a baseline's peak. Where the case ran out of memory, the
+    allocation when it did is a lower bound of the peak it needed, not the peak: the estimate
+    is then consistent or not, and it has no error to pool with measured peaks."""
+
+    estimated_gib: float
+    measured_gib: float
+    lower_bound: bool = False
+    gpu_gib: float | None = None
+    """The device memory of the class the case ran out of memory on (None: not known)."""
+
+    @property
+    def error(self) -> float | None:
+        return None if self.lower_bound else self.estimated_gib / self.measured_gib - 1
+
+    @property
+    def consistent(self) -> bool:
+        """For a lower bound: the estimate predicts the out-of-memory (it exceeds the GPU, or,
+        the GPU unknown, at least the lower bound)."""
+        if not self.lower_bound:
+            return True
+        return self.estimated_gib > (self.gpu_gib if self.gpu_gib is not None else self.measured_gib)
+
+    def verdict(self) -> str:
+        """The row's last column: the signed error, or what a lower bound says of the estimate."""
+        error = self.error
+        if error is not None:
+            return f"{error:+7.1%}"
+        limit = f"the {self.gpu_gib:g} GiB GPU" if self.gpu_gib is not None else "the lower bound"
+        if self.consistent:
+            return f"lower bound (OOM): consistent, the estimate exceeds {limit}"
+        return f"lower bound (OOM): INCONSISTENT, the estimate fits {limit} it ran out of"
+
+
+def error_summary(checks: list[EstimateCheck]) -> str:
+    """One line: the error statistics over measured peaks only; the OOM lower bounds counted apart."""
+    errors = [abs(error) for check in checks if (error := check.error) is not None]
+    bounds = [check for check in checks if check.lower_bound]
+    line = f"{len(checks)} cases"
+    if errors:
+        line += f": {len(errors)} measured peaks, mean |error| {sum(errors) / len(errors):.1%}, "
+        line += f"max {max(errors):.1%}"
+    if bounds:
+        consistent = sum(check.consistent for check in bounds)
+        line += f"; {len(bounds)} OOM lower bound(s), {consistent} consistent with the estimate"
+    return line
