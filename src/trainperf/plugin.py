@@ -6,6 +6,7 @@ Hooks and wiring only; the work is done by ``run`` (cases), ``report`` (the summ
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    interruption.keep_ctrl_c()
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     cli = {spec.name: config.getoption(f"perf_{spec.name}") for spec in OPTIONS}
@@ -292,7 +294,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         _summarize(
             terminalreporter, run_dir, state.context.gpu_class.name, results, details(results, notes, written)
         )
+    _conclude_history(terminalreporter, state)
     _say_interruption(terminalreporter, run_dir)
+
+
+def _conclude_history(terminalreporter: Any, state: _State) -> None:
+    if state.context is not None and state.context.history is not None:
+        for line in state.context.history.conclude(datetime.now(timezone.utc).isoformat(timespec="seconds")):
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker has no terminal summary: its part of the run is stamped and closed here."""
+    state = session.config.stash.get(STATE, None)
+    if state is not None and xdist.worker_id(session.config) and state.context and state.context.history:
+        state.context.history.conclude(datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
 def _controller_summary(terminalreporter: Any, state: _State) -> None:

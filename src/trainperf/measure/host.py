@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from trainperf.measure.nvml import DeviceInfo
@@ -101,3 +103,28 @@ def host_fingerprint(device: DeviceInfo | None) -> dict[str, Any]:
             power_limit_w=device.power_limit_w,
         )
     return fingerprint
+
+
+def checkout_commit(root: Path) -> dict[str, Any]:
+    """pytest-benchmark's ``commit_info`` for the checkout at ``root``; empty outside a git checkout."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=False
+        )
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        if not commit:
+            return {}
+        return {
+            "id": commit,
+            "time": git("show", "-s", "--format=%cI", "HEAD"),
+            "author_time": git("show", "-s", "--format=%aI", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "project": root.resolve().name,
+            "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+        }
+    except (OSError, subprocess.SubprocessError):
+        return {}

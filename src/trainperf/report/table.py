@@ -98,6 +98,8 @@ def failure_detail(result: CaseResult) -> list[str]:
     """Lines explaining a verdict: the changed metrics and configuration, and environment drift."""
     verdict = result.verdict
     lines = [f"{result.case_id}: {verdict.get('verdict')} - {verdict.get('reason', '')}"]
+    if verdict.get("judged_against"):
+        lines.append(f"    judged against {verdict['judged_against']}")
     for metric in verdict.get("metrics", []):
         if metric["verdict"] in ("regressed", "improved", "noisy") and metric.get("gated", True):
             interval = metric.get("interval")

@@ -14,7 +14,7 @@ from trainperf.errors import TrainperfError
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import CPU_CLASS, GpuClass
-from trainperf.measure.host import host_fingerprint
+from trainperf.measure.host import checkout_commit, host_fingerprint
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement
 from trainperf.paths import PUBLISHED_DIR
@@ -83,8 +83,9 @@ def open_run(
         idle_mem_b = Nvml.sample(Nvml.handle(detection.device)).mem_used_b
     fingerprint = host_fingerprint(detection.info if on_gpu else None)
     metrics = with_tolerances(tolerances_from_pyproject(rootdir), gpu_class.timing_tolerance_scale)
+    commit = checkout_commit(rootdir)  # pytest-benchmark's commit_info, and the run's in the history
     started = _write_run_file(
-        RunFolder(run_dir).session_path(worker), settings, detection, fingerprint, idle_mem_b
+        RunFolder(run_dir).session_path(worker), settings, detection, fingerprint, idle_mem_b, commit
     )
     options = HistoryOptions(settings.store, settings.baseline, settings.runner, settings.history_runs)
     history = open_history(
@@ -93,7 +94,7 @@ def open_run(
         started=started,
         fingerprint=fingerprint,
         gpu_class=gpu_class.name,
-        rootdir=rootdir,
+        commit=commit.get("id"),
     )
     return RunContext(
         settings=settings,
@@ -126,7 +127,12 @@ def _run_dir(settings: Settings, gpu_class: str, emulated: str | None, stamp: st
 
 
 def _write_run_file(
-    path: Path, settings: Settings, detection: Detection, fingerprint: dict[str, Any], idle_mem_b: int | None
+    path: Path,
+    settings: Settings,
+    detection: Detection,
+    fingerprint: dict[str, Any],
+    idle_mem_b: int | None,
+    commit: dict[str, Any],
 ) -> str:
     """Append this session to the run folder's record; return when it started (the run's key in
     the results history, which ``trainperf ingest`` derives from this file alike)."""
@@ -139,6 +145,7 @@ def _write_run_file(
         "device": detection.device,
         "idle_mem_b": idle_mem_b,
         "fingerprint": fingerprint,
+        "commit": commit,
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
     }
     history = json.loads(path.read_text()).get("sessions", []) if path.is_file() else []

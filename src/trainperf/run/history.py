@@ -120,6 +120,20 @@ class SessionHistory:
         except TrainperfError as exc:
             self._lost(str(exc))
 
+    def conclude(self, ended: str) -> list[str]:
+        """End the session: stamp the run's end, close the store, and the lines for the summary."""
+        self.finish(ended)
+        lines = list(self.lines)
+        if self.store is not None and self.run is not None and self.recorded:
+            from trainperf.store.db import shown
+
+            lines.append(
+                f"trainperf: {self.recorded} case(s) recorded in the results history {shown(self.store.url)} "
+                f"(runner {self.run.runner}); `trainperf history CASE` shows a case's series"
+            )
+        self.close()
+        return lines
+
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
@@ -128,7 +142,7 @@ class SessionHistory:
 
 def open_history(
     options: HistoryOptions, *, run_dir: Path, started: str, fingerprint: dict[str, Any], gpu_class: str,
-    kind: str = "pytest", rootdir: Path | None = None,
+    kind: str = "pytest", commit: str | None = None,
 ) -> SessionHistory:  # fmt: skip
     """Open the store for a session; a store that cannot be used leaves the session on its files."""
     history = SessionHistory(options, run_dir)
@@ -137,7 +151,7 @@ def open_history(
         return history
     try:
         from trainperf.store.db import open_store, resolve_url
-        from trainperf.store.history import RunInfo, checkout_commit, run_key, runner_label
+        from trainperf.store.history import RunInfo, run_key, runner_label
     except ImportError as exc:  # the store's libraries are an install away
         history._lost(f"{exc.name} is not installed: pip install 'trainperf[store]'")
         return history
@@ -146,7 +160,6 @@ def open_history(
     except TrainperfError as exc:
         history._lost(str(exc))
         return history
-    commit = checkout_commit(rootdir).get("id") if rootdir else None
     history.run = RunInfo(
         run_key(started, fingerprint), kind, started, fingerprint, runner_label(fingerprint, options.runner),
         gpu_class, commit=commit, run_dir=str(run_dir), argv=list(sys.argv),

@@ -12,6 +12,8 @@ result of its own there, that is the search's result.
 from __future__ import annotations
 
 import json
+import signal
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -77,3 +79,17 @@ def describe(run_dir: Path, interruption: Interruption) -> str:
         f"{interruption.steps_requested} steps{pace} (its files: {run_dir / interruption.child_dir}); "
         f"finished cases are kept: run again with --perf-resume {run_dir} to judge them and re-run the rest"
     )
+
+
+def keep_ctrl_c() -> None:
+    """Take SIGINT back where the run was started with it ignored.
+
+    A non-interactive shell starts background jobs with SIGINT ignored, and CI runners start
+    steps that way; Python then installs no KeyboardInterrupt handler, so Ctrl-C or a time limit's
+    SIGINT never stopped the run and its child trained on. The suite's own handling (the child's
+    group killed, the cut case recorded for --perf-resume) needs the interrupt."""
+    if (
+        signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        and threading.current_thread() is threading.main_thread()
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -10,10 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -79,31 +77,6 @@ def run_key(started: str, fingerprint: dict[str, Any], extra: str = "") -> str:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-def checkout_commit(root: Path) -> dict[str, Any]:
-    """pytest-benchmark's ``commit_info`` for the checkout at ``root``; empty outside a git checkout."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(
-            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=False
-        )
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    try:
-        commit = git("rev-parse", "HEAD")
-        if not commit:
-            return {}
-        return {
-            "id": commit,
-            "time": git("show", "-s", "--format=%cI", "HEAD"),
-            "author_time": git("show", "-s", "--format=%aI", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-            "project": root.resolve().name,
-            "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
-        }
-    except (OSError, subprocess.SubprocessError):
-        return {}
 
 
 def accepted(result: CaseResult) -> bool:
