@@ -99,3 +99,18 @@ def test_a_new_driver_under_the_same_label_is_an_environment_change_not_pooled(s
         [0.45, 0.45], rel=0.01
     )
     assert "environment changed under runner h100-a (driver 580.159.04 -> 590.10)" in described
+
+
+def test_a_planted_slowdown_is_stored_but_kept_out_of_the_series(store: Store) -> None:
+    from trainperf.store.series import history_points
+
+    for day in range(3):
+        _night(store, day, 0.5)
+    started = nightly(3)
+    planted = make_result(CASE, started, 0.51, seed=3)
+    planted.planted_slowdown = 0.02
+    record_case(store, RunInfo(run_key(started, GPU), "pytest", started, GPU, "h100-a", "h100"), planted)
+    assert len(stored_cases(store, CASE)) == 4
+    assert [p.values["step_time_s"] < 0.505 for p in history_points(store, ["step_time_s"], CASE)] == [
+        True
+    ] * 3
