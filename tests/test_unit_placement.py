@@ -6,11 +6,13 @@ import itertools
 import multiprocessing
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from trainperf.errors import TrainperfError
 from trainperf.measure.placement import Placement, lock_order, reserve, visible_devices, worker_index
+from trainperf.paths import REPO_ROOT
 
 
 def test_worker_owns_gpu_of_its_number_and_wraps() -> None:
@@ -138,3 +140,47 @@ def test_child_of_an_xdist_worker_runs_torch_on_its_share(monkeypatch: pytest.Mo
     assert torch_threads == "1"
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
     assert child_env(None).get("OMP_NUM_THREADS") == os.environ.get("OMP_NUM_THREADS")
+
+
+def _config(here: Path, *args: str, markexpr: str = "") -> SimpleNamespace:
+    """What ``-n auto`` is decided from, before collection: the run's paths and marker expression."""
+    return SimpleNamespace(
+        args=list(args),
+        invocation_params=SimpleNamespace(dir=here),
+        option=SimpleNamespace(markexpr=markexpr),
+        getini=lambda name: ["build", "dist", "venv", "node_modules"],
+    )
+
+
+def test_n_auto_is_one_worker_per_gpu_only_for_runs_that_select_cases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainperf import xdist
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    (tmp_path / "perf" / "sub").mkdir(parents=True)
+    (tmp_path / "perf" / "sub" / "test_cases.py").write_text(
+        "def test_case(\n    case,\n    trainperf,\n):\n    trainperf(case)\n"
+    )
+    (tmp_path / "unit").mkdir()
+    (tmp_path / "unit" / "test_maths.py").write_text("def test_add(tmp_path):\n    assert 1 + 1 == 2\n")
+    assert xdist.workers_for_auto(_config(tmp_path, "perf")) == 2
+    assert xdist.workers_for_auto(_config(tmp_path, "perf/sub/test_cases.py::test_case")) == 2
+    assert xdist.workers_for_auto(_config(tmp_path, "unit", "perf")) == 2
+    assert xdist.workers_for_auto(_config(tmp_path, "unit")) is None  # xdist's default: one per core
+    assert xdist.workers_for_auto(_config(tmp_path, "unit", markexpr="h100 and not slow")) == 2
+    assert xdist.workers_for_auto(_config(tmp_path, "unit", markexpr="not h100")) is None
+    assert xdist.workers_for_auto(_config(tmp_path, "unit", markexpr="cpu")) is None
+    assert xdist.workers_for_auto(_config(REPO_ROOT, "perf_tests")) == 2  # the shipped catalogue
+
+
+def test_n_auto_skips_virtualenvs_and_hidden_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainperf import xdist
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    catalogue = "def test_case(case, trainperf):\n    trainperf(case)\n"
+    for folder in ("env/lib", ".tox/py"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "test_installed.py").write_text(catalogue)
+    (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert xdist.workers_for_auto(_config(tmp_path, ".")) is None

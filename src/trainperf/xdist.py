@@ -10,11 +10,15 @@ own GPU, writes ``run.<worker>.json`` (not one shared file), and baselines are p
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
+import os
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from trainperf.measure.detection import Detection
+from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement, visible_devices, worker_index
 
@@ -61,6 +65,66 @@ def placement_for(config: Any) -> Placement:
 def auto_workers() -> int | None:
     """Workers for ``-n auto``: the number of visible GPUs; None (xdist decides) without one."""
     return len(visible_devices(Nvml.count)) or None
+
+
+def workers_for_auto(config: Any) -> int | None:
+    """``-n auto`` of a run that selects trainperf cases: one worker per visible GPU. Any other
+    run (a project's own suite where trainperf happens to be installed) keeps xdist's default."""
+    return auto_workers() if selects_cases(config) else None
+
+
+_USES_FIXTURE = re.compile(r"def\s+test\w*\s*\([^)]*\btrainperf\b|usefixtures\([^)]*[\"']trainperf[\"']")
+_SCAN_LIMIT = 2000
+"""Test files read at most per run: the decision is made before collection, and must stay quick."""
+
+
+def selects_cases(config: Any) -> bool:
+    """Whether the run can reach trainperf cases. xdist asks before collection, so it is read
+    from what the run names: a path (or its testpaths) holding a test that takes the
+    ``trainperf`` fixture, or a marker expression selecting a GPU class (``-m h100``), which a
+    catalogue reached some other way (a helper wrapping the fixture) still shows."""
+    here = Path(config.invocation_params.dir)
+    paths = [here / str(arg).split("::")[0] for arg in config.args]
+    norecurse = list(config.getini("norecursedirs"))
+    return names_gpu_class(config.option.markexpr or "") or any(
+        _holds_catalogue(path, norecurse) for path in paths
+    )
+
+
+def names_gpu_class(markexpr: str) -> bool:
+    """``-m h100``, ``-m "maxq and not slow"``: a GPU class selected (not merely excluded)."""
+    gpu_classes = {name for name in load_classes() if name != CPU_CLASS}
+    words = re.findall(r"[A-Za-z_][\w-]*", markexpr)
+    return any(word in gpu_classes and words[:i][-1:] != ["not"] for i, word in enumerate(words))
+
+
+def _holds_catalogue(path: Path, norecurse: list[str]) -> bool:
+    if path.is_file():
+        return _uses_fixture(path)
+    read = 0
+    for folder, subfolders, files in os.walk(path):
+        subfolders[:] = [
+            name
+            for name in subfolders
+            if not name.startswith(".")
+            and not any(fnmatch.fnmatch(name, p) for p in norecurse)
+            and not (Path(folder) / name / "pyvenv.cfg").exists()  # a virtualenv, as pytest skips
+        ]
+        for name in files:
+            if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
+                if _uses_fixture(Path(folder) / name):
+                    return True
+                read += 1
+                if read >= _SCAN_LIMIT:
+                    return False
+    return False
+
+
+def _uses_fixture(path: Path) -> bool:
+    try:
+        return bool(_USES_FIXTURE.search(path.read_text(errors="replace")))
+    except OSError:
+        return False
 
 
 def own_gpu(detection: Detection, placement: Placement) -> Detection:
