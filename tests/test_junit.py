@@ -37,10 +37,6 @@ def test_recorder_appends_to_the_items_user_properties() -> None:
     assert item.user_properties == [("trainperf_verdict", "pass")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the trainperf fixture records through pytest's record_property, which warns under xunit2",
-)
 def test_junitxml_under_xunit2_is_clean_and_carries_the_verdict(pytester: pytest.Pytester) -> None:
     """The case's child starts and skips at once (unsloth needs a CUDA GPU): a verdict, no training."""
     pytester.makepyfile(test_catalogue=CATALOGUE)

@@ -18,6 +18,7 @@ from trainperf.errors import TrainperfError
 from trainperf.measure.detection import Detection, detect, emulate
 from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.report.export import key_figures
+from trainperf.report.junit import property_recorder
 from trainperf.report.summary import details, write_summary
 from trainperf.report.table import failure_detail
 from trainperf.run import interruption
@@ -267,9 +268,9 @@ class CaseCheck:
 
 
 @pytest.fixture
-def trainperf(trainperf_session: Harness, record_property: Any) -> CaseCheck:
+def trainperf(trainperf_session: Harness, request: pytest.FixtureRequest) -> CaseCheck:
     """Run a case and gate it: ``trainperf(case)``, or its OOM cliff: ``trainperf.cliff(...)``."""
-    return CaseCheck(trainperf_session, record_property)
+    return CaseCheck(trainperf_session, property_recorder(request.node))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
