@@ -99,8 +99,9 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` on a GPU machine: one worker per visible GPU (xdist's default, one per core, elsewhere)."""
-    return xdist.auto_workers()
+    """``-n auto`` for a run that selects trainperf cases on a GPU machine: one worker per visible GPU
+    (xdist's default, one per core, for any other run)."""
+    return xdist.workers_for_auto(config)
 
 
 class _WorkerReports:
