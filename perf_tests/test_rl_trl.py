@@ -1,4 +1,4 @@
-"""Issue 5, item 5: GRPO through TRL's GRPOTrainer with plain transformers generation (family ``rl_trl``).
+"""GRPO through TRL's GRPOTrainer with plain transformers generation (family ``rl_trl``).
 
 Runs in the ``hf`` environment on any GPU, so RL is measured even where verl's engines are not
 installed. Each step: ``batch_size`` completions (``num_generations`` per prompt) of exactly

@@ -158,7 +158,7 @@ def sessions_of(run_dir: Path) -> list[dict[str, Any]]:
 def run_info(
     run_dir: Path, results: Sequence[CaseResult], runner: str | None, kind: str | None = None
 ) -> RunInfo:
-    """What the store keeps of a run folder: its first session, or (a folder of copied results)
+    """What the store keeps of a run folder: its earliest recorded session, or (a folder of copied results)
     the results."""
     sessions = sessions_of(run_dir)
     if sessions:
