@@ -26,6 +26,7 @@ from trainperf.measure.placement import cpu_share
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
 from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
+from trainperf.store.baselines import describe_file_baseline
 from trainperf.store.references import compare_to_references
 from trainperf.traces.collect import attach_diff
 
@@ -86,7 +87,7 @@ class CaseRunner:
         self.metrics = ctx.metrics
         on_file = ctx.baselines.load(ctx.gpu_class.name, result_id)
         if ctx.history is None or ctx.settings.update_baselines or not from_history:
-            return on_file, f"the class's baseline file ({on_file.source})" if on_file else "no baseline"
+            return on_file, describe_file_baseline(on_file)
         baseline, described = ctx.history.baseline(result_id, ctx.gpu_class.name, on_file)
         if baseline is not None and baseline is not on_file:
             self.metrics, learned = learned_tolerances(ctx.metrics, baseline)

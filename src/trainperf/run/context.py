@@ -19,7 +19,7 @@ from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement
 from trainperf.paths import PUBLISHED_DIR
 from trainperf.run.folder import RunFolder
-from trainperf.run.history import HistoryOptions, SessionHistory, open_history
+from trainperf.run.history import SessionHistory, open_history
 from trainperf.run.settings import Settings
 from trainperf.store.baselines import BaselineStore
 from trainperf.store.references import Reference, load_references
@@ -87,9 +87,8 @@ def open_run(
     started = _write_run_file(
         RunFolder(run_dir).session_path(worker), settings, detection, fingerprint, idle_mem_b, commit
     )
-    options = HistoryOptions(settings.store, settings.baseline, settings.runner, settings.history_runs)
     history = open_history(
-        options,
+        settings,
         run_dir=run_dir,
         started=started,
         fingerprint=fingerprint,

@@ -15,40 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 from trainperf.errors import TrainperfError
 from trainperf.result import CaseResult
+from trainperf.run.settings import Settings
+from trainperf.store.baselines import describe_file_baseline
 
 if TYPE_CHECKING:
     from trainperf.store.db import Store
     from trainperf.store.history import RunInfo
 
-BASELINE_MODES = ("file", "history", "auto")
 STORE_OFF = ("off", "none")
 """``--perf-store off``: no results history at all (the run folder only)."""
-
-
-@dataclass(slots=True)
-class HistoryOptions:
-    """What the session was asked for (``--perf-store``, ``--perf-baseline``, ``--perf-runner``,
-    ``--perf-history-runs``), already resolved by precedence."""
-
-    store: str | None
-    baseline: str = "auto"
-    runner: str | None = None
-    history_runs: int = 10
-
-    def __post_init__(self) -> None:
-        if self.baseline not in BASELINE_MODES:
-            raise TrainperfError(f"--perf-baseline {self.baseline!r}: use one of {', '.join(BASELINE_MODES)}")
-        if self.history_runs < 1:
-            raise TrainperfError(
-                f"--perf-history-runs {self.history_runs}: give a whole number of runs, 1 or more"
-            )
 
 
 @dataclass(slots=True)
 class SessionHistory:
     """The store of one pytest session (or ``trainperf`` command) and the run it writes."""
 
-    options: HistoryOptions
+    settings: Settings
+    """The session's settings: --perf-store, --perf-baseline, --perf-runner, --perf-history-runs."""
     run_dir: Path
     store: Store | None = None
     run: RunInfo | None = None
@@ -60,7 +43,7 @@ class SessionHistory:
 
     @property
     def runner(self) -> str:
-        return self.run.runner if self.run else (self.options.runner or "")
+        return self.run.runner if self.run else (self.settings.runner or "")
 
     def baseline(
         self, case_id: str, gpu_class: str, class_baseline: CaseResult | None
@@ -68,17 +51,15 @@ class SessionHistory:
         """What this case is judged against, and a line naming it."""
         from trainperf.store.history_baseline import choose_baseline
 
-        mode = self.options.baseline
+        mode = self.settings.baseline
         if self.store is None or self.run is None:
-            source = (
-                f"the class's baseline file ({class_baseline.source})" if class_baseline else "no baseline"
-            )
+            source = describe_file_baseline(class_baseline)
             why = f"; history not read: {self.problem}" if self.problem and mode != "file" else ""
             return class_baseline, source + why
         try:
             return choose_baseline(
                 mode, self.store, case_id, self.run.runner, class_baseline,
-                n=self.options.history_runs, gpu_class=gpu_class, fingerprint=self.run.fingerprint,
+                n=self.settings.history_runs, gpu_class=gpu_class, fingerprint=self.run.fingerprint,
             )  # fmt: skip
         except TrainperfError as exc:
             self._lost(str(exc))
@@ -141,12 +122,12 @@ class SessionHistory:
 
 
 def open_history(
-    options: HistoryOptions, *, run_dir: Path, started: str, fingerprint: dict[str, Any], gpu_class: str,
+    settings: Settings, *, run_dir: Path, started: str, fingerprint: dict[str, Any], gpu_class: str,
     kind: str = "pytest", commit: str | None = None,
 ) -> SessionHistory:  # fmt: skip
     """Open the store for a session; a store that cannot be used leaves the session on its files."""
-    history = SessionHistory(options, run_dir)
-    if (options.store or "").strip().lower() in STORE_OFF:
+    history = SessionHistory(settings, run_dir)
+    if (settings.store or "").strip().lower() in STORE_OFF:
         history.problem = "--perf-store off"
         return history
     try:
@@ -156,12 +137,12 @@ def open_history(
         history._lost(f"{exc.name} is not installed: pip install 'trainperf[store]'")
         return history
     try:
-        history.store = open_store(resolve_url(options.store))
+        history.store = open_store(resolve_url(settings.store))
     except TrainperfError as exc:
         history._lost(str(exc))
         return history
     history.run = RunInfo(
-        run_key(started, fingerprint), kind, started, fingerprint, runner_label(fingerprint, options.runner),
+        run_key(started, fingerprint), kind, started, fingerprint, runner_label(fingerprint, settings.runner),
         gpu_class, commit=commit, run_dir=str(run_dir), argv=list(sys.argv),
     )  # fmt: skip
     return history

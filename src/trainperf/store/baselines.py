@@ -46,3 +46,8 @@ class BaselineStore:
 
     def case_ids(self, gpu_class: str) -> list[str]:
         return sorted(p.stem for p in (self.root / gpu_class).glob("*.json"))
+
+
+def describe_file_baseline(baseline: CaseResult | None) -> str:
+    """How a verdict names a class's baseline file it was judged against."""
+    return f"the class's baseline file ({baseline.source or 'stored'})" if baseline else "no baseline"

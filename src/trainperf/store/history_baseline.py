@@ -9,6 +9,7 @@ from typing import Any
 from trainperf.judge import stats
 from trainperf.judge.fingerprint import environment_changes
 from trainperf.result import CaseResult, MetricValue
+from trainperf.store.baselines import describe_file_baseline
 from trainperf.store.db import Store
 from trainperf.store.history import HARDWARE_KEYS, runner_env
 from trainperf.store.reads import StoredCase, stored_cases
@@ -107,11 +108,7 @@ def choose_baseline(
 
     ``auto`` takes the runner's history once it holds ``n`` accepted runs, the class's file before that;
     ``history`` takes whatever accepted runs there are, and falls back to the file when there are none."""
-    file_line = (
-        f"the class's baseline file ({class_baseline.source or 'stored'})"
-        if class_baseline
-        else "no baseline"
-    )
+    file_line = describe_file_baseline(class_baseline)
     if mode == "file" or store is None:
         return class_baseline, file_line
     need = n if mode == "auto" else 1
