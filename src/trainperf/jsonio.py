@@ -15,11 +15,15 @@ from typing import Any
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write via a temporary file and rename, so a reader never sees half a file."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a disk that filled up mid-write keeps the old file, not a torn one
+        raise
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:

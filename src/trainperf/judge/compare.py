@@ -8,6 +8,7 @@ Mann-Whitney test on the samples. A change beyond tolerance without that support
 
 Case verdicts, most severe first: outcome-changed (fit before, not now; or a crash),
 config-changed (the effective configuration differs), regressed, noisy, improved, new, pass.
+A run that shared its GPU or was throttled from outside is contaminated (``judge.contamination``).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Verdict(str, Enum):
     CONFIG_CHANGED = "config-changed"
     EXPECTED_OOM = "expected-oom"
     NOT_COMPARED = "not-compared"
+    CONTAMINATED = "contaminated"
 
 
 @dataclass(slots=True)

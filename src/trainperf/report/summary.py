@@ -32,6 +32,14 @@ def details(
 
 
 def write_summary(run_dir: Path, gpu_class: str, results: Sequence[CaseResult], lines: Sequence[str]) -> str:
-    """Write the run's reports (summary.md, index.html, benchmark.json) and return the text table."""
-    write_reports(run_dir, results, f"trainperf {gpu_class}: {run_dir.name}", lines)
-    return render_text(results)
+    """Write the run's reports (summary.md, index.html, benchmark.json) and return the text table;
+    where they cannot be written (a full disk), the table still, and a line saying how to get them."""
+    table = render_text(results)
+    try:
+        write_reports(run_dir, results, f"trainperf {gpu_class}: {run_dir.name}", lines)
+    except OSError as exc:
+        return (
+            f"{table}\ntrainperf: reports not written under {run_dir} ({exc.strerror}); the results are "
+            f"in its results/ folder: `trainperf report {run_dir}` writes them once there is room"
+        )
+    return table

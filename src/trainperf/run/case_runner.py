@@ -18,6 +18,7 @@ from trainperf.errors import TrainperfError
 from trainperf.families import family_of, preflight
 from trainperf.families.envs import Interpreter, missing_message
 from trainperf.judge.compare import CaseVerdict, Verdict, compare_case, timing_comparable
+from trainperf.judge.contamination import Contamination, apply_contamination
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, resolve_metric
 from trainperf.measure.measurement import RunMeasurement, pool_runs
@@ -57,11 +58,21 @@ class CaseRunner:
         return self.ctx.on_gpu
 
     def run(self, case: Case) -> CaseReport:
+        """Measure (or, resumed, re-judge) a case; a folder that cannot be written is one line."""
+        try:
+            return self._run(case)
+        except OSError as exc:
+            raise TrainperfError(unwritable(exc, self.ctx.run_dir)) from exc
+
+    def _run(self, case: Case) -> CaseReport:
         ctx = self.ctx
+        while ctx.unsaid:
+            ctx.say(ctx.unsaid.pop(0))
         baseline, judged_against = self.baseline_of(case.id)
         notes: list[str] = []
-        if ctx.settings.resume is not None and ctx.folder.has_result(case.id):
-            result = ctx.folder.load(case.id)
+        stored = self._stored(case.id, notes)
+        if stored is not None:
+            result = stored
             notes.append("resumed: judged from the stored result, not re-run")
             verdict = self.judge(case, result, baseline)
         else:
@@ -94,10 +105,29 @@ class CaseRunner:
             described += "".join(f"; {line}" for line in learned)
         return baseline, described
 
+    def _stored(self, case_id: str, notes: list[str]) -> CaseResult | None:
+        """The case's result in the resumed folder; None (run it) when there is none or it is unreadable."""
+        ctx = self.ctx
+        if ctx.settings.resume is None or not ctx.folder.has_result(case_id):
+            return None
+        try:
+            return ctx.folder.load(case_id)
+        except TrainperfError as exc:
+            line = f"{case_id}: the stored result is unreadable ({exc}); running the case again"
+            ctx.say(f"[trainperf] {line}")
+            notes.append(line)
+            return None
+
     def keep(self, result: CaseResult, verdict: CaseVerdict) -> None:
         """The finished case into its run folder, then into the results history (never the other way:
-        the folder is complete even when the store is out of reach)."""
-        self.ctx.folder.store(result, verdict.verdict.value)
+        the folder is complete even when the store is out of reach). A folder that cannot take it
+        (a full disk) still leaves the result in the history before the error is raised."""
+        try:
+            self.ctx.folder.store(result, verdict.verdict.value)
+        except OSError:
+            if self.ctx.history is not None:
+                self.ctx.history.record(result, None)
+            raise
         if self.ctx.history is not None:
             self.ctx.history.record(result, self.ctx.folder.result_path(result.case_id))
 
@@ -149,7 +179,10 @@ class CaseRunner:
 
     def judge(self, case: Case, result: CaseResult, baseline: CaseResult | None) -> CaseVerdict:
         comparable, why = self._timing_comparable(baseline, result)
-        return compare_case(
+        contamination = Contamination.of_runs(result.runs)
+        if contamination is not None and comparable:
+            comparable, why = False, contamination.note()
+        verdict = compare_case(
             result,
             baseline,
             self.metrics,
@@ -157,6 +190,10 @@ class CaseRunner:
             timing_comparable=comparable,
             strict=self.ctx.settings.strict,
             timing_note=why,
+        )
+        out_of_memory = result.outcome == Outcome.OOM.value
+        return apply_contamination(
+            verdict, contamination, strict=self.ctx.settings.strict, out_of_memory=out_of_memory
         )
 
     def _repeats(self) -> int:
@@ -193,6 +230,9 @@ class CaseRunner:
             return
         if result.planted_slowdown or result.emulated:
             report.notes.append("baseline not written: planted slowdown or emulated run")
+            return
+        if (contamination := Contamination.of_runs(result.runs)) is not None:
+            report.notes.append(f"baseline not written: {contamination.note()}; run again on a quiet GPU")
             return
         source = f"{self.ctx.run_dir.name}: {' '.join(sys.argv)}"
         report.baseline_written = self.ctx.baselines.save(result, source)
@@ -271,6 +311,15 @@ class CaseRunner:
             assert run.measurement is not None
             measurements.append(run.measurement)
         result.metrics = pool_runs(measurements)
+
+
+def unwritable(exc: OSError, run_dir: Path) -> str:
+    """One line for a run folder that stopped taking files: what, why, and how to finish the run."""
+    where = exc.filename or run_dir
+    return (
+        f"cannot write {where}: {exc.strerror or exc}; the cases finished before are kept in {run_dir}: "
+        f"free space (or make it writable) and run again with --perf-resume {run_dir}"
+    )
 
 
 def add_run(result: CaseResult, run: ChildRun) -> bool:

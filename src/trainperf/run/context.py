@@ -16,6 +16,7 @@ from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import CPU_CLASS, GpuClass
 from trainperf.measure.host import checkout_commit, host_fingerprint
 from trainperf.measure.nvml import Nvml
+from trainperf.measure.ownership import sweep_orphans
 from trainperf.measure.placement import Placement
 from trainperf.paths import PUBLISHED_DIR
 from trainperf.run.folder import RunFolder
@@ -46,6 +47,8 @@ class RunContext:
     """The GPUs this pytest process may use and the one it owns (one xdist worker per GPU)."""
     history: SessionHistory | None = None
     """The results history this session judges against and records into (None: files only)."""
+    unsaid: list[str] = field(default_factory=list)
+    """Lines from opening the run (orphans of an earlier run ended) for the first case to say."""
 
     @property
     def folder(self) -> RunFolder:
@@ -78,6 +81,12 @@ def open_run(
     on_gpu = gpu_class.name != CPU_CLASS
     run_dir = _run_dir(settings, gpu_class.name, detection.emulated, stamp)
     run_dir.mkdir(parents=True, exist_ok=True)
+    # Before the GPU's idle level is read: an orphan's memory would be taken for the idle level.
+    ended = [
+        f"[trainperf] ended {orphan.describe()}, left running by an earlier run of the suite (its "
+        f"parent, tag {orphan.tag}, is gone)"
+        for orphan in sweep_orphans()
+    ]
     idle_mem_b = None
     if on_gpu and detection.device is not None:
         idle_mem_b = Nvml.sample(Nvml.handle(detection.device)).mem_used_b
@@ -107,6 +116,7 @@ def open_run(
         references=load_references(settings.baselines / PUBLISHED_DIR),
         emulated=detection.emulated,
         history=history,
+        unsaid=ended,
     )
 
 

@@ -18,15 +18,17 @@ from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.families.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
+from trainperf.measure.contamination import ForeignWatch
 from trainperf.measure.hardware import CPU_CLASS
-from trainperf.measure.hygiene import check as check_gpus
 from trainperf.measure.idle import idle_level, wait_idle
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
+from trainperf.measure.ownership import OWNER_ENV, owner_tag
 from trainperf.measure.placement import Placement, cpu_share, reserve
 from trainperf.run import interruption, process
 from trainperf.run.context import RunContext
+from trainperf.run.guard import Progress, both, check_before, contamination
 from trainperf.run.outcome import classify
 from trainperf.run.process import Exit
 from trainperf.traces.collect import collect, plan_for
@@ -65,6 +67,8 @@ class Launched:
     waited_s: float
     before: dict[str, Any] | None
     idle: dict[str, int]
+    contamination: dict[str, Any] | None = None
+    """What made the run's timing untrustworthy (a foreign process, external throttling), or None."""
 
 
 def child_command(python: str, gpus: int, spec_path: Path, family: str) -> list[str]:
@@ -103,6 +107,9 @@ def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
         # child's GPU "1" need not be the GPU the parent samples as 1.
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
     )
+    # Everything the child starts inherits it: the suite knows its own processes on a GPU, and
+    # finds its orphans after a kill -9 (measure.ownership).
+    env[OWNER_ENV] = owner_tag()
     env.update(share.env() if (share := cpu_share(env)) else {})
     # The child imports this very trainperf, whatever interpreter runs it.
     src = str(Path(__file__).resolve().parents[2])
@@ -211,6 +218,8 @@ def run_info(
         info.update(
             gpus=list(launched.devices), gpu_wait_s=round(launched.waited_s, 1), gpu_before=launched.before
         )
+    if launched.contamination:
+        info["contamination"] = launched.contamination
     return info
 
 
@@ -290,13 +299,21 @@ class ChildLauncher:
         everyone = ctx.placement.devices if ctx.placement else devices
         on_wait: Callable[[str], None] = lambda gpu: ctx.say(f"[trainperf] {label}: waiting for GPU {gpu}")
         with reserve(devices, everyone, on_wait=on_wait) as waited:
-            before = self._check_gpus(case, devices, label)
+            before, dirty = check_before(ctx.settings, ctx.say, case, devices, label, spec.bare)
             idle = {d: idle_level(d, ctx.device, ctx.idle_mem_b) for d in devices}
-            exit_, samples = self._launch(case, spec, out_dir, interpreter, devices, label, settled_by)
+            watch = ForeignWatch(devices, owner_tag()) if devices and not spec.bare else None
+            exit_, samples = self._launch(case, spec, out_dir, interpreter, devices, label, settled_by, watch)
             launched = Launched(exit_, samples, devices, waited, before, idle)
+            launched.contamination = contamination(dirty, watch, samples)
             child = read_back(case, out_dir)
             outcome, message = classify(
-                exit_.returncode, exit_.timed_out, child, exit_.stderr_tail, ctx.settings.timeout, spec.steps
+                exit_.returncode,
+                exit_.timed_out,
+                child,
+                exit_.stderr_tail,
+                ctx.settings.timeout,
+                spec.steps,
+                silent_s=exit_.silent_s,
             )
             measurement = measure_child(ctx, case, child, launched)
             idle_after = [wait_idle(d, idle[d], ctx.say) for d in devices]
@@ -311,6 +328,7 @@ class ChildLauncher:
         devices: tuple[str, ...],
         label: str,
         settled_by: str | None,
+        watch: ForeignWatch | None = None,
     ) -> tuple[Exit, dict[str, list[Sample]]]:
         """Start the child with a sampler per GPU; the samples are written even when interrupted."""
         ctx = self.ctx
@@ -331,7 +349,12 @@ class ChildLauncher:
             launched = time.monotonic()
             try:
                 exit_ = process.run_child(
-                    command, log_dir=out_dir, env=env, timeout_s=ctx.settings.timeout, on_tick=progress
+                    command,
+                    log_dir=out_dir,
+                    env=env,
+                    timeout_s=ctx.settings.timeout,
+                    on_tick=progress if watch is None else both(progress, watch),
+                    silent_timeout_s=ctx.settings.silent_timeout,
                 )
             except KeyboardInterrupt:
                 self._record_interruption(case, label, out_dir, spec.steps, launched, settled_by)
@@ -360,39 +383,3 @@ class ChildLauncher:
             settled_by=settled_by,
         )
         interruption.record(ctx.run_dir, cut)
-
-    def _check_gpus(self, case: Case, devices: tuple[str, ...], label: str) -> dict[str, Any] | None:
-        """Runner hygiene before a child: foreign processes and throttling, said, stored, and with
-        --perf-require-idle-gpu an error."""
-        if not devices:
-            return None
-        hygiene = check_gpus(devices)
-        for problem in hygiene.problems():
-            self.ctx.say(f"[trainperf] {label}: {problem}")
-        if not hygiene.clean and self.ctx.settings.require_idle_gpu:
-            raise TrainperfError(
-                f"{case.id}: {'; '.join(hygiene.problems())} (--perf-require-idle-gpu): "
-                "free the GPU or run without the option"
-            )
-        return hygiene.to_dict()
-
-
-class Progress:
-    """Prints ``step k/n`` of a running child every ``interval_s``, never more often."""
-
-    def __init__(
-        self, say: Callable[[str], None], label: str, steps_path: Path, total: int, interval_s: float
-    ) -> None:
-        self.say, self.label, self.path, self.total, self.interval = say, label, steps_path, total, interval_s
-        self.next_at = interval_s
-
-    def __call__(self, elapsed: float) -> None:
-        if self.interval <= 0 or elapsed < self.next_at:
-            return
-        self.next_at = elapsed + self.interval
-        done = 0
-        if self.path.is_file():
-            with open(self.path, "rb") as handle:
-                done = sum(1 for _ in handle)
-        phase = f"step {done}/{self.total}" if done else "setting up (model build, first step)"
-        self.say(f"[trainperf] {self.label}: {phase}, {elapsed:.0f}s")

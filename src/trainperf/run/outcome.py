@@ -17,8 +17,16 @@ def classify(
     stderr_tail: str,
     timeout_s: float,
     steps_requested: int = 0,
+    silent_s: float | None = None,
 ) -> tuple[Outcome, str]:
-    """The outcome of one child from its result file, exit status and stderr."""
+    """The outcome of one child from its result file, exit status and stderr. ``silent_s``: the
+    child was killed after writing nothing for that long (a hang, not a slow run)."""
+    if silent_s is not None:
+        done = len(child.get("steps") or [])
+        return Outcome.TIMEOUT, (
+            f"hung: no step and no output for {silent_s:.0f}s at step {done}/{steps_requested} "
+            "(--perf-silent-timeout); its threads' stacks are at the end of its stderr"
+        )
     if timed_out:
         advice = timeout_advice(child.get("steps") or [], steps_requested, timeout_s)
         return Outcome.TIMEOUT, f"killed after the {timeout_s:.0f}s limit (--perf-timeout){advice}"

@@ -150,6 +150,19 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "history_runs", "accepted runs of the runner's history a case is judged against", 10, _positive_int
     ),
     OptionSpec(
+        "gpu_wait",
+        "seconds to wait before a run for its GPU to be free of foreign processes and throttling; a run "
+        "that starts or ends beside one is contaminated (timing shown, not judged)",
+        300.0,
+        lambda text: max(0.0, float(text)),
+    ),
+    OptionSpec(
+        "silent_timeout",
+        "seconds a child may write nothing (no step, no output) before it is killed as hung (0: never)",
+        600.0,
+        lambda text: max(0.0, float(text)),
+    ),
+    OptionSpec(
         "require_idle_gpu",
         "fail a case whose GPU is busy (a foreign process) or throttled before it starts, instead of "
         "measuring it",
@@ -180,6 +193,8 @@ class Settings:
     env: str | None = None
     trace: bool = False
     require_idle_gpu: bool = False
+    gpu_wait: float = 300.0
+    silent_timeout: float = 600.0
     store: str | None = None
     baseline: str = "auto"
     runner: str | None = None

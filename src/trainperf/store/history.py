@@ -26,7 +26,7 @@ RUNNER_ENV = "TRAINPERF_RUNNER"
 # The machine under a runner label: a change of any of these is an environment change, never pooled.
 HARDWARE_KEYS = ("gpu_name", "gpu_uuid", "driver", "cuda_driver", "cpu_model", "power_limit_w")
 # Verdicts that keep a run out of the history baseline: a regression must not become the new normal.
-REJECTED_VERDICTS = ("regressed", "outcome-changed", "config-changed")
+REJECTED_VERDICTS = ("regressed", "outcome-changed", "config-changed", "contaminated")
 SUMMARY_COLUMNS = ("count", "median", "mean", "minimum", "p10", "p90", "robust_cv", "ci_low", "ci_high")
 
 

@@ -61,7 +61,9 @@ def history_points(store: Store, metric_names: Sequence[str], case_id: str | Non
             cases.c.fingerprint,
         )
         .join(runs, runs.c.id == cases.c.run_id)
-        .where(cases.c.variant == "", cases.c.planted == 0)  # a planted slowdown checks the gate: no history
+        # A planted slowdown checks the gate, a contaminated run shared its GPU: neither is history.
+        .where(cases.c.variant == "", cases.c.planted == 0)
+        .where(sa.or_(cases.c.verdict.is_(None), cases.c.verdict != "contaminated"))
         .order_by(runs.c.started, cases.c.seq, cases.c.id)
     )
     values = sa.select(metrics.c.case_row, metrics.c.name, metrics.c.value).where(

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from trainperf.traces.plan import TracePlan
+from trainperf.workloads import faults
 from trainperf.workloads.protocol import ChildSpec
 
 
@@ -24,6 +25,7 @@ class StepRecorder:
         self.path = steps_path
         self.device = torch.device(spec.device)
         self.plant_slowdown = spec.plant_slowdown
+        self._fault = faults.planned()
         self.steps: list[dict[str, Any]] = []
         self._last_edge: float | None = None
         self.trace_plan = TracePlan.from_spec(spec.trace)
@@ -82,6 +84,7 @@ class StepRecorder:
         (verl's ``timing_s/step``), where an edge in this process would measure nothing."""
         self.steps.append(record)
         self._handle.write(json.dumps(record) + "\n")
+        faults.at_step(len(self.steps), self._fault)  # a drill only (TRAINPERF_INJECT_FAULT)
 
     def trace_info(self) -> dict[str, Any] | None:
         """What the profiler captured (file, sizes, steps), for the result; None when not tracing."""

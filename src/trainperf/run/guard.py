@@ -1,0 +1,84 @@
+"""What stands around a child's run on its GPUs: the wait for clean GPUs before it, the watch for
+foreign processes while it runs, the record of what contaminated it after, and its progress lines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trainperf.case import Case
+from trainperf.errors import TrainperfError
+from trainperf.measure.contamination import ForeignWatch, before_reasons, throttled_during, wait_until_clean
+from trainperf.measure.hygiene import Hygiene
+from trainperf.measure.nvml import Sample
+from trainperf.run.settings import Settings
+
+
+def check_before(
+    settings: Settings,
+    say: Callable[[str], None],
+    case: Case,
+    devices: tuple[str, ...],
+    label: str,
+    bare: bool,
+) -> tuple[dict[str, Any] | None, Hygiene | None]:
+    """Runner hygiene before a child: wait (bounded) for its GPUs to be free of foreign processes
+    and throttling; what is left is said, stored, makes the run contaminated, and with
+    --perf-require-idle-gpu is an error. The GPU reading and the hygiene it gives."""
+    if not devices:
+        return None, None
+    wait_s = 0.0 if bare else settings.gpu_wait
+    hygiene, waited = wait_until_clean(devices, wait_s, say)
+    for problem in hygiene.problems():
+        say(f"[trainperf] {label}: {problem}")
+    if not hygiene.clean and settings.require_idle_gpu:
+        raise TrainperfError(
+            f"{case.id}: {'; '.join(hygiene.problems())} (--perf-require-idle-gpu): "
+            "free the GPU or run without the option"
+        )
+    reading = hygiene.to_dict()
+    reading["waited_s"] = round(waited, 1)
+    return reading, hygiene
+
+
+def both(first: Callable[[float], None], second: Callable[[float], None]) -> Callable[[float], None]:
+    def tick(elapsed: float) -> None:
+        first(elapsed)
+        second(elapsed)
+
+    return tick
+
+
+def contamination(
+    before: Hygiene | None, watch: ForeignWatch | None, samples: dict[str, list[Sample]]
+) -> dict[str, Any] | None:
+    """The run's contamination record: its reasons, and whether a foreign process shared the GPU
+    (then the device-wide memory is not the case's alone either)."""
+    during = watch.reasons() if watch is not None else []
+    reasons = [*before_reasons(before), *during, *throttled_during(samples)]
+    if not reasons:
+        return None
+    foreign = bool(during) or bool(before is not None and before.foreign)
+    return {"reasons": reasons, "foreign_process": foreign}
+
+
+class Progress:
+    """Prints ``step k/n`` of a running child every ``interval_s``, never more often."""
+
+    def __init__(
+        self, say: Callable[[str], None], label: str, steps_path: Path, total: int, interval_s: float
+    ) -> None:
+        self.say, self.label, self.path, self.total, self.interval = say, label, steps_path, total, interval_s
+        self.next_at = interval_s
+
+    def __call__(self, elapsed: float) -> None:
+        if self.interval <= 0 or elapsed < self.next_at:
+            return
+        self.next_at = elapsed + self.interval
+        done = 0
+        if self.path.is_file():
+            with open(self.path, "rb") as handle:
+                done = sum(1 for _ in handle)
+        phase = f"step {done}/{self.total}" if done else "setting up (model build, first step)"
+        self.say(f"[trainperf] {self.label}: {phase}, {elapsed:.0f}s")

@@ -1,0 +1,166 @@
+"""The first process of every case's child: no part of the case outlives the suite.
+
+``python -m trainperf.run.supervisor PARENT_PID -- COMMAND...`` asks the kernel to send it
+SIGTERM when its parent dies (``PR_SET_PDEATHSIG``: a ``kill -9`` of pytest runs no handler of
+pytest's own), makes itself the reaper of every orphaned descendant (``PR_SET_CHILD_SUBREAPER``:
+torchrun ranks, Ray's workers and rollout servers that leave the process group by starting
+sessions of their own), then runs COMMAND. When COMMAND ends, or a stop signal comes, it ends
+the whole tree below it: SIGTERM, a short grace, SIGKILL. Its exit status is COMMAND's, a signal
+included, so the parent classifies the child exactly as it would without it.
+
+Standard library only, and nothing of the package imported: it starts in a few tens of
+milliseconds and needs no training stack.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import NoReturn
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+EXIT_PARENT_GONE = 70
+GRACE_S = 8.0
+"""After a stop signal from the parent: less than the parent's own grace before its SIGKILL."""
+ORPHANED_GRACE_S = 3.0
+"""After the parent died: nobody waits for the tree, and the GPU must be free within seconds."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Stop(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(option, value, 0, 0, 0)
+
+
+def descendants(root: int, proc: Path = Path("/proc")) -> list[int]:
+    """Every process below ``root``, parents before their children."""
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) > 1 and fields[1].isdigit():
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, queue = [], list(children.get(root, []))
+    while queue:
+        pid = queue.pop(0)
+        found.append(pid)
+        queue.extend(children.get(pid, []))
+    return found
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap() -> None:
+    """Collect every exited child (orphans reparented here included) without blocking."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def end_tree(grace_s: float) -> None:
+    """SIGTERM everything below this process, SIGKILL what is left after ``grace_s``, reap it all."""
+    me = os.getpid()
+    _signal_all(descendants(me), signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while descendants(me) and time.monotonic() < deadline:
+        _reap()
+        time.sleep(0.05)
+    for _ in range(20):  # ranks may fork while being killed: repeat until nothing is left
+        left = descendants(me)
+        if not left:
+            break
+        _signal_all(left, signal.SIGKILL)
+        time.sleep(0.05)
+        _reap()
+    _reap()
+
+
+def _exit_like(status: int) -> NoReturn:
+    """Leave with the status the command left with, a death by signal included."""
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the command dumped its own core, if any
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _wait_for(pid: int) -> int:
+    """Reap children until ``pid`` ends; its wait status. Orphans that end meanwhile are reaped too."""
+    while True:
+        reaped, status = os.waitpid(-1, 0)
+        if reaped == pid:
+            return status
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise Stop(signum)
+
+
+def supervise(parent: int, command: list[str]) -> NoReturn:
+    if sys.platform.startswith("linux"):
+        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    if os.getppid() != parent:  # the parent died before the death signal was armed
+        sys.exit(EXIT_PARENT_GONE)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _raise_stop)
+    # The parent asks a silent child's group for its stacks with SIGUSR1: meant for the workload
+    # (faulthandler), never the end of the supervisor. A handler, not SIG_IGN, which exec would pass on.
+    signal.signal(signal.SIGUSR1, lambda _signum, _frame: None)
+    try:
+        child = subprocess.Popen(command)
+        status = _wait_for(child.pid)
+    except Stop as stop:
+        orphaned = os.getppid() != parent
+        end_tree(ORPHANED_GRACE_S if orphaned else GRACE_S)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), stop.signum)
+        sys.exit(128 + stop.signum)
+    except OSError as exc:
+        print(f"trainperf: cannot start {command[0]}: {exc.strerror}", file=sys.stderr)
+        sys.exit(127)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)  # the tree's end below must not be cut short
+    end_tree(grace_s=2.0)  # stragglers: dataloader and compile workers, a Ray daemon
+    _exit_like(status)
+
+
+def main(argv: list[str]) -> NoReturn:
+    if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
+        print("usage: python -m trainperf.run.supervisor PARENT_PID -- COMMAND...", file=sys.stderr)
+        sys.exit(2)
+    supervise(int(argv[0]), argv[2:])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,146 @@
+"""A real run of the tiny CPU catalogue in a folder of its own, for the fault matrix: start it, cut
+it, find what it left behind, resume it. Everything here is a real pytest process and real
+training children; only the fault is planted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainperf.measure.ownership import OWNER_ENV
+
+CATALOGUE = """
+import pytest
+from trainperf.case import Case
+from trainperf.run.catalogue import params
+
+KNOBS = {"family": "sft_hf", "model": "qwen3_tiny", "method": "lora", "profile": "short", "batch_size": 4}
+CASES = [Case(**KNOBS, gpu_classes=("cpu",)), Case(**{**KNOBS, "batch_size": 2}, gpu_classes=("cpu",))]
+
+@pytest.mark.parametrize("case", params(CASES))
+def test_case(case, trainperf):
+    trainperf(case)
+"""
+FIRST, SECOND = "sft_hf-qwen3_tiny-lora-short-b4", "sft_hf-qwen3_tiny-lora-short-b2"
+
+
+def tagged_by(owner_pid: int) -> list[int]:
+    """Live processes started by the session ``owner_pid`` (their TRAINPERF_OWNER tag names it)."""
+    found = []
+    prefix = f"{OWNER_ENV}={owner_pid}:".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(item.startswith(prefix) for item in environ.split(b"\0")):
+            found.append(int(entry.name))
+    return found
+
+
+def seconds_until_gone(owner_pid: int, limit_s: float = 15.0) -> float:
+    """How long until no process of ``owner_pid``'s session is left (``limit_s`` if some stay)."""
+    started = time.monotonic()
+    while tagged_by(owner_pid) and time.monotonic() - started < limit_s:
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def kill_all(pids: Sequence[int]) -> None:
+    """Never leave a training process on the test machine, whatever the test found."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@dataclass
+class Drill:
+    """One run folder's worth of a fault drill under ``root``."""
+
+    root: Path
+    env: dict[str, str] = field(default_factory=dict)
+    output: Path | None = None
+
+    def __post_init__(self) -> None:
+        (self.root / "test_catalogue.py").write_text(CATALOGUE)
+        self.output = self.output or self.root / "reports"
+
+    def command(self, *extra: str, select: str = "") -> list[str]:
+        selection = ["-k", select] if select else []
+        return [
+            sys.executable, "-m", "pytest", "-m", "cpu", "-q", "-p", "no:cacheprovider", "test_catalogue.py",
+            *selection, "--perf-output", str(self.output), "--perf-baselines", "baselines",
+            "--perf-progress-interval", "1", *extra,
+        ]  # fmt: skip
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+    def start(self, *extra: str, select: str = "") -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.command(*extra, select=select),
+            cwd=self.root,
+            env=self._env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def run(self, *extra: str, select: str = "", timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*extra, select=select),
+            cwd=self.root,
+            env=self._env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def run_dir(self) -> Path:
+        assert self.output is not None
+        folders = sorted(p for p in self.output.iterdir() if p.is_dir())
+        assert folders, f"no run folder under {self.output}"
+        return folders[-1]
+
+    def result(self, case_id: str) -> dict[str, object]:
+        loaded: dict[str, object] = json.loads((self.run_dir() / "results" / f"{case_id}.json").read_text())
+        return loaded
+
+
+def wait_for(process: subprocess.Popen[str], *needles: str, limit_s: float = 240) -> str:
+    """Read the run's output until a line holds every needle; what was read. Fails past the limit."""
+    assert process.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + limit_s
+    for line in process.stdout:
+        seen.append(line)
+        if all(needle in line for needle in needles):
+            return "".join(seen)
+        if time.monotonic() > deadline:
+            break
+    raise AssertionError(f"never saw {needles}: " + "".join(seen[-30:]))
+
+
+def wait_for_file(path: Path, limit_s: float = 240) -> None:
+    deadline = time.monotonic() + limit_s
+    while not path.is_file():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def one_line_error(output: str) -> bool:
+    """No traceback of the suite's own reached the user."""
+    return "Traceback (most recent call last)" not in output and "INTERNALERROR" not in output
