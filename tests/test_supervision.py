@@ -1,0 +1,108 @@
+"""No part of a case outlives the suite: the supervisor under every child, and the orphans a
+killed run left, found by their tag and ended (real processes; Linux /proc)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainperf.measure.ownership import OWNER_ENV, find_orphans, owner_alive, owner_tag, sweep_orphans, tag_of
+from trainperf.run.process import SilenceWatch, supervised
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+
+TREE = "sleep 311 & setsid sleep 312 & python3 -c 'import time; time.sleep(313)'"
+PARENT = f"""
+import os, subprocess, sys, time
+from trainperf.run.process import supervised
+subprocess.Popen(supervised(["sh", "-c", {TREE!r}]), start_new_session=True)
+print("started", flush=True)
+time.sleep(300)
+"""
+
+
+def _tree_pids() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().decode("utf-8", "replace")
+                state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+            except OSError:
+                continue
+            if state != "Z" and any(marker in command for marker in ("311", "312", "time.sleep(313)")):
+                found.append(int(entry.name))
+    return found
+
+
+def test_kill_9_of_the_parent_ends_the_whole_tree_within_seconds() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None and parent.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 10
+    while len(_tree_pids()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_tree_pids()) >= 3  # two sleeps (one in a session of its own) and a python
+    parent.kill()
+    parent.wait()
+    killed_at = time.monotonic()
+    while _tree_pids() and time.monotonic() - killed_at < 10:
+        time.sleep(0.05)
+    left = _tree_pids()
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [] and time.monotonic() - killed_at < 5.0
+
+
+@pytest.mark.parametrize(("script", "status"), [("exit 7", 7), ("kill -SEGV $$", -11), ("true", 0)])
+def test_the_supervisor_exits_as_the_command_did(script: str, status: int) -> None:
+    assert subprocess.run(supervised(["sh", "-c", script]), check=False).returncode == status
+
+
+def test_a_command_that_cannot_start_is_one_line() -> None:
+    done = subprocess.run(supervised(["/nonexistent/python"]), capture_output=True, text=True, check=False)
+    assert done.returncode == 127 and done.stderr.strip().startswith(
+        "trainperf: cannot start /nonexistent/python"
+    )
+
+
+def test_orphans_are_found_by_their_tag_only_and_ended() -> None:
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    dead_owner = f"{gone.stdout.strip()}:1"  # that process has exited: whatever it started is an orphan
+    orphan = subprocess.Popen(["sleep", "321"], env={**os.environ, OWNER_ENV: dead_owner})
+    adopted = subprocess.Popen(["sleep", "322"], env={**os.environ, OWNER_ENV: owner_tag(os.getppid())})
+    untagged = subprocess.Popen(["sleep", "323"])
+    try:
+        time.sleep(0.3)
+        assert tag_of(orphan.pid) == dead_owner and not owner_alive(dead_owner)
+        found = {o.pid for o in find_orphans()}
+        assert orphan.pid in found and adopted.pid not in found and untagged.pid not in found
+        ended = sweep_orphans()
+        assert orphan.pid in {o.pid for o in ended}
+        assert orphan.wait(timeout=5) == -signal.SIGKILL
+        assert adopted.poll() is None and untagged.poll() is None
+    finally:
+        for process in (orphan, adopted, untagged):
+            process.kill()
+
+
+def test_silence_is_counted_from_the_last_byte_and_longer_before_the_first_step(tmp_path: Path) -> None:
+    watch = SilenceWatch(tmp_path, limit_s=0.2)
+    (tmp_path / "stderr.log").write_text("loading")
+    assert not watch.expired()
+    time.sleep(0.3)
+    assert not watch.expired()  # before the first step: three times the limit
+    time.sleep(0.4)
+    assert watch.expired()
+    (tmp_path / "steps.jsonl").write_text('{"step": 1}\n')
+    assert not watch.expired()  # a byte more: alive again
+    time.sleep(0.3)
+    assert watch.expired()
+    assert not SilenceWatch(tmp_path, limit_s=0).expired()
