@@ -6,11 +6,12 @@
 #               'contaminated', never 'regressed';
 #   waited      a foreign process that leaves after 20 s: the run waits for it (--perf-gpu-wait) and
 #               is judged as usual.
-#   usage: bash benchmarks/faults_gpu.sh ['-k selection']   (default: Qwen3-8B LoRA short, batch 4)
+#   usage: bash benchmarks/faults_gpu.sh ['-k selection']   (default: Qwen3-8B LoRA short, batch 4 alone)
 # Runs through scripts/offline-run.sh (wheels from .whl/); prints one table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-selection=${1:-qwen3_8b and lora and short and b4 and not gpus2}
+case=sft_hf-qwen3_8b-lora-short-b4
+selection=${1:-$case and not gpus2}
 bundle=${TRAINPERF_OUT:-${OUT:-reports/out}}
 mkdir -p reports/faults "$bundle"
 gpu_apps() { nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -c . ; }
@@ -20,7 +21,9 @@ run_case() {  # LABEL [pytest args...]
   echo $?
 }
 neighbour() {  # SECONDS: a foreign training-like load on GPU 0 for that long
-  python3 - "$1" <<'PY' &
+  # Its output to a file: a background job holding this function's stdout would keep the caller's
+  # $(...) waiting until the load ends.
+  python3 - "$1" > "reports/faults/neighbour-load.log" 2>&1 <<'PY' &
 import sys, time, torch
 a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
 hold = torch.empty(4 * 2**30, dtype=torch.uint8, device="cuda")
@@ -38,7 +41,7 @@ PY
     perf_tests -k "$selection" --perf-steps 400 --perf-output reports/faults/kill9/runs > /dev/null 2>&1 ) &
 for _ in $(seq 1 600); do grep -q "step [0-9]*/400" reports/faults/kill9/pytest.log 2>/dev/null && break; sleep 0.5; done
 held=$(gpu_apps)
-pytest_pid=$(pgrep -f "pytest.*--perf-steps 400" | head -n 1)
+pytest_pid=$(pgrep -f "^python3 -m pytest.*--perf-steps 400" | head -n 1)  # not timeout(1) around it
 kill -9 "$pytest_pid"; killed=$(date +%s.%N)
 for _ in $(seq 1 300); do [ "$(gpu_apps)" = 0 ] && break; sleep 0.1; done
 free_s=$(python3 -c "import time; print(f'{time.time() - $killed:.2f}')")
@@ -61,7 +64,7 @@ python3 - "$held" "$free_s" "$left" "$resume_rc" "$neighbour_rc" "$waited_rc" <<
 import json, pathlib, sys
 held, free_s, left, resume_rc, neighbour_rc, waited_rc = sys.argv[1:]
 def verdict(label):
-    found = sorted(pathlib.Path("reports/faults", label).glob("runs/*/results/*.json"))
+    found = sorted(pathlib.Path("reports/faults", label).glob("runs/*/results/sft_hf-qwen3_8b-lora-short-b4.json"))
     if not found:
         return "-", "-", "no result"
     r = json.loads(found[-1].read_text())
