@@ -17,7 +17,12 @@ from trainperf.run.process import SilenceWatch, supervised
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
 
-TREE = "sleep 311 & setsid sleep 312 & python3 -c 'import time; time.sleep(313)'"
+# A sleep, one in a session of its own (as Ray's daemons start), and one that ignores SIGTERM (as
+# a process busy in a CUDA call or with a handler of its own may).
+TREE = (
+    "sleep 311 & setsid sleep 312 & "
+    "python3 -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(313)'"
+)
 PARENT = f"""
 import os, subprocess, sys, time
 from trainperf.run.process import supervised

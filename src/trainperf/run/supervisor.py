@@ -34,10 +34,18 @@ ORPHANED_GRACE_S = 3.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-class Stop(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
+POLL_S = 0.1
+
+
+class Stops:
+    """The stop signal that came, if any. The handler only notes it: an exception raised from a
+    handler can land anywhere (in a library's cleanup, at interpreter exit) and be lost there."""
+
+    signum: int | None = None
+
+    @classmethod
+    def note(cls, signum: int, _frame: object) -> None:
+        cls.signum = cls.signum or signum
 
 
 def _prctl(option: int, value: int) -> None:
@@ -113,16 +121,32 @@ def _exit_like(status: int) -> NoReturn:
     sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-def _wait_for(pid: int) -> int:
-    """Reap children until ``pid`` ends; its wait status. Orphans that end meanwhile are reaped too."""
-    while True:
-        reaped, status = os.waitpid(-1, 0)
+def _wait_for(pid: int, parent: int) -> int | None:
+    """Reap children until ``pid`` ends (its wait status), or until a stop signal comes or the parent
+    is gone (None). The parent is also watched directly: where the death signal is not delivered
+    (a sandboxed kernel), being re-parented says the same within ``POLL_S``."""
+    while Stops.signum is None and os.getppid() == parent:
+        try:
+            reaped, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return None
         if reaped == pid:
             return status
+        if reaped == 0:
+            time.sleep(POLL_S)
+    return None
 
 
-def _raise_stop(signum: int, _frame: object) -> None:
-    raise Stop(signum)
+def _stop(orphaned: bool, signum: int) -> NoReturn:
+    """End the tree and leave as the stop signal says (SIGKILL of the group where the parent is gone)."""
+    for each in STOP_SIGNALS:
+        signal.signal(each, signal.SIG_IGN)  # nothing may cut the tree's end short
+    end_tree(ORPHANED_GRACE_S if orphaned else GRACE_S)
+    if orphaned:
+        os.killpg(os.getpgid(0), signal.SIGKILL)  # the group, this process included: nobody waits for it
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    sys.exit(128 + signum)
 
 
 def supervise(parent: int, command: list[str]) -> NoReturn:
@@ -132,23 +156,18 @@ def supervise(parent: int, command: list[str]) -> NoReturn:
     if os.getppid() != parent:  # the parent died before the death signal was armed
         sys.exit(EXIT_PARENT_GONE)
     for signum in STOP_SIGNALS:
-        signal.signal(signum, _raise_stop)
+        signal.signal(signum, Stops.note)
     # The parent asks a silent child's group for its stacks with SIGUSR1: meant for the workload
     # (faulthandler), never the end of the supervisor. A handler, not SIG_IGN, which exec would pass on.
     signal.signal(signal.SIGUSR1, lambda _signum, _frame: None)
     try:
         child = subprocess.Popen(command)
-        status = _wait_for(child.pid)
-    except Stop as stop:
-        orphaned = os.getppid() != parent
-        end_tree(ORPHANED_GRACE_S if orphaned else GRACE_S)
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), stop.signum)
-        sys.exit(128 + stop.signum)
     except OSError as exc:
         print(f"trainperf: cannot start {command[0]}: {exc.strerror}", file=sys.stderr)
         sys.exit(127)
+    status = _wait_for(child.pid, parent)
+    if status is None:
+        _stop(os.getppid() != parent, Stops.signum or signal.SIGTERM)
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)  # the tree's end below must not be cut short
     end_tree(grace_s=2.0)  # stragglers: dataloader and compile workers, a Ray daemon
