@@ -34,13 +34,11 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "workloads/child.py:main",
     "workloads/verl/overrides.py:overrides",
     "measure/measurement.py:measure_run",
-    "judge/compare.py:compare_case",
     "traces/analysis.py:_gpu",
     "run/fidelity.py:analyse",
     "run/fidelity.py:render",
     "report/svg.py:line_chart",
     "families/rl_verl/preflight.py:check",
-    "judge/compare.py:compare_metric",
     "synth/quantized_checkpoint.py:write_checkpoint",
 }
 
