@@ -37,7 +37,6 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "traces/analysis.py:_gpu",
     "run/fidelity.py:analyse",
     "run/fidelity.py:render",
-    "report/svg.py:line_chart",
     "families/rl_verl/preflight.py:check",
     "synth/quantized_checkpoint.py:write_checkpoint",
 }
