@@ -35,8 +35,6 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "workloads/verl/overrides.py:overrides",
     "measure/measurement.py:measure_run",
     "traces/analysis.py:_gpu",
-    "families/rl_verl/preflight.py:check",
-    "synth/quantized_checkpoint.py:write_checkpoint",
 }
 
 
