@@ -33,8 +33,6 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "workloads/sft_unsloth.py:run",
     "workloads/child.py:main",
     "workloads/verl/overrides.py:overrides",
-    "measure/measurement.py:measure_run",
-    "traces/analysis.py:_gpu",
 }
 
 
