@@ -31,8 +31,6 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "workloads/rl_verl.py:run",
     "workloads/sft_hf.py:run",
     "workloads/sft_unsloth.py:run",
-    "workloads/child.py:main",
-    "workloads/verl/overrides.py:overrides",
 }
 
 
