@@ -39,13 +39,7 @@ VERSION_PACKAGES = ("unsloth", "unsloth_zoo", "xformers", "triton", "torchao")
 def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec.case)
     device = torch.device(spec.device)
-    if device.type != "cuda":
-        raise SkipCase(
-            "unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU "
-            "runners only"
-        )
-    if case.method != "qlora":
-        raise SkipCase(f"sft_unsloth runs unsloth QLoRA only (method {case.method} is sft_hf's)")
+    _require_cuda_qlora(case, device)
     torch.cuda.set_device(device)
     os.environ.update(OFFLINE_ENV)
     steps = spec.steps
@@ -59,25 +53,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     path, checkpoint = _checkpoint(case, device, seed)
     loaded = time.perf_counter()
     timeline["checkpoint_s"] = loaded - started - timeline["import_s"]
-    model, tokenizer = FastLanguageModel.from_pretrained(
-        model_name=path,
-        max_seq_length=case.max_seq_len,
-        dtype=torch.bfloat16,
-        load_in_4bit=True,
-        local_files_only=True,
-    )
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = FastLanguageModel.get_peft_model(
-        model,
-        r=case.lora_r,
-        lora_alpha=case.lora_alpha,
-        lora_dropout=0.0,
-        bias="none",
-        target_modules=LORA_TARGETS,
-        use_gradient_checkpointing=GRADIENT_CHECKPOINTING if case.gradient_checkpointing else False,
-        random_state=seed,
-    )
+    model, tokenizer = _load_with_adapters(FastLanguageModel, path, case, seed)
     timeline["load_s"] = time.perf_counter() - loaded
     dataset = _dataset(case, tokenizer, steps, model.config.vocab_size, seed)
 
@@ -99,6 +75,51 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         # Mostly Triton JIT compilation on unsloth: reported apart from the steady state.
         timeline["first_step_s"] = float(recorder.steps[0]["duration_s"])
 
+    return {
+        "effective_config": _effective(case, trainer, args, checkpoint),
+        "versions": library_versions(VERSION_PACKAGES),
+        "timeline": timeline,
+        "device_name": torch.cuda.get_device_name(device),
+    }
+
+
+def _require_cuda_qlora(case: Case, device: torch.device) -> None:
+    """Skip, saying why, a case unsloth cannot run: one off a CUDA GPU, or not QLoRA."""
+    if device.type != "cuda":
+        raise SkipCase(
+            "unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU "
+            "runners only"
+        )
+    if case.method != "qlora":
+        raise SkipCase(f"sft_unsloth runs unsloth QLoRA only (method {case.method} is sft_hf's)")
+
+
+def _load_with_adapters(FastLanguageModel: Any, path: str, case: Case, seed: int) -> tuple[Any, Any]:
+    """The 4-bit checkpoint loaded by unsloth, with its LoRA adapters and checkpointing, and its tokenizer."""
+    model, tokenizer = FastLanguageModel.from_pretrained(
+        model_name=path,
+        max_seq_length=case.max_seq_len,
+        dtype=torch.bfloat16,
+        load_in_4bit=True,
+        local_files_only=True,
+    )
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = FastLanguageModel.get_peft_model(
+        model,
+        r=case.lora_r,
+        lora_alpha=case.lora_alpha,
+        lora_dropout=0.0,
+        bias="none",
+        target_modules=LORA_TARGETS,
+        use_gradient_checkpointing=GRADIENT_CHECKPOINTING if case.gradient_checkpointing else False,
+        random_state=seed,
+    )
+    return model, tokenizer
+
+
+def _effective(case: Case, trainer: Any, args: Any, checkpoint: str) -> dict[str, Any]:
+    """The configuration the run trained with, and what unsloth decided by itself."""
     assert trainer.model is not None
     effective = effective_config(trainer.model, precision="bf16")
     effective.update(
@@ -109,12 +130,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         gradient_offload=gradient_offload(trainer.model, case),
         adapter_scope=adapter_scope(trainer.model),
     )
-    return {
-        "effective_config": effective,
-        "versions": library_versions(VERSION_PACKAGES),
-        "timeline": timeline,
-        "device_name": torch.cuda.get_device_name(device),
-    }
+    return effective
 
 
 def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
