@@ -20,7 +20,7 @@ from trainperf.case import Case
 from trainperf.workloads.effective import effective_config, library_versions
 from trainperf.workloads.protocol import ChildSpec, SkipCase
 from trainperf.workloads.recorder import StepRecorder
-from trainperf.workloads.sft_hf import LORA_TARGETS, _callback, _dataset, sft_args
+from trainperf.workloads.sft_hf import LORA_TARGETS, _callback, _dataset, sft_args, train_timed
 
 GRADIENT_CHECKPOINTING = "unsloth"
 """unsloth's own checkpointing: saved activations are offloaded to host memory."""
@@ -68,9 +68,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         processing_class=tokenizer,
         callbacks=[_callback(recorder)],
     )
-    timeline["setup_s"] = time.perf_counter() - started
-    trainer.train()
-    timeline["train_s"] = time.perf_counter() - started - timeline["setup_s"]
+    train_timed(trainer, timeline, started)
     if recorder.steps:
         # Mostly Triton JIT compilation on unsloth: reported apart from the steady state.
         timeline["first_step_s"] = float(recorder.steps[0]["duration_s"])
