@@ -11,7 +11,8 @@ import pytest
 from trainperf.errors import TrainperfError
 from trainperf.measure import fidelity
 from trainperf.measure.measurement import measure_run
-from trainperf.run.fidelity import STATE_FILE, Plan, _unsteady_phrase, analyse, render
+from trainperf.run.fidelity import STATE_FILE, Plan, analyse, render
+from trainperf.run.fidelity_render import _unsteady_phrase
 from trainperf.workloads.protocol import BARE_WINDOW_START
 
 TOKENS = [3534, 2418, 4447, 2183, 1226, 4246, 4690, 2933, 4595, 3038, 3490, 2395, 1620, 1995, 4424, 4749]

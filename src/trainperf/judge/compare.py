@@ -13,13 +13,13 @@ A run that shared its GPU or was throttled from outside is contaminated (``judge
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
 from trainperf.case import Outcome
 from trainperf.judge import stats
+from trainperf.judge.comparability import GATED_CONFIG_KEYS, config_changes, timing_comparable
 from trainperf.judge.fingerprint import environment_changes
 from trainperf.judge.metrics import Direction, Metric, resolve_metric
 from trainperf.result import CaseResult, MetricValue
@@ -31,26 +31,6 @@ MIN_PAIRS = 8
 MIN_RUNS_FOR_STABILITY = 3
 STABLE_STEP_RANGE = 0.05
 MIN_STABLE_PAIRS = 5
-
-# Effective-configuration keys whose change means "not the same work any more".
-GATED_CONFIG_KEYS = (
-    "model_class",
-    "total_params",
-    "trainable_params",
-    "trainable_dtypes",
-    "quantized_modules",
-    "lora_layers",
-    "adapter_targets",
-    "attn_implementation",
-    "gradient_checkpointing",
-    "loaded_in_4bit",
-    "precision",
-    # What unsloth decides on its own (sft_unsloth): attention kernel, activation offload, and
-    # which kind of modules got adapters (gpt-oss: attention only, or the experts too).
-    "attention_backend",
-    "gradient_offload",
-    "adapter_scope",
-)
 
 
 class Verdict(str, Enum):
@@ -152,7 +132,6 @@ def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue |
     verdict = MetricVerdict(
         metric.name, Verdict.PASS, cur, base, cur / base if base else None, gated=metric.gated
     )
-    lower_better = metric.direction is Direction.LOWER
     if abs(cur - base) <= metric.abs_tolerance:
         return verdict
     current_groups, baseline_groups = _groups(current), _groups(baseline)
@@ -161,28 +140,52 @@ def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue |
     )
     if keys:
         assert current_groups is not None and baseline_groups is not None
-        ratios = stats.paired_ratios(
-            {k: stats.median(current_groups[k]) for k in keys},
-            {k: stats.median(baseline_groups[k]) for k in keys},
-        )
-        ratio = stats.median(ratios)
-        verdict.ratio, verdict.interval = ratio, stats.bootstrap_median_interval(ratios)
-        verdict.note = f"paired over {len(ratios)} steps" + (
-            " that repeat within the baseline's runs" if stable else ""
-        )
-        relative_worse = (ratio - 1) if lower_better else (1 - ratio)
-        if abs(relative_worse) <= metric.tolerance:
-            return verdict
-        p_up = stats.bootstrap_median_p_greater(ratios)
-        p_down = stats.bootstrap_median_p_greater([1 / r for r in ratios if r > 0])
-        _judge(
-            verdict,
-            metric,
-            relative_worse,
-            p_up if lower_better else p_down,
-            p_down if lower_better else p_up,
-        )
-        return verdict
+        _judge_paired_steps(verdict, metric, current_groups, baseline_groups, keys, stable)
+    else:
+        _judge_samples(verdict, metric, current, baseline)
+    return verdict
+
+
+def _judge_paired_steps(
+    verdict: MetricVerdict,
+    metric: Metric,
+    current_groups: dict[str, list[float]],
+    baseline_groups: dict[str, list[float]],
+    keys: list[str],
+    stable: bool,
+) -> None:
+    """The change is the median of the paired steps' ratios; its support a bootstrap test of it."""
+    lower_better = metric.direction is Direction.LOWER
+    ratios = stats.paired_ratios(
+        {k: stats.median(current_groups[k]) for k in keys},
+        {k: stats.median(baseline_groups[k]) for k in keys},
+    )
+    ratio = stats.median(ratios)
+    verdict.ratio, verdict.interval = ratio, stats.bootstrap_median_interval(ratios)
+    verdict.note = f"paired over {len(ratios)} steps" + (
+        " that repeat within the baseline's runs" if stable else ""
+    )
+    relative_worse = (ratio - 1) if lower_better else (1 - ratio)
+    if abs(relative_worse) <= metric.tolerance:
+        return
+    p_up = stats.bootstrap_median_p_greater(ratios)
+    p_down = stats.bootstrap_median_p_greater([1 / r for r in ratios if r > 0])
+    _judge(
+        verdict,
+        metric,
+        relative_worse,
+        p_up if lower_better else p_down,
+        p_down if lower_better else p_up,
+    )
+
+
+def _judge_samples(
+    verdict: MetricVerdict, metric: Metric, current: MetricValue, baseline: MetricValue
+) -> None:
+    """Unpaired: the change is the values' ratio; its support a Mann-Whitney test on the samples
+    where both sides have enough of them, none (the change alone decides) where they don't."""
+    lower_better = metric.direction is Direction.LOWER
+    base, cur = baseline.value, current.value
     relative_worse = ((cur - base) if lower_better else (base - cur)) / abs(base) if base else 0.0
     have_samples = (
         current.samples is not None
@@ -193,45 +196,29 @@ def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue |
         assert current.samples is not None and baseline.samples is not None
         verdict.interval = stats.bootstrap_ratio_interval(current.samples, baseline.samples)
     if abs(relative_worse) <= metric.tolerance:
-        return verdict
+        return
     if not have_samples:
         verdict.verdict = Verdict.REGRESSED if relative_worse > 0 else Verdict.IMPROVED
-        return verdict
+        return
     assert current.samples is not None and baseline.samples is not None
     cur_larger = stats.mann_whitney_greater(current.samples, baseline.samples)
     cur_smaller = stats.mann_whitney_greater(baseline.samples, current.samples)
     p_worse, p_better = (cur_larger, cur_smaller) if lower_better else (cur_smaller, cur_larger)
     _judge(verdict, metric, relative_worse, p_worse, p_better)
-    return verdict
 
 
-def timing_comparable(baseline: CaseResult, result: CaseResult, same_keys: Sequence[str]) -> tuple[bool, str]:
-    """Whether a result's timing can be judged against a baseline's, and if not why: an emulated
-    result never can; otherwise the fingerprint keys its class names (``timing_comparable_only_on_same``,
-    e.g. the CPU's identity) must match. The reason names each differing key with both values."""
-    for label, side in (("baseline", baseline), ("result", result)):
-        if side.emulated:
-            return False, f"the {label} is emulated ({side.emulated})"
-    differing = [
-        f"{key} {_shown(baseline.fingerprint.get(key))} -> {_shown(result.fingerprint.get(key))}"
-        for key in same_keys
-        if baseline.fingerprint.get(key) != result.fingerprint.get(key)
-    ]
-    if differing:
-        return False, "the baseline was measured on another host (" + "; ".join(differing) + ")"
-    return True, ""
+@dataclass(frozen=True, slots=True)
+class _Judging:
+    """One case's judging context: both sides, their outcomes and the session's rules."""
 
-
-def _shown(value: Any) -> str:
-    return "unrecorded" if value is None else repr(value)
-
-
-def config_changes(baseline: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    return [
-        (key, baseline.get(key), current.get(key))
-        for key in GATED_CONFIG_KEYS
-        if (key in baseline or key in current) and baseline.get(key) != current.get(key)
-    ]
+    result: CaseResult
+    baseline: CaseResult | None
+    base_outcome: Outcome | None
+    expectation: str
+    environment: list[tuple[str, Any, Any]]
+    strict: bool
+    timing_comparable: bool
+    timing_note: str
 
 
 def compare_case(
@@ -246,64 +233,102 @@ def compare_case(
 ) -> CaseVerdict:
     """Judge a case. ``expectation`` is the catalogue's expected outcome on this class; where the
     timing is not comparable, ``timing_note`` says why (it is shown, never gated)."""
-    outcome = Outcome(result.outcome)
-    env = environment_changes(baseline.fingerprint, result.fingerprint) if baseline else []
-    base_outcome = Outcome(baseline.outcome) if baseline else None
-
-    if outcome is Outcome.SKIPPED:
-        return CaseVerdict(Verdict.NOT_COMPARED, False, result.message or "skipped", environment_changes=env)
-    if outcome in (Outcome.CRASH, Outcome.TIMEOUT, Outcome.CONFIG_ERROR):
-        expected_error = outcome is Outcome.CONFIG_ERROR and (
-            base_outcome is Outcome.CONFIG_ERROR or expectation == "config_error"
-        )
-        return CaseVerdict(
-            Verdict.PASS if expected_error else Verdict.OUTCOME_CHANGED,
-            not expected_error,
-            f"{outcome.value}: {result.message}",
-            environment_changes=env,
-        )
-    if outcome is Outcome.OOM:
-        if expectation == "oom" or base_outcome is Outcome.OOM:
-            return CaseVerdict(
-                Verdict.EXPECTED_OOM, False, "out of memory, as expected", environment_changes=env
-            )
-        was = base_outcome.value if base_outcome else f"expected {expectation}"
-        return CaseVerdict(
-            Verdict.OUTCOME_CHANGED,
-            True,
-            f"out of memory ({was} before): {result.message}",
-            environment_changes=env,
-        )
+    case = _Judging(
+        result,
+        baseline,
+        Outcome(baseline.outcome) if baseline else None,
+        expectation,
+        environment_changes(baseline.fingerprint, result.fingerprint) if baseline else [],
+        strict,
+        timing_comparable,
+        timing_note,
+    )
+    not_run = _judge_failure_to_run(case)
+    if not_run is not None:
+        return not_run
     # The case ran.
-    if expectation in ("oom", "config_error") and base_outcome in (None, Outcome(expectation)):
+    if expectation in ("oom", "config_error") and case.base_outcome in (None, Outcome(expectation)):
         what = "an OOM" if expectation == "oom" else "a configuration error (pre-flight)"
         return CaseVerdict(
             Verdict.OUTCOME_CHANGED,
             False,
             f"fits now where {what} was expected: update the catalogue or baseline",
+            environment_changes=case.environment,
+        )
+    if baseline is None or case.base_outcome is not Outcome.OK:
+        return _judge_without_baseline(case, metrics)
+    changes = config_changes(baseline.effective_config, result.effective_config)
+    verdicts = _metric_verdicts(case, baseline, metrics)
+    return _judge_ran(case, verdicts, changes)
+
+
+def _judge_failure_to_run(case: _Judging) -> CaseVerdict | None:
+    """The verdict of a case that was skipped or did not finish (crash, timeout, configuration
+    error, OOM), None when it ran."""
+    outcome, base_outcome, env = Outcome(case.result.outcome), case.base_outcome, case.environment
+    if outcome is Outcome.SKIPPED:
+        return CaseVerdict(
+            Verdict.NOT_COMPARED, False, case.result.message or "skipped", environment_changes=env
+        )
+    if outcome in (Outcome.CRASH, Outcome.TIMEOUT, Outcome.CONFIG_ERROR):
+        expected_error = outcome is Outcome.CONFIG_ERROR and (
+            base_outcome is Outcome.CONFIG_ERROR or case.expectation == "config_error"
+        )
+        return CaseVerdict(
+            Verdict.PASS if expected_error else Verdict.OUTCOME_CHANGED,
+            not expected_error,
+            f"{outcome.value}: {case.result.message}",
             environment_changes=env,
         )
-    if baseline is None or base_outcome is not Outcome.OK:
-        reason = (
-            "no baseline"
-            if baseline is None
-            else f"baseline outcome was {base_outcome.value if base_outcome else '?'}"
+    if outcome is Outcome.OOM:
+        if case.expectation == "oom" or base_outcome is Outcome.OOM:
+            return CaseVerdict(
+                Verdict.EXPECTED_OOM, False, "out of memory, as expected", environment_changes=env
+            )
+        was = base_outcome.value if base_outcome else f"expected {case.expectation}"
+        return CaseVerdict(
+            Verdict.OUTCOME_CHANGED,
+            True,
+            f"out of memory ({was} before): {case.result.message}",
+            environment_changes=env,
         )
-        known = {n: resolve_metric(metrics, n) for n in result.metrics}
-        verdicts = [compare_metric(m, result.metrics[n], None) for n, m in known.items() if m is not None]
-        return CaseVerdict(Verdict.NEW, strict, reason, verdicts, environment_changes=env)
+    return None
 
-    changes = config_changes(baseline.effective_config, result.effective_config)
+
+def _judge_without_baseline(case: _Judging, metrics: dict[str, Metric]) -> CaseVerdict:
+    """A case that ran with no baseline that ran: new, its metrics listed (failing only when strict)."""
+    reason = (
+        "no baseline"
+        if case.baseline is None
+        else f"baseline outcome was {case.base_outcome.value if case.base_outcome else '?'}"
+    )
+    known = {n: resolve_metric(metrics, n) for n in case.result.metrics}
+    verdicts = [compare_metric(m, case.result.metrics[n], None) for n, m in known.items() if m is not None]
+    return CaseVerdict(Verdict.NEW, case.strict, reason, verdicts, environment_changes=case.environment)
+
+
+def _metric_verdicts(case: _Judging, baseline: CaseResult, metrics: dict[str, Metric]) -> list[MetricVerdict]:
+    """Each known metric against the baseline's; timing ones are shown, not gated, where the
+    timing is not comparable."""
     verdicts = []
-    for name, value in result.metrics.items():
+    for name, value in case.result.metrics.items():
         metric = resolve_metric(metrics, name)
         if metric is None:
             continue
         verdict = compare_metric(metric, value, baseline.metrics.get(name))
-        if metric.timing and not timing_comparable:
+        if metric.timing and not case.timing_comparable:
             verdict.gated = False
-            verdict.note = f"not gated: {timing_note or 'timing not comparable with the baseline'}"
+            verdict.note = f"not gated: {case.timing_note or 'timing not comparable with the baseline'}"
         verdicts.append(verdict)
+    return verdicts
+
+
+def _judge_ran(
+    case: _Judging, verdicts: list[MetricVerdict], changes: list[tuple[str, Any, Any]]
+) -> CaseVerdict:
+    """A case that ran against a baseline that ran, most severe first: configuration changed,
+    a gated metric regressed, noisy, the environment changed (strict), improved, pass."""
+    env, strict = case.environment, case.strict
     gated = [v for v in verdicts if v.gated]
     if changes:
         listed = ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changes)
@@ -317,15 +342,15 @@ def compare_case(
         )
     regressed = [v for v in gated if v.verdict is Verdict.REGRESSED]
     if regressed:
-        listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in regressed)
-        return CaseVerdict(Verdict.REGRESSED, True, f"regressed: {listed}", verdicts, changes, env)
+        return CaseVerdict(
+            Verdict.REGRESSED, True, f"regressed: {_listed(regressed)}", verdicts, changes, env
+        )
     noisy = [v for v in gated if v.verdict is Verdict.NOISY]
     if noisy:
-        listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in noisy)
         return CaseVerdict(
             Verdict.NOISY,
             strict,
-            f"noisy: {listed} (beyond tolerance, not significant)",
+            f"noisy: {_listed(noisy)} (beyond tolerance, not significant)",
             verdicts,
             changes,
             env,
@@ -337,15 +362,33 @@ def compare_case(
         )
     improved = [v for v in gated if v.verdict is Verdict.IMPROVED]
     if improved:
-        listed = ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in improved)
-        return CaseVerdict(Verdict.IMPROVED, False, f"improved: {listed}", verdicts, changes, env)
-    if not timing_comparable and any(not v.gated and v.verdict is not Verdict.PASS for v in verdicts):
-        why = timing_note or "timing not comparable with the baseline"
+        return CaseVerdict(Verdict.IMPROVED, False, f"improved: {_listed(improved)}", verdicts, changes, env)
+    if not case.timing_comparable and any(not v.gated and v.verdict is not Verdict.PASS for v in verdicts):
+        why = case.timing_note or "timing not comparable with the baseline"
         return CaseVerdict(
             Verdict.PASS, False, f"within tolerance; timing shown, not gated: {why}", verdicts, changes, env
         )
     return CaseVerdict(Verdict.PASS, False, "within tolerance", verdicts, changes, env)
 
 
+def _listed(verdicts: list[MetricVerdict]) -> str:
+    return ", ".join(f"{v.metric} {_percent(v.ratio)}" for v in verdicts)
+
+
 def _percent(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
+
+
+# The comparability checks are re-exported: callers judge a case and its comparability from one module.
+__all__ = [
+    "ALPHA",
+    "GATED_CONFIG_KEYS",
+    "CaseVerdict",
+    "MetricVerdict",
+    "Verdict",
+    "compare_case",
+    "compare_metric",
+    "config_changes",
+    "paired_keys",
+    "timing_comparable",
+]

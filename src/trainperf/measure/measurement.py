@@ -107,79 +107,109 @@ def measure_run(
     # Steps under the profiler (--perf-trace) run slower by its overhead: never timed.
     recorded = child.get("steps") or []
     steps = [s for s in recorded if not s.get("profiled")]
-    durations = [float(s["duration_s"]) for s in steps]
-    tokens = [float(s["tokens"]) for s in steps]
-    metrics: dict[str, float] = {}
-    info: dict[str, Any] = {"steps": len(steps)}
+    run = RunMeasurement({}, [], [], {"steps": len(steps)})
     if len(steps) != len(recorded):
-        info["profiled_steps"] = len(recorded) - len(steps)
-    step_samples: list[float] = []
-    throughput_samples: list[float] = []
-    extra_samples: dict[str, list[float]] = {}
+        run.info["profiled_steps"] = len(recorded) - len(steps)
     if len(steps) >= 2:
-        first = stats.steady_start(durations, tokens if all(tokens) else None)
-        steady = steps[first:]
-        steady_time = sum(durations[first:])
-        steady_tokens = sum(tokens[first:])
-        step_samples = durations[first:]
-        throughput_samples = [t / d for t, d in zip(tokens[first:], durations[first:]) if d > 0]
-        summary = stats.summarize(step_samples)
-        metrics["step_time_s"] = summary.median
-        metrics["step_time_p25_s"] = stats.quantile(step_samples, 0.25)
-        metrics["tokens_per_s"] = steady_tokens / steady_time if steady_time else 0.0
-        metrics["samples_per_hour"] = (
-            len(steady) * samples_per_step * 3600.0 / steady_time if steady_time else 0.0
-        )
-        metrics["warmup_s"] = sum(durations[:first])
-        phase_values, extra_samples = phase_metrics(steady)
-        metrics.update(phase_values)
-        info.update(
-            warmup_steps=first,
-            steady_steps=len(steady),
-            stalls=summary.outliers,
-            step_time_min_s=summary.minimum,
-            step_time_p90_s=summary.p90,
-            step_time_robust_cv=summary.robust_cv,
-            first_step_s=durations[0],
-        )
+        first = _measure_steady_steps(run, steps, samples_per_step)
         window = (steps[first - 1]["t_end"], steps[-1]["t_end"])
-        energy, method = window_energy_j(samples, *window)
-        if energy is not None and steady_tokens:
-            metrics["energy_per_token_j"] = energy / steady_tokens
-            info["energy_method"] = method
-            info["energy_steady_j"] = energy
-            energy_samples = per_step_energy_per_token(samples, steps[first - 1 :])
-            if energy_samples:
-                info["energy_samples"] = energy_samples
-        in_window = [s for s in samples if window[0] <= s.t <= window[1]]
-        powers = [s.power_w for s in in_window if s.power_w is not None]
-        if powers:
-            metrics["power_mean_w"] = sum(powers) / len(powers)
-        clocks = [s.sm_clock_mhz for s in in_window if s.sm_clock_mhz is not None]
-        if clocks:
-            info["sm_clock_min_mhz"], info["sm_clock_median_mhz"] = min(clocks), stats.median(clocks)
-        reasons = 0
-        for s in in_window:
-            reasons |= s.throttle_reasons or 0
-        info["clock_event_reasons"] = reasons
+        _measure_steady_energy(run, samples, steps[first - 1 :], window)
+        _measure_steady_power(run, samples, window)
     all_powers = [s.power_w for s in samples if s.power_w is not None]
     if all_powers:
-        metrics["power_peak_w"] = max(all_powers)
-    memory = child.get("memory") or {}
+        run.metrics["power_peak_w"] = max(all_powers)
+    _measure_memory(run, child.get("memory") or {}, samples, idle_mem_b)
+    return run
+
+
+def _measure_steady_steps(run: RunMeasurement, steps: Sequence[dict[str, Any]], samples_per_step: int) -> int:
+    """Step time, throughput and phases over the steady steps (after the detected warm-up), with
+    their per-step samples and keys; returns the index of the first steady step."""
+    durations = [float(s["duration_s"]) for s in steps]
+    tokens = [float(s["tokens"]) for s in steps]
+    metrics = run.metrics
+    first = stats.steady_start(durations, tokens if all(tokens) else None)
+    steady = steps[first:]
+    steady_time = sum(durations[first:])
+    steady_tokens = sum(tokens[first:])
+    run.step_samples = durations[first:]
+    run.throughput_samples = [t / d for t, d in zip(tokens[first:], durations[first:]) if d > 0]
+    summary = stats.summarize(run.step_samples)
+    metrics["step_time_s"] = summary.median
+    metrics["step_time_p25_s"] = stats.quantile(run.step_samples, 0.25)
+    metrics["tokens_per_s"] = steady_tokens / steady_time if steady_time else 0.0
+    metrics["samples_per_hour"] = (
+        len(steady) * samples_per_step * 3600.0 / steady_time if steady_time else 0.0
+    )
+    metrics["warmup_s"] = sum(durations[:first])
+    phase_values, run.extra_samples = phase_metrics(steady)
+    metrics.update(phase_values)
+    run.info.update(
+        warmup_steps=first,
+        steady_steps=len(steady),
+        stalls=summary.outliers,
+        step_time_min_s=summary.minimum,
+        step_time_p90_s=summary.p90,
+        step_time_robust_cv=summary.robust_cv,
+        first_step_s=durations[0],
+    )
+    run.step_keys = [f"{int(s['step'])}:{int(s['tokens'])}" for s in steady]
+    return first
+
+
+def _measure_steady_energy(
+    run: RunMeasurement,
+    samples: Sequence[Sample],
+    edges: Sequence[dict[str, Any]],
+    window: tuple[float, float],
+) -> None:
+    """Energy per token over the steady window, and per steady step where the board counts energy;
+    ``edges`` are the steady steps after the step that closes the warm-up."""
+    steady_tokens = sum(float(s["tokens"]) for s in edges[1:])
+    energy, method = window_energy_j(samples, *window)
+    if energy is not None and steady_tokens:
+        run.metrics["energy_per_token_j"] = energy / steady_tokens
+        run.info["energy_method"] = method
+        run.info["energy_steady_j"] = energy
+        energy_samples = per_step_energy_per_token(samples, edges)
+        if energy_samples:
+            run.info["energy_samples"] = energy_samples
+
+
+def _measure_steady_power(
+    run: RunMeasurement, samples: Sequence[Sample], window: tuple[float, float]
+) -> None:
+    """Mean power, the SM clock and the clock-event reasons seen over the steady window."""
+    in_window = [s for s in samples if window[0] <= s.t <= window[1]]
+    powers = [s.power_w for s in in_window if s.power_w is not None]
+    if powers:
+        run.metrics["power_mean_w"] = sum(powers) / len(powers)
+    clocks = [s.sm_clock_mhz for s in in_window if s.sm_clock_mhz is not None]
+    if clocks:
+        run.info["sm_clock_min_mhz"], run.info["sm_clock_median_mhz"] = min(clocks), stats.median(clocks)
+    reasons = 0
+    for s in in_window:
+        reasons |= s.throttle_reasons or 0
+    run.info["clock_event_reasons"] = reasons
+
+
+def _measure_memory(
+    run: RunMeasurement, memory: dict[str, Any], samples: Sequence[Sample], idle_mem_b: int | None
+) -> None:
+    """The framework's and the host's memory peaks, and the device's over its idle use, with how
+    often it was sampled."""
     if "peak_allocated_b" in memory:
-        metrics["peak_allocated_gib"] = memory["peak_allocated_b"] / GIB
-        metrics["peak_reserved_gib"] = memory["peak_reserved_b"] / GIB
+        run.metrics["peak_allocated_gib"] = memory["peak_allocated_b"] / GIB
+        run.metrics["peak_reserved_gib"] = memory["peak_reserved_b"] / GIB
     if memory.get("host_peak_rss_b"):
-        metrics["host_peak_rss_gib"] = memory["host_peak_rss_b"] / GIB
+        run.metrics["host_peak_rss_gib"] = memory["host_peak_rss_b"] / GIB
     if samples:
         peak_used = max(s.mem_used_b for s in samples)
-        metrics["device_mem_peak_gib"] = (peak_used - (idle_mem_b or 0)) / GIB
+        run.metrics["device_mem_peak_gib"] = (peak_used - (idle_mem_b or 0)) / GIB
         intervals = [b.t - a.t for a, b in pairwise(samples)]
         if intervals:
-            info["sample_interval_median_s"] = stats.median(intervals)
-        info["samples"] = len(samples)
-    keys = [f"{int(s['step'])}:{int(s['tokens'])}" for s in steps[first:]] if len(steps) >= 2 else []
-    return RunMeasurement(metrics, step_samples, throughput_samples, info, keys, extra_samples)
+            run.info["sample_interval_median_s"] = stats.median(intervals)
+        run.info["samples"] = len(samples)
 
 
 def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:

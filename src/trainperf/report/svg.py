@@ -77,6 +77,31 @@ def _frame(title: str, height: int = HEIGHT) -> list[str]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class _Plot:
+    """A line chart's data ranges and the plot area they map onto."""
+
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    width: int = WIDTH - LEFT - RIGHT
+    height: int = HEIGHT - TOP - BOTTOM
+
+    @classmethod
+    def spanning(cls, points: Sequence[tuple[float, float]]) -> _Plot:
+        """From zero (or the lowest value) to 5% above the highest; a flat range is widened by one."""
+        x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
+        y0, y1 = min(0.0, min(p[1] for p in points)), max(p[1] for p in points)
+        return cls(x0, x1 if x1 > x0 else x0 + 1, y0, y1 * 1.05 if y1 > y0 else y0 + 1)
+
+    def sx(self, x: float) -> float:
+        return LEFT + (x - self.x0) / (self.x1 - self.x0) * self.width
+
+    def sy(self, y: float) -> float:
+        return TOP + self.height - (y - self.y0) / (self.y1 - self.y0) * self.height
+
+
 def line_chart(
     title: str, x_label: str, y_label: str, lines: Sequence[Line], marks: Sequence[Mark] = ()
 ) -> str:
@@ -85,20 +110,22 @@ def line_chart(
     ]
     if not points:
         return ""
-    x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
-    y0, y1 = min(0.0, min(p[1] for p in points)), max(p[1] for p in points)
-    x1, y1 = (x1 if x1 > x0 else x0 + 1), (y1 * 1.05 if y1 > y0 else y0 + 1)
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def sx(x: float) -> float:
-        return LEFT + (x - x0) / (x1 - x0) * plot_w
-
-    def sy(y: float) -> float:
-        return TOP + plot_h - (y - y0) / (y1 - y0) * plot_h
-
+    plot = _Plot.spanning(points)
     out = _frame(title)
-    out.append(f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>')
-    for tick in _ticks(y0, y1):
+    out += _axes(plot, x_label, y_label)
+    for i, line in enumerate(lines):
+        out += _series(plot, line, i)
+    for mark in marks:
+        out += _mark(plot, mark)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _axes(plot: _Plot, x_label: str, y_label: str) -> list[str]:
+    """The plot's border, its horizontal grid lines, the ticks' values and both axes' labels."""
+    sx, sy, plot_w, plot_h = plot.sx, plot.sy, plot.width, plot.height
+    out = [f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
+    for tick in _ticks(plot.y0, plot.y1):
         out.append(
             f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{sy(tick):.1f}" y2="{sy(tick):.1f}" stroke="#eee"/>'
         )
@@ -106,7 +133,7 @@ def line_chart(
             f'<text x="{LEFT - 4}" y="{sy(tick) + 4:.1f}" text-anchor="end" '
             f'font-size="10">{_fmt(tick)}</text>'
         )
-    for tick in _ticks(x0, x1):
+    for tick in _ticks(plot.x0, plot.x1):
         out.append(
             f'<text x="{sx(tick):.1f}" y="{TOP + plot_h + 14}" text-anchor="middle" '
             f'font-size="10">{_fmt(tick)}</text>'
@@ -119,45 +146,44 @@ def line_chart(
         f'<text x="12" y="{TOP + plot_h / 2}" text-anchor="middle" font-size="11" '
         f'transform="rotate(-90 12 {TOP + plot_h / 2})">{escape(y_label)}</text>'
     )
-    for i, line in enumerate(lines):
-        color = PALETTE[i % len(PALETTE)]
-        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(line.points))
-        dash = ' stroke-dasharray="5 3"' if line.dashed else ""
-        out.append(
-            f'<polyline class="series" fill="none" stroke="{color}" stroke-width="1.6"{dash} '
-            f'points="{path}"/>'
+    return out
+
+
+def _series(plot: _Plot, line: Line, index: int) -> list[str]:
+    """One line in the palette's ``index``-th colour, with dots where it has few points, and its label."""
+    sx, sy = plot.sx, plot.sy
+    color = PALETTE[index % len(PALETTE)]
+    path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(line.points))
+    dash = ' stroke-dasharray="5 3"' if line.dashed else ""
+    out = [
+        f'<polyline class="series" fill="none" stroke="{color}" stroke-width="1.6"{dash} points="{path}"/>'
+    ]
+    if len(line.points) <= 20:
+        out += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in line.points]
+    out.append(
+        f'<text x="{LEFT + 6}" y="{TOP + 14 + 13 * index}" font-size="10" '
+        f'fill="{color}">{escape(line.label)}</text>'
+    )
+    return out
+
+
+def _mark(plot: _Plot, mark: Mark) -> list[str]:
+    """A mark without a value is a dashed vertical line at its x; one with a value, a cross at its point."""
+    label = escape(mark.label)
+    if mark.y is None:
+        x = plot.sx(mark.x)
+        line = (
+            f'<line class="mark" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" '
+            f'y2="{TOP + plot.height}" stroke="#d62728" stroke-dasharray="4 3"/>'
         )
-        if len(line.points) <= 20:
-            out += [
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in line.points
-            ]
-        out.append(
-            f'<text x="{LEFT + 6}" y="{TOP + 14 + 13 * i}" font-size="10" '
-            f'fill="{color}">{escape(line.label)}</text>'
-        )
-    for mark in marks:
-        if mark.y is None:
-            out.append(
-                f'<line class="mark" x1="{sx(mark.x):.1f}" x2="{sx(mark.x):.1f}" y1="{TOP}" '
-                f'y2="{TOP + plot_h}" stroke="#d62728" stroke-dasharray="4 3"/>'
-            )
-            out.append(
-                f'<text x="{sx(mark.x) + 3:.1f}" y="{TOP + 12}" font-size="10" '
-                f'fill="#d62728">{escape(mark.label)}</text>'
-            )
-        else:
-            cx, cy = sx(mark.x), sy(mark.y)
-            out.append(
-                '<path class="mark" '
-                f'd="M{cx - 4:.1f},{cy - 4:.1f}L{cx + 4:.1f},{cy + 4:.1f}'
-                f'M{cx - 4:.1f},{cy + 4:.1f}L{cx + 4:.1f},{cy - 4:.1f}" stroke="#d62728" stroke-width="2"/>'
-            )
-            out.append(
-                f'<text x="{cx + 6:.1f}" y="{cy - 6:.1f}" font-size="10" '
-                f'fill="#d62728">{escape(mark.label)}</text>'
-            )
-    out.append("</svg>")
-    return "\n".join(out)
+        return [line, f'<text x="{x + 3:.1f}" y="{TOP + 12}" font-size="10" fill="#d62728">{label}</text>']
+    cx, cy = plot.sx(mark.x), plot.sy(mark.y)
+    cross = (
+        '<path class="mark" '
+        f'd="M{cx - 4:.1f},{cy - 4:.1f}L{cx + 4:.1f},{cy + 4:.1f}'
+        f'M{cx - 4:.1f},{cy + 4:.1f}L{cx + 4:.1f},{cy - 4:.1f}" stroke="#d62728" stroke-width="2"/>'
+    )
+    return [cross, f'<text x="{cx + 6:.1f}" y="{cy - 6:.1f}" font-size="10" fill="#d62728">{label}</text>']
 
 
 def stacked_bars(title: str, unit: str, bars: Sequence[Bar], normalise: bool = False) -> str:

@@ -9,8 +9,8 @@ continued with ``--resume`` and analysed from whatever finished.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,11 @@ from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.jsonio import write_json_atomic
-from trainperf.judge import stats
 from trainperf.judge.metrics import tolerances_from_pyproject
 from trainperf.measure import fidelity
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
+from trainperf.run.fidelity_render import render
 from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, read_child_result
 
 STATE_FILE = "fidelity.json"
@@ -161,34 +161,46 @@ def _read_child(run_dir: Path, relative: str) -> tuple[dict[str, Any], list[Any]
     return read_child_result(folder), samples
 
 
+@dataclass(slots=True)
+class _MeasuredChildren:
+    """The finished children of a fidelity run, measured."""
+
+    groups: dict[str, list[RunMeasurement]] = field(default_factory=dict)
+    harness: list[fidelity.HarnessRun] = field(default_factory=list)
+    # Tokens/s over the bare window, per round in launch order: (A/A harness runs, bare runs).
+    by_round: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
+
+
 def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
     """The fidelity report of a run folder, from its files alone (it can be analysed anywhere)."""
     plan, state = load_state(run_dir)
     sessions = json.loads((run_dir / "run.json").read_text())["sessions"]
-    idle_mem_b = sessions[0].get("idle_mem_b")
+    children = _measure_children(run_dir, plan, state, sessions[0].get("idle_mem_b"))
+    report = _report(run_dir, root, plan, state, sessions[0], children)
+    write_json_atomic(run_dir / REPORT_FILE, report)
+    return report
+
+
+def _measure_children(
+    run_dir: Path, plan: Plan, state: dict[str, Any], idle_mem_b: int | None
+) -> _MeasuredChildren:
+    """Each child that finished: a harness run measured as the suite measures a case, a bare run
+    by its window's tokens/s."""
     case = (
         Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / "spec.json").read_text())["case"])
         if state["children"]
         else None
     )
-    groups: dict[str, list[RunMeasurement]] = {}
-    harness: list[fidelity.HarnessRun] = []
-    # Tokens/s over the bare window, per round in launch order: (A/A harness runs, bare runs).
-    by_round: dict[int, tuple[list[float], list[float]]] = {}
+    measured_children = _MeasuredChildren()
     for (round_index, _label), entry in zip(plan.rounds(), state["children"], strict=False):
         if entry["outcome"] != Outcome.OK.value:
             continue
         child, samples = _read_child(run_dir, entry["dir"])
-        pair = by_round.setdefault(round_index, ([], []))
+        pair = measured_children.by_round.setdefault(round_index, ([], []))
         if entry["label"] == fidelity.BARE:
-            window = child.get("bare_window") or {}
-            if window.get("after_step", plan.window_after) != plan.window_after:
-                raise TrainperfError(
-                    f"{entry['dir']}: its bare run was timed after step {window['after_step']}, "
-                    f"the plan says {plan.window_after}: the run folder mixes two plans"
-                )
-            if window.get("seconds"):
-                pair[1].append(window["tokens"] / window["seconds"])
+            bare_tps = _bare_tokens_per_s(entry["dir"], child, plan)
+            if bare_tps is not None:
+                pair[1].append(bare_tps)
             continue
         assert case is not None
         measured = measure_run(
@@ -197,26 +209,53 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
             samples_per_step=family_of(case.family).samples_per_step(case),
             idle_mem_b=idle_mem_b,
         )
-        groups.setdefault(entry["label"], []).append(measured)
-        harness.append(fidelity.HarnessRun(entry["label"], measured, child.get("steps", []), samples))
+        measured_children.groups.setdefault(entry["label"], []).append(measured)
+        measured_children.harness.append(
+            fidelity.HarnessRun(entry["label"], measured, child.get("steps", []), samples)
+        )
         tps = fidelity.window_tokens_per_s(child.get("steps", []), plan.window_after)
         if entry["label"] in (fidelity.AA_BASE, fidelity.AA_OTHER) and tps is not None:
             pair[0].append(tps)
-    unplanted = [run for run in harness if run.label in (fidelity.AA_BASE, fidelity.AA_OTHER)]
+    return measured_children
+
+
+def _bare_tokens_per_s(folder: str, child: dict[str, Any], plan: Plan) -> float | None:
+    """A bare run's tokens/s over its window (None when it timed none), refusing one timed over
+    another window than the plan's."""
+    window = child.get("bare_window") or {}
+    if window.get("after_step", plan.window_after) != plan.window_after:
+        raise TrainperfError(
+            f"{folder}: its bare run was timed after step {window['after_step']}, "
+            f"the plan says {plan.window_after}: the run folder mixes two plans"
+        )
+    return window["tokens"] / window["seconds"] if window.get("seconds") else None
+
+
+def _report(
+    run_dir: Path,
+    root: Path,
+    plan: Plan,
+    state: dict[str, Any],
+    session: dict[str, Any],
+    children: _MeasuredChildren,
+) -> dict[str, Any]:
+    """Overhead, noise, detection of planted slowdowns and the power check, from the measured children."""
+    by_round = children.by_round
+    unplanted = [run for run in children.harness if run.label in (fidelity.AA_BASE, fidelity.AA_OTHER)]
     harness_tps = [tps for harness_round, _bare in by_round.values() for tps in harness_round]
     bare_tps = [tps for _harness, bare_round in by_round.values() for tps in bare_round]
     default_tolerance = float(tolerances_from_pyproject(root).get("step_time_s", 0.05))
     tolerances = sorted({*fidelity.TOLERANCE_SWEEP, default_tolerance})
-    judged = fidelity.detection(groups, tolerances)
+    judged = fidelity.detection(children.groups, tolerances)
     summary = fidelity.detection_summary(judged)
     smallest = fidelity.smallest_detected(summary, default_tolerance)
-    report = {
+    return {
         "case_id": plan.case_id,
         "run": run_dir.name,
         "plan": asdict(plan),
         "children_done": len(state["children"]),
         "children_planned": len(plan.schedule()),
-        "gpu": sessions[0].get("fingerprint", {}),
+        "gpu": session.get("fingerprint", {}),
         "overhead": fidelity.overhead(harness_tps, bare_tps).to_dict(),
         "overhead_paired": fidelity.paired_overhead(
             [(harness_round, bare_round[0]) for harness_round, bare_round in by_round.values() if bare_round]
@@ -229,116 +268,16 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
         "power": fidelity.power_check(unplanted, plan.window_after).to_dict(),
         "window_noise": fidelity.window_noise([run.steps for run in unplanted], plan.window_after).to_dict(),
     }
-    write_json_atomic(run_dir / REPORT_FILE, report)
-    return report
 
 
-def _pct(value: float | None, signed: bool = True) -> str:
-    return "n/a" if value is None else (f"{value:+.2%}" if signed else f"{value:.2%}")
-
-
-def _window(plan: dict[str, Any]) -> str:
-    after = int(plan.get("window_after", BARE_WINDOW_START))
-    return "" if after == BARE_WINDOW_START else f", overhead and power after step {after}"
-
-
-def render(report: dict[str, Any]) -> str:
-    gpu = report["gpu"]
-    lines = [
-        (
-            f"fidelity of {report['case_id']} ({report['run']}): "
-            f"{report['children_done']}/{report['children_planned']} children, "
-            f"{report['plan']['steps']} steps each{_window(report['plan'])}; GPU {gpu.get('gpu_name', '?')}, "
-            f"driver {gpu.get('driver', '?')}"
-        ),
-    ]
-    over = report["overhead"]
-    interval = over["interval"]
-    lines.append(
-        f"overhead   harness {_median(over['harness_tokens_per_s'])} tok/s "
-        f"({len(over['harness_tokens_per_s'])} runs) vs bare "
-        f"{_median(over['bare_tokens_per_s'])} tok/s ({len(over['bare_tokens_per_s'])} runs): "
-        f"{_pct(over['slowdown'])} slower"
-        + (f" [95% {_pct(interval[0])} .. {_pct(interval[1])}]" if interval else "")
-        + "   target <= 1%"
-    )
-    paired = report.get("overhead_paired") or {}
-    if paired.get("slowdown") is not None:
-        low, high = paired["interval"]
-        lines.append(
-            f"           paired by round ({paired['rounds']} rounds, drift cancels): "
-            f"{_pct(paired['slowdown'])} slower "
-            f"[95% {_pct(low)} .. {_pct(high)}]"
-            # Reports written before the rounds were kept have none to show.
-            + (
-                f"; round by round {', '.join(_pct(v) for v in paired['per_round'])}"
-                if paired.get("per_round")
-                else ""
-            )
-        )
-    elif paired:
-        lines.append(
-            f"           paired by round: {paired['rounds']} rounds, fewer than "
-            f"{fidelity.MIN_PAIRED_ROUNDS}: not estimated"
-        )
-    window = report.get("window_noise")  # absent from reports written before it existed
-    if window and window.get("tokens_per_s_cv") is not None:
-        lines.append(
-            f"           window tokens/s (steps after {window['after_step']}) varies "
-            f"{_pct(window['tokens_per_s_cv'], signed=False)} "
-            f"over {window['runs']} harness runs: {_unsteady_phrase(window)}"
-        )
-    noise = report["noise"]
-    parts = ", ".join(f"{name} {_pct(value, signed=False)}" for name, value in noise["cv"].items())
-    lines.append(f"noise      CV over {noise['runs']} fresh children: {parts}   target step time <= 1%")
-    lines.append(
-        "detection  step time judged by the gate (median per-step ratio over the steps that repeat, "
-        "bootstrap p<0.01):"
-    )
-    lines.append(f"  {'tolerance':>9s}  {'series':10s} {'pooled':10s} {'ratio':>7s}  single runs flagged")
-    for row in report["detection"]:
-        ratio = row.get("pooled_ratio")
-        lines.append(
-            f"  {row['tolerance']:9.0%}  {row['series']:10s} {row.get('pooled', '-'):10s} "
-            f"{(f'{ratio:.3f}' if ratio else '-'):>7s}  {row['single_flagged']}/{row['single']}"
-        )
-    smallest = report["smallest_detected_at_default"]
-    lines.append(
-        f"  smallest planted slowdown caught at the default tolerance ({report['default_tolerance']:.0%}), "
-        "pooled and every "
-        f"single run: {'none' if smallest is None else f'{smallest:.0%}'}"
-    )
-    power = report["power"]
-    ms = [
-        f"{v * 1000:.1f} ms" if v is not None else "n/a"
-        for v in (power["interval_median_s"], power["interval_p95_s"], power["interval_max_s"])
-    ]
-    lines.append(
-        f"power      integral of sampled power vs energy counter: {_pct(power['relative_difference'])} "
-        "(median of "
-        f"{len(power['counter_j'])} runs); sampling interval median {ms[0]}, p95 {ms[1]}, max {ms[2]}"
-    )
-    return "\n".join(lines)
-
-
-def _unsteady_phrase(window: dict[str, Any]) -> str:
-    """Which step indices vary from child to child, and by how much, in words that fit their count."""
-    unsteady = window["unsteady_steps"]
-    steady = [cv for key, cv in window["step_cv"].items() if int(key) not in unsteady]
-    steady_bound = _pct(max(steady) if steady else None, signed=False)
-    if not unsteady:
-        return f"every step repeats from child to child within {steady_bound}"
-    values = [window["step_cv"][key] for key in window["step_cv"] if int(key) in unsteady]
-    spread = f"{min(values):.1%}" if len(values) == 1 else f"{min(values):.1%}-{max(values):.1%}"
-    which = (
-        f"step {unsteady[0]} varies" if len(unsteady) == 1 else f"steps {', '.join(map(str, unsteady))} vary"
-    )
-    share = _pct(window["unsteady_time_share"], signed=False)
-    return (
-        f"{which} {spread} from child to child ({share} of the window's time), the other {len(steady)} at "
-        f"most {steady_bound}"
-    )
-
-
-def _median(values: Sequence[float]) -> str:
-    return f"{stats.median(values):,.0f}" if values else "n/a"
+# The report's text form is re-exported: the command analyses and renders from one module.
+__all__ = [
+    "FIDELITY_DEFAULTS",
+    "REPORT_FILE",
+    "STATE_FILE",
+    "Plan",
+    "analyse",
+    "load_state",
+    "render",
+    "run_fidelity",
+]

@@ -120,30 +120,11 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
     """Write the shards, index, config and tokenizer of a random NF4 model into ``folder``; return #4-bit
     linears."""
     from safetensors.torch import save_file
-    from transformers import AutoConfig, AutoModelForCausalLM
 
     from trainperf.synth.tokenizer import build_tokenizer
 
-    raw = {
-        k: v
-        for k, v in config.items()
-        if k not in ("architectures", "transformers_version", "quantization_config")
-    }
-    model_type = raw.pop("model_type")
-    raw.pop("torch_dtype", None)
-    raw.pop("dtype", None)
-    hf_config = AutoConfig.for_model(model_type, **raw)
-    hf_config.dtype = torch.bfloat16
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16)
-    unsupported = [n for n, p in model.named_parameters() if p.dim() > 2]
-    if unsupported:
-        raise UnsupportedArchitecture(
-            f"synthetic 4-bit checkpoint of {model_type}: {len(unsupported)} parameters such as "
-            f"{unsupported[0]} are "
-            "fused 3-D tensors (mixture-of-experts) that bitsandbytes does not quantise; only linear layers "
-            "are supported so far: give the case a local pre-quantised model_path"
-        )
+    hf_config, model, model_type = _meta_model(config)
+    _refuse_fused_experts(model, model_type)
     planned = [
         (
             f"{module_name}.{name}" if module_name else name,
@@ -159,8 +140,45 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
         f"the synthetic 4-bit checkpoint of {model_type} ({len(planned)} tensors)",
         instead="a local pre-quantised model_path",
     )
+    quantized = _write_shards(_ShardWriter(folder, save_file), model, hf_config, device, seed)
+    _write_config(folder, hf_config, model)
+    build_tokenizer(int(hf_config.vocab_size)).save_pretrained(str(folder))
+    return quantized
+
+
+def _meta_model(config: dict[str, Any]) -> tuple[Any, Any, str]:
+    """The model's transformers config (bf16) and its skeleton on the ``meta`` device, and its type."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    raw = {
+        k: v
+        for k, v in config.items()
+        if k not in ("architectures", "transformers_version", "quantization_config")
+    }
+    model_type = raw.pop("model_type")
+    raw.pop("torch_dtype", None)
+    raw.pop("dtype", None)
+    hf_config = AutoConfig.for_model(model_type, **raw)
+    hf_config.dtype = torch.bfloat16
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16)
+    return hf_config, model, model_type
+
+
+def _refuse_fused_experts(model: Any, model_type: str) -> None:
+    unsupported = [n for n, p in model.named_parameters() if p.dim() > 2]
+    if unsupported:
+        raise UnsupportedArchitecture(
+            f"synthetic 4-bit checkpoint of {model_type}: {len(unsupported)} parameters such as "
+            f"{unsupported[0]} are "
+            "fused 3-D tensors (mixture-of-experts) that bitsandbytes does not quantise; only linear layers "
+            "are supported so far: give the case a local pre-quantised model_path"
+        )
+
+
+def _write_shards(shards: _ShardWriter, model: Any, hf_config: Any, device: torch.device, seed: int) -> int:
+    """Each module's own parameters into the shards, NF4 for the quantised linears; returns their number."""
     std = float(getattr(hf_config, "initializer_range", 0.02) or 0.02)
-    shards = _ShardWriter(folder, save_file)
     quantized = 0
     for module_name, module in model.named_modules():
         own = list(module.named_parameters(recurse=False))
@@ -173,14 +191,17 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
             continue
         shards.add(_initialised(prefix, module, model, seed))
     shards.close()
+    return quantized
+
+
+def _write_config(folder: Path, hf_config: Any, model: Any) -> None:
+    """``config.json`` as a pre-quantised checkpoint carries it: bnb 4-bit ``quantization_config``, bf16."""
     saved = hf_config.to_dict()
     saved["architectures"] = [type(model).__name__]
     saved["quantization_config"] = dict(QUANTIZATION_CONFIG)
     saved["dtype"] = "bfloat16"
     saved["use_cache"] = False
     (folder / "config.json").write_text(json.dumps(saved, indent=1, sort_keys=True))
-    build_tokenizer(int(hf_config.vocab_size)).save_pretrained(str(folder))
-    return quantized
 
 
 def _quantised(module_name: str, module: nn.Module) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from trainperf.traces.categories import categorise, short_name
@@ -104,25 +105,66 @@ def _gpu(
     launch_of: dict[int | None, Event] = {e.correlation: e for e in runtime if e.correlation is not None}
     busy = clip(merge((e.start, e.end) for e in gpu), *window)
     busy_us = sum(e - s for s, e in busy)
+    idle = _idle_gaps(gpu, busy, window, launch_of)
+    categories, totals, category_of = _gpu_categories(gpu, launch_of, optimizer)
+    window_us = window[1] - window[0]
+    return {
+        "kind": "gpu",
+        "busy_ms": busy_us / MS,
+        "busy_fraction": busy_us / window_us if window_us else 0.0,
+        "idle_host_bound_ms": idle.host_bound_us / MS,
+        "idle_other_ms": idle.other_us / MS,
+        "gaps": idle.gaps,
+        "host_bound_gaps": idle.host_bound_gaps,
+        "categories_ms": dict(sorted(categories.items(), key=lambda kv: -kv[1])),
+        "top": _top(totals, category_of, sum(e.dur for e in gpu) / MS),
+        "launch": _launch_overhead(gpu, runtime),
+    }
+
+
+@dataclass(slots=True)
+class _IdleGaps:
+    """The GPU's idle gaps in the window: those that waited on the host's launch call, and the rest."""
+
+    host_bound_us: float = 0.0
+    other_us: float = 0.0
+    host_bound_gaps: int = 0
+    gaps: int = 0
+
+
+def _idle_gaps(
+    gpu: Sequence[Event],
+    busy: Sequence[tuple[float, float]],
+    window: tuple[float, float],
+    launch_of: dict[int | None, Event],
+) -> _IdleGaps:
+    """A gap is host-bound when the launch call of the kernel that ends it started after the GPU went idle."""
     # The GPU event that ends each gap: the first one starting where a busy interval starts.
     first_at: dict[float, Event] = {}
     for event in gpu:
         first_at.setdefault(event.start, event)
-    host_bound_us = other_us = 0.0
-    host_bound_gaps = gaps = 0
+    idle = _IdleGaps()
     previous_end = window[0]
     for start, end in [*busy, (window[1], window[1])]:
         gap = start - previous_end
         if gap > 0:
-            gaps += 1
+            idle.gaps += 1
             nxt = first_at.get(start) if start < window[1] else None
             launch = launch_of.get(nxt.correlation) if nxt is not None else None
             if launch is not None and launch.start >= previous_end:
-                host_bound_us += gap
-                host_bound_gaps += 1
+                idle.host_bound_us += gap
+                idle.host_bound_gaps += 1
             else:
-                other_us += gap
+                idle.other_us += gap
         previous_end = max(previous_end, end)
+    return idle
+
+
+def _gpu_categories(
+    gpu: Sequence[Event], launch_of: dict[int | None, Event], optimizer: _Spans
+) -> tuple[dict[str, float], dict[str, list[float]], dict[str, str]]:
+    """GPU time by category (copies and sets are memory; kernels launched inside the optimizer's
+    region are optimizer), each event's durations by name, and the category of each name."""
     categories: dict[str, float] = defaultdict(float)
     totals: dict[str, list[float]] = defaultdict(list)
     category_of: dict[str, str] = {}
@@ -137,27 +179,20 @@ def _gpu(
         categories[category] += event.dur / MS
         totals[event.name].append(event.dur)
         category_of.setdefault(event.name, category)
+    return categories, totals, category_of
+
+
+def _launch_overhead(gpu: Sequence[Event], runtime: Sequence[Event]) -> dict[str, Any]:
+    """CUDA runtime and driver API time per kernel, and the mean launch call."""
     kernels = sum(1 for e in gpu if e.cat == "kernel")
     launches = [e for e in runtime if "launch" in e.name.lower()]
     runtime_ms = sum(e.dur for e in runtime) / MS
-    window_us = window[1] - window[0]
     return {
-        "kind": "gpu",
-        "busy_ms": busy_us / MS,
-        "busy_fraction": busy_us / window_us if window_us else 0.0,
-        "idle_host_bound_ms": host_bound_us / MS,
-        "idle_other_ms": other_us / MS,
-        "gaps": gaps,
-        "host_bound_gaps": host_bound_gaps,
-        "categories_ms": dict(sorted(categories.items(), key=lambda kv: -kv[1])),
-        "top": _top(totals, category_of, sum(e.dur for e in gpu) / MS),
-        "launch": {
-            "kernels": kernels,
-            "launch_calls": len(launches),
-            "runtime_api_ms": runtime_ms,
-            "runtime_us_per_kernel": runtime_ms * MS / kernels if kernels else 0.0,
-            "launch_call_mean_us": sum(e.dur for e in launches) / len(launches) if launches else 0.0,
-        },
+        "kernels": kernels,
+        "launch_calls": len(launches),
+        "runtime_api_ms": runtime_ms,
+        "runtime_us_per_kernel": runtime_ms * MS / kernels if kernels else 0.0,
+        "launch_call_mean_us": sum(e.dur for e in launches) / len(launches) if launches else 0.0,
     }
 
 

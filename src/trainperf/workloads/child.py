@@ -14,8 +14,9 @@ import resource
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainperf.jsonio import write_json_atomic
 from trainperf.workloads import FAMILIES
@@ -33,6 +34,10 @@ from trainperf.workloads.protocol import (
     launch_rank,
     rank_file,
 )
+
+if TYPE_CHECKING:
+    from trainperf.workloads.profiling import MemoryHistory
+    from trainperf.workloads.recorder import StepRecorder
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -60,50 +65,9 @@ def main(argv: list[str]) -> int:
         "python": sys.executable,
         "rank": rank,
     }
-    recorder = None
-    memory_history = None
-    try:
-        apply_memory_cap(spec)
-        from trainperf.workloads.recorder import StepRecorder
-
-        if spec.trace:
-            from trainperf.workloads.profiling import MemoryHistory
-
-            memory_history = MemoryHistory(_torch_device(spec))
-
-        recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec)
-        family = importlib.import_module(FAMILIES[spec.case["family"]])
-        result.update(family.run(spec, recorder))
-        result["outcome"], code = "ok", EXIT_OK
-    except SkipCase as exc:
-        result["outcome"], code = "skipped", EXIT_SKIPPED
-        result["message"] = _first_line(exc)
-    except ModuleNotFoundError as exc:
-        result["outcome"], code = "skipped", EXIT_SKIPPED
-        result["message"] = missing_module_message(exc, str(spec.case.get("environment", "hf")))
-    except BaseException as exc:  # noqa: BLE001 - every way out is classified and recorded
-        if is_oom(exc):
-            result["outcome"], code = "oom", EXIT_OOM
-            result["message"] = _first_line(exc)
-            if memory_history is not None:
-                result["memory_snapshot"] = _dump_snapshot(memory_history, out_dir)
-        elif isinstance(exc, KeyboardInterrupt):
-            result["outcome"], code = "crash", EXIT_CRASH
-            result["message"] = "interrupted"
-        else:
-            result["outcome"], code = "crash", EXIT_CRASH
-            result["message"] = f"{type(exc).__name__}: {_first_line(exc)}"
-        result["traceback"] = traceback.format_exc()[-6000:]
-    if recorder is not None:
-        result["steps"] = recorder.steps
-        memory = result.setdefault("memory", {})
-        for key, value in recorder.memory_summary().items():
-            memory.setdefault(key, value)  # a family that runs its training elsewhere reports its own
-        trace = recorder.trace_info()
-        if trace is not None:
-            from trainperf.workloads.profiling import environment_note
-
-            result["trace"] = {**trace, "environment": environment_note()}
+    attempt = _run_family(spec, out_dir, rank, result)
+    if attempt.recorder is not None:
+        _record_steps(result, attempt.recorder)
     result.setdefault("memory", {})["host_peak_rss_b"] = (
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     )
@@ -112,7 +76,76 @@ def main(argv: list[str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: after an OOM it can hang on CUDA contexts, and nothing is left to do.
-    os._exit(code)
+    os._exit(attempt.code)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """How running the family ended (its exit code) and what it left to report, however it ended."""
+
+    code: int = EXIT_CRASH
+    recorder: StepRecorder | None = None
+    memory_history: MemoryHistory | None = None
+
+
+def _run_family(spec: ChildSpec, out_dir: Path, rank: int, result: dict[str, Any]) -> _Attempt:
+    """Run the case's family into ``result``, classifying every way it can end."""
+    attempt = _Attempt()
+    try:
+        apply_memory_cap(spec)
+        from trainperf.workloads.recorder import StepRecorder
+
+        if spec.trace:
+            from trainperf.workloads.profiling import MemoryHistory
+
+            attempt.memory_history = MemoryHistory(_torch_device(spec))
+
+        attempt.recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec)
+        family = importlib.import_module(FAMILIES[spec.case["family"]])
+        result.update(family.run(spec, attempt.recorder))
+        result["outcome"], attempt.code = "ok", EXIT_OK
+    except SkipCase as exc:
+        result["outcome"], attempt.code = "skipped", EXIT_SKIPPED
+        result["message"] = _first_line(exc)
+    except ModuleNotFoundError as exc:
+        result["outcome"], attempt.code = "skipped", EXIT_SKIPPED
+        result["message"] = missing_module_message(exc, str(spec.case.get("environment", "hf")))
+    except BaseException as exc:  # noqa: BLE001 - every way out is classified and recorded
+        attempt.code = _record_failure(result, exc, attempt.memory_history, out_dir)
+    return attempt
+
+
+def _record_failure(
+    result: dict[str, Any], exc: BaseException, memory_history: MemoryHistory | None, out_dir: Path
+) -> int:
+    """An OOM (with the allocator's history where it was kept), an interruption or a crash, with
+    the traceback; called while ``exc`` is being handled. Returns the exit code."""
+    if is_oom(exc):
+        result["outcome"], code = "oom", EXIT_OOM
+        result["message"] = _first_line(exc)
+        if memory_history is not None:
+            result["memory_snapshot"] = _dump_snapshot(memory_history, out_dir)
+    elif isinstance(exc, KeyboardInterrupt):
+        result["outcome"], code = "crash", EXIT_CRASH
+        result["message"] = "interrupted"
+    else:
+        result["outcome"], code = "crash", EXIT_CRASH
+        result["message"] = f"{type(exc).__name__}: {_first_line(exc)}"
+    result["traceback"] = traceback.format_exc()[-6000:]
+    return code
+
+
+def _record_steps(result: dict[str, Any], recorder: StepRecorder) -> None:
+    """The recorded steps, the memory peaks the family did not report itself, and the trace's details."""
+    result["steps"] = recorder.steps
+    memory = result.setdefault("memory", {})
+    for key, value in recorder.memory_summary().items():
+        memory.setdefault(key, value)  # a family that runs its training elsewhere reports its own
+    trace = recorder.trace_info()
+    if trace is not None:
+        from trainperf.workloads.profiling import environment_note
+
+        result["trace"] = {**trace, "environment": environment_note()}
 
 
 def missing_module_message(exc: ModuleNotFoundError, environment: str) -> str:

@@ -40,7 +40,11 @@ from trainperf.workloads.effective import effective_config, harness_trainer_args
 from trainperf.workloads.phases import PhaseClock
 from trainperf.workloads.protocol import ChildSpec
 from trainperf.workloads.recorder import StepRecorder
-from trainperf.workloads.sft_hf import ATTN_IMPLEMENTATION, LORA_TARGETS  # E2's adapter recipe, shared
+from trainperf.workloads.sft_hf import (
+    ATTN_IMPLEMENTATION,
+    lora_config,
+    train_timed,
+)  # E2's adapter recipe, shared
 
 PHASE_HOOKS = {
     "training_step": "update",
@@ -145,72 +149,28 @@ def _timed(
 def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec.case)
     shape = preflight_grpo(case)  # the parent checked it too; a hand-written spec gets the same one line
-    device = torch.device(spec.device)
+    device = _select_device(spec)
     on_gpu = device.type == "cuda"
-    if on_gpu:
-        torch.cuda.set_device(device)
-    else:
-        # One intra-op thread on the CPU: generation is a long chain of tiny forwards, and with two
-        # threads on a shared 2-core machine every op waits at a barrier for a descheduled thread
-        # (16 tokens for 8 sequences of the tiny model: 0.14 s with one thread, 1.0-2.9 s with two).
-        torch.set_num_threads(1)
     dtype = torch.bfloat16 if on_gpu else torch.float32
     steps, seed = spec.steps, spec.seed
     timeline: dict[str, float] = {}
     started = time.perf_counter()
 
-    from trainperf.synth.random_model import build_random_model, hf_config
-    from trainperf.synth.tokenizer import build_tokenizer
-
-    config = hf_config(case.model, dtype, ATTN_IMPLEMENTATION)
-    model, build = build_random_model(config, device=device, dtype=dtype, quantize_4bit=False, seed=seed)
+    model, tokenizer, build = _model_and_tokenizer(case, device, dtype, seed)
     timeline["build_s"] = build.seconds
-    tokenizer = build_tokenizer(config.vocab_size)
-    # The shipped configs name the real tokenizer's special ids (Qwen2.5's EOS is 151645, an ordinary
-    # word here): only the local tokenizer's EOS may end, or be held back from ending, a completion.
-    configs: tuple[Any, ...] = (model.config, model.generation_config)
-    for source in configs:
-        source.eos_token_id, source.bos_token_id = tokenizer.eos_token_id, tokenizer.bos_token_id
-        source.pad_token_id = tokenizer.pad_token_id
 
     import datasets
-    from peft import LoraConfig
-    from trl import GRPOConfig, GRPOTrainer
+    import peft  # noqa: F401 - every method imports it up front: missing, the case is skipped before set-up
+    from trl import GRPOTrainer
 
-    texts = prompt_texts(steps * shape.prompts_per_step, shape.prompt_len, config.vocab_size, seed)
-    peft_config = None
-    if case.method == "lora":
-        peft_config = LoraConfig(
-            r=case.lora_r,
-            lora_alpha=case.lora_alpha,
-            lora_dropout=0.0,
-            bias="none",
-            target_modules=LORA_TARGETS,
-            task_type="CAUSAL_LM",
-        )
+    texts = prompt_texts(steps * shape.prompts_per_step, shape.prompt_len, model.config.vocab_size, seed)
+    peft_config = lora_config(case) if case.method == "lora" else None
     force_length = case.profile == FIXED_PROFILE
-    generation_kwargs: dict[str, Any] = {
-        "use_cache": True
-    }  # the model config says no cache (a training default)
-    if force_length:
-        generation_kwargs["min_new_tokens"] = shape.completion_len
-    args = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trainperf-grpo-"),
-        max_steps=steps,
-        per_device_train_batch_size=case.batch_size,
-        gradient_accumulation_steps=case.grad_accum,
-        num_generations=shape.num_generations,
-        max_completion_length=shape.completion_len,
-        generation_kwargs=generation_kwargs,
-        beta=0.0,
-        learning_rate=case.learning_rate,
-        gradient_checkpointing=case.gradient_checkpointing,
-        **harness_trainer_args(seed, on_gpu),
-    )
+    args = _grpo_args(case, shape, spec, on_gpu, force_length)
     clock = PhaseClock(sync=(lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None))
     log = GrpoStepLog(shape, force_length)
     trainer = GRPOTrainer(
-        model=model,  # type: ignore[arg-type]  # a PreTrainedModel, typed nn.Module by the builder
+        model=model,
         reward_funcs=[even_token_reward],
         args=args,
         train_dataset=datasets.Dataset.from_dict({"prompt": texts}),
@@ -220,10 +180,76 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     )
     check_trl(importlib.metadata.version("trl"), trainer)
     install_phase_hooks(trainer, clock, log)
-    timeline["setup_s"] = time.perf_counter() - started
-    trainer.train()
-    timeline["train_s"] = time.perf_counter() - started - timeline["setup_s"]
+    train_timed(trainer, timeline, started)
 
+    return {
+        "effective_config": _effective(trainer, args, build, shape, on_gpu),
+        "versions": library_versions(),
+        "timeline": timeline,
+        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+    }
+
+
+def _select_device(spec: ChildSpec) -> torch.device:
+    """The spec's device, made current on a GPU; on the CPU, one intra-op thread."""
+    device = torch.device(spec.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    else:
+        # One intra-op thread on the CPU: generation is a long chain of tiny forwards, and with two
+        # threads on a shared 2-core machine every op waits at a barrier for a descheduled thread
+        # (16 tokens for 8 sequences of the tiny model: 0.14 s with one thread, 1.0-2.9 s with two).
+        torch.set_num_threads(1)
+    return device
+
+
+def _model_and_tokenizer(
+    case: Case, device: torch.device, dtype: torch.dtype, seed: int
+) -> tuple[Any, Any, Any]:
+    """A random model of the case's architecture and the local tokenizer, whose special ids the
+    model's configs take over."""
+    from trainperf.synth.random_model import build_random_model, hf_config
+    from trainperf.synth.tokenizer import build_tokenizer
+
+    config = hf_config(case.model, dtype, ATTN_IMPLEMENTATION)
+    model, build = build_random_model(config, device=device, dtype=dtype, quantize_4bit=False, seed=seed)
+    tokenizer = build_tokenizer(config.vocab_size)
+    # The shipped configs name the real tokenizer's special ids (Qwen2.5's EOS is 151645, an ordinary
+    # word here): only the local tokenizer's EOS may end, or be held back from ending, a completion.
+    configs: tuple[Any, ...] = (model.config, model.generation_config)
+    for source in configs:
+        source.eos_token_id, source.bos_token_id = tokenizer.eos_token_id, tokenizer.bos_token_id
+        source.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer, build
+
+
+def _grpo_args(case: Case, shape: GrpoShape, spec: ChildSpec, on_gpu: bool, force_length: bool) -> Any:
+    """GRPOConfig: reference-free (``beta`` 0), completions forced to their full length where the
+    profile fixes it."""
+    from trl import GRPOConfig
+
+    generation_kwargs: dict[str, Any] = {
+        "use_cache": True
+    }  # the model config says no cache (a training default)
+    if force_length:
+        generation_kwargs["min_new_tokens"] = shape.completion_len
+    return GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="trainperf-grpo-"),
+        max_steps=spec.steps,
+        per_device_train_batch_size=case.batch_size,
+        gradient_accumulation_steps=case.grad_accum,
+        num_generations=shape.num_generations,
+        max_completion_length=shape.completion_len,
+        generation_kwargs=generation_kwargs,
+        beta=0.0,
+        learning_rate=case.learning_rate,
+        gradient_checkpointing=case.gradient_checkpointing,
+        **harness_trainer_args(spec.seed, on_gpu),
+    )
+
+
+def _effective(trainer: Any, args: Any, build: Any, shape: GrpoShape, on_gpu: bool) -> dict[str, Any]:
+    """The configuration the run trained with, generation and GRPO's settings included."""
     assert trainer.model is not None
     effective = effective_config(trainer.model, precision="bf16" if on_gpu else "fp32")
     generation = trainer.generation_config
@@ -242,12 +268,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         reward=even_token_reward.__name__,
         cpu_threads=None if on_gpu else torch.get_num_threads(),
     )
-    return {
-        "effective_config": effective,
-        "versions": library_versions(),
-        "timeline": timeline,
-        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
-    }
+    return effective
 
 
 def _callback(recorder: StepRecorder, clock: PhaseClock, log: GrpoStepLog) -> Any:

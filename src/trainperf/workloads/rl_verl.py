@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case
-from trainperf.families.rl_verl.knobs import knobs_of
-from trainperf.families.rl_verl.preflight import check
-from trainperf.families.rl_verl.versions import rule_set
+from trainperf.families.rl_verl.knobs import VerlKnobs, knobs_of
+from trainperf.families.rl_verl.preflight import Normalised, check
+from trainperf.families.rl_verl.versions import RuleSet, rule_set
 from trainperf.workloads import verl_sdpa_critic
 from trainperf.workloads.effective import library_versions
 from trainperf.workloads.protocol import ChildSpec, SkipCase
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.verl.classify import classify_failure
-from trainperf.workloads.verl.lengths import length_mismatch, measured_lengths
+from trainperf.workloads.verl.lengths import Lengths, length_mismatch, measured_lengths
 from trainperf.workloads.verl.logs import parse_jsonl_line, step_record
 from trainperf.workloads.verl.overrides import (
+    Attention,
     Inputs,
     attention_overrides,
     dataset_rows,
@@ -238,6 +239,28 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     extra = shlex.split(os.environ.get("TRAINPERF_VERL_OVERRIDES", ""))
     args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention.overrides, *extra])
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
+    env = _verl_environment(out_dir, work, attention)
+    timeline["launch"] = time.time()
+    returncode, ray_said = _train(args, out_dir, work, env, recorder, timeline)
+    timeline["end"] = time.time()
+    if returncode != 0 or len(recorder.steps) < steps:
+        raise _failure(out_dir, len(recorder.steps), steps, returncode)
+    lengths = measured_lengths(recorder.steps)
+    mismatch = length_mismatch(knobs, lengths, synthetic_prompts=not case.dataset_path)
+    if mismatch:  # the work is not the case's: an error, never a baseline
+        raise RuntimeError(mismatch)
+    return {
+        "effective_config": _effective_config(knobs, rules, normalised, attention, lengths, info),
+        "versions": library_versions(VERSION_PACKAGES),
+        "timeline": timeline,
+        "memory": _memory_peaks(recorder.steps),
+        "ray_stop": ray_said,
+    }
+
+
+def _verl_environment(out_dir: Path, work: Path, attention: Attention) -> dict[str, str]:
+    """This process's environment with verl's file logger, full Hydra errors and quiet Ray; with the
+    critic's SDPA loader where it needs one (written to env.txt)."""
     env = dict(
         os.environ,
         VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE),
@@ -250,7 +273,19 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         (work / "env.txt").write_text(
             "".join(f"{key}={env[key]}\n" for key in ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES"))
         )
-    timeline["launch"] = time.time()
+    return env
+
+
+def _train(
+    args: list[str],
+    out_dir: Path,
+    work: Path,
+    env: dict[str, str],
+    recorder: StepRecorder,
+    timeline: dict[str, float],
+) -> tuple[int, str]:
+    """Run verl in its own process group, recording its steps as they land; whatever way it ends,
+    kill the group and stop Ray. Returns verl's exit status and what ``ray stop`` said."""
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     tail = _Tail(out_dir / METRICS_FILE)
     with open(out_dir / LOG_FILE, "wb") as log:
@@ -272,43 +307,53 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
             ray_said = stop_ray()
             _record_new(tail, recorder, timeline)
             signal.signal(signal.SIGTERM, previous_handler)
-    timeline["end"] = time.time()
-    if process.returncode != 0 or len(recorder.steps) < steps:
-        failure = classify_failure((out_dir / LOG_FILE).read_text(errors="replace")[-200_000:])
-        done = f"after {len(recorder.steps)}/{steps} steps, exit status {process.returncode}"
-        if failure.outcome == "oom":
-            raise VerlOutOfMemory(f"out of memory ({done}): {failure.message}")
-        raise RuntimeError(f"verl failed ({done}): {failure.message}")
-    lengths = measured_lengths(recorder.steps)
-    mismatch = length_mismatch(knobs, lengths, synthetic_prompts=not case.dataset_path)
-    if mismatch:  # the work is not the case's: an error, never a baseline
-        raise RuntimeError(mismatch)
+    return process.returncode, ray_said
+
+
+def _failure(out_dir: Path, done_steps: int, steps: int, returncode: int) -> Exception:
+    """The error of a run that failed or stopped short, classified from verl's log."""
+    failure = classify_failure((out_dir / LOG_FILE).read_text(errors="replace")[-200_000:])
+    done = f"after {done_steps}/{steps} steps, exit status {returncode}"
+    if failure.outcome == "oom":
+        return VerlOutOfMemory(f"out of memory ({done}): {failure.message}")
+    return RuntimeError(f"verl failed ({done}): {failure.message}")
+
+
+def _effective_config(
+    knobs: VerlKnobs,
+    rules: RuleSet,
+    normalised: Normalised,
+    attention: Attention,
+    lengths: Lengths,
+    info: dict[str, Any],
+) -> dict[str, Any]:
+    """What the run trained with: verl's derived batch sizes, the attention used, the lengths measured
+    and the inputs' details."""
+    return {
+        "framework": "verl",
+        "algorithm": knobs.algorithm,
+        "engine": knobs.engine,
+        "precision": "bf16",
+        "rule_set": rules,
+        "global_mini_batch": normalised.global_mini_batch,
+        "mini_batch_per_gpu": normalised.mini_batch_per_gpu,
+        "micro_batches_per_mini": normalised.micro_batches_per_mini,
+        "fixed_response_length": not knobs.natural_lengths,
+        # gated like any effective setting: installing flash-attn changes the workload
+        "actor_attention": attention.actor,
+        **lengths.to_config(),
+        **({"critic_attention": attention.critic} if attention.critic else {}),
+        **info,
+    }
+
+
+def _memory_peaks(steps: list[dict[str, Any]]) -> dict[str, int]:
+    """The framework's allocated and reserved peaks over the steps verl reported them in, in bytes."""
     peaks = {
-        key: max((s[field] for s in recorder.steps if field in s), default=None)
+        key: max((s[field] for s in steps if field in s), default=None)
         for key, field in (("peak_allocated_b", "max_allocated_gib"), ("peak_reserved_b", "max_reserved_gib"))
     }
-    return {
-        "effective_config": {
-            "framework": "verl",
-            "algorithm": knobs.algorithm,
-            "engine": knobs.engine,
-            "precision": "bf16",
-            "rule_set": rules,
-            "global_mini_batch": normalised.global_mini_batch,
-            "mini_batch_per_gpu": normalised.mini_batch_per_gpu,
-            "micro_batches_per_mini": normalised.micro_batches_per_mini,
-            "fixed_response_length": not knobs.natural_lengths,
-            # gated like any effective setting: installing flash-attn changes the workload
-            "actor_attention": attention.actor,
-            **lengths.to_config(),
-            **({"critic_attention": attention.critic} if attention.critic else {}),
-            **info,
-        },
-        "versions": library_versions(VERSION_PACKAGES),
-        "timeline": timeline,
-        "memory": {key: int(value * GIB) for key, value in peaks.items() if value is not None},
-        "ray_stop": ray_said,
-    }
+    return {key: int(value * GIB) for key, value in peaks.items() if value is not None}
 
 
 def _record_new(tail: _Tail, recorder: StepRecorder, timeline: dict[str, float]) -> None:

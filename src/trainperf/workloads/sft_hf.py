@@ -24,17 +24,7 @@ ATTN_IMPLEMENTATION = "sdpa"
 
 def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec.case)
-    # Everything the run will import, first: a missing package is a skip in seconds, before a
-    # model is built on the GPU (on 2xH200 a missing `datasets` skipped only after Qwen3-8B had
-    # taken 15.3 GiB per GPU, and the table showed that as the skipped case's memory).
-    import datasets  # noqa: F401
-    import peft  # noqa: F401
-    import trl  # noqa: F401
-
-    if case.method == "qlora":
-        # transformers reports a missing bitsandbytes as a plain ImportError deep in model set-up;
-        # importing it here first makes it a ModuleNotFoundError the harness turns into a clear skip.
-        import bitsandbytes  # noqa: F401
+    _import_dependencies(case)
     device = torch.device(spec.device)
     on_gpu = device.type == "cuda"
     if on_gpu:
@@ -48,22 +38,9 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     timeline["build_s"] = build.seconds
     dataset = _dataset(case, tokenizer, steps, model.config.vocab_size, spec.seed)
 
-    from peft import LoraConfig, prepare_model_for_kbit_training
     from trl import SFTTrainer
 
-    if case.method == "qlora":
-        # The published QLoRA recipe: peft's k-bit preparation (fp32 up-casts, input grads).
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=case.gradient_checkpointing)
-    peft_config = None
-    if case.method in ("lora", "qlora"):
-        peft_config = LoraConfig(
-            r=case.lora_r,
-            lora_alpha=case.lora_alpha,
-            lora_dropout=0.0,
-            bias="none",
-            target_modules=LORA_TARGETS,
-            task_type="CAUSAL_LM",
-        )
+    model, peft_config = _adapters(case, model)
     bare_window = None
     if spec.bare:
         bare_window = _bare_window(
@@ -85,10 +62,66 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         peft_config=peft_config,
         callbacks=[bare_window if bare_window is not None else _callback(recorder)],
     )
+    train_timed(trainer, timeline, started)
+
+    return {
+        **({"bare_window": bare_window.window} if bare_window is not None else {}),
+        "effective_config": _effective(case, trainer, args, build, on_gpu),
+        "versions": library_versions(),
+        "timeline": timeline,
+        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+    }
+
+
+def train_timed(trainer: Any, timeline: dict[str, float], started: float) -> None:
+    """Train, charging the set-up since ``started`` and then the training itself to ``timeline``."""
     timeline["setup_s"] = time.perf_counter() - started
     trainer.train()
     timeline["train_s"] = time.perf_counter() - started - timeline["setup_s"]
 
+
+def _import_dependencies(case: Case) -> None:
+    """Everything the run will import, first: a missing package is a skip in seconds, before a
+    model is built on the GPU (on 2xH200 a missing `datasets` skipped only after Qwen3-8B had
+    taken 15.3 GiB per GPU, and the table showed that as the skipped case's memory)."""
+    import datasets  # noqa: F401
+    import peft  # noqa: F401
+    import trl  # noqa: F401
+
+    if case.method == "qlora":
+        # transformers reports a missing bitsandbytes as a plain ImportError deep in model set-up;
+        # importing it here first makes it a ModuleNotFoundError the harness turns into a clear skip.
+        import bitsandbytes  # noqa: F401
+
+
+def _adapters(case: Case, model: Any) -> tuple[Any, Any]:
+    """The model as it is trained (QLoRA: after peft's k-bit preparation) and the LoRA config
+    (None for full fine-tuning)."""
+    from peft import prepare_model_for_kbit_training
+
+    if case.method == "qlora":
+        # The published QLoRA recipe: peft's k-bit preparation (fp32 up-casts, input grads).
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=case.gradient_checkpointing)
+    return model, lora_config(case) if case.method in ("lora", "qlora") else None
+
+
+def lora_config(case: Case) -> Any:
+    """E2's adapters: rank and alpha from the case, on every attention and MLP projection, no
+    dropout, no bias."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=case.lora_r,
+        lora_alpha=case.lora_alpha,
+        lora_dropout=0.0,
+        bias="none",
+        target_modules=LORA_TARGETS,
+        task_type="CAUSAL_LM",
+    )
+
+
+def _effective(case: Case, trainer: Any, args: Any, build: Any, on_gpu: bool) -> dict[str, Any]:
+    """The configuration the run actually trained with, as the result records it."""
     assert trainer.model is not None
     effective = effective_config(trainer.model, precision="bf16" if on_gpu else "fp32")
     effective["optimizer"] = getattr(args.optim, "value", str(args.optim))
@@ -100,13 +133,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     if case.gpus > 1:  # recorded for multi-GPU cases only: single-GPU configurations stay as baselined
         effective["world_size"] = args.world_size
         effective["distributed"] = str(trainer.accelerator.distributed_type)
-    return {
-        **({"bare_window": bare_window.window} if bare_window is not None else {}),
-        "effective_config": effective,
-        "versions": library_versions(),
-        "timeline": timeline,
-        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
-    }
+    return effective
 
 
 def sft_args(

@@ -20,7 +20,7 @@ from trainperf.case import Case
 from trainperf.workloads.effective import effective_config, library_versions
 from trainperf.workloads.protocol import ChildSpec, SkipCase
 from trainperf.workloads.recorder import StepRecorder
-from trainperf.workloads.sft_hf import LORA_TARGETS, _callback, _dataset, sft_args
+from trainperf.workloads.sft_hf import LORA_TARGETS, _callback, _dataset, sft_args, train_timed
 
 GRADIENT_CHECKPOINTING = "unsloth"
 """unsloth's own checkpointing: saved activations are offloaded to host memory."""
@@ -39,13 +39,7 @@ VERSION_PACKAGES = ("unsloth", "unsloth_zoo", "xformers", "triton", "torchao")
 def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec.case)
     device = torch.device(spec.device)
-    if device.type != "cuda":
-        raise SkipCase(
-            "unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU "
-            "runners only"
-        )
-    if case.method != "qlora":
-        raise SkipCase(f"sft_unsloth runs unsloth QLoRA only (method {case.method} is sft_hf's)")
+    _require_cuda_qlora(case, device)
     torch.cuda.set_device(device)
     os.environ.update(OFFLINE_ENV)
     steps = spec.steps
@@ -59,6 +53,47 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     path, checkpoint = _checkpoint(case, device, seed)
     loaded = time.perf_counter()
     timeline["checkpoint_s"] = loaded - started - timeline["import_s"]
+    model, tokenizer = _load_with_adapters(FastLanguageModel, path, case, seed)
+    timeline["load_s"] = time.perf_counter() - loaded
+    dataset = _dataset(case, tokenizer, steps, model.config.vocab_size, seed)
+
+    from trl import SFTTrainer
+
+    # unsloth turns checkpointing on itself (get_peft_model); the Trainer's own switch would replace it.
+    args = sft_args(case, spec, steps, True, gradient_checkpointing=False)
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[_callback(recorder)],
+    )
+    train_timed(trainer, timeline, started)
+    if recorder.steps:
+        # Mostly Triton JIT compilation on unsloth: reported apart from the steady state.
+        timeline["first_step_s"] = float(recorder.steps[0]["duration_s"])
+
+    return {
+        "effective_config": _effective(case, trainer, args, checkpoint),
+        "versions": library_versions(VERSION_PACKAGES),
+        "timeline": timeline,
+        "device_name": torch.cuda.get_device_name(device),
+    }
+
+
+def _require_cuda_qlora(case: Case, device: torch.device) -> None:
+    """Skip, saying why, a case unsloth cannot run: one off a CUDA GPU, or not QLoRA."""
+    if device.type != "cuda":
+        raise SkipCase(
+            "unsloth needs a CUDA GPU (it refuses to import without one): sft_unsloth cases run on GPU "
+            "runners only"
+        )
+    if case.method != "qlora":
+        raise SkipCase(f"sft_unsloth runs unsloth QLoRA only (method {case.method} is sft_hf's)")
+
+
+def _load_with_adapters(FastLanguageModel: Any, path: str, case: Case, seed: int) -> tuple[Any, Any]:
+    """The 4-bit checkpoint loaded by unsloth, with its LoRA adapters and checkpointing, and its tokenizer."""
     model, tokenizer = FastLanguageModel.from_pretrained(
         model_name=path,
         max_seq_length=case.max_seq_len,
@@ -78,27 +113,11 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         use_gradient_checkpointing=GRADIENT_CHECKPOINTING if case.gradient_checkpointing else False,
         random_state=seed,
     )
-    timeline["load_s"] = time.perf_counter() - loaded
-    dataset = _dataset(case, tokenizer, steps, model.config.vocab_size, seed)
+    return model, tokenizer
 
-    from trl import SFTTrainer
 
-    # unsloth turns checkpointing on itself (get_peft_model); the Trainer's own switch would replace it.
-    args = sft_args(case, spec, steps, True, gradient_checkpointing=False)
-    trainer = SFTTrainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        callbacks=[_callback(recorder)],
-    )
-    timeline["setup_s"] = time.perf_counter() - started
-    trainer.train()
-    timeline["train_s"] = time.perf_counter() - started - timeline["setup_s"]
-    if recorder.steps:
-        # Mostly Triton JIT compilation on unsloth: reported apart from the steady state.
-        timeline["first_step_s"] = float(recorder.steps[0]["duration_s"])
-
+def _effective(case: Case, trainer: Any, args: Any, checkpoint: str) -> dict[str, Any]:
+    """The configuration the run trained with, and what unsloth decided by itself."""
     assert trainer.model is not None
     effective = effective_config(trainer.model, precision="bf16")
     effective.update(
@@ -109,12 +128,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         gradient_offload=gradient_offload(trainer.model, case),
         adapter_scope=adapter_scope(trainer.model),
     )
-    return {
-        "effective_config": effective,
-        "versions": library_versions(VERSION_PACKAGES),
-        "timeline": timeline,
-        "device_name": torch.cuda.get_device_name(device),
-    }
+    return effective
 
 
 def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:

@@ -85,69 +85,92 @@ def _micro_violation(per_gpu: int, micro: int, role: str, rules: RuleSet) -> str
 
 def check(knobs: VerlKnobs, rules: RuleSet) -> tuple[Normalised, str | None]:
     """verl's derived batch sizes and the first rule the knobs break (None: verl accepts them)."""
-    n_gpus = knobs.gpus
     global_mini, per_gpu, problem = _mini_per_gpu(knobs, knobs.mini_batch, "actor", rules)
     micro = knobs.micro_batch
     normalised = Normalised(
         rules, global_mini, per_gpu, per_gpu // micro if micro and per_gpu % micro == 0 else None
     )
-    violations: list[str | None] = []
+    violations: list[str | None] = [_rollout_tp_violation(knobs)]
+    if not knobs.dynamic_batch:
+        violations += _train_batch_violations(knobs)
+    violations.append(problem)
+    if knobs.use_critic:
+        violations.append(_mini_per_gpu(knobs, knobs.mini_batch, "critic", rules)[2])
+    if micro is not None and problem is None:
+        violations += _micro_batch_violations(knobs, per_gpu, micro, rules)
+    if knobs.dynamic_batch:
+        violations.append(_token_budget_violation(knobs))
+    return normalised, next((v for v in violations if v), None)
+
+
+def _rollout_tp_violation(knobs: VerlKnobs) -> str | None:
     # Rollout TP against the world size: 0.7.0 fsdp_workers.py:618, 0.8.0 engine_workers.py:600, 0.9.1
     # :659 ('rollout world_size: W is not divisible by infer_world_size: TP'). verl's rollout TP defaults
     # to 2, which is why every case names its own.
+    n_gpus = knobs.gpus
     if n_gpus % knobs.rollout_tp:
-        violations.append(
+        return (
             f"rollout tensor parallel size {knobs.rollout_tp} does not divide the {n_gpus} GPU(s) (verl: "
             "'rollout "
             f"world_size: {n_gpus} is not divisible by infer_world_size: {knobs.rollout_tp}'); set tp to a "
             "divisor"
         )
-    if not knobs.dynamic_batch:
-        # utils/config.py validate_config (0.6.1/0.7.0 :109-112, 0.8.0 :110-112, 0.9.1 :124-126): the
-        # responses per step must split evenly over the GPUs.
-        real = knobs.train_batch * knobs.rollout_n
-        if real % n_gpus:
+    return None
+
+
+def _train_batch_violations(knobs: VerlKnobs) -> list[str | None]:
+    """Without dynamic batching: the train batch against the GPU count and the mini-batch."""
+    n_gpus = knobs.gpus
+    violations: list[str | None] = []
+    # utils/config.py validate_config (0.6.1/0.7.0 :109-112, 0.8.0 :110-112, 0.9.1 :124-126): the
+    # responses per step must split evenly over the GPUs.
+    real = knobs.train_batch * knobs.rollout_n
+    if real % n_gpus:
+        violations.append(
+            f"train batch {knobs.train_batch} x rollout.n {knobs.rollout_n} = {real} is not divisible by "
+            f"{n_gpus} "
+            f"GPUs (verl: 'real_train_batch_size ({real}) must be divisible by minimal possible batch "
+            "size "
+            f"({n_gpus})')"
+        )
+    # workers/config/actor.py validate (0.6.1 :155, 0.7.0 :203, 0.8.0 :226, 0.9.1 :227) and critic.py
+    # (0.8.0 :126, 0.9.1 :127): the mini-batch cannot exceed the train batch.
+    if knobs.train_batch < knobs.mini_batch:
+        violations.append(
+            f"train batch {knobs.train_batch} < ppo_mini_batch_size {knobs.mini_batch} (verl: "
+            "'train_batch_size "
+            f"({knobs.train_batch}) must be >= actor.ppo_mini_batch_size ({knobs.mini_batch})')"
+        )
+    return violations
+
+
+def _micro_batch_violations(knobs: VerlKnobs, per_gpu: int, micro: int, rules: RuleSet) -> list[str | None]:
+    """The micro-batch against the actor's per-GPU mini-batch and (engine) the log-prob passes' share."""
+    violations = [_micro_violation(per_gpu, micro, "actor", rules)]
+    if rules == "engine":
+        # The log-prob passes (old policy, reference, values) split each GPU's share of the whole
+        # batch into micro-batches through the same prepare_micro_batches (engine/utils.py, as above).
+        share = knobs.train_batch * knobs.rollout_n // knobs.gpus
+        if share % micro:
             violations.append(
-                f"train batch {knobs.train_batch} x rollout.n {knobs.rollout_n} = {real} is not divisible by "
-                f"{n_gpus} "
-                f"GPUs (verl: 'real_train_batch_size ({real}) must be divisible by minimal possible batch "
-                "size "
-                f"({n_gpus})')"
+                f"log-prob micro-batch {micro} does not divide the per-GPU batch {share} (verl: 'data "
+                "size must be "
+                f"divisible by force_group_size * micro_batch_size_per_gpu'); use a divisor of {share}"
             )
-        # workers/config/actor.py validate (0.6.1 :155, 0.7.0 :203, 0.8.0 :226, 0.9.1 :227) and critic.py
-        # (0.8.0 :126, 0.9.1 :127): the mini-batch cannot exceed the train batch.
-        if knobs.train_batch < knobs.mini_batch:
-            violations.append(
-                f"train batch {knobs.train_batch} < ppo_mini_batch_size {knobs.mini_batch} (verl: "
-                "'train_batch_size "
-                f"({knobs.train_batch}) must be >= actor.ppo_mini_batch_size ({knobs.mini_batch})')"
-            )
-    violations.append(problem)
-    if knobs.use_critic:
-        violations.append(_mini_per_gpu(knobs, knobs.mini_batch, "critic", rules)[2])
-    if micro is not None and problem is None:
-        violations.append(_micro_violation(per_gpu, micro, "actor", rules))
-        if rules == "engine":
-            # The log-prob passes (old policy, reference, values) split each GPU's share of the whole
-            # batch into micro-batches through the same prepare_micro_batches (engine/utils.py, as above).
-            share = knobs.train_batch * knobs.rollout_n // n_gpus
-            if share % micro:
-                violations.append(
-                    f"log-prob micro-batch {micro} does not divide the per-GPU batch {share} (verl: 'data "
-                    "size must be "
-                    f"divisible by force_group_size * micro_batch_size_per_gpu'); use a divisor of {share}"
-                )
-    if knobs.dynamic_batch:
-        # utils/seqlen_balancing.py (0.7.0, 0.8.0, 0.9.1 :384): one sequence must fit the token budget.
-        longest = knobs.prompt_len + knobs.response_len
-        assert knobs.max_tokens_per_gpu is not None
-        if knobs.max_tokens_per_gpu < longest:
-            violations.append(
-                f"dynamic batch budget {knobs.max_tokens_per_gpu} tokens per GPU < prompt + response "
-                f"{longest} "
-                "(verl: 'max_token_len must be greater than the sequence length'); raise dyn"
-            )
-    return normalised, next((v for v in violations if v), None)
+    return violations
+
+
+def _token_budget_violation(knobs: VerlKnobs) -> str | None:
+    # utils/seqlen_balancing.py (0.7.0, 0.8.0, 0.9.1 :384): one sequence must fit the token budget.
+    longest = knobs.prompt_len + knobs.response_len
+    assert knobs.max_tokens_per_gpu is not None
+    if knobs.max_tokens_per_gpu < longest:
+        return (
+            f"dynamic batch budget {knobs.max_tokens_per_gpu} tokens per GPU < prompt + response "
+            f"{longest} "
+            "(verl: 'max_token_len must be greater than the sequence length'); raise dyn"
+        )
+    return None
 
 
 def check_case(case: Case, python: str | None = None) -> dict[str, object]:

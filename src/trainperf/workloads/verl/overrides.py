@@ -18,6 +18,8 @@ ACTOR_LR = 1e-6
 CRITIC_LR = 1e-5
 GPU_MEMORY_UTILIZATION = 0.5
 REWARD_FUNCTION = "compute_score"
+ACTOR = "actor_rollout_ref.actor"
+ROLLOUT = "actor_rollout_ref.rollout"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,10 +40,18 @@ def _flag(value: bool) -> str:
 
 def overrides(knobs: VerlKnobs, inputs: Inputs, *, steps: int, rules: RuleSet) -> list[str]:
     """The argument list after ``python -m verl.trainer.main_ppo``."""
-    model = str(inputs.model_dir)
-    actor = "actor_rollout_ref.actor"
-    rollout = "actor_rollout_ref.rollout"
-    args = [
+    return [
+        *_data_args(knobs, inputs),
+        *_actor_rollout_args(knobs, inputs),
+        *_critic_args(knobs, inputs),
+        *_reward_args(inputs, rules),
+        *_trainer_args(knobs, inputs, steps),
+    ]
+
+
+def _data_args(knobs: VerlKnobs, inputs: Inputs) -> list[str]:
+    """The algorithm and the prompts: the batch, the lengths, always the same order."""
+    return [
         f"algorithm.adv_estimator={'gae' if knobs.use_critic else 'grpo'}",
         "algorithm.use_kl_in_reward=False",
         f"data.train_files={inputs.train_parquet}",
@@ -53,65 +63,85 @@ def overrides(knobs: VerlKnobs, inputs: Inputs, *, steps: int, rules: RuleSet) -
         "data.truncation=error",
         # Step k is the same batch in every run (paired comparison of phases).
         "data.shuffle=False",
-        f"actor_rollout_ref.model.path={model}",
+    ]
+
+
+def _actor_rollout_args(knobs: VerlKnobs, inputs: Inputs) -> list[str]:
+    """The actor (and its reference) and the rollout engine: model, optimiser, batching, offload."""
+    args = [
+        f"actor_rollout_ref.model.path={inputs.model_dir}",
         f"actor_rollout_ref.model.tokenizer_path={inputs.tokenizer_dir}",
         "actor_rollout_ref.model.use_remove_padding=True",
         "actor_rollout_ref.model.enable_gradient_checkpointing=True",
-        f"{actor}.optim.lr={ACTOR_LR:g}",
-        f"{actor}.ppo_mini_batch_size={knobs.mini_batch}",
-        f"{actor}.use_kl_loss={_flag(knobs.kl_loss)}",
-        f"{rollout}.name={knobs.engine}",
-        f"{rollout}.tensor_model_parallel_size={knobs.rollout_tp}",
-        f"{rollout}.gpu_memory_utilization={GPU_MEMORY_UTILIZATION}",
-        f"{rollout}.n={knobs.rollout_n}",
+        f"{ACTOR}.optim.lr={ACTOR_LR:g}",
+        f"{ACTOR}.ppo_mini_batch_size={knobs.mini_batch}",
+        f"{ACTOR}.use_kl_loss={_flag(knobs.kl_loss)}",
+        f"{ROLLOUT}.name={knobs.engine}",
+        f"{ROLLOUT}.tensor_model_parallel_size={knobs.rollout_tp}",
+        f"{ROLLOUT}.gpu_memory_utilization={GPU_MEMORY_UTILIZATION}",
+        f"{ROLLOUT}.n={knobs.rollout_n}",
     ]
     if knobs.kl_loss:
-        args += [f"{actor}.kl_loss_coef={KL_LOSS_COEF}", f"{actor}.kl_loss_type={KL_LOSS_TYPE}"]
+        args += [f"{ACTOR}.kl_loss_coef={KL_LOSS_COEF}", f"{ACTOR}.kl_loss_type={KL_LOSS_TYPE}"]
     if not knobs.natural_lengths:
         # Random weights emit EOS rarely but not never: ignore_eos makes every response exactly
         # response_len tokens, so the work per step is the same in every run. verl passes it to
         # vLLM's SamplingParams (0.9.1 vllm_async_server.py:624); its SGLang server does not read
         # it, so SGLang lengths are fixed only up to that rare EOS (response_length/* is recorded).
-        args.append(f"{rollout}.ignore_eos=True")
+        args.append(f"{ROLLOUT}.ignore_eos=True")
     if knobs.dynamic_batch:
         args += [
-            f"{actor}.use_dynamic_bsz=True",
-            f"{actor}.ppo_max_token_len_per_gpu={knobs.max_tokens_per_gpu}",
+            f"{ACTOR}.use_dynamic_bsz=True",
+            f"{ACTOR}.ppo_max_token_len_per_gpu={knobs.max_tokens_per_gpu}",
         ]
     else:
         micro = knobs.micro_batch
         args += [
-            f"{actor}.ppo_micro_batch_size_per_gpu={micro}",
-            f"{rollout}.log_prob_micro_batch_size_per_gpu={micro}",
+            f"{ACTOR}.ppo_micro_batch_size_per_gpu={micro}",
+            f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu={micro}",
             f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
         ]
     if knobs.offload:
         args += [
-            f"{actor}.fsdp_config.param_offload=True",
-            f"{actor}.fsdp_config.optimizer_offload=True",
+            f"{ACTOR}.fsdp_config.param_offload=True",
+            f"{ACTOR}.fsdp_config.optimizer_offload=True",
             "actor_rollout_ref.ref.fsdp_config.param_offload=True",
         ]
-    if knobs.use_critic:
+    return args
+
+
+def _critic_args(knobs: VerlKnobs, inputs: Inputs) -> list[str]:
+    """PPO's critic, on the actor's model and batching (none for GRPO)."""
+    if not knobs.use_critic:
+        return []
+    args = [
+        f"critic.model.path={inputs.model_dir}",
+        f"critic.model.tokenizer_path={inputs.tokenizer_dir}",
+        "critic.model.use_remove_padding=True",
+        "critic.model.enable_gradient_checkpointing=True",
+        f"critic.optim.lr={CRITIC_LR:g}",
+        f"critic.ppo_mini_batch_size={knobs.mini_batch}",
+    ]
+    if knobs.dynamic_batch:
         args += [
-            f"critic.model.path={model}",
-            f"critic.model.tokenizer_path={inputs.tokenizer_dir}",
-            "critic.model.use_remove_padding=True",
-            "critic.model.enable_gradient_checkpointing=True",
-            f"critic.optim.lr={CRITIC_LR:g}",
-            f"critic.ppo_mini_batch_size={knobs.mini_batch}",
+            "critic.use_dynamic_bsz=True",
+            f"critic.ppo_max_token_len_per_gpu={knobs.max_tokens_per_gpu}",
         ]
-        if knobs.dynamic_batch:
-            args += [
-                "critic.use_dynamic_bsz=True",
-                f"critic.ppo_max_token_len_per_gpu={knobs.max_tokens_per_gpu}",
-            ]
-        else:
-            args.append(f"critic.ppo_micro_batch_size_per_gpu={knobs.micro_batch}")
+    else:
+        args.append(f"critic.ppo_micro_batch_size_per_gpu={knobs.micro_batch}")
+    return args
+
+
+def _reward_args(inputs: Inputs, rules: RuleSet) -> list[str]:
     # The custom reward moved under ``reward.`` in 0.8 (the top-level key is a deprecated alias there).
     reward = "custom_reward_function" if rules == "workers" else "reward.custom_reward_function"
-    args += [f"{reward}.path={inputs.reward_file}", f"{reward}.name={REWARD_FUNCTION}"]
+    return [f"{reward}.path={inputs.reward_file}", f"{reward}.name={REWARD_FUNCTION}"]
+
+
+def _trainer_args(knobs: VerlKnobs, inputs: Inputs, steps: int) -> list[str]:
+    """One node, ``steps`` training steps in one epoch, no validation, no checkpoints."""
     work = inputs.work_dir
-    args += [
+    return [
         "trainer.critic_warmup=0",
         "trainer.logger=[console,file]",
         "trainer.project_name=trainperf",
@@ -127,7 +157,6 @@ def overrides(knobs: VerlKnobs, inputs: Inputs, *, steps: int, rules: RuleSet) -
         f"trainer.total_training_steps={steps}",
         f"hydra.run.dir={work / 'hydra'}",
     ]
-    return args
 
 
 def dataset_rows(knobs: VerlKnobs, steps: int) -> int:

@@ -1,0 +1,59 @@
+"""Whether two results measured the same work on comparable hosts (no I/O): the effective
+configuration keys whose change means other work, and the fingerprint keys a class's timing
+is comparable only on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trainperf.result import CaseResult
+
+# Effective-configuration keys whose change means "not the same work any more".
+GATED_CONFIG_KEYS = (
+    "model_class",
+    "total_params",
+    "trainable_params",
+    "trainable_dtypes",
+    "quantized_modules",
+    "lora_layers",
+    "adapter_targets",
+    "attn_implementation",
+    "gradient_checkpointing",
+    "loaded_in_4bit",
+    "precision",
+    # What unsloth decides on its own (sft_unsloth): attention kernel, activation offload, and
+    # which kind of modules got adapters (gpt-oss: attention only, or the experts too).
+    "attention_backend",
+    "gradient_offload",
+    "adapter_scope",
+)
+
+
+def timing_comparable(baseline: CaseResult, result: CaseResult, same_keys: Sequence[str]) -> tuple[bool, str]:
+    """Whether a result's timing can be judged against a baseline's, and if not why: an emulated
+    result never can; otherwise the fingerprint keys its class names (``timing_comparable_only_on_same``,
+    e.g. the CPU's identity) must match. The reason names each differing key with both values."""
+    for label, side in (("baseline", baseline), ("result", result)):
+        if side.emulated:
+            return False, f"the {label} is emulated ({side.emulated})"
+    differing = [
+        f"{key} {_shown(baseline.fingerprint.get(key))} -> {_shown(result.fingerprint.get(key))}"
+        for key in same_keys
+        if baseline.fingerprint.get(key) != result.fingerprint.get(key)
+    ]
+    if differing:
+        return False, "the baseline was measured on another host (" + "; ".join(differing) + ")"
+    return True, ""
+
+
+def _shown(value: Any) -> str:
+    return "unrecorded" if value is None else repr(value)
+
+
+def config_changes(baseline: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    return [
+        (key, baseline.get(key), current.get(key))
+        for key in GATED_CONFIG_KEYS
+        if (key in baseline or key in current) and baseline.get(key) != current.get(key)
+    ]
