@@ -115,3 +115,39 @@ def test_functions_stay_under_the_line_limit() -> None:
     assert not new, f"functions over {MAX_FUNCTION_LINES} lines: {new}"
     done = LONG_FUNCTIONS_TO_SPLIT - set(long)
     assert not done, f"now within the limit, take them off LONG_FUNCTIONS_TO_SPLIT: {sorted(done)}"
+
+
+def _plugin_logic(source: str) -> list[str]:
+    """What a plugin module defines beyond wiring: classes, and top-level functions that are
+    neither ``pytest_*`` hooks nor ``@pytest.fixture`` functions."""
+
+    def is_fixture(decorator: ast.expr) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return isinstance(target, ast.Attribute) and target.attr == "fixture"
+
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            found.append(f"class {node.name}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not (
+            node.name.startswith("pytest_") or any(map(is_fixture, node.decorator_list))
+        ):
+            found.append(f"def {node.name}")
+    return found
+
+
+def test_the_plugin_only_wires_hooks() -> None:
+    logic = _plugin_logic((PACKAGE / "plugin.py").read_text())
+    assert not logic, f"plugin.py holds logic {logic}: move it to run/ (cases) or report/ (summaries)"
+
+
+def test_the_wiring_check_sees_logic() -> None:
+    source = (
+        "import pytest\n"
+        "class Harness: ...\n"
+        "def helper(): ...\n"
+        "def pytest_configure(config): ...\n"
+        "@pytest.fixture(scope='session')\ndef session_thing(): ...\n"
+        "@pytest.fixture\ndef thing(): ...\n"
+    )
+    assert _plugin_logic(source) == ["class Harness", "def helper"]
