@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.paths import REPORT_FILES, RESULTS_DIR
 from trainperf.report.summary import details, write_summary
 from trainperf.result import CaseResult
 from trainperf.run import interruption
@@ -82,6 +83,5 @@ def _write_folder_summary(
     terminal.write_line(write_summary(run_dir, gpu_class, results, lines))
     for line in lines:
         terminal.write_line(line)
-    terminal.write_line(
-        f"trainperf: results in {run_dir} (summary.md, index.html, benchmark.json, results/*.json)"
-    )
+    kept = ", ".join([*REPORT_FILES, f"{RESULTS_DIR}/*.json"])
+    terminal.write_line(f"trainperf: results in {run_dir} ({kept})")

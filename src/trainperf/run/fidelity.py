@@ -23,7 +23,8 @@ from trainperf.judge.metrics import tolerances_from_pyproject
 from trainperf.measure import fidelity
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
-from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, read_child_result
+from trainperf.run.folder import RunFolder
+from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, SPEC_FILE, read_child_result
 
 STATE_FILE = "fidelity.json"
 REPORT_FILE = "fidelity-report.json"
@@ -164,10 +165,10 @@ def _read_child(run_dir: Path, relative: str) -> tuple[dict[str, Any], list[Any]
 def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
     """The fidelity report of a run folder, from its files alone (it can be analysed anywhere)."""
     plan, state = load_state(run_dir)
-    sessions = json.loads((run_dir / "run.json").read_text())["sessions"]
+    sessions = json.loads(RunFolder(run_dir).session_path().read_text())["sessions"]
     idle_mem_b = sessions[0].get("idle_mem_b")
     case = (
-        Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / "spec.json").read_text())["case"])
+        Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / SPEC_FILE).read_text())["case"])
         if state["children"]
         else None
     )

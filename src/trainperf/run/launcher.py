@@ -29,8 +29,8 @@ from trainperf.run import interruption, process
 from trainperf.run.context import RunContext
 from trainperf.run.outcome import classify
 from trainperf.run.process import Exit
-from trainperf.traces.collect import collect, plan_for
-from trainperf.traces.plan import TracePlan
+from trainperf.traces.collect import collect
+from trainperf.traces.plan import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
     SAMPLES_FILE,
     SPEC_FILE,
@@ -245,7 +245,7 @@ class ChildLauncher:
             raise TrainperfError(missing_message(case.environment))
         out_dir = ctx.folder.new_child_dir(case.id, repeat)
         traced = ctx.settings.trace or case.trace
-        trace_plan = plan_for(ctx.run_dir, case.id, out_dir.name, steps) if traced else None
+        trace_plan = plan_trace(ctx.folder.trace_dir(case.id), out_dir.name, steps) if traced else None
         spec = child_spec(
             ctx,
             case,

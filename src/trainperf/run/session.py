@@ -108,8 +108,9 @@ def own_gpu(detection: Detection, placement: Placement) -> Detection:
 
 
 class PerfSession:
-    """The session's cases: opens the run folder at the first case, runs and judges each case,
-    and turns its verdict into the test's outcome (a skip, a failure naming why, or a pass)."""
+    """The session's cases: opens the run folder at the first case, then runs and judges each
+    case and keeps its report for the summary (``report.case_outcome`` makes the verdict the
+    test's outcome)."""
 
     def __init__(
         self, state: SessionState, worker: str | None, say: Callable[[str], None] | None = None
