@@ -20,6 +20,7 @@ from trainperf.run import interruption
 from trainperf.run.case_runner import CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import open_run
+from trainperf.run.folder import RunFolder
 from trainperf.run.launcher import ChildLauncher
 from trainperf.run.settings import resolve
 from trainperf.workloads.protocol import read_steps
@@ -108,15 +109,15 @@ def test_a_record_of_an_older_run_without_the_pace_still_reads(tmp_path: Path) -
         "steps_done": 3,
         "steps_requested": 9,
     }
-    (tmp_path / interruption.INTERRUPTED_FILE).write_text(json.dumps(old))
+    RunFolder(tmp_path).interruption_path.write_text(json.dumps(old))
     cut = interruption.pending(tmp_path)
     assert cut is not None and "after 3/9 steps (its files" in interruption.describe(tmp_path, cut)
 
 
 def test_a_corrupt_record_is_ignored(tmp_path: Path) -> None:
-    (tmp_path / interruption.INTERRUPTED_FILE).write_text("{not json")
+    RunFolder(tmp_path).interruption_path.write_text("{not json")
     assert interruption.pending(tmp_path) is None
-    (tmp_path / interruption.INTERRUPTED_FILE).write_text(json.dumps({"case_id": "x"}))
+    RunFolder(tmp_path).interruption_path.write_text(json.dumps({"case_id": "x"}))
     assert interruption.pending(tmp_path) is None
 
 
@@ -196,7 +197,7 @@ def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_s
     assert f"interrupted during {CASE.id} run 1/" in output, output[-3000:]
     assert "--perf-resume" in output
     run_dir = next((tmp_path / "reports").iterdir())
-    record = json.loads((run_dir / interruption.INTERRUPTED_FILE).read_text())
+    record = json.loads(RunFolder(run_dir).interruption_path.read_text())
     assert 1 <= record["steps_done"] < 2000
     steps_file = run_dir / record["child_dir"] / "steps.jsonl"
     assert len(read_steps(steps_file)) >= record["steps_done"]  # the files stayed

@@ -93,3 +93,89 @@ def _long_functions() -> dict[str, int]:
 def test_functions_stay_under_the_line_limit() -> None:
     long = _long_functions()
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}: split them"
+
+
+def _plugin_logic(source: str) -> list[str]:
+    """What a plugin module defines beyond wiring: classes, and top-level functions that are
+    neither ``pytest_*`` hooks nor ``@pytest.fixture`` functions."""
+
+    def is_fixture(decorator: ast.expr) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return isinstance(target, ast.Attribute) and target.attr == "fixture"
+
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            found.append(f"class {node.name}")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not (
+            node.name.startswith("pytest_") or any(map(is_fixture, node.decorator_list))
+        ):
+            found.append(f"def {node.name}")
+    return found
+
+
+def test_the_plugin_only_wires_hooks() -> None:
+    logic = _plugin_logic((PACKAGE / "plugin.py").read_text())
+    assert not logic, f"plugin.py holds logic {logic}: move it to run/ (cases) or report/ (summaries)"
+
+
+def test_the_wiring_check_sees_logic() -> None:
+    source = (
+        "import pytest\n"
+        "class Harness: ...\n"
+        "def helper(): ...\n"
+        "def pytest_configure(config): ...\n"
+        "@pytest.fixture(scope='session')\ndef session_thing(): ...\n"
+        "@pytest.fixture\ndef thing(): ...\n"
+    )
+    assert _plugin_logic(source) == ["class Harness", "def helper"]
+
+
+# The names of a run folder's files, each spelled once: in the core-layer module that owns it
+# (``run.folder.RunFolder`` builds every path from these constants).
+OWNED_NAMES: dict[str, str] = {
+    "run.json": "paths.py", "run*.json": "paths.py", "results": "paths.py", "results.jsonl": "paths.py",
+    "traces": "paths.py", "interrupted.json": "paths.py",
+    "summary.md": "paths.py", "index.html": "paths.py", "benchmark.json": "paths.py",
+    "steps.jsonl": "workloads/protocol.py", "spec.json": "workloads/protocol.py",
+}  # fmt: skip
+
+
+def _spelled_names(source: str) -> set[str]:
+    """The owned names a module spells as a path (a string without spaces, one of whose
+    ``/``-separated parts is the name); docstrings and prose messages are not paths."""
+    tree = ast.parse(source)
+    bare_strings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    found = set()
+    for node in ast.walk(tree):
+        is_path = (
+            isinstance(node, ast.Constant) and isinstance(node.value, str) and not node.value.split()[1:]
+        )
+        if is_path and id(node) not in bare_strings:
+            found |= set(node.value.split("/")) & set(OWNED_NAMES)
+    return found
+
+
+@pytest.mark.parametrize("path", _modules(), ids=_name)
+def test_run_folder_names_are_spelled_by_their_owner(path: Path) -> None:
+    module = str(path.relative_to(PACKAGE))
+    strays = sorted(name for name in _spelled_names(path.read_text()) if OWNED_NAMES[name] != module)
+    assert not strays, (
+        f"{module} spells {strays}: use run.folder.RunFolder (or the constants in paths.py, "
+        "workloads/protocol.py below the run layer)"
+    )
+
+
+def test_the_name_check_sees_a_spelled_path() -> None:
+    source = (
+        '"""A docstring may say run.json."""\n'
+        'page = run_dir / "index.html"\n'
+        'link = f"{url}/index.html"\n'
+        'nested = "results/x.json"\n'
+        'message = "rebuild summary.md from results/*.json"\n'
+    )
+    assert _spelled_names(source) == {"index.html", "results"}

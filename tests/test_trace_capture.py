@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from trainperf.traces.collect import collect, plan_for
-from trainperf.traces.plan import TracePlan
+from trainperf.run.folder import RunFolder
+from trainperf.traces.collect import collect
+from trainperf.traces.plan import TracePlan, plan_trace
 
 torch = pytest.importorskip("torch")
 
@@ -35,7 +36,7 @@ def toy_run(tmp_path: Path, plan: TracePlan) -> tuple[list[dict], dict]:
 
 
 def test_last_steps_are_profiled_marked_and_analysed(tmp_path: Path) -> None:
-    plan = plan_for(tmp_path, "case-a", "r1", 8)
+    plan = plan_trace(RunFolder(tmp_path).trace_dir("case-a"), "r1", 8)
     assert isinstance(plan, TracePlan)
     steps, info = toy_run(tmp_path, plan)
     assert [s["step"] for s in steps if s.get("profiled")] == [5, 6, 7, 8]

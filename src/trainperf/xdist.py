@@ -9,7 +9,6 @@ own GPU, writes ``run.<worker>.json`` (not one shared file), and baselines are p
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import os
 import re
@@ -17,10 +16,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
-from trainperf.measure.placement import Placement, visible_devices, worker_index
+from trainperf.measure.placement import visible_devices
+from trainperf.run.settings import Settings
 
 STAMP_KEY = "trainperf_run_stamp"
 
@@ -55,11 +54,6 @@ def shared_stamp(config: Any) -> str | None:
     """The controller's stamp as a worker sees it."""
     workerinput = getattr(config, "workerinput", None)
     return str(workerinput[STAMP_KEY]) if workerinput and STAMP_KEY in workerinput else None
-
-
-def placement_for(config: Any) -> Placement:
-    """The GPUs of this process: every visible one, owning the one of its worker number."""
-    return Placement(tuple(visible_devices(Nvml.count)), worker_index(worker_id(config)))
 
 
 def auto_workers() -> int | None:
@@ -127,13 +121,11 @@ def _uses_fixture(path: Path) -> bool:
         return False
 
 
-def own_gpu(detection: Detection, placement: Placement) -> Detection:
-    """The detection moved to this worker's own GPU (same class: a runner's GPUs are alike)."""
-    own = placement.own
-    if own is None or detection.device is None or own == detection.device:
-        return detection
-    return dataclasses.replace(detection, device=own, info=Nvml.info(own))
-
-
 def run_dirs(output: Path, stamp: str) -> list[Path]:
     return sorted(path for path in output.glob(f"{stamp}-*") if path.is_dir())
+
+
+def controller_run_dirs(settings: Settings, stamp: str | None) -> list[Path]:
+    """The run folders the controller summarises: the resumed one, or those its workers opened
+    under its stamp (one per GPU class they found)."""
+    return [settings.resume] if settings.resume else run_dirs(settings.output, stamp or "")

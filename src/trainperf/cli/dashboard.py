@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.paths import PAGE_FILE
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         count = build_site(store, args.output, reports_url=args.reports_url)
     finally:
         store.close()
-    print(f"{args.output / 'index.html'}: {count} case page(s)")
+    print(f"{args.output / PAGE_FILE}: {count} case page(s)")
     return 0
 
 

@@ -14,14 +14,14 @@ from trainperf.report.export import benchmark_json
 from trainperf.report.html import render_html, run_info
 from trainperf.report.markdown import render_summary
 from trainperf.result import CaseResult
-
-REPORT_FILES = ("summary.md", "index.html", "benchmark.json")
+from trainperf.run.folder import RunFolder
 
 
 def write_reports(
     run_dir: Path, results: Sequence[CaseResult], title: str, details: Sequence[str] = ()
 ) -> list[Path]:
-    summary, page, bench = (run_dir / name for name in REPORT_FILES)
+    folder = RunFolder(run_dir)
+    summary, page, bench = folder.summary_path, folder.page_path, folder.benchmark_path
     summary.write_text(render_summary(results, title, details))
     page.write_text(render_html(run_dir, results, title, details))
     bench.write_text(json.dumps(benchmark_json(results, run_info(run_dir)), indent=1))

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from trainperf.paths import PAGE_FILE
 from trainperf.report.html import MARKER
+from trainperf.run.folder import RunFolder
 from trainperf.store.db import Store
 from trainperf.store.series import Series, all_series, history_points
 
@@ -72,7 +74,7 @@ def build_site(store: Store, output: Path, *, reports_url: str | None = None) ->
         (output / page).write_text(
             _page(
                 f"trainperf history: {case_id}",
-                f"<p><a href='../index.html'>all cases</a></p><h1>{escape(case_id)}</h1>{''.join(sections)}",
+                f"<p><a href='../{PAGE_FILE}'>all cases</a></p><h1>{escape(case_id)}</h1>{''.join(sections)}",
             )
         )
     head = "".join(f"<th>{escape(label)}</th>" for _, label in HEADLINE)
@@ -84,9 +86,7 @@ def build_site(store: Store, output: Path, *, reports_url: str | None = None) ->
         "<p>Latest value beside each sparkline; <span class='cp'>&#9650;</span> "
         "a change point in the last 10 runs.</p>"
     )
-    (output / "index.html").write_text(
-        _page("trainperf history", f"<h1>trainperf history</h1>{legend}{table}")
-    )
+    (output / PAGE_FILE).write_text(_page("trainperf history", f"<h1>trainperf history</h1>{legend}{table}"))
     return len({case for case, _ in keys})
 
 
@@ -220,5 +220,5 @@ def _report_link(run_dir: str | None, pages: str, reports_url: str | None) -> st
     if not run_dir:
         return "#"
     if reports_url:
-        return f"{reports_url.rstrip('/')}/{Path(run_dir).name}/index.html"
-    return os.path.relpath(os.path.join(run_dir, "index.html"), pages)
+        return f"{reports_url.rstrip('/')}/{Path(run_dir).name}/{PAGE_FILE}"
+    return os.path.relpath(RunFolder(Path(run_dir)).page_path, pages)

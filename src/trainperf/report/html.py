@@ -18,6 +18,7 @@ from trainperf.report.rundata import probe_series, runs_of
 from trainperf.report.svg import Bar, Line, Mark, line_chart, ratio_chart, stacked_bars
 from trainperf.report.table import COLUMNS, rows
 from trainperf.result import CaseResult
+from trainperf.run.folder import RunFolder
 from trainperf.traces.diff import describe
 
 STYLE = """
@@ -235,12 +236,9 @@ def render_html(run_dir: Path, results: Sequence[CaseResult], title: str, detail
 
 
 def run_info(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    if not path.is_file():
-        return {}
-    sessions = json.loads(path.read_text()).get("sessions") or [{}]
-    info: dict[str, Any] = sessions[-1]
-    return info
+    """The run's latest session record (``run.json``); empty when there is none."""
+    sessions = RunFolder(run_dir).session_records() or [{}]
+    return sessions[-1]
 
 
 def _describe_run(info: dict[str, Any]) -> str:

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.judge import stats
-from trainperf.measure.nvml import Sample, read_samples
+from trainperf.measure.nvml import Sample
 from trainperf.result import CaseResult
-from trainperf.workloads.protocol import SAMPLES_FILE, STEPS_FILE, read_steps
+from trainperf.run.folder import RunFolder
 
 GIB = 2**30
 
@@ -62,16 +62,17 @@ class RunSeries:
         return {name: total / len(carrying) for name, total in totals.items()} if carrying else {}
 
 
-def read_run(folder: Path, label: str) -> RunSeries:
-    samples = read_samples(folder / SAMPLES_FILE) if (folder / SAMPLES_FILE).is_file() else []
-    return RunSeries(label, read_steps(folder / STEPS_FILE), samples)
+def read_run(child: Path, label: str) -> RunSeries:
+    return RunSeries(label, RunFolder.child_steps(child), RunFolder.child_samples(child))
 
 
 def runs_of(run_dir: Path, result: CaseResult) -> list[RunSeries]:
-    return [read_run(run_dir / run["dir"], Path(run["dir"]).name) for run in result.runs if run.get("dir")]
+    folder = RunFolder(run_dir)
+    return [
+        read_run(folder.child_dir(run["dir"]), Path(run["dir"]).name) for run in result.runs if run.get("dir")
+    ]
 
 
 def probe_series(run_dir: Path, case_id: str) -> list[RunSeries]:
     """The children of one (probe) case id, as a cliff search left them."""
-    folder = run_dir / "cases" / case_id
-    return [read_run(sub, sub.name) for sub in sorted(folder.glob("r*")) if sub.is_dir()]
+    return [read_run(child, child.name) for child in RunFolder(run_dir).probe_dirs(case_id)]

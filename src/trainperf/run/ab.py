@@ -19,6 +19,7 @@ from pathlib import Path
 from trainperf.errors import TrainperfError
 from trainperf.measure.measurement import merge_metric
 from trainperf.result import CaseResult
+from trainperf.run.folder import RunFolder
 
 REQUIRED_IMPORTS = ("torch", "transformers", "peft", "trl", "datasets", "accelerate")
 
@@ -97,7 +98,7 @@ def run_rounds(
                 raise TrainperfError(
                     f"pytest stopped with status {completed.returncode} in round {round_index} ({label})"
                 )
-            runs = sorted(p for p in out.iterdir() if (p / "results").is_dir()) if out.is_dir() else []
+            runs = sorted(p for p in out.iterdir() if RunFolder(p).is_run()) if out.is_dir() else []
             if not runs:
                 raise TrainperfError(
                     f"round {round_index} ({label}) measured no case: check the pytest selection"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -94,7 +93,7 @@ def open_run(
     metrics = with_tolerances(tolerances_from_pyproject(rootdir), gpu_class.timing_tolerance_scale)
     commit = checkout_commit(rootdir)  # pytest-benchmark's commit_info, and the run's in the history
     started = _write_run_file(
-        RunFolder(run_dir).session_path(worker), settings, detection, fingerprint, idle_mem_b, commit
+        RunFolder(run_dir), worker, settings, detection, fingerprint, idle_mem_b, commit
     )
     history = open_history(
         settings,
@@ -136,7 +135,8 @@ def _run_dir(settings: Settings, gpu_class: str, emulated: str | None, stamp: st
 
 
 def _write_run_file(
-    path: Path,
+    folder: RunFolder,
+    worker: str | None,
     settings: Settings,
     detection: Detection,
     fingerprint: dict[str, Any],
@@ -157,7 +157,5 @@ def _write_run_file(
         "commit": commit,
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
     }
-    history = json.loads(path.read_text()).get("sessions", []) if path.is_file() else []
-    history.append(record)
-    path.write_text(json.dumps({"sessions": history}, indent=1, default=str))
+    history = folder.record_session(record, worker)
     return str(history[0]["started"])

@@ -23,7 +23,8 @@ from trainperf.measure import fidelity
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
 from trainperf.run.fidelity_render import render
-from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, read_child_result
+from trainperf.run.folder import RunFolder
+from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, SPEC_FILE, read_child_result
 
 STATE_FILE = "fidelity.json"
 REPORT_FILE = "fidelity-report.json"
@@ -174,7 +175,7 @@ class _MeasuredChildren:
 def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
     """The fidelity report of a run folder, from its files alone (it can be analysed anywhere)."""
     plan, state = load_state(run_dir)
-    sessions = json.loads((run_dir / "run.json").read_text())["sessions"]
+    sessions = json.loads(RunFolder(run_dir).session_path().read_text())["sessions"]
     children = _measure_children(run_dir, plan, state, sessions[0].get("idle_mem_b"))
     report = _report(run_dir, root, plan, state, sessions[0], children)
     write_json_atomic(run_dir / REPORT_FILE, report)
@@ -187,7 +188,7 @@ def _measure_children(
     """Each child that finished: a harness run measured as the suite measures a case, a bare run
     by its window's tokens/s."""
     case = (
-        Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / "spec.json").read_text())["case"])
+        Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / SPEC_FILE).read_text())["case"])
         if state["children"]
         else None
     )

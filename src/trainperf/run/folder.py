@@ -5,26 +5,39 @@ results/<case>.json           each finished case's result, written atomically as
 results/<cliff>.probes.jsonl  a cliff search's probes, one line each, for --perf-resume
 results.jsonl                 one line per finished case, flushed: nothing is lost on a crash
 cases/<case>/r<n>/            each fresh child's spec, steps, samples, logs and result
+traces/<case>/                each case's profiler traces under --perf-trace
 interrupted.json              the case a Ctrl-C or time limit cut (``run.interruption``)
 summary.md, index.html, benchmark.json   the reports (``report.build``)
+
+The names themselves live in ``trainperf.paths`` (and a child's files in ``workloads.protocol``),
+where the layers below this one can name them too; nothing else spells them.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
 from trainperf.jsonio import append_jsonl
+from trainperf.measure.nvml import Sample, read_samples
+from trainperf.paths import (
+    BENCHMARK_FILE,
+    CASES_DIR,
+    INTERRUPTED_FILE,
+    PAGE_FILE,
+    RESULTS_DIR,
+    RESULTS_INDEX_FILE,
+    SESSION_FILE,
+    SESSION_FILES_GLOB,
+    SUMMARY_FILE,
+    TRACES_DIR,
+)
 from trainperf.result import CaseResult
 from trainperf.store.results import load_result, save_result
-from trainperf.workloads.protocol import SPEC_FILE
-
-RESULTS_DIR = "results"
-CASES_DIR = "cases"
-INDEX_FILE = "results.jsonl"
-SESSION_FILE = "run.json"
+from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, STEPS_FILE, read_steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,20 +53,63 @@ class RunFolder:
         return folder
 
     def is_run(self) -> bool:
-        return (self.root / RESULTS_DIR).is_dir()
+        return self.results_dir.is_dir()
 
     @property
     def name(self) -> str:
         return self.root.name
 
+    @property
+    def results_dir(self) -> Path:
+        return self.root / RESULTS_DIR
+
     def result_path(self, result_id: str) -> Path:
-        return self.root / RESULTS_DIR / f"{result_id}.json"
+        return self.results_dir / f"{result_id}.json"
 
     def probes_path(self, cliff_id: str) -> Path:
-        return self.root / RESULTS_DIR / f"{cliff_id}.probes.jsonl"
+        return self.results_dir / f"{cliff_id}.probes.jsonl"
 
     def session_path(self, worker: str | None = None) -> Path:
         return self.root / (f"run.{worker}.json" if worker else SESSION_FILE)
+
+    def session_files(self) -> list[Path]:
+        """``run.json`` and each xdist worker's ``run.<worker>.json``, by name."""
+        return sorted(self.root.glob(SESSION_FILES_GLOB))
+
+    def session_records(self, worker: str | None = None) -> list[dict[str, Any]]:
+        """The sessions recorded in ``run.json`` (or a worker's own file), oldest first; none when
+        it is absent."""
+        path = self.session_path(worker)
+        if not path.is_file():
+            return []
+        sessions: list[dict[str, Any]] = json.loads(path.read_text()).get("sessions") or []
+        return sessions
+
+    def record_session(self, record: dict[str, Any], worker: str | None = None) -> list[dict[str, Any]]:
+        """Append a session to its record file; every session it now holds, this one last."""
+        sessions = [*self.session_records(worker), record]
+        self.session_path(worker).write_text(json.dumps({"sessions": sessions}, indent=1, default=str))
+        return sessions
+
+    @property
+    def interruption_path(self) -> Path:
+        return self.root / INTERRUPTED_FILE
+
+    @property
+    def summary_path(self) -> Path:
+        return self.root / SUMMARY_FILE
+
+    @property
+    def page_path(self) -> Path:
+        return self.root / PAGE_FILE
+
+    @property
+    def benchmark_path(self) -> Path:
+        return self.root / BENCHMARK_FILE
+
+    def trace_dir(self, case_id: str) -> Path:
+        """Where a case's children write their traces (one TensorBoard run folder per case)."""
+        return self.root / TRACES_DIR / case_id
 
     def case_dir(self, case_id: str) -> Path:
         return self.root / CASES_DIR / case_id
@@ -67,6 +123,24 @@ class RunFolder:
         out_dir.mkdir(parents=True, exist_ok=True)
         return out_dir
 
+    def child_dir(self, relative: str) -> Path:
+        """A child's folder from its path in the run (a result's ``runs[].dir``)."""
+        return self.root / relative
+
+    def probe_dirs(self, case_id: str) -> list[Path]:
+        """The children of one (probe) case id, as a cliff search left them, by folder name."""
+        return [sub for sub in sorted(self.case_dir(case_id).glob("r*")) if sub.is_dir()]
+
+    @staticmethod
+    def child_steps(child: Path) -> list[dict[str, Any]]:
+        """A child's step records (``steps.jsonl``)."""
+        return read_steps(child / STEPS_FILE)
+
+    @staticmethod
+    def child_samples(child: Path) -> list[Sample]:
+        """A child's NVML samples; none when it took none (a CPU case)."""
+        return read_samples(child / SAMPLES_FILE) if (child / SAMPLES_FILE).is_file() else []
+
     def relative(self, path: Path) -> str:
         return str(path.relative_to(self.root))
 
@@ -74,7 +148,7 @@ class RunFolder:
         """Write a finished case's result and its line in the index, before the next case starts."""
         save_result(self.result_path(result.case_id), result)
         record: dict[str, Any] = {"case_id": result.case_id, "outcome": result.outcome, "verdict": verdict}
-        append_jsonl(self.root / INDEX_FILE, record)
+        append_jsonl(self.root / RESULTS_INDEX_FILE, record)
 
     def has_result(self, result_id: str) -> bool:
         return self.result_path(result_id).is_file()
@@ -84,7 +158,7 @@ class RunFolder:
 
     def results(self) -> list[CaseResult]:
         """Every case result, by file name (case id)."""
-        return [load_result(path) for path in sorted((self.root / RESULTS_DIR).glob("*.json"))]
+        return [load_result(path) for path in sorted(self.results_dir.glob("*.json"))]
 
     def results_by_finish(self) -> list[CaseResult]:
         """Every case result in the order the cases finished (xdist workers write concurrently)."""

@@ -20,7 +20,9 @@ from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.measure.measurement import measure_run, run_metrics
 from trainperf.measure.nvml import read_samples
+from trainperf.paths import BENCHMARK_FILE, CASES_DIR, TRACES_DIR
 from trainperf.result import SCHEMA_VERSION, CaseResult
+from trainperf.run.folder import RunFolder
 from trainperf.store.db import Store, StoreBusy
 from trainperf.store.history import (
     CaseItem,
@@ -31,11 +33,11 @@ from trainperf.store.history import (
     write_cases,
     write_run,
 )
-from trainperf.workloads.protocol import SAMPLES_FILE, read_child_result
+from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, read_child_result
 
 FIDELITY_STATE = "fidelity.json"
 # Folders inside a run that hold per-child files, never runs of their own.
-NOT_RUNS = {"cases", "traces", "logs", "__pycache__"}
+NOT_RUNS = {CASES_DIR, TRACES_DIR, "logs", "__pycache__"}
 BARE_LABEL = "bare"
 """A fidelity child that ran the bare loop without the harness: a different workload, stored apart."""
 
@@ -84,16 +86,17 @@ def _walk(path: Path) -> Iterator[Path]:
 
 
 def _is_run(path: Path) -> bool:
-    if (path / FIDELITY_STATE).is_file() or any(path.glob("run*.json")):
+    folder = RunFolder(path)
+    if (path / FIDELITY_STATE).is_file() or folder.session_files():
         return True
-    return any(_looks_like_result(p) for p in _candidates(path / "results")[:1] + _candidates(path)[:1])
+    return any(_looks_like_result(p) for p in _candidates(folder.results_dir)[:1] + _candidates(path)[:1])
 
 
 def _candidates(folder: Path) -> list[Path]:
     """The JSON files of a folder that may be case results (not run records, fidelity state or exports)."""
     if not folder.is_dir():
         return []
-    skip = (FIDELITY_STATE, "benchmark.json", "fidelity-report.json")
+    skip = (FIDELITY_STATE, BENCHMARK_FILE, "fidelity-report.json")
     return [p for p in sorted(folder.glob("*.json")) if not p.name.startswith("run") and p.name not in skip]
 
 
@@ -145,7 +148,7 @@ def ingest(
 def sessions_of(run_dir: Path) -> list[dict[str, Any]]:
     """The session records of ``run.json`` (and of each xdist worker's ``run.gwN.json``), oldest first."""
     sessions: list[dict[str, Any]] = []
-    for path in sorted(run_dir.glob("run*.json")):
+    for path in RunFolder(run_dir).session_files():
         try:
             sessions.extend(json.loads(path.read_text()).get("sessions", []))
         except (OSError, ValueError, AttributeError) as exc:
@@ -194,8 +197,8 @@ def run_info(
 
 
 def _ingest_results(store: Store, run_dir: Path, runner: str | None, skipped: list[str]) -> tuple[int, int]:
-    folder = run_dir / "results" if (run_dir / "results").is_dir() else run_dir
-    files = _candidates(folder)
+    run = RunFolder(run_dir)
+    files = _candidates(run.results_dir if run.is_run() else run_dir)
     if sessions_of(run_dir):
         info = run_info(run_dir, [], runner)
         with store.reading() as conn:
@@ -216,7 +219,7 @@ def _ingest_results(store: Store, run_dir: Path, runner: str | None, skipped: li
 def _run_groups(run_dir: Path, results: list[tuple[Path, CaseResult]]) -> list[list[tuple[Path, CaseResult]]]:
     """A run folder is one run. Copied results (a baselines folder) came from several runs: a
     baseline names its run folder in ``source`` (``<run>: <command>``), so they are grouped by it."""
-    if not results or any(run_dir.glob("run*.json")):
+    if not results or RunFolder(run_dir).session_files():
         return [results] if results else []
     groups: dict[str, list[tuple[Path, CaseResult]]] = {}
     for path, result in results:
@@ -229,7 +232,7 @@ def _ingest_fidelity(store: Store, run_dir: Path, runner: str | None) -> tuple[i
     try:
         state = json.loads((run_dir / FIDELITY_STATE).read_text())
         children = [c for c in state["children"] if c.get("dir")]
-        spec = json.loads((run_dir / children[0]["dir"] / "spec.json").read_text()) if children else {}
+        spec = json.loads((run_dir / children[0]["dir"] / SPEC_FILE).read_text()) if children else {}
         case = Case.from_dict(spec["case"]) if spec else None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TrainperfError(

@@ -22,8 +22,6 @@ from trainperf.jsonio import write_json_atomic
 from trainperf.judge import stats
 from trainperf.run.folder import RunFolder
 
-INTERRUPTED_FILE = "interrupted.json"
-
 
 @dataclass(frozen=True, slots=True)
 class Interruption:
@@ -53,13 +51,13 @@ def remaining_s(steps: list[dict[str, Any]], requested: int) -> float | None:
 
 
 def record(run_dir: Path, interruption: Interruption) -> None:
-    write_json_atomic(run_dir / INTERRUPTED_FILE, asdict(interruption))
+    write_json_atomic(RunFolder(run_dir).interruption_path, asdict(interruption))
 
 
 def pending(run_dir: Path) -> Interruption | None:
     """The interruption recorded in ``run_dir``, unless its case has a result there since."""
     try:
-        data = json.loads((run_dir / INTERRUPTED_FILE).read_text())
+        data = json.loads(RunFolder(run_dir).interruption_path.read_text())
         interruption = Interruption(**data)
     except (OSError, ValueError, TypeError):
         return None

@@ -31,8 +31,8 @@ from trainperf.run.context import RunContext
 from trainperf.run.guard import Progress, both, check_before, contamination
 from trainperf.run.outcome import classify
 from trainperf.run.process import Exit
-from trainperf.traces.collect import collect, plan_for
-from trainperf.traces.plan import TracePlan
+from trainperf.traces.collect import collect
+from trainperf.traces.plan import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
     SAMPLES_FILE,
     SPEC_FILE,
@@ -254,7 +254,7 @@ class ChildLauncher:
             raise TrainperfError(missing_message(case.environment))
         out_dir = ctx.folder.new_child_dir(case.id, repeat)
         traced = ctx.settings.trace or case.trace
-        trace_plan = plan_for(ctx.run_dir, case.id, out_dir.name, steps) if traced else None
+        trace_plan = plan_trace(ctx.folder.trace_dir(case.id), out_dir.name, steps) if traced else None
         spec = child_spec(
             ctx,
             case,

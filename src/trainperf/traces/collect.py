@@ -10,14 +10,7 @@ from trainperf.errors import TrainperfError
 from trainperf.traces.analysis import analyse
 from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
-from trainperf.traces.plan import TracePlan, plan_trace
-
-TRACES_DIR = "traces"
-
-
-def plan_for(run_dir: Path, case_id: str, worker: str, steps: int) -> TracePlan | str:
-    """Where a child's trace goes: ``<run>/traces/<case-id>/<worker>.pt.trace.json.gz``."""
-    return plan_trace(run_dir / TRACES_DIR / case_id, worker, steps)
+from trainperf.traces.plan import TracePlan
 
 
 def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[str, Any]:

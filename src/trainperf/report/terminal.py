@@ -1,0 +1,87 @@
+"""What a pytest session writes to the terminal: live progress as it happens, and at the end the
+summary of each run folder (its table, the lines under it, where its reports are)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import TrainperfError
+from trainperf.paths import REPORT_FILES, RESULTS_DIR
+from trainperf.report.summary import details, write_summary
+from trainperf.result import CaseResult
+from trainperf.run import interruption
+from trainperf.run.folder import RunFolder
+from trainperf.run.session import SessionState
+
+
+def live_line_writer(reporter: Any, capture: Any) -> Callable[[str], None]:
+    """Progress goes to the terminal as it happens, past pytest's output capture (as live
+    logging does): a run killed from outside still shows how far each case got."""
+
+    def say(line: str) -> None:
+        if capture is None:
+            reporter.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.ensure_newline()
+            reporter.write_line(line)
+
+    return say
+
+
+def write_deselected_note(terminal: Any, state: SessionState) -> None:
+    if state.deselected_other_class:
+        terminal.write_line(
+            f"trainperf: {state.deselected_other_class} case(s) of other GPU classes deselected "
+            f"(this machine: {state.detection.describe() if state.detection else '?'})"
+        )
+
+
+def write_session_summary(terminal: Any, state: SessionState) -> None:
+    """A serial run (or one xdist worker's view): the cases this process ran, from their reports."""
+    if state.context is None:
+        return
+    run_dir = state.context.run_dir
+    if state.reports:
+        results = [report.result for report in state.reports]
+        notes = {report.result.case_id: report.notes for report in state.reports}
+        written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
+        lines = details(results, notes, written)
+        _write_folder_summary(terminal, run_dir, state.context.gpu_class.name, results, lines)
+    for line in state.conclude_history():
+        terminal.write_line(line)
+    _write_interruption(terminal, run_dir)
+
+
+def write_workers_summary(terminal: Any, run_dirs: Sequence[Path], written: dict[str, str]) -> None:
+    """Under xdist: one summary of every worker's results, read from the run folders' result files."""
+    for run_dir in run_dirs:
+        try:
+            results = RunFolder(run_dir).results_by_finish()
+        except TrainperfError as exc:
+            terminal.write_line(f"trainperf: {exc}")
+            continue
+        if results:
+            lines = details(results, {}, dict(written))
+            _write_folder_summary(terminal, run_dir, results[0].gpu_class, results, lines)
+        _write_interruption(terminal, run_dir)
+
+
+def _write_interruption(terminal: Any, run_dir: Path) -> None:
+    """The last line of a cut run's summary: the case it cut and how to go on."""
+    cut = interruption.pending(run_dir)
+    if cut is not None:
+        terminal.write_line(interruption.describe(run_dir, cut))
+
+
+def _write_folder_summary(
+    terminal: Any, run_dir: Path, gpu_class: str, results: Sequence[CaseResult], lines: list[str]
+) -> None:
+    terminal.section(f"trainperf: {gpu_class} ({len(results)} cases)")
+    terminal.write_line(write_summary(run_dir, gpu_class, results, lines))
+    for line in lines:
+        terminal.write_line(line)
+    kept = ", ".join([*REPORT_FILES, f"{RESULTS_DIR}/*.json"])
+    terminal.write_line(f"trainperf: results in {run_dir} ({kept})")

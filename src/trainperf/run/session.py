@@ -1,0 +1,193 @@
+"""A pytest session of cases: which cases this machine runs, the run it opens at its first case,
+and each case's verdict turned into the test's outcome. The pytest plugin only wires these in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from trainperf.case import Case
+from trainperf.errors import TrainperfError
+from trainperf.measure.detection import Detection, detect, emulate
+from trainperf.measure.hardware import CPU_CLASS, load_classes
+from trainperf.measure.nvml import Nvml
+from trainperf.measure.placement import Placement, visible_devices, worker_index
+from trainperf.run.case_runner import CaseReport, CaseRunner
+from trainperf.run.cliff import run_cliff
+from trainperf.run.context import RunContext, open_run
+from trainperf.run.settings import Settings
+
+BASELINE_WRITTEN_PROPERTY = "trainperf_baseline_written"
+"""The test report property naming a baseline a case wrote: ``<case id>=<path>``."""
+
+Item = TypeVar("Item")
+
+
+@dataclass
+class SessionState:
+    """What one pytest process knows of its session, from configuration to the summary."""
+
+    settings: Settings
+    rootdir: Path
+    detection: Detection | None = None
+    session_class: str | None = None
+    context: RunContext | None = None
+    reports: list[CaseReport] = field(default_factory=list)
+    deselected_other_class: int = 0
+    stamp: str | None = None
+    """Under xdist: the run folder's stamp the controller chose and handed to every worker."""
+    written: dict[str, str] = field(default_factory=dict)
+    """Under xdist, on the controller: baselines the workers wrote, by case id."""
+
+    def conclude_history(self) -> list[str]:
+        """Stamp the run's end in the results history; the lines for the summary (none without one)."""
+        if self.context is None or self.context.history is None:
+            return []
+        return self.context.history.conclude(datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def case_of(item: Any) -> Case | None:
+    """The case a collected test is parametrized with (its ``case`` argument), if any."""
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get("case") if callspec else None
+    return value if isinstance(value, Case) else None
+
+
+def choose_cases(
+    state: SessionState, perf_items: Sequence[tuple[Item, Case]], by_marker: bool, listing_only: bool
+) -> list[Item]:
+    """Detect this machine's GPU class, settle the session's class, and return the items of other
+    classes to deselect. ``by_marker``: the run names a marker expression (only that selects GPU
+    classes; -k filters within this machine's class). ``listing_only``: --collect-only, which runs
+    nothing and so may list any class's matrix on any machine."""
+    classes = load_classes()
+    state.detection = detect(classes, state.settings.gpu_class)
+    if state.settings.emulate:
+        state.detection = emulate(state.detection, classes, state.settings.emulate)
+    here = state.detection.gpu_class.name if state.detection.gpu_class else None
+    if not by_marker:
+        dropped = [item for item, case in perf_items if here not in case.gpu_classes]
+        state.deselected_other_class = len(dropped)
+        state.session_class = here
+        return dropped
+    wanted = {cls for _, case in perf_items for cls in case.gpu_classes}
+    if all(CPU_CLASS in case.gpu_classes for _, case in perf_items):
+        state.session_class = CPU_CLASS  # tiny cases run on the CPU of any machine
+        return []
+    wrong = sorted(
+        {cls for _, case in perf_items if here not in case.gpu_classes for cls in case.gpu_classes}
+    )
+    if wrong and not listing_only:
+        raise TrainperfError(
+            f"the selection asks for cases of class {'/'.join(wrong)} but this machine has "
+            f"{state.detection.describe()}; select -m {here or 'cpu'}, or pass --perf-gpu-class NAME to "
+            "override"
+        )
+    state.session_class = here if here in wanted else CPU_CLASS
+    return []
+
+
+def worker_placement(worker: str | None) -> Placement:
+    """The GPUs of this process: every visible one, owning the one of its xdist worker number."""
+    return Placement(tuple(visible_devices(Nvml.count)), worker_index(worker))
+
+
+def own_gpu(detection: Detection, placement: Placement) -> Detection:
+    """The detection moved to this worker's own GPU (same class: a runner's GPUs are alike)."""
+    own = placement.own
+    if own is None or detection.device is None or own == detection.device:
+        return detection
+    return dataclasses.replace(detection, device=own, info=Nvml.info(own))
+
+
+class PerfSession:
+    """The session's cases: opens the run folder at the first case, then runs and judges each
+    case and keeps its report for the summary (``report.case_outcome`` makes the verdict the
+    test's outcome)."""
+
+    def __init__(
+        self, state: SessionState, worker: str | None, say: Callable[[str], None] | None = None
+    ) -> None:
+        self.state = state
+        self.worker = worker
+        """The xdist worker id (``gw0``...), None in a serial run."""
+        self.say = say
+        """Where live progress goes (the terminal, past pytest's capture); None: the run's default."""
+
+    def context(self) -> RunContext:
+        state = self.state
+        if state.context is None:
+            assert state.detection is not None, "trainperf: cases must be collected through the plugin"
+            detection = state.detection
+            if (
+                state.session_class == CPU_CLASS
+                and detection.gpu_class
+                and detection.gpu_class.name != CPU_CLASS
+            ):
+                detection = Detection(load_classes()[CPU_CLASS], None, None, detection.overridden)
+            placement = worker_placement(self.worker) if detection.device is not None else None
+            if placement is not None:
+                detection = own_gpu(detection, placement)
+            state.context = open_run(
+                state.settings, detection, state.rootdir, stamp=state.stamp, worker=self.worker
+            )
+            state.context.placement = placement
+            if self.say is not None:
+                state.context.say = self.say
+        return state.context
+
+    def check(self, case: Case) -> CaseReport:
+        try:
+            context = self.context()
+            if context.placement is not None and case.gpus > len(context.placement.devices):
+                pytest.skip(f"needs {case.gpus} GPUs; this session sees {len(context.placement.devices)}")
+            report = CaseRunner(context).run(case)
+        except TrainperfError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        self.state.reports.append(report)
+        return report
+
+    def check_cliff(self, case: Case, axis: str, low: int, high: int) -> CaseReport:
+        try:
+            report = run_cliff(CaseRunner(self.context()), case, axis, low, high)
+        except TrainperfError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        self.state.reports.append(report)
+        return report
+
+
+class CaseCheck:
+    """The ``trainperf`` fixture: ``trainperf(case)`` measures and gates a case;
+    ``trainperf.cliff(case, "batch_size", 1, 512)`` finds and gates its OOM cliff.
+
+    ``conclude`` makes a case's report the test's outcome (``report.case_outcome``)."""
+
+    def __init__(self, session: PerfSession, conclude: Callable[[CaseReport], CaseReport]) -> None:
+        self._session, self._conclude = session, conclude
+
+    def __call__(self, case: Case) -> CaseReport:
+        return self._conclude(self._session.check(case))
+
+    def cliff(self, case: Case, axis: str, low: int, high: int) -> CaseReport:
+        return self._conclude(self._session.check_cliff(case, axis, low, high))
+
+
+class BaselinesFromWorkers:
+    """Registered on the xdist controller only: notes the baselines the workers wrote, which
+    their test reports carry as user properties."""
+
+    def __init__(self, state: SessionState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == BASELINE_WRITTEN_PROPERTY:
+                case_id, _, path = str(value).partition("=")
+                self.state.written.setdefault(case_id, path)
