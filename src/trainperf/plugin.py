@@ -22,9 +22,11 @@ from trainperf.report.junit import property_recorder
 from trainperf.report.summary import details, write_summary
 from trainperf.report.table import failure_detail
 from trainperf.run import interruption
+from trainperf.run.budget import Budget, leave_out
 from trainperf.run.case_runner import CaseReport, CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import RunContext, open_run
+from trainperf.run.fleet import SessionPlan, plan_session
 from trainperf.run.folder import RunFolder
 from trainperf.run.settings import OPTIONS, Settings, resolve
 
@@ -52,6 +54,12 @@ class _State:
     """Under xdist: the run folder's stamp the controller chose and handed to every worker."""
     written: dict[str, str] = field(default_factory=dict)
     """Under xdist, on the controller: baselines the workers wrote, by case id."""
+    plan: SessionPlan | None = None
+    """This session's shard and budget (``--perf-shard``, ``--perf-budget``)."""
+
+    @property
+    def budget(self) -> Budget | None:
+        return self.plan.budget if self.plan else None
 
 
 STATE = pytest.StashKey[_State]()
@@ -128,6 +136,20 @@ def case_of(item: pytest.Item) -> Case | None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    _select_class(config, items)
+    state = config.stash[STATE]
+    if state.detection is not None:
+        state.plan = plan_session(
+            items,
+            state.settings,
+            state.session_class,
+            case_of,
+            lambda out: config.hook.pytest_deselected(items=out),
+        )
+        state.settings = state.plan.settings
+
+
+def _select_class(config: pytest.Config, items: list[pytest.Item]) -> None:
     perf_items = [(item, case) for item in items if (case := case_of(item)) is not None]
     if not perf_items:
         return
@@ -207,7 +229,8 @@ class Harness:
             context = self._context()
             if context.placement is not None and case.gpus > len(context.placement.devices):
                 pytest.skip(f"needs {case.gpus} GPUs; this session sees {len(context.placement.devices)}")
-            report = CaseRunner(context).run(case)
+            runner = CaseRunner(context)
+            report = leave_out(self.state.budget, runner, case, case.id) or runner.run(case)
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         return self._conclude(report, record_property)
@@ -216,7 +239,9 @@ class Harness:
         self, case: Case, axis: str, low: int, high: int, record_property: Any = None
     ) -> CaseReport:
         try:
-            report = run_cliff(CaseRunner(self._context()), case, axis, low, high)
+            runner, key = CaseRunner(self._context()), f"{case.id}-cliff-{axis}"
+            left_out = leave_out(self.state.budget, runner, case, key)
+            report = left_out or run_cliff(runner, case, axis, low, high)
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         return self._conclude(report, record_property)
@@ -283,6 +308,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f"trainperf: {state.deselected_other_class} case(s) of other GPU classes deselected "
             f"(this machine: {state.detection.describe() if state.detection else '?'})"
         )
+    for line in state.plan.lines if state.plan else []:
+        terminalreporter.write_line(line)
     if xdist.is_controller(config):
         _controller_summary(terminalreporter, state)
         return

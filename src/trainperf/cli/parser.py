@@ -16,6 +16,7 @@ from trainperf.cli import (
     fidelity,
     history,
     ingest,
+    merge,
     report,
     side_by_side,
     verl_metrics,
@@ -23,7 +24,7 @@ from trainperf.cli import (
 
 COMMANDS = (
     env, baselines, estimate, report, side_by_side, engines, ab, compare, fidelity, verl_metrics,
-    ingest, history, dashboard, export,
+    ingest, history, dashboard, export, merge,
 )  # fmt: skip
 
 
