@@ -20,6 +20,7 @@ from trainperf.run.merge import read_shards
 from trainperf.run.settings import resolve
 from trainperf.run.shard import (
     Shard,
+    baseline_seconds,
     durations_from_timeline,
     expected_durations,
     parse_shard,
@@ -253,3 +254,30 @@ def test_a_case_over_the_budget_is_skipped_and_listed(tmp_path: Path) -> None:
     )
     assert result["outcome"] == "skipped" and "over --perf-budget" in result["message"]
     assert not list((run_dir / "cases").glob("*/r1/spec.json")), "a case over the budget was launched"
+
+
+def test_a_stored_cliff_is_expected_to_cost_its_two_edge_probes() -> None:
+    baseline = load_result(CPU_BASELINES[0])
+    probes = [
+        {"value": 1, "fits": True, "outcome": "ok", "wall_s": 30.0},
+        {"value": 48, "fits": True, "outcome": "ok", "wall_s": 41.0},
+        {"value": 49, "fits": False, "outcome": "oom", "wall_s": 35.5},
+    ]
+    baseline.cliff = {"axis": "batch_size", "low": 1, "high": 512, "largest_fit": 48, "smallest_oom": 49,
+                      "probes": probes, "confirmation": []}  # fmt: skip
+    assert baseline_seconds(baseline, 1) == 76.5
+    probes[2]["wall_s"] = 0.0  # probes recorded before their wall time was kept
+    key = "some-cliff-batch_size"
+    expected = expected_durations([key], "h100", {}, lambda _key: baseline)
+    assert expected[key].source == "default" and expected[key].seconds == 2 * 600.0
+
+
+def test_listing_a_gpu_class_s_shards_elsewhere_weighs_them_by_that_class() -> None:
+    from trainperf.case import Case
+    from trainperf.run.fleet import durations_class
+
+    case = Case(family="sft_hf", model="qwen3_8b", method="lora", profile="short", batch_size=4,
+                gpu_classes=("h100", "h200"))  # fmt: skip
+    assert durations_class("cpu", "h100", [case]) == "h100"
+    assert durations_class("h200", "", [case]) == "h200"
+    assert durations_class("cpu", "h100 and not slow", [case]) == "cpu"

@@ -145,6 +145,7 @@ def pytest_collection_modifyitems(
             state.session_class,
             case_of,
             lambda out: config.hook.pytest_deselected(items=out),
+            config.option.markexpr,
         )
         state.settings = state.plan.settings
 

@@ -19,12 +19,13 @@ from trainperf.cli import (
     merge,
     report,
     side_by_side,
+    slurm,
     verl_metrics,
 )
 
 COMMANDS = (
     env, baselines, estimate, report, side_by_side, engines, ab, compare, fidelity, verl_metrics,
-    ingest, history, dashboard, export, merge,
+    ingest, history, dashboard, export, merge, slurm,
 )  # fmt: skip
 
 

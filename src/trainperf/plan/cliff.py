@@ -36,6 +36,8 @@ class Probe:
     outcome: str
     """ok, oom, skipped-by-estimate, or what else the child reported."""
     note: str = ""
+    wall_s: float = 0.0
+    """The child's wall time (0: not launched, or recorded before it was kept)."""
 
 
 @dataclass(slots=True)
@@ -90,9 +92,8 @@ def find_cliff(
     rejected: Callable[[int], str | None] = lambda value: None,
     known: Mapping[int, Probe] | None = None,
 ) -> Cliff:
-    """Search [low, high]. ``predicted_oom(v)`` returns a reason when the estimate rules ``v`` out;
-    ``rejected(v)`` one when the framework would refuse ``v`` before any launch (a config error);
-    ``known``: probes already made (a failed verification's), not launched again."""
+    """Search [low, high]. ``predicted_oom(v)``/``rejected(v)``: why the estimate rules ``v`` out/why
+    the framework refuses it unlaunched (a config error); ``known``: probes made, not launched again."""
     validate_range(axis, low, high)
     cliff = Cliff(axis, low, high)
     seen: dict[int, bool] = {}
@@ -100,11 +101,10 @@ def find_cliff(
     def fits(value: int) -> bool:
         if value in seen:
             return seen[value]
-        reason = predicted_oom(value)
-        if known and value in known:
-            result = known[value]
-        else:
-            result = Probe(value, False, "skipped-by-estimate", reason) if reason else probe(value)
+        reason = None if value in (known or {}) else predicted_oom(value)
+        result = (known or {}).get(value) or (
+            Probe(value, False, "skipped-by-estimate", reason) if reason else probe(value)
+        )
         cliff.probes.append(result)
         # A configuration the framework itself rejects (verl's micro-batch that does not divide the
         # normalised mini-batch, predicted before launch) bounds the search like an OOM does, as in

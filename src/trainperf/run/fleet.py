@@ -39,10 +39,13 @@ def plan_session(
     gpu_class: str | None,
     case_of: Callable[[Any], Case | None],
     deselect: Callable[[list[Any]], None],
+    markexpr: str = "",
 ) -> SessionPlan:
     """Keep this shard's items (in ``items``, in place) and order them for the budget."""
     if settings.shard is None and settings.budget is None:
         return SessionPlan(settings)
+    cases = [case for item in items if (case := case_of(item))]
+    gpu_class = durations_class(gpu_class, markexpr, cases)
     keyed = {id(item): item_key(case, item.callspec.params) for item in items if (case := case_of(item))}
     keys = sorted(set(keyed.values()))
     rows = read_timeline(settings.store, gpu_class or "")
@@ -84,3 +87,13 @@ def plan_session(
         )
         record["budget_min"] = settings.budget
     return SessionPlan(dataclasses.replace(settings, fleet=record), lines, budget)
+
+
+def durations_class(session_class: str | None, markexpr: str, cases: list[Case]) -> str:
+    """The class whose history and baselines give the durations: the session's, or, where a
+    marker names a class the cases run on but this machine is not (listing a GPU class's shards
+    on a laptop, ``-m h100 --collect-only``), that class."""
+    named = markexpr.strip()
+    if cases and named and all(named in case.gpu_classes for case in cases):
+        return named
+    return session_class or ""

@@ -78,23 +78,19 @@ def read_shards(paths: list[Path]) -> list[ShardRun]:
     shards: list[ShardRun] = []
     empty: list[Path] = []
     for path in paths:
-        if not path.exists():
-            raise TrainperfError(f"{path} does not exist: give the shards' run folders (reports/<run>)")
         found = find_run(path)
         if found is None:
             empty.append(path)
         else:
             shards.append(read_shard(found))
     if not shards:
-        raise TrainperfError(
-            f"{paths[0]} is not a run folder (no run.json): give the shards' run folders (reports/<run>)"
-        )
+        raise TrainperfError(f"{_not_a_run(paths[0])}: give the shards' run folders (reports/<run>)")
     _check_same(shards)
     missing = _missing(shards)
     if empty:
         which = f"shard {', '.join(missing)} wrote nothing" if missing else "it holds no run"
         raise TrainperfError(
-            f"{empty[0]} is not a run folder (no run.json): {which}, it crashed before its first case; "
+            f"{_not_a_run(empty[0])}: {which}, it crashed before its first case; "
             "run it again (see its job's log), then merge"
         )
     if missing:
@@ -108,6 +104,10 @@ def read_shards(paths: list[Path]) -> list[ShardRun]:
                 f"({shard.cases()[0]}) ended; see {shard.folder / CASES_DIR} and run it again"
             )
     return sorted(shards, key=lambda s: s.shard.index)
+
+
+def _not_a_run(path: Path) -> str:
+    return f"{path} does not exist" if not path.exists() else f"{path} is not a run folder (no run.json)"
 
 
 def _check_same(shards: list[ShardRun]) -> None:

@@ -31,6 +31,7 @@ from trainperf.store.baselines import BaselineStore
 DEFAULT_SECONDS = {CPU_CLASS: 60.0}
 DEFAULT_GPU_SECONDS = 600.0
 CLIFF_FACTOR = 10
+VERIFY_LAUNCHES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +105,19 @@ def _seconds_between(start: str, end: str) -> float | None:
 
 
 def baseline_seconds(baseline: CaseResult, repeats: int) -> float | None:
-    """A baseline file's wall time for one nightly: a cliff search's every probe; a case's median
-    fresh run times the runs a nightly makes (baselines are written from several)."""
+    """A baseline file's wall time for one nightly: a case's median fresh run times the runs a
+    nightly makes (baselines are written from several); a cliff's two edge probes, as a stored
+    cliff is verified with them (``run.cliff``)."""
+    if baseline.cliff:
+        cliff = baseline.cliff
+        probes = [*cliff.get("probes", []), *cliff.get("confirmation", [])]
+        probed = {p["value"]: float(p.get("wall_s") or 0) for p in probes}
+        edges = [
+            probed.get(v, 0.0) for v in (cliff.get("largest_fit"), cliff.get("smallest_oom")) if v is not None
+        ]
+        return sum(edges) if edges and all(edges) else None
     walls = [float(run["wall_s"]) for run in baseline.runs if run.get("wall_s")]
-    if not walls:
-        return None
-    return sum(walls) if baseline.cliff else median(walls) * repeats
+    return median(walls) * repeats if walls else None
 
 
 def expected_durations(
@@ -130,6 +138,8 @@ def expected_durations(
         seconds = baseline_seconds(baseline, repeats) if baseline else None
         if seconds is not None:
             expected[key] = Expected(seconds, "baseline")
+        elif baseline is not None and baseline.cliff:
+            expected[key] = Expected(default * VERIFY_LAUNCHES, "default")  # a stored cliff: 2 launches
         else:
             expected[key] = Expected(default * (CLIFF_FACTOR if "-cliff-" in key else 1), "default")
     return expected
