@@ -5,6 +5,7 @@ of the cpu cases into shards and under a budget through the plugin."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -208,6 +209,13 @@ def test_merge_of_built_shards_writes_one_run_with_every_report(tmp_path: Path) 
     nightly = [r for r in runs if r["kind"] == "nightly"]
     assert len(nightly) == 1 and nightly[0]["run_key"] == record["nightly"]
     assert nightly[0]["run_dir"] == str(out.resolve())
+    # The shards' runs are in the history as they ran: the class's timeline a later split reads.
+    from trainperf.store.reads import class_timeline
+
+    timeline = class_timeline(open_store(store), "cpu", before="2026-11-25")
+    assert sorted(row.case_id for row in timeline) == [p.stem for p in CPU_BASELINES]
+    assert {row.run_started[:19] for row in timeline} == {"2026-11-24T02:00:01", "2026-11-24T02:00:02"}
+    assert class_timeline(open_store(store), "cpu", before="2026-11-24") == []
 
 
 def collect(*args: str) -> subprocess.CompletedProcess[str]:
@@ -281,3 +289,24 @@ def test_listing_a_gpu_class_s_shards_elsewhere_weighs_them_by_that_class() -> N
     assert durations_class("cpu", "h100", [case]) == "h100"
     assert durations_class("h200", "", [case]) == "h200"
     assert durations_class("cpu", "h100 and not slow", [case]) == "cpu"
+
+
+def test_slurm_submission_without_slurm_names_what_is_missing(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trainperf.cli", "slurm", "submit", "--class", "cpu", "--shards", "2",
+         "--runs", str(tmp_path / "nightly"), "--checkout", str(ROOT)],
+        env={**os.environ, "PATH": str(tmp_path)}, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "sbatch is not on PATH" in done.stderr and "slurm-client" in done.stderr
+
+
+def test_slurm_dry_run_prints_the_array_and_the_dependent_merge(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trainperf.cli", "slurm", "submit", "--class", "h100", "--shards", "4",
+         "--runs", str(tmp_path), "--checkout", str(ROOT), "--dry-run", "--", "-k", "qwen3_8b"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    shards, merge = done.stdout.splitlines()
+    assert "--array=1-4" in shards and "--gres=gpu:1" in shards and shards.endswith("ci/slurm/shards.sbatch")
+    assert "--dependency=afterany:ARRAY_JOB_ID" in merge and merge.endswith("ci/slurm/merge.sbatch")
