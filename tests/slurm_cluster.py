@@ -1,5 +1,6 @@
 """A real single-node Slurm cluster for the fleet's tests: munged, slurmctld and slurmd started in a
-temporary folder, on free ports, with this machine as the one node.
+temporary folder, on free ports, with this machine as the one node, as root or as the user
+running the tests (both daemons run as that user: its jobs are its own).
 
 Debian's packages ``slurm-wlm`` and ``munge`` (``.ci/run`` installs them). No cgroup: processes
 are tracked by ``proctrack/linuxproc``, so it runs in a container as in a VM. Without the binaries
@@ -10,6 +11,7 @@ where it silently skips. Import the fixture into a test module: ``from slurm_clu
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -51,9 +53,11 @@ def _free_port() -> int:
 
 def _config(folder: Path, node_line: str) -> str:
     host = socket.gethostname()
+    user = pwd.getpwuid(os.geteuid()).pw_name  # root, or (a CI runner) the user running the tests
     return f"""ClusterName=trainperftest
 SlurmctldHost={host}(127.0.0.1)
-SlurmUser={"root" if os.geteuid() == 0 else os.environ.get("USER", "root")}
+SlurmUser={user}
+SlurmdUser={user}
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
 AuthType=auth/munge
@@ -99,6 +103,7 @@ def slurm() -> Iterator[SlurmCluster]:
         _missing(f"{', '.join(absent)} not installed: apt-get install slurm-wlm munge")
     # The munge socket's path must stay short (a UNIX socket path is at most 107 bytes).
     folder = Path(tempfile.mkdtemp(prefix="tp-slurm-", dir="/tmp"))
+    folder.chmod(0o711)  # munged refuses a socket whose folders others cannot traverse
     for sub in ("munge", "state", "spool"):
         (folder / sub).mkdir(mode=0o700)
     (folder / "munge").chmod(0o711)

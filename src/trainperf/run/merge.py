@@ -139,7 +139,7 @@ def _missing(shards: list[ShardRun]) -> list[str]:
     """Shards not given that the split gives cases to (one with no case wrote no folder)."""
     given = {s.shard.index for s in shards}
     count, split = shards[0].shard.count, shards[0].split
-    needed = {index for index in split.values()}
+    needed = set(split.values())
     return [f"{index}/{count}" for index in range(1, count + 1) if index not in given and index in needed]
 
 
