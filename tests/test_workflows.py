@@ -62,7 +62,9 @@ def test_nightly_runs_each_class_in_shards_and_merges_them() -> None:
     assert set(merge["strategy"]["matrix"]["gpu_class"]) == set(gpu["strategy"]["matrix"]["gpu_class"])
     uploaded = next(s for s in gpu["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
     downloaded = next(s for s in merge["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
-    assert uploaded["with"]["name"] == "shard-${{ matrix.gpu_class }}-${{ matrix.shard }}-${{ github.run_id }}"
+    assert (
+        uploaded["with"]["name"] == "shard-${{ matrix.gpu_class }}-${{ matrix.shard }}-${{ github.run_id }}"
+    )
     assert downloaded["with"]["pattern"] == "shard-${{ matrix.gpu_class }}-*-${{ github.run_id }}"
     merge_script = "\n".join(step.get("run", "") for step in merge["steps"])
     assert 'trainperf" merge "${folders[@]}" --output merged' in merge_script
