@@ -256,7 +256,8 @@ def test_a_case_over_the_budget_is_skipped_and_listed(tmp_path: Path) -> None:
     assert "1 skipped" in done.stdout and "over --perf-budget 0.01 min" in done.stdout
     (run_dir,) = tmp_path.iterdir()
     summary = (run_dir / "summary.md").read_text()
-    assert "sft_hf-qwen3_tiny-lora-short-b4" in summary and "skipped" in summary
+    assert "| sft_hf-qwen3_tiny-lora-short-b4 | skipped |" in summary
+    assert "sft_hf-qwen3_tiny-lora-short-b4: left out: over --perf-budget 0.01 min" in summary
     result: dict[str, Any] = json.loads(
         (run_dir / "results" / "sft_hf-qwen3_tiny-lora-short-b4.json").read_text()
     )
