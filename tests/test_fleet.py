@@ -311,3 +311,21 @@ def test_slurm_dry_run_prints_the_array_and_the_dependent_merge(tmp_path: Path) 
     shards, merge = done.stdout.splitlines()
     assert "--array=1-4" in shards and "--gres=gpu:1" in shards and shards.endswith("ci/slurm/shards.sbatch")
     assert "--dependency=afterany:ARRAY_JOB_ID" in merge and merge.endswith("ci/slurm/merge.sbatch")
+
+
+def test_a_budget_runs_cases_in_value_order_until_the_next_would_not_end_in_time(tmp_path: Path) -> None:
+    """Two tiny cases, each expected (from its baseline file) to take seconds: the first by value
+    (neither has run on this store: ties by case id) starts, really runs, and uses up the budget;
+    the second is not started."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "perf_tests", "-m", "cpu", "-k",
+         "tiny-lora-short or tiny-full-short", "-rA", "-p", "no:cacheprovider",
+         "--perf-budget", "0.2", "--perf-output", str(tmp_path / "reports")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
+    (run_dir,) = (tmp_path / "reports").iterdir()
+    first = json.loads((run_dir / "results" / "sft_hf-qwen3_tiny-full-short-b4.json").read_text())
+    second = json.loads((run_dir / "results" / "sft_hf-qwen3_tiny-lora-short-b4.json").read_text())
+    assert first["outcome"] == "ok" and first["runs"], "the first case by value did not run"
+    assert second["outcome"] == "skipped" and second["message"].startswith("over --perf-budget 0.2 min")
