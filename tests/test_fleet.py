@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
@@ -25,6 +26,7 @@ from trainperf.run.shard import (
     durations_from_timeline,
     expected_durations,
     parse_shard,
+    read_timeline,
     split,
 )
 from trainperf.store.reads import TimelineRow
@@ -216,6 +218,8 @@ def test_merge_of_built_shards_writes_one_run_with_every_report(tmp_path: Path) 
     assert sorted(row.case_id for row in timeline) == [p.stem for p in CPU_BASELINES]
     assert {row.run_started[:19] for row in timeline} == {"2026-11-24T02:00:01", "2026-11-24T02:00:02"}
     assert class_timeline(open_store(store), "cpu", before="2026-11-24") == []
+    # A SQLite file is one machine's: it never weighs a split the other shards could not read.
+    assert read_timeline(store, "cpu")[1] is False
 
 
 def collect(*args: str) -> subprocess.CompletedProcess[str]:
@@ -329,3 +333,29 @@ def test_a_budget_runs_cases_in_value_order_until_the_next_would_not_end_in_time
     second = json.loads((run_dir / "results" / "sft_hf-qwen3_tiny-lora-short-b4.json").read_text())
     assert first["outcome"] == "ok" and first["runs"], "the first case by value did not run"
     assert second["outcome"] == "skipped" and second["message"].startswith("over --perf-budget 0.2 min")
+
+
+def test_a_shared_postgresql_history_weighs_every_shard_s_split_alike(
+    tmp_path: Path,
+    pg_url: str,  # noqa: F811
+) -> None:
+    """Two earlier nightlies of the class, ingested into a PostgreSQL history: every shard reads
+    the same durations from it (runs before today only), so the split follows the history."""
+    from trainperf.run.ingest import ingest
+    from trainperf.store.db import open_store
+
+    store = open_store(pg_url)
+    for day, index in (("01", 1), ("02", 2)):
+        shard = make_shard(tmp_path / day, index, 2, halves())
+        record = next(shard.iterdir()) / "run.json"
+        data = json.loads(record.read_text())
+        data["sessions"][0]["started"] = f"2026-11-{day}T02:00:00+00:00"
+        record.write_text(json.dumps(data))
+        ingest(store, [shard], say=lambda _line: None)
+    store.close()
+    rows, shared = read_timeline(pg_url, "cpu")
+    assert shared and {row.case_id for row in rows} == {key for key, index in halves().items()}
+    history = durations_from_timeline(rows)
+    assert history and all(seconds > 0 for figures in history.values() for seconds in figures)
+    expected = expected_durations(sorted(halves()), "cpu", history, lambda _key: None)
+    assert {value.source for key, value in expected.items() if key in history} == {"history"}

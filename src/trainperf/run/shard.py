@@ -4,10 +4,11 @@ Every shard computes the whole split on its own, from the same inputs, and keeps
 cases are sorted longest first (ties by case id) and each goes onto the least-loaded shard
 (ties by shard number), the greedy "longest processing time" rule, within 4/3 of the best split.
 A case's expected duration is, in order: its median wall time in the results history of its
-class, its baseline file's wall time, a default. The history read is that of the class (every
-runner) and of runs started before today (UTC): shards start at different times on different
-runners, and a split read from a history that one shard has already written to would differ
-from the others'. ``trainperf merge`` checks that every shard recorded the same split.
+class, its baseline file's wall time, a default. Every shard must read the same figures: the
+history weighs the split only when the shards share it (a PostgreSQL server; a SQLite file is
+one machine's), and only its runs of the class (every runner) started before today (UTC), as
+shards start minutes apart and one may already have written to it. ``trainperf merge`` checks
+that every shard recorded the same split.
 
 A cliff search and a multi-GPU case are one pytest item each, so they always stay whole.
 """
@@ -155,25 +156,27 @@ def shard_line(shard: Shard, assigned: Mapping[str, int], expected: Mapping[str,
     )
 
 
-def read_timeline(store_url: str | None, gpu_class: str) -> list[Any]:
-    """The class's stored case results before today (UTC); none when the store is off, absent or
-    unreachable (the split then falls back to the baseline files)."""
+def read_timeline(store_url: str | None, gpu_class: str) -> tuple[list[Any], bool]:
+    """The class's stored case results before today (UTC), and whether every shard reads the same
+    ones: a PostgreSQL server is the fleet's, a SQLite file is one machine's. None when the store
+    is off, absent or unreachable (the split then falls back to the baseline files)."""
     if (store_url or "").strip().lower() in ("off", "none"):
-        return []
+        return [], False
     try:
         from trainperf.store.db import open_store, resolve_url
         from trainperf.store.reads import class_timeline
     except ImportError:
-        return []
+        return [], False
     today = datetime.now(timezone.utc).date().isoformat()
     try:
-        store = open_store(resolve_url(store_url), create=False)
+        url = resolve_url(store_url)
+        store = open_store(url, create=False)
     except TrainperfError:
-        return []
+        return [], False
     try:
-        return class_timeline(store, gpu_class, before=today)
+        return class_timeline(store, gpu_class, before=today), url.startswith("postgresql")
     except TrainperfError:
-        return []
+        return [], False
     finally:
         store.close()
 
