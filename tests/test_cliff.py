@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from trainperf.errors import TrainperfError
-from trainperf.plan.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff
+from trainperf.plan.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, verify_cliff
 
 
 def prober(cliff: int, calls: list[int]) -> Callable[[int], Probe]:
@@ -77,3 +77,31 @@ def test_confirmation_runs_at_both_edges() -> None:
     assert calls == [37, 38] and confirmed(cliff, checks)
     flaky = confirm_cliff(cliff, prober(36, []))  # the edge moved between the search and the check
     assert not confirmed(cliff, flaky)
+
+
+def test_a_stored_cliff_that_has_not_moved_costs_two_launches() -> None:
+    stored = find_cliff("batch_size", 1, 512, prober(37, [])).to_dict()
+    calls: list[int] = []
+    cliff, checks = verify_cliff(stored, prober(37, calls))
+    assert calls == [37, 38] and cliff is not None and cliff.launched == 2
+    assert (cliff.largest_fit, cliff.smallest_oom) == (37, 38) and confirmed(cliff, checks)
+
+
+@pytest.mark.parametrize(("moved_to", "launched"), [(30, [37]), (45, [37, 38])])
+def test_a_moved_cliff_fails_verification_and_hands_its_probes_to_the_search(
+    moved_to: int, launched: list[int]
+) -> None:
+    stored = find_cliff("batch_size", 1, 512, prober(37, [])).to_dict()
+    calls: list[int] = []
+    cliff, checks = verify_cliff(stored, prober(moved_to, calls))
+    assert cliff is None and calls == launched
+    searched = find_cliff("batch_size", 1, 512, prober(moved_to, calls), known={p.value: p for p in checks})
+    assert (searched.largest_fit, searched.smallest_oom) == (moved_to, moved_to + 1)
+    assert len(calls) == len(set(calls)), "a verification probe was launched again by the search"
+
+
+def test_verification_of_a_cliff_above_the_range_launches_only_the_top() -> None:
+    stored = find_cliff("batch_size", 1, 64, prober(10_000, [])).to_dict()
+    calls: list[int] = []
+    cliff, _ = verify_cliff(stored, prober(10_000, calls))
+    assert cliff is not None and calls == [64]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,34 @@ def test_the_verl_micro_batch_cliff_launches_no_value_pre_flight_rejects(
     assert launched == [8, 32, 16, 8, 16]  # the search, then the confirmations at both edges
     rejected = [p for p in report.result.cliff["probes"] if p["outcome"] == "config_error"]
     assert [p["value"] for p in rejected] == [512, 256] and "divisible" in rejected[0]["note"]
+
+
+def test_a_cliff_with_a_baseline_is_verified_in_two_launches_and_searched_when_it_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's target: a cliff that has not moved costs 2 launches; one that moved falls back
+    to the full search (and its confirmation), without launching the verification's values again."""
+    from trainperf.store.baselines import BaselineStore
+
+    launched: list[int] = []
+    first = run_cliff(_runner(tmp_path, None, launched, monkeypatch), CASE, "batch_size", 1, 512)
+    searched = len(launched)
+    assert searched >= 10 and first.result.cliff is not None and not first.result.cliff["verified"]
+    BaselineStore(tmp_path / "baselines").save(first.result, "the first search")
+
+    launched.clear()
+    again = run_cliff(_runner(tmp_path, None, launched, monkeypatch), CASE, "batch_size", 1, 512)
+    assert launched == [TRUE_CLIFF, TRUE_CLIFF + 1]
+    assert (
+        again.result.cliff is not None and again.result.cliff["verified"] and again.result.cliff["confirmed"]
+    )
+    assert again.result.cliff["launched"] == 2 and again.verdict.verdict.value == "pass"
+    assert any("verified at its edges with 2 launches" in note for note in again.notes)
+
+    launched.clear()
+    monkeypatch.setattr(sys.modules[__name__], "TRUE_CLIFF", 30)  # the cliff moved down
+    moved = run_cliff(_runner(tmp_path, None, launched, monkeypatch), CASE, "batch_size", 1, 512)
+    assert launched[0] == 37 and len(launched) > 2 and len(set(launched[:-2])) == len(launched[:-2])
+    assert moved.result.cliff is not None and not moved.result.cliff["verified"]
+    assert (moved.result.cliff["largest_fit"], moved.result.cliff["smallest_oom"]) == (30, 31)
+    assert moved.verdict.fails

@@ -50,6 +50,26 @@ def test_nightly_covers_every_gpu_class_on_its_own_runner_label() -> None:
     assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in job["steps"])
 
 
+def test_nightly_runs_each_class_in_shards_and_merges_them() -> None:
+    workflow = load("nightly-gpu.yml")
+    gpu, merge = workflow["jobs"]["gpu"], workflow["jobs"]["merge"]
+    shards = gpu["strategy"]["matrix"]["shard"]
+    assert shards == list(range(1, len(shards) + 1)) and gpu["env"]["SHARDS"] == str(len(shards))
+    assert merge["env"]["SHARDS"] == gpu["env"]["SHARDS"]
+    script = "\n".join(step.get("run", "") for step in gpu["steps"])
+    assert '--perf-shard "${{ matrix.shard }}/$SHARDS"' in script
+    assert merge["needs"] == "gpu" and merge["if"] == "always()"
+    assert set(merge["strategy"]["matrix"]["gpu_class"]) == set(gpu["strategy"]["matrix"]["gpu_class"])
+    uploaded = next(s for s in gpu["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    downloaded = next(s for s in merge["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
+    assert (
+        uploaded["with"]["name"] == "shard-${{ matrix.gpu_class }}-${{ matrix.shard }}-${{ github.run_id }}"
+    )
+    assert downloaded["with"]["pattern"] == "shard-${{ matrix.gpu_class }}-*-${{ github.run_id }}"
+    merge_script = "\n".join(step.get("run", "") for step in merge["steps"])
+    assert 'trainperf" merge "${folders[@]}" --output merged' in merge_script
+
+
 def test_upgrade_check_builds_two_environments_and_runs_ab() -> None:
     workflow = load("upgrade-check.yml")
     inputs = workflow[True]["workflow_dispatch"]["inputs"]  # YAML 1.1 reads the key 'on' as True

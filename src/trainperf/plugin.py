@@ -22,6 +22,7 @@ from trainperf.report.terminal import (
     write_workers_summary,
 )
 from trainperf.run import interruption
+from trainperf.run.fleet import plan_session
 from trainperf.run.session import (
     BaselinesFromWorkers,
     CaseCheck,
@@ -110,6 +111,17 @@ def pytest_collection_modifyitems(
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [i for i in items if i not in set(dropped)]
+    state = config.stash[STATE]
+    if state.detection is not None:
+        state.plan = plan_session(
+            items,
+            state.settings,
+            state.session_class,
+            case_of,
+            lambda out: config.hook.pytest_deselected(items=out),
+            config.option.markexpr,
+        )
+        state.settings = state.plan.settings
 
 
 @pytest.fixture(scope="session")

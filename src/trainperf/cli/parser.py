@@ -16,14 +16,16 @@ from trainperf.cli import (
     fidelity,
     history,
     ingest,
+    merge,
     report,
     side_by_side,
+    slurm,
     verl_metrics,
 )
 
 COMMANDS = (
     env, baselines, estimate, report, side_by_side, engines, ab, compare, fidelity, verl_metrics,
-    ingest, history, dashboard, export,
+    ingest, history, dashboard, export, merge, slurm,
 )  # fmt: skip
 
 

@@ -20,7 +20,7 @@ Pure: the probe is a callable, so the search is tested with a fake and run with 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -36,6 +36,8 @@ class Probe:
     outcome: str
     """ok, oom, skipped-by-estimate, or what else the child reported."""
     note: str = ""
+    wall_s: float = 0.0
+    """The child's wall time (0: not launched, or recorded before it was kept)."""
 
 
 @dataclass(slots=True)
@@ -88,9 +90,10 @@ def find_cliff(
     *,
     predicted_oom: Callable[[int], str | None] = lambda value: None,
     rejected: Callable[[int], str | None] = lambda value: None,
+    known: Mapping[int, Probe] | None = None,
 ) -> Cliff:
-    """Search [low, high]. ``predicted_oom(v)`` returns a reason when the estimate rules ``v`` out;
-    ``rejected(v)`` one when the framework would refuse ``v`` before any launch (a config error)."""
+    """Search [low, high]. ``predicted_oom(v)``/``rejected(v)``: why the estimate rules ``v`` out/why
+    the framework refuses it unlaunched (a config error); ``known``: probes made, not launched again."""
     validate_range(axis, low, high)
     cliff = Cliff(axis, low, high)
     seen: dict[int, bool] = {}
@@ -98,8 +101,10 @@ def find_cliff(
     def fits(value: int) -> bool:
         if value in seen:
             return seen[value]
-        reason = predicted_oom(value)
-        result = Probe(value, False, "skipped-by-estimate", reason) if reason else probe(value)
+        reason = None if value in (known or {}) else predicted_oom(value)
+        result = (known or {}).get(value) or (
+            Probe(value, False, "skipped-by-estimate", reason) if reason else probe(value)
+        )
         cliff.probes.append(result)
         # A configuration the framework itself rejects (verl's micro-batch that does not divide the
         # normalised mini-batch, predicted before launch) bounds the search like an OOM does, as in
@@ -164,3 +169,32 @@ def confirm_cliff(cliff: Cliff, probe: Callable[[int], Probe]) -> list[Probe]:
 def confirmed(cliff: Cliff, checks: list[Probe]) -> bool:
     expected = {cliff.largest_fit: True, cliff.smallest_oom: False}
     return all(expected.get(check.value) == check.fits for check in checks)
+
+
+def verify_cliff(
+    stored: Mapping[str, Any],
+    probe: Callable[[int], Probe],
+    *,
+    predicted_oom: Callable[[int], str | None] = lambda value: None,
+    rejected: Callable[[int], str | None] = lambda value: None,
+) -> tuple[Cliff | None, list[Probe]]:
+    """A stored cliff checked at its edges, two launches at most: its largest fit must still fit and
+    the next value must still run out of memory (or still be refused, or still be ruled out by the
+    estimate). The cliff when both hold; None and the probes made when one does not (then the
+    full search runs, reusing them)."""
+    cliff = Cliff(stored["axis"], int(stored["low"]), int(stored["high"]))
+    cliff.largest_fit, cliff.smallest_oom = stored.get("largest_fit"), stored.get("smallest_oom")
+    for value, should_fit in ((cliff.largest_fit, True), (cliff.smallest_oom, False)):
+        if value is None:
+            continue
+        if reason := rejected(value):
+            result = Probe(value, False, "config_error", reason)
+        elif reason := predicted_oom(value):
+            result = Probe(value, False, "skipped-by-estimate", reason)
+        else:
+            result = probe(value)
+        cliff.probes.append(result)
+        bounds = ("oom", "skipped-by-estimate", "config_error")
+        if result.fits != should_fit or (not result.fits and result.outcome not in bounds):
+            return None, cliff.probes
+    return cliff, cliff.probes

@@ -8,8 +8,11 @@ XML, no warning, and the xdist controller still reads them from each test's repo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
+from xml.etree import ElementTree
+
+from trainperf.result import CaseResult
 
 
 class HasUserProperties(Protocol):
@@ -25,3 +28,31 @@ def property_recorder(item: HasUserProperties) -> Callable[[str, Any], None]:
         item.user_properties.append((name, value))
 
     return record
+
+
+def junit_xml(results: Sequence[CaseResult], suite: str) -> str:
+    """A run's cases as one JUnit test suite (what pytest's ``--junitxml`` writes for a session):
+    a failing verdict is a failure, a skipped case a skip, with the case's figures as properties."""
+    from trainperf.report.export import key_figures
+    from trainperf.report.table import failure_detail
+
+    cases = ElementTree.Element("testsuite", name=suite, tests=str(len(results)))
+    failures = skipped = 0
+    for result in results:
+        case = ElementTree.SubElement(cases, "testcase", classname=suite, name=result.case_id)
+        properties = ElementTree.SubElement(case, "properties")
+        for name, value in key_figures(result).items():
+            ElementTree.SubElement(properties, "property", name=f"trainperf_{name}", value=str(value))
+        if result.outcome == "skipped":
+            skipped += 1
+            ElementTree.SubElement(case, "skipped", message=result.message or "skipped")
+        elif result.verdict.get("fails"):
+            failures += 1
+            failure = ElementTree.SubElement(case, "failure", message=str(result.verdict.get("verdict")))
+            failure.text = "\n".join(failure_detail(result))
+    cases.set("failures", str(failures))
+    cases.set("skipped", str(skipped))
+    cases.set("errors", "0")
+    suites = ElementTree.Element("testsuites")
+    suites.append(cases)
+    return ElementTree.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

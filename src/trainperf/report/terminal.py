@@ -37,6 +37,8 @@ def write_deselected_note(terminal: Any, state: SessionState) -> None:
             f"trainperf: {state.deselected_other_class} case(s) of other GPU classes deselected "
             f"(this machine: {state.detection.describe() if state.detection else '?'})"
         )
+    for line in state.plan.lines if state.plan else []:  # the shard and what the budget left out
+        terminal.write_line(line)
 
 
 def write_session_summary(terminal: Any, state: SessionState) -> None:

@@ -19,6 +19,7 @@ from trainperf.plan.cliff import (
     confirmed,
     find_cliff,
     validate_range,
+    verify_cliff,
 )
 from trainperf.result import CaseResult, MetricValue
 from trainperf.run.case_runner import CaseReport, CaseRunner
@@ -52,6 +53,8 @@ class CliffSearch:
             self.probes_path.write_text("")
         self.launches = 0
         self.started = time.monotonic()
+        self.verified = False
+        """The stored cliff held at both edges: no search was needed."""
 
     def probe(self, value: int) -> Probe:
         if self.recorded and self.recorded[0].value == value:
@@ -72,7 +75,8 @@ class CliffSearch:
             f"[trainperf] {self.cliff_id}: probe {self.launches}, {self.axis}={value}: "
             f"{'fits' if fits else probed.outcome}, {time.monotonic() - self.started:.0f}s so far"
         )
-        result = Probe(value, fits, probed.outcome, probed.message[:300])
+        wall_s = round(sum(float(run.get("wall_s") or 0) for run in probed.runs), 1)
+        result = Probe(value, fits, probed.outcome, probed.message[:300], wall_s)
         append_jsonl(self.probes_path, asdict(result))
         return result
 
@@ -90,17 +94,26 @@ class CliffSearch:
             )
         return None
 
-    def search(self, low: int, high: int) -> tuple[Cliff, list[Probe]]:
+    def search(self, low: int, high: int, stored: dict[str, Any] | None = None) -> tuple[Cliff, list[Probe]]:
+        """The stored cliff verified at its edges when there is one, else (or when it moved) the full
+        search and its confirmation. A verified cliff's checks are its verification probes."""
         interpreter = self.runner.interpreter(self.case)
+
+        def rejected(value: int) -> str | None:
+            return self.runner.rejection(self.case.replace(**{self.axis: value}), interpreter)
+
+        known: dict[int, Probe] = {}
+        if stored is not None:
+            verified, checks = verify_cliff(
+                stored, self.probe, predicted_oom=self.predicted_oom, rejected=rejected
+            )
+            if verified is not None:
+                self.verified = True
+                return verified, checks
+            known = {check.value: check for check in checks}
+            self.ctx.say(f"[trainperf] {self.cliff_id}: the stored cliff moved; searching {low}..{high}")
         cliff = find_cliff(
-            self.axis,
-            low,
-            high,
-            self.probe,
-            predicted_oom=self.predicted_oom,
-            rejected=lambda value: self.runner.rejection(
-                self.case.replace(**{self.axis: value}), interpreter
-            ),
+            self.axis, low, high, self.probe, predicted_oom=self.predicted_oom, rejected=rejected, known=known
         )
         return cliff, confirm_cliff(cliff, self.probe)
 
@@ -113,15 +126,24 @@ def run_cliff(runner: CaseRunner, case: Case, axis: str, low: int, high: int) ->
     baseline, judged_against = runner.baseline_of(search.cliff_id, from_history=False)
     result = runner.new_result(case)
     result.case_id = search.cliff_id
-    ctx.say(f"[trainperf] {search.cliff_id}: searching {axis} in {low}..{high}")
+    stored = _stored_cliff(baseline, axis, low, high) if not ctx.settings.update_baselines else None
+    ctx.say(
+        f"[trainperf] {search.cliff_id}: "
+        + (
+            f"verifying the stored cliff ({stored.get('summary', 'stored')})"
+            if stored
+            else f"searching {axis} in {low}..{high}"
+        )
+    )
     found: tuple[Cliff, list[Probe]] | None = None
     try:
-        found = search.search(low, high)
+        found = search.search(low, high, stored)
     except ProbeFailed as exc:
         result.outcome, result.message = Outcome.CRASH.value, f"cliff search stopped: {exc}"
         verdict = runner.judge(case, result, baseline)
     else:
         verdict = _judge_cliff(runner, case, result, baseline, *found)
+        result.cliff = {**(result.cliff or {}), "verified": search.verified}
     result.verdict = verdict.to_dict()
     result.verdict["judged_against"] = judged_against
     runner.keep(result, verdict)
@@ -129,6 +151,12 @@ def run_cliff(runner: CaseRunner, case: Case, axis: str, low: int, high: int) ->
     if found is not None and result.cliff:
         cliff, checks = found
         skipped = sum(1 for p in result.cliff["probes"] if p["outcome"] == "skipped-by-estimate")
+        if search.verified:
+            report.notes.append(
+                f"{cliff.describe()}; the stored cliff verified at its edges with "
+                f"{search.launches} launches, no search"
+            )
+            return runner.conclude(report)
         report.notes.append(
             f"{cliff.describe()}; {result.cliff['launched']} launches + {len(checks)} confirmation runs, "
             f"{skipped} probes skipped by the estimate; confirmed: "
@@ -156,6 +184,15 @@ def _judge_cliff(
         verdict.verdict, verdict.fails = Verdict.NOISY, runner.ctx.settings.strict
         verdict.reason = f"cliff not confirmed by fresh runs at its edges ({cliff.describe()})"
     return verdict
+
+
+def _stored_cliff(baseline: CaseResult | None, axis: str, low: int, high: int) -> dict[str, Any] | None:
+    """The baseline's cliff when it was searched over the same axis and range (then it is verified,
+    not searched again)."""
+    stored = baseline.cliff if baseline is not None else None
+    if not stored or (stored.get("axis"), stored.get("low"), stored.get("high")) != (axis, low, high):
+        return None
+    return stored
 
 
 def read_probes(path: Any) -> list[Probe]:

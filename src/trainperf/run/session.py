@@ -19,9 +19,11 @@ from trainperf.measure.detection import Detection, detect, emulate
 from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement, visible_devices, worker_index
+from trainperf.run.budget import Budget, leave_out
 from trainperf.run.case_runner import CaseReport, CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import RunContext, open_run
+from trainperf.run.fleet import SessionPlan
 from trainperf.run.settings import Settings
 
 BASELINE_WRITTEN_PROPERTY = "trainperf_baseline_written"
@@ -45,6 +47,12 @@ class SessionState:
     """Under xdist: the run folder's stamp the controller chose and handed to every worker."""
     written: dict[str, str] = field(default_factory=dict)
     """Under xdist, on the controller: baselines the workers wrote, by case id."""
+    plan: SessionPlan | None = None
+    """This session's shard and budget (``--perf-shard``, ``--perf-budget``)."""
+
+    @property
+    def budget(self) -> Budget | None:
+        return self.plan.budget if self.plan else None
 
     def conclude_history(self) -> list[str]:
         """Stamp the run's end in the results history; the lines for the summary (none without one)."""
@@ -148,7 +156,8 @@ class PerfSession:
             context = self.context()
             if context.placement is not None and case.gpus > len(context.placement.devices):
                 pytest.skip(f"needs {case.gpus} GPUs; this session sees {len(context.placement.devices)}")
-            report = CaseRunner(context).run(case)
+            runner = CaseRunner(context)
+            report = leave_out(self.state.budget, runner, case, case.id) or runner.run(case)
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         self.state.reports.append(report)
@@ -156,7 +165,10 @@ class PerfSession:
 
     def check_cliff(self, case: Case, axis: str, low: int, high: int) -> CaseReport:
         try:
-            report = run_cliff(CaseRunner(self.context()), case, axis, low, high)
+            runner, key = CaseRunner(self.context()), f"{case.id}-cliff-{axis}"
+            report = leave_out(self.state.budget, runner, case, key) or run_cliff(
+                runner, case, axis, low, high
+            )
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
         self.state.reports.append(report)

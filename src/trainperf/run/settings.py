@@ -64,6 +64,12 @@ def _baseline_mode(text: str) -> str:
     return mode
 
 
+def _shard(text: str) -> str:
+    from trainperf.run.shard import parse_shard
+
+    return str(parse_shard(text))
+
+
 def _bool(text: str) -> bool:
     lowered = str(text).strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -170,6 +176,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         _bool,
         flag=True,
     ),
+    OptionSpec(
+        "shard",
+        "run shard K of N (K/N, from 1/N to N/N) of the selection, split by expected duration; "
+        "`trainperf merge` joins the shards' run folders",
+        None,
+        _shard,
+    ),
+    OptionSpec(
+        "budget",
+        "minutes this session may take: the most valuable cases first (a recent change, the longest "
+        "unrun), and no case started that would not end in time (those left out are skipped)",
+        None,
+        _positive_float,
+    ),
 )
 
 
@@ -199,6 +219,10 @@ class Settings:
     baseline: str = "auto"
     runner: str | None = None
     history_runs: int = 10
+    shard: str | None = None
+    budget: float | None = None
+    fleet: dict[str, Any] | None = None
+    """Recorded in run.json: the shard and the whole split (``run.fleet``), set at collection."""
 
 
 def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:

@@ -139,3 +139,39 @@ def _attach_metrics(conn: Connection, found: list[StoredCase], names: Sequence[s
         )
         if row.ci_low is not None and row.ci_high is not None:
             case.intervals[row.name] = (row.ci_low, row.ci_high)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineRow:
+    """One stored case result placed in its run: when its run started and ended, when it started,
+    and its step time (for change points)."""
+
+    run_row: int
+    run_started: str
+    run_ended: str | None
+    case_id: str
+    created: str
+    step_time_s: float | None
+
+
+def class_timeline(store: Store, gpu_class: str, *, before: str, last_runs: int = 30) -> list[TimelineRow]:
+    """The case results of a class's last ``last_runs`` runs (every runner) that started before
+    ``before``, in run order and, within a run, in the order the cases started."""
+    recent = (
+        sa.select(runs.c.id)
+        .where(runs.c.gpu_class == gpu_class, runs.c.started < before, runs.c.kind.in_(["pytest", "cliff"]))
+        .order_by(runs.c.started.desc(), runs.c.id.desc())
+        .limit(last_runs)
+        .subquery()
+    )
+    step = metrics.alias("step")
+    query = (
+        sa.select(runs.c.id, runs.c.started, runs.c.ended, cases.c.case_id, cases.c.created, step.c.value)
+        .join(runs, runs.c.id == cases.c.run_id)
+        .join(recent, recent.c.id == runs.c.id)
+        .outerjoin(step, sa.and_(step.c.case_row == cases.c.id, step.c.name == "step_time_s"))
+        .where(cases.c.variant == "")
+        .order_by(runs.c.started, runs.c.id, cases.c.created, cases.c.seq)
+    )
+    with store.reading() as conn:
+        return [TimelineRow(*row) for row in conn.execute(query)]

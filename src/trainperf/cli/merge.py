@@ -1,0 +1,84 @@
+"""``trainperf merge RUN_DIR... --output DIR``: one nightly's shards (``--perf-shard K/N``) as one run.
+
+The merged folder has every shard's results and child folders, and the reports of one run:
+summary.md, index.html, benchmark.json (pytest-benchmark) and junit.xml. The shards' runs are
+loaded into the results history (idempotently) and the nightly is written there under one id.
+Exit status 1 when a merged verdict fails, as pytest's would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+JUNIT_FILE = "junit.xml"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "merge",
+        help="merge the run folders of one nightly's shards (--perf-shard K/N) into one run folder",
+    )
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--output", type=Path, required=True, help="the merged run folder (new)")
+    parser.add_argument(
+        "--store",
+        help="results history URL, or off (default: TRAINPERF_STORE, else the per-user history.sqlite)",
+    )
+    parser.add_argument(
+        "--runner", help="the nightly's runner label in the history (default: the first shard's)"
+    )
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainperf.report.junit import junit_xml
+    from trainperf.report.summary import details, write_summary
+    from trainperf.run.merge import copy_into, nightly_record, not_run, read_shards
+
+    shards = read_shards(list(args.run_dirs))
+    record, nightly = nightly_record(shards, args.runner)
+    output = args.output.resolve()
+    folder = copy_into(shards, output, record)
+    results = folder.results_by_finish()
+    lines = details(results, {}, {}) + [f"{key}: not run in any shard" for key in not_run(shards)]
+    gpu_class = shards[0].gpu_class
+    print(write_summary(output, gpu_class, results, lines))
+    (output / JUNIT_FILE).write_text(junit_xml(results, f"trainperf.{gpu_class}"))
+    for line in lines:
+        print(line)
+    stored = _store(
+        args.store, shards, dataclasses.replace(nightly, run_dir=str(output), argv=list(sys.argv))
+    )
+    print(
+        f"trainperf: merged {len(shards)} shard(s), {len(results)} case(s), into {output} "
+        f"(summary.md, index.html, benchmark.json, {JUNIT_FILE}); nightly {nightly.run_key[:12]}{stored}"
+    )
+    return 1 if any(r.verdict.get("fails") for r in results) else 0
+
+
+def _store(url: str | None, shards: list[Any], nightly: Any) -> str:
+    """The shards' runs and the nightly into the results history; what was done, for the last line."""
+    if (url or "").strip().lower() in ("off", "none"):
+        return ""
+    from trainperf.errors import TrainperfError
+    from trainperf.run.ingest import ingest
+    from trainperf.store.db import open_store, resolve_url, shown
+    from trainperf.store.history import write_run
+
+    resolved = resolve_url(url)
+    try:
+        store = open_store(resolved)
+    except TrainperfError as exc:
+        return f"; not recorded in the results history ({exc}): `trainperf ingest` the shards later"
+    try:
+        report = ingest(store, [s.folder for s in shards], say=lambda _line: None)
+        with store.writing() as conn:
+            write_run(conn, nightly)
+    finally:
+        store.close()
+    return f", recorded in {shown(resolved)} ({report.line()})"

@@ -1,0 +1,124 @@
+"""A session's part of a fleet's nightly, decided at collection: its shard (``--perf-shard``) and
+its order and budget (``--perf-budget``). What it decided is recorded in ``run.json`` (the
+settings' ``fleet``), so that ``trainperf merge`` can check the shards against each other."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainperf.case import Case
+from trainperf.run.budget import Budget, by_value, values_from_timeline
+from trainperf.run.settings import Settings
+from trainperf.run.shard import (
+    Expected,
+    Shard,
+    baseline_loader,
+    durations_from_timeline,
+    expected_durations,
+    item_key,
+    parse_shard,
+    read_timeline,
+    shard_line,
+    split,
+)
+from trainperf.store.baselines import BaselineStore
+
+
+@dataclass(slots=True)
+class SessionPlan:
+    settings: Settings
+    """The session's settings, with ``fleet`` set to what is recorded in run.json."""
+    lines: list[str] = field(default_factory=list)
+    budget: Budget | None = None
+
+
+def plan_session(
+    items: list[Any],
+    settings: Settings,
+    gpu_class: str | None,
+    case_of: Callable[[Any], Case | None],
+    deselect: Callable[[list[Any]], None],
+    markexpr: str = "",
+) -> SessionPlan:
+    """Keep this shard's items (in ``items``, in place) and order them for the budget."""
+    if settings.shard is None and settings.budget is None:
+        return SessionPlan(settings)
+    keyed = {id(item): item_key(case, item.callspec.params) for item in items if (case := case_of(item))}
+    weighed_class = durations_class(gpu_class, markexpr, [c for item in items if (c := case_of(item))])
+    rows, shared = read_timeline(settings.store, weighed_class)
+    history = durations_from_timeline(rows)
+    loader = baseline_loader(BaselineStore(settings.baselines), weighed_class)
+
+    def weigh(from_history: bool) -> dict[str, Expected]:
+        figures = history if from_history else {}
+        return expected_durations(
+            sorted(set(keyed.values())), weighed_class, figures, loader, settings.repeats
+        )
+
+    plan = SessionPlan(settings)
+    record: dict[str, Any] = {}
+    if settings.shard is not None:
+        record = _keep_shard(items, keyed, parse_shard(settings.shard), weigh(shared), deselect, plan.lines)
+    if settings.budget is not None:
+        plan.budget = _order_for_budget(items, keyed, settings.budget, weigh(True), rows, plan.lines)
+        record["budget_min"] = settings.budget
+    plan.settings = dataclasses.replace(settings, fleet=record)
+    return plan
+
+
+def _keep_shard(
+    items: list[Any],
+    keyed: dict[int, str],
+    shard: Shard,
+    expected: dict[str, Expected],
+    deselect: Callable[[list[Any]], None],
+    lines: list[str],
+) -> dict[str, Any]:
+    """Drop the other shards' items; what run.json records of the split."""
+    assigned = split({key: value.seconds for key, value in expected.items()}, shard.count)
+    dropped = [item for item in items if id(item) in keyed and assigned[keyed[id(item)]] != shard.index]
+    if dropped:
+        deselect(dropped)
+        gone = {id(item) for item in dropped}
+        items[:] = [item for item in items if id(item) not in gone]
+    lines.append(shard_line(shard, assigned, expected))
+    return {
+        "shard": str(shard),
+        "split": {
+            key: [assigned[key], round(value.seconds, 1), value.source] for key, value in expected.items()
+        },
+    }
+
+
+def _order_for_budget(
+    items: list[Any],
+    keyed: dict[int, str],
+    minutes: float,
+    expected: dict[str, Expected],
+    rows: list[Any],
+    lines: list[str],
+) -> Budget:
+    """Sort the items by value (in place); the budget that admits them one by one."""
+    order = {key: rank for rank, key in enumerate(by_value(sorted(expected), values_from_timeline(rows)))}
+    # Items that are not trainperf cases keep their place at the front: they cost nothing.
+    items.sort(key=lambda item: order.get(keyed.get(id(item), ""), -1))
+    mine = [keyed[id(item)] for item in items if id(item) in keyed]
+    total = sum(expected[key].seconds for key in mine) / 60
+    lines.append(
+        f"trainperf: --perf-budget {minutes:g} min for {len(mine)} cases expected to take "
+        f"{total:.1f} min, the most valuable first (a recent change, then the longest unrun)"
+    )
+    return Budget(minutes, {key: expected[key].seconds for key in mine})
+
+
+def durations_class(session_class: str | None, markexpr: str, cases: list[Case]) -> str:
+    """The class whose history and baselines give the durations: the session's, or, where a
+    marker names a class the cases run on but this machine is not (listing a GPU class's shards
+    on a laptop, ``-m h100 --collect-only``), that class."""
+    named = markexpr.strip()
+    if cases and named and all(named in case.gpu_classes for case in cases):
+        return named
+    return session_class or ""
