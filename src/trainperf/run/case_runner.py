@@ -26,6 +26,7 @@ from trainperf.measure.placement import cpu_share
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
 from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
+from trainperf.run.limits import attach_limits
 from trainperf.store.baselines import describe_file_baseline
 from trainperf.store.references import compare_to_references
 from trainperf.traces.collect import attach_diff
@@ -73,6 +74,7 @@ class CaseRunner:
         if no_diff:
             notes.append(no_diff)
         notes += self._reference_notes(case, result)
+        attach_limits(case, result, ctx.gpu_class, ctx.baselines)
         result.verdict["judged_against"] = judged_against
         if notes:
             result.verdict["notes"] = notes
