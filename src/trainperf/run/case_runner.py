@@ -20,6 +20,7 @@ from trainperf.families.envs import Interpreter, missing_message
 from trainperf.judge.compare import CaseVerdict, Verdict, compare_case, timing_comparable
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, resolve_metric
+from trainperf.judge.step_series import step_medians
 from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.multi_gpu import per_gpu_note
 from trainperf.measure.placement import cpu_share
@@ -75,6 +76,8 @@ class CaseRunner:
             notes.append(no_diff)
         notes += self._reference_notes(case, result)
         attach_limits(case, result, ctx.gpu_class, ctx.baselines)
+        if baseline is not None and (series := step_medians(baseline.metrics.get("step_time_s"))):
+            result.verdict["baseline_step_times"] = series
         result.verdict["judged_against"] = judged_against
         if notes:
             result.verdict["notes"] = notes
