@@ -226,6 +226,7 @@ def test_benchmark_json_is_read_by_pytest_benchmark(tmp_path: Path) -> None:
     stats = data["benchmarks"][0]["stats"]
     assert stats["median"] == pytest.approx(0.81) and stats["rounds"] == 5
     assert data["benchmarks"][0]["extra_info"]["trace_diff_verdict"] == "host-bound"
+    assert data["benchmarks"][0]["extra_info"]["mfu"] == 0.0258  # JUnit properties carry the same figures
     storage_mod = pytest.importorskip(
         "pytest_benchmark.storage.file", reason="pytest-benchmark not installed (dev extra)"
     )
