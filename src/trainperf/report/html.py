@@ -17,7 +17,7 @@ from trainperf.case import Case
 from trainperf.judge.step_series import step_medians
 from trainperf.report.limits import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
-from trainperf.report.svg import Bar, Line, Mark, grouped_ratio_chart, line_chart, ratio_chart, stacked_bars
+from trainperf.report.svg import Bar, Line, Mark, grouped_ratio_chart, line_chart, stacked_bars
 from trainperf.report.table import COLUMNS, rows
 from trainperf.result import CaseResult
 from trainperf.traces.diff import describe
@@ -221,14 +221,18 @@ def _comparisons(run_dir: Path) -> list[str]:
         if not path.is_file():
             continue
         data = json.loads(path.read_text())
-        rows_ = []
-        for case in data.get("cases", []):
-            for metric in case.get("metrics", []):
-                if metric.get("metric") in TIMING and metric.get("ratio") is not None:
-                    rows_.append(
-                        (f"{case.get('case_id')} {metric['metric']}", metric["ratio"], _interval(metric))
-                    )
-        plots.append(ratio_chart(f"{name}: B / A (95% interval)", rows_))
+        groups = [
+            (
+                str(case.get("case_id")),
+                [
+                    (metric["metric"], metric["ratio"], _interval(metric))
+                    for metric in case.get("metrics", [])
+                    if metric.get("metric") in TIMING and metric.get("ratio") is not None
+                ],
+            )
+            for case in data.get("cases", [])
+        ]
+        plots.append(grouped_ratio_chart(f"{name}: B / A (95% interval)", groups))
     return [p for p in plots if p]
 
 

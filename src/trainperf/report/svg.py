@@ -1,7 +1,8 @@
 """Inline SVG plots for the HTML report, drawn in Python (no scripts, no external files).
 
 Three shapes cover every plot: lines over a shared x axis (memory, power, throughput),
-horizontal stacked bars (busy/idle, phases) and ratios with intervals (baseline, compare, A/B).
+horizontal stacked bars (busy/idle, phases) and ratios with intervals grouped by case (baseline,
+compare, A/B).
 """
 
 from __future__ import annotations
@@ -226,49 +227,6 @@ def _legend(names: Sequence[str], colors: dict[str, str], left: float, top: floa
         out.append(f'<rect x="{x:.1f}" y="{y - 9}" width="10" height="10" fill="{colors[name]}"/>')
         out.append(f'<text x="{x + 13:.1f}" y="{y}" font-size="10">{escape(name)}</text>')
     return out
-
-
-def ratio_chart(title: str, rows: Sequence[tuple[str, float, tuple[float, float] | None]]) -> str:
-    """Ratios (current / reference) as points with their 95% intervals around a line at 1."""
-    if not rows:
-        return ""
-    values = [v for _, ratio, ci in rows for v in (ratio, *(ci or ()))]
-    low, high = min(min(values), 0.9), max(max(values), 1.1)
-    label_w, row_h = 260, 20
-    height = TOP + row_h * len(rows) + 30
-    plot_w = WIDTH - label_w - RIGHT
-
-    def sx(x: float) -> float:
-        return label_w + (x - low) / (high - low) * plot_w
-
-    out = _frame(title, height)
-    out.append(
-        f'<line x1="{sx(1):.1f}" x2="{sx(1):.1f}" y1="{TOP}" y2="{height - 24}" stroke="#999" '
-        'stroke-dasharray="3 3"/>'
-    )
-    for row, (label, ratio, interval) in enumerate(rows):
-        y = TOP + row * row_h + 10
-        out.append(
-            f'<text x="{label_w - 6}" y="{y + 4}" text-anchor="end" '
-            f'font-size="10">{escape(label[:44])}</text>'
-        )
-        if interval:
-            out.append(
-                f'<line x1="{sx(interval[0]):.1f}" x2="{sx(interval[1]):.1f}" y1="{y}" y2="{y}" '
-                'stroke="#555" stroke-width="2"/>'
-            )
-        color = "#d62728" if ratio > 1 else "#2ca02c"
-        out.append(
-            f'<circle class="ratio" cx="{sx(ratio):.1f}" cy="{y}" r="4" '
-            f'fill="{color}"><title>{ratio:.3f}</title></circle>'
-        )
-    for tick in _ticks(low, high):
-        out.append(
-            f'<text x="{sx(tick):.1f}" y="{height - 10}" text-anchor="middle" '
-            f'font-size="10">{tick:.2f}</text>'
-        )
-    out.append("</svg>")
-    return "\n".join(out)
 
 
 def grouped_ratio_chart(
