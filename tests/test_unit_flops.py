@@ -3,6 +3,7 @@ each against figures worked out by hand from the shipped model configs (arithmet
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,24 @@ def test_attach_limits_from_a_result_and_a_stored_cliff(tmp_path: Path) -> None:
     assert result.limits["model_flops_per_token"] == 1_703_936
     assert result.limits["mfu"] == pytest.approx(0.003407872 / 989)
     assert result.limits["cliff_headroom"]["text"] == "batch_size 4 of largest fitting 16 (4x, OOM at 17)"
+
+
+def test_verl_own_mfu_is_read_from_its_steps() -> None:
+    from trainperf.measure.measurement import measure_run
+
+    steps = [
+        {"step": k, "t_end": float(k), "duration_s": 1.0, "tokens": 100, "mfu_actor": 0.40 + k / 100}
+        for k in range(1, 8)
+    ]
+    run = measure_run({"steps": steps}, [], samples_per_step=4, idle_mem_b=None)
+    steady = [0.40 + k / 100 for k in range(1 + run.info["warmup_steps"], 8)]
+    assert run.info["framework_mfu_actor"] == pytest.approx(statistics.median(steady))
+    case = Case(family="rl_verl", model="qwen2_5_0_5b", method="full", profile="gsm8k", batch_size=64)
+    result = CaseResult(
+        case_id=case.id, case=case.to_dict(), gpu_class="h100", outcome="ok",
+        metrics={"tokens_per_s": MetricValue(1000.0, "tok/s")}, runs=[dict(run.info, steps_requested=7)],
+    )  # fmt: skip
+    attach_limits(case, result, load_classes()["h100"], BaselineStore(Path("/nonexistent")))
+    assert result.limits is not None and result.limits["mfu"] is None
+    assert result.limits["framework_mfu"] == pytest.approx(run.info["framework_mfu_actor"])
+    assert mfu_cell(result.limits).endswith("(verl)")

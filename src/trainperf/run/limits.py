@@ -8,6 +8,7 @@ from typing import Any
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
+from trainperf.judge import stats
 from trainperf.measure.hardware import GpuClass
 from trainperf.plan.cliff import AXES
 from trainperf.plan.flops import attention_length, model_shape
@@ -33,7 +34,7 @@ def _framework_mfu(result: CaseResult) -> float | None:
     values = [
         float(run["framework_mfu_actor"]) for run in result.runs if run.get("framework_mfu_actor") is not None
     ]
-    return sorted(values)[len(values) // 2] if values else None
+    return stats.median(values) if values else None
 
 
 def _metric(result: CaseResult, name: str) -> float | None:
