@@ -79,6 +79,11 @@ def test_layered_environment_holds_the_version_and_the_base(wheelhouse: Path, tm
     probe = "import importlib.metadata as m, yaml; print(m.version('tpbisect-probe'), yaml.__name__)"
     shown = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True).stdout
     assert shown.split() == ["1.1.0", "yaml"]  # its own version, the base's packages behind it
+    # An environment layered over another base (its .pth names other folders) is rebuilt.
+    layer = next(python.parent.parent.glob("lib/python*/site-packages/_trainperf_base_env.pth"))
+    layer.write_text("import site; site.addsitedir('/elsewhere/site-packages')\n")
+    ensure_env(options, PACKAGE, "1.1.0", say=lines.append)
+    assert "building" in lines[2] and "/elsewhere" not in layer.read_text()
 
 
 def test_a_version_missing_offline_names_the_wheel(wheelhouse: Path, tmp_path: Path) -> None:

@@ -112,24 +112,34 @@ def _offline_fix(options: VersionEnvOptions, package: str, version: str) -> str:
     )
 
 
+def _layer_lines(base_python: str) -> str:
+    return "".join(f"import site; site.addsitedir({path!r})\n" for path in _base_site_packages(base_python))
+
+
+def _cached(python: Path, package: str, version: str, layer: str) -> bool:
+    """An environment already built for this version over this same base environment."""
+    if not python.is_file():
+        return False
+    pth = next(python.parent.parent.glob(f"lib/python*/site-packages/{BASE_PTH}"), None)
+    if pth is None or pth.read_text() != layer:
+        return False  # made over another base environment: rebuilt
+    installed = probe_versions(str(python), (package,))
+    return isinstance(installed, dict) and installed.get(package) == version
+
+
 def ensure_env(
     options: VersionEnvOptions, package: str, version: str, *, say: Callable[[str], None] = print
 ) -> Path:
     """The interpreter of the environment of ``package==version``, built unless cached."""
     prefix = env_path(options, package, version)
     python = prefix / "bin" / "python"
-    if python.is_file():
-        installed = probe_versions(str(python), (package,))
-        if isinstance(installed, dict) and installed.get(package) == version:
-            say(f"{package} {version}: cached environment {prefix}")
-            return python
+    layer = _layer_lines(options.base_python)
+    if _cached(python, package, version, layer):
+        say(f"{package} {version}: cached environment {prefix}")
+        return python
     say(f"{package} {version}: building {prefix} over {options.base_python}")
     _run([options.base_python, "-m", "venv", "--clear", "--without-pip", str(prefix)], f"creating {prefix}")
-    site_dirs = [p for p in (prefix / "lib").glob("python*/site-packages")]
-    lines = "".join(
-        f"import site; site.addsitedir({path!r})\n" for path in _base_site_packages(options.base_python)
-    )
-    site_dirs[0].joinpath(BASE_PTH).write_text(lines)
+    next((prefix / "lib").glob("python*/site-packages")).joinpath(BASE_PTH).write_text(layer)
     try:
         _run(install_command(options, python, package, version), f"{package} {version} cannot be installed")
     except TrainperfError as exc:
