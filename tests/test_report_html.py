@@ -85,8 +85,16 @@ def make_run(run_dir: Path) -> list[CaseResult]:
         gpu_class="h100",
         outcome="ok",
         metrics={
-            "step_time_s": MetricValue(0.81, "s", step_times),
+            "step_time_s": MetricValue(0.81, "s", step_times, keys=[f"{k}:400" for k in range(4, 9)]),
             "tokens_per_s": MetricValue(490.0, "tok/s"),
+        },
+        limits={
+            "model_flops_per_token": 52.1e9,
+            "formula": "4·N + 6·N_lora + 12·L·d_attn·s",
+            "achieved_tflops": 25.5,
+            "mfu": 0.0258,
+            "mfu_note": "25.5 TFLOP/s of 989 (bf16 dense peak x 1 GPU)",
+            "kwh_per_mtok": 0.21,
         },
         runs=[{"dir": _child(run_dir, "sft_hf-qwen3_8b-lora-short-b4", _steps(8, 0.8), samples)}],
         verdict={
@@ -101,8 +109,12 @@ def make_run(run_dir: Path) -> list[CaseResult]:
                     "baseline": 0.72,
                     "current": 0.81,
                     "gated": True,
-                }
+                },
+                {"metric": "device_mem_peak_gib", "verdict": "pass", "ratio": 1.01, "gated": True},
+                {"metric": "energy_per_token_j", "verdict": "pass", "ratio": 1.09, "interval": [1.02, 1.15]},
             ],
+            "baseline_step_times": [[k, 0.72] for k in range(4, 9)],
+            "diagnosis": "diagnosis: host-side +90 ms/step (GPU idle while the host prepares the batch)",
             "trace_diff": trace_diff(base, slow),
         },
         trace={"summary": slow, "file": "traces/x/r1.pt.trace.json.gz", "bytes": 3 * 2**20},
@@ -182,8 +194,14 @@ def test_reports_are_written_and_say_what_was_measured(tmp_path: Path) -> None:
         "compare.json: B / A (95% interval)",
         "busy / idle per profiled step",
         "time by category per profiled step",
+        "step time vs baseline: sft_hf-qwen3_8b-lora-short-b4",
     ):
         assert wanted in titles
+    # A one-case configuration is a point, not a plot; labels are whole (not cut at 44 characters).
+    assert "throughput vs batch size: sft_hf qwen3_8b lora short" not in titles
+    assert ">device_mem_peak_gib<" in page and ">energy_per_token_j<" in page
+    assert 'class="diagnosis">sft_hf-qwen3_8b-lora-short-b4: diagnosis: host-side +90 ms/step' in page
+    assert "MFU 2.6% (25.5 TFLOP/s of 989" in page and "How far from the limit" in summary
     assert page.count('class="mark"') >= 3  # the OOM probes and the cliff line
 
 
@@ -208,6 +226,7 @@ def test_benchmark_json_is_read_by_pytest_benchmark(tmp_path: Path) -> None:
     stats = data["benchmarks"][0]["stats"]
     assert stats["median"] == pytest.approx(0.81) and stats["rounds"] == 5
     assert data["benchmarks"][0]["extra_info"]["trace_diff_verdict"] == "host-bound"
+    assert data["benchmarks"][0]["extra_info"]["mfu"] == 0.0258  # JUnit properties carry the same figures
     storage_mod = pytest.importorskip(
         "pytest_benchmark.storage.file", reason="pytest-benchmark not installed (dev extra)"
     )
@@ -265,6 +284,8 @@ def test_html_renders_in_headless_chromium_without_script_errors(tmp_path: Path)
     assert html_tag is not None
     assert 'data-report="rendered"' in html_tag.group(0), html_tag.group(0)
     assert "data-script-error" not in html_tag.group(0)
+    # Every label of every plot lies inside its SVG's view box (measured by the browser's layout).
+    assert 'data-labels-outside="0"' in html_tag.group(0), html_tag.group(0)
     plots = int(re.search(r'data-plots="(\d+)"', html_tag.group(0)).group(1))  # type: ignore[union-attr]
     assert plots >= 8
     shot = tmp_path / "report.png"

@@ -16,6 +16,7 @@ def _result(
     metrics: dict[str, float],
     verdict: dict[str, Any],
     estimate_gib: float | None = None,
+    limits: dict[str, Any] | None = None,
 ) -> CaseResult:
     units = {"step_time_s": "s", "tokens_per_s": "tok/s", "peak_allocated_gib": "GiB"}
     return CaseResult(
@@ -26,6 +27,7 @@ def _result(
         metrics={name: MetricValue(value, units.get(name, "")) for name, value in metrics.items()},
         verdict=verdict,
         estimate={"total_gib": estimate_gib} if estimate_gib is not None else None,
+        limits=limits,
     )
 
 
@@ -41,6 +43,7 @@ RESULTS = [
             "power_mean_w": 450.0,
         },
         {"verdict": "regressed", "metrics": [{"metric": "step_time_s", "ratio": 1.25}]},
+        limits={"mfu": None, "mfu_note": "n/a: the class's hardware file gives no bf16_dense_tflops peak"},
     ),
     _result(
         "sft_hf-qwen3_32b-full-short-b2",
@@ -52,10 +55,10 @@ RESULTS = [
 ]
 
 REFERENCE = """\
-case                             outcome  verdict       step s  tok/s  samples/h  alloc GiB  est GiB  dev GiB  J/tok   W mean  vs baseline
--------------------------------  -------  ------------  ------  -----  ---------  ---------  -------  -------  ------  ------  -----------
-sft_hf-qwen3_tiny-lora-short-b4  ok       regressed     1.250   1,600  -          1.500      -        -        0.0123  450.0   step +25.0%
-sft_hf-qwen3_32b-full-short-b2   oom      expected-oom  -       -      -          78.9       262.4    -        -       -       -"""
+case                             outcome  verdict       step s  tok/s  samples/h  MFU  alloc GiB  est GiB  dev GiB  J/tok   W mean  vs baseline
+-------------------------------  -------  ------------  ------  -----  ---------  ---  ---------  -------  -------  ------  ------  -----------
+sft_hf-qwen3_tiny-lora-short-b4  ok       regressed     1.250   1,600  -          n/a  1.500      -        -        0.0123  450.0   step +25.0%
+sft_hf-qwen3_32b-full-short-b2   oom      expected-oom  -       -      -          -    78.9       262.4    -        -       -       -"""
 
 
 def test_render_text_reference() -> None:
@@ -66,7 +69,7 @@ def test_render_markdown_rows() -> None:
     text = render_markdown(RESULTS, "trainperf: run-1", details=["detail line"])
     lines = text.splitlines()
     assert lines[0] == "# trainperf: run-1"
-    assert lines[3] == "|" + "---|" * 12
+    assert lines[3] == "|" + "---|" * 13
     assert lines[4].startswith("| sft_hf-qwen3_tiny-lora-short-b4 | ok | regressed | 1.250 | 1,600 |")
     assert lines[-1] == "detail line"
 

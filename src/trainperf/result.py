@@ -49,6 +49,10 @@ class CaseResult:
     peak."""
     trace: dict[str, Any] | None = None
     """With --perf-trace: the first traced run's trace record (file, size, analysis summary)."""
+    limits: dict[str, Any] | None = None
+    """How far from the GPU's limits (``trainperf.plan.limits``): model FLOPs per token and step with
+    their formula, achieved TFLOP/s, MFU against the class's peak (or why n/a), energy per million
+    tokens, headroom to a stored OOM cliff."""
     emulated: str | None = None
     planted_slowdown: float = 0.0
     created: str = ""

@@ -1,5 +1,5 @@
 """The ``trainperf`` command: env [create|list] | side-by-side | engines | baselines | estimate | report |
-compare | ab | fidelity | verl-metrics | ingest | history | dashboard | export |
+compare | ab | bisect | fidelity | verl-metrics | ingest | history | dashboard | export |
 merge | slurm submit.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).

@@ -7,6 +7,7 @@ import argparse
 from trainperf.cli import (
     ab,
     baselines,
+    bisect,
     compare,
     dashboard,
     engines,
@@ -24,7 +25,7 @@ from trainperf.cli import (
 )
 
 COMMANDS = (
-    env, baselines, estimate, report, side_by_side, engines, ab, compare, fidelity, verl_metrics,
+    env, baselines, estimate, report, side_by_side, engines, ab, bisect, compare, fidelity, verl_metrics,
     ingest, history, dashboard, export, merge, slurm,
 )  # fmt: skip
 

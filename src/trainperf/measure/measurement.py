@@ -101,6 +101,13 @@ def phase_metrics(steady: Sequence[dict[str, Any]]) -> tuple[dict[str, float], d
     return {name: stats.median(values) for name, values in samples.items()}, samples
 
 
+def framework_mfu(steady: Sequence[dict[str, Any]]) -> float | None:
+    """The framework's own model FLOPs utilisation (verl's ``perf/mfu/actor``), median of the steady
+    steps that log it; None where none does."""
+    values = [float(step["mfu_actor"]) for step in steady if step.get("mfu_actor") is not None]
+    return stats.median(values) if values else None
+
+
 def measure_run(
     child: dict[str, Any], samples: Sequence[Sample], *, samples_per_step: int, idle_mem_b: int | None
 ) -> RunMeasurement:
@@ -144,6 +151,8 @@ def _measure_steady_steps(run: RunMeasurement, steps: Sequence[dict[str, Any]], 
     metrics["warmup_s"] = sum(durations[:first])
     phase_values, run.extra_samples = phase_metrics(steady)
     metrics.update(phase_values)
+    if (own_mfu := framework_mfu(steady)) is not None:
+        run.info["framework_mfu_actor"] = own_mfu
     run.info.update(
         warmup_steps=first,
         steady_steps=len(steady),

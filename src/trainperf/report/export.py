@@ -66,6 +66,10 @@ def key_figures(result: CaseResult) -> dict[str, Any]:
     diff = result.verdict.get("trace_diff")
     if diff:
         figures["trace_diff_verdict"] = diff["verdict"]
+    limits = result.limits or {}
+    for name in ("mfu", "framework_mfu", "achieved_tflops", "model_flops_per_token", "kwh_per_mtok"):
+        if limits.get(name) is not None:
+            figures[name] = round(float(limits[name]), 6)
     return figures
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case
+from trainperf.judge.step_series import step_medians
+from trainperf.report.limits import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
-from trainperf.report.svg import Bar, Line, Mark, line_chart, ratio_chart, stacked_bars
+from trainperf.report.svg import Bar, Line, Mark, grouped_ratio_chart, line_chart, stacked_bars
 from trainperf.report.table import COLUMNS, rows
 from trainperf.result import CaseResult
 from trainperf.run.folder import RunFolder
@@ -30,12 +32,27 @@ th { background: #f3f3f3; } td:first-child { text-align: left; }
 .v-noisy { background: #ffc; } .v-improved { background: #dfd; }
 section { margin: 18px 0; } .plots { display: flex; flex-wrap: wrap; gap: 12px; }
 pre { background: #f7f7f7; padding: 8px; font-size: 12px; white-space: pre-wrap; }
+p.diagnosis { font-family: monospace; font-size: 12px; background: #fff4e5; padding: 4px 8px; margin: 4px 0; }
 """
 MARKER = """
 window.onerror = function (msg) { document.documentElement.setAttribute('data-script-error', String(msg)); };
 window.addEventListener('load', function () {
-  var plots = document.querySelectorAll('svg.plot').length;
-  document.documentElement.setAttribute('data-plots', String(plots));
+  var svgs = document.querySelectorAll('svg.plot'), outside = 0, cut = [];
+  svgs.forEach(function (svg) {
+    // Screen boxes, so that rotated labels (a y axis) are measured as drawn.
+    var frame = svg.getBoundingClientRect();
+    svg.querySelectorAll('text').forEach(function (text) {
+      var box = text.getBoundingClientRect();
+      if (box.left < frame.left - 0.5 || box.top < frame.top - 0.5 || box.right > frame.right + 0.5 ||
+          box.bottom > frame.bottom + 0.5) {
+        outside += 1;
+        if (outside <= 3) { cut.push(svg.getAttribute('aria-label') + ': ' + text.textContent); }
+      }
+    });
+  });
+  document.documentElement.setAttribute('data-plots', String(svgs.length));
+  document.documentElement.setAttribute('data-labels-outside', String(outside));
+  if (cut.length) { document.documentElement.setAttribute('data-labels-cut', cut.join(' | ')); }
   document.documentElement.setAttribute('data-report', 'rendered');
 });
 """
@@ -127,7 +144,7 @@ def _throughput_vs_batch(run_dir: Path, results: Sequence[CaseResult]) -> list[s
             marks[key],
         )
         for key in sorted(set(groups) | set(marks))
-        if groups[key] or marks[key]
+        if len(groups[key]) + len(marks[key]) >= 2  # one case alone is a point, not a plot
     ]
 
 
@@ -142,12 +159,54 @@ def _phases(run_dir: Path, results: Sequence[CaseResult]) -> str:
 
 
 def _ratios(results: Sequence[CaseResult]) -> str:
-    rows_ = []
+    groups = []
     for result in results:
-        for metric in result.verdict.get("metrics", []):
-            if metric.get("metric") in TIMING and metric.get("ratio") is not None:
-                rows_.append((f"{result.case_id} {metric['metric']}", metric["ratio"], _interval(metric)))
-    return ratio_chart("this run / baseline (95% interval)", rows_)
+        rows_ = [
+            (metric["metric"], metric["ratio"], _interval(metric))
+            for metric in result.verdict.get("metrics", [])
+            if metric.get("metric") in TIMING and metric.get("ratio") is not None
+        ]
+        groups.append((result.case_id, rows_))
+    return grouped_ratio_chart("this run / baseline (95% interval)", groups)
+
+
+def _step_times_vs_baseline(results: Sequence[CaseResult]) -> list[str]:
+    """Each case's per-step times (median over its runs) over its baseline's, step by step."""
+    plots = []
+    for result in results:
+        current = step_medians(result.metrics.get("step_time_s"))
+        baseline = result.verdict.get("baseline_step_times") or []
+        if len(current) + len(baseline) < 2 or not baseline:
+            continue
+        lines = [
+            Line("this run (median over runs)", [(x, y) for x, y in current]),
+            Line("baseline", [(float(x), float(y)) for x, y in baseline], dashed=True),
+        ]
+        plots.append(line_chart(f"step time vs baseline: {result.case_id}", "step", "s", lines))
+    return plots
+
+
+def diagnosis_lines(result: CaseResult) -> list[str]:
+    """The ``diagnosis:`` lines a result carries (its verdict's ``diagnosis``: a line, lines, or a
+    record with a ``line``); none when it has none."""
+    found = result.verdict.get("diagnosis") or getattr(result, "diagnosis", None)
+    if isinstance(found, dict):
+        found = found.get("line") or found.get("lines")
+    lines = [found] if isinstance(found, str) else [str(line) for line in found or []]
+    return [line if line.startswith("diagnosis:") else f"diagnosis: {line}" for line in lines if line]
+
+
+def _diagnoses(results: Sequence[CaseResult]) -> str:
+    return "".join(
+        f'<p class="diagnosis">{escape(result.case_id)}: {escape(line)}</p>'
+        for result in results
+        for line in diagnosis_lines(result)
+    )
+
+
+def _limits(results: Sequence[CaseResult]) -> str:
+    lines = limit_lines(results)
+    return f"<pre>{escape(chr(10).join(lines))}</pre>" if lines else ""
 
 
 def _interval(metric: dict[str, Any]) -> tuple[float, float] | None:
@@ -163,14 +222,18 @@ def _comparisons(run_dir: Path) -> list[str]:
         if not path.is_file():
             continue
         data = json.loads(path.read_text())
-        rows_ = []
-        for case in data.get("cases", []):
-            for metric in case.get("metrics", []):
-                if metric.get("metric") in TIMING and metric.get("ratio") is not None:
-                    rows_.append(
-                        (f"{case.get('case_id')} {metric['metric']}", metric["ratio"], _interval(metric))
-                    )
-        plots.append(ratio_chart(f"{name}: B / A (95% interval)", rows_))
+        groups = [
+            (
+                str(case.get("case_id")),
+                [
+                    (metric["metric"], metric["ratio"], _interval(metric))
+                    for metric in case.get("metrics", [])
+                    if metric.get("metric") in TIMING and metric.get("ratio") is not None
+                ],
+            )
+            for case in data.get("cases", [])
+        ]
+        plots.append(grouped_ratio_chart(f"{name}: B / A (95% interval)", groups))
     return [p for p in plots if p]
 
 
@@ -214,8 +277,15 @@ def render_html(run_dir: Path, results: Sequence[CaseResult], title: str, detail
     idle_b = int(info.get("idle_mem_b") or 0)
     busy, categories, trace_text = _traces(results)
     sections = [
-        ("Cases", _table(results) + (f"<pre>{escape(chr(10).join(details))}</pre>" if details else "")),
+        (
+            "Cases",
+            _table(results)
+            + _diagnoses(results)
+            + (f"<pre>{escape(chr(10).join(details))}</pre>" if details else ""),
+        ),
+        ("How far from the limit", _limits(results)),
         ("Ratios to baseline", _ratios(results)),
+        ("Step times against the baseline", "".join(_step_times_vs_baseline(results))),
         ("Compare and A/B", "".join(_comparisons(run_dir))),
         ("Traces", busy + categories + (f"<pre>{escape(trace_text)}</pre>" if trace_text else "")),
         ("Throughput vs batch size", "".join(_throughput_vs_batch(run_dir, results))),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from trainperf.report.limits import limits_markdown
 from trainperf.report.table import render_markdown
 from trainperf.result import CaseResult
 from trainperf.traces.diff import describe
@@ -74,6 +75,6 @@ def _cliffs(results: Sequence[CaseResult]) -> list[str]:
 
 def render_summary(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
     text = render_markdown(results, title, details).rstrip("\n")
-    extra = _trace_rows(results) + _diffs(results) + _cliffs(results)
+    extra = limits_markdown(results) + _trace_rows(results) + _diffs(results) + _cliffs(results)
     extra += ["", "Plots: `index.html` in this folder; pytest-benchmark format: `benchmark.json`."]
     return "\n".join([text, *extra]) + "\n"

@@ -1,7 +1,8 @@
 """Inline SVG plots for the HTML report, drawn in Python (no scripts, no external files).
 
 Three shapes cover every plot: lines over a shared x axis (memory, power, throughput),
-horizontal stacked bars (busy/idle, phases) and ratios with intervals (baseline, compare, A/B).
+horizontal stacked bars (busy/idle, phases) and ratios with intervals grouped by case (baseline,
+compare, A/B).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ PALETTE = (
 )
 WIDTH, HEIGHT = 640, 260
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 40
+CHAR_W = 6.2
+"""Width of one character of the 10 px labels, generous for system-ui (a label is never cut)."""
 
 
 @dataclass(slots=True)
@@ -183,7 +186,17 @@ def _mark(plot: _Plot, mark: Mark) -> list[str]:
         f'd="M{cx - 4:.1f},{cy - 4:.1f}L{cx + 4:.1f},{cy + 4:.1f}'
         f'M{cx - 4:.1f},{cy + 4:.1f}L{cx + 4:.1f},{cy - 4:.1f}" stroke="#d62728" stroke-width="2"/>'
     )
-    return [cross, f'<text x="{cx + 6:.1f}" y="{cy - 6:.1f}" font-size="10" fill="#d62728">{label}</text>']
+    return [cross, _mark_label(cx, cy, mark.label)]
+
+
+def _mark_label(cx: float, cy: float, label: str) -> str:
+    """A crossed point's label: right of the cross, or left of it where it would leave the frame."""
+    right = cx + 6 + CHAR_W * len(label) <= WIDTH
+    x, anchor = (cx + 6, "start") if right else (cx - 6, "end")
+    return (
+        f'<text x="{x:.1f}" y="{cy - 6:.1f}" text-anchor="{anchor}" font-size="10" '
+        f'fill="#d62728">{escape(label)}</text>'
+    )
 
 
 def stacked_bars(title: str, unit: str, bars: Sequence[Bar], normalise: bool = False) -> str:
@@ -193,7 +206,7 @@ def stacked_bars(title: str, unit: str, bars: Sequence[Bar], normalise: bool = F
     names = list(dict.fromkeys(name for bar in bars for name, _ in bar.parts))
     colors = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
     label_w, row_h = 230, 22
-    height = TOP + row_h * len(bars) + 44
+    height = TOP + row_h * len(bars) + 30 + 14 * _legend_rows(names, float(label_w))
     plot_w = WIDTH - label_w - RIGHT
     longest = max((sum(v for _, v in bar.parts) for bar in bars), default=1.0) or 1.0
     out = _frame(title, height)
@@ -215,50 +228,82 @@ def stacked_bars(title: str, unit: str, bars: Sequence[Bar], normalise: bool = F
                 f"<title>{escape(name)}: {escape(shown)}</title></rect>"
             )
             x += width
-    legend_y = TOP + row_h * len(bars) + 18
-    x = float(label_w)
-    for name in names:
-        out.append(f'<rect x="{x:.1f}" y="{legend_y - 9}" width="10" height="10" fill="{colors[name]}"/>')
-        out.append(f'<text x="{x + 13:.1f}" y="{legend_y}" font-size="10">{escape(name)}</text>')
-        x += 18 + 6.2 * len(name)
+    out += _legend(names, colors, float(label_w), TOP + row_h * len(bars) + 18)
     out.append("</svg>")
     return "\n".join(out)
 
 
-def ratio_chart(title: str, rows: Sequence[tuple[str, float, tuple[float, float] | None]]) -> str:
-    """Ratios (current / reference) as points with their 95% intervals around a line at 1."""
-    if not rows:
+def _legend_positions(names: Sequence[str], left: float) -> list[tuple[float, int]]:
+    """(x, row) of each legend entry: entries flow left to right and wrap before the frame's edge."""
+    positions, x, row = [], left, 0
+    for name in names:
+        width = 18 + CHAR_W * len(name)
+        if x + width > WIDTH - RIGHT and x > left:
+            x, row = left, row + 1
+        positions.append((x, row))
+        x += width
+    return positions
+
+
+def _legend_rows(names: Sequence[str], left: float) -> int:
+    return 1 + max((row for _, row in _legend_positions(names, left)), default=0)
+
+
+def _legend(names: Sequence[str], colors: dict[str, str], left: float, top: float) -> list[str]:
+    out = []
+    for name, (x, row) in zip(names, _legend_positions(names, left)):
+        y = top + 14 * row
+        out.append(f'<rect x="{x:.1f}" y="{y - 9}" width="10" height="10" fill="{colors[name]}"/>')
+        out.append(f'<text x="{x + 13:.1f}" y="{y}" font-size="10">{escape(name)}</text>')
+    return out
+
+
+def grouped_ratio_chart(
+    title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float, tuple[float, float] | None]]]]
+) -> str:
+    """Ratios (current / reference) with their 95% intervals, one group per case: the case id on a
+    row of its own over the full width, its metrics' names beside their points. The frame widens
+    to the longest label, so no case id or metric name is cut."""
+    groups = [(name, list(rows)) for name, rows in groups if rows]
+    if not groups:
         return ""
-    values = [v for _, ratio, ci in rows for v in (ratio, *(ci or ()))]
+    values = [v for _, rows in groups for _, ratio, ci in rows for v in (ratio, *(ci or ()))]
     low, high = min(min(values), 0.9), max(max(values), 1.1)
-    label_w, row_h = 260, 20
-    height = TOP + row_h * len(rows) + 30
-    plot_w = WIDTH - label_w - RIGHT
+    label_w = max(140, int(CHAR_W * max(len(label) for _, rows in groups for label, _, _ in rows)) + 16)
+    width = max(WIDTH, int(CHAR_W * 1.1 * max(len(name) for name, _ in groups)) + 24, label_w + 240)
+    row_h = 20
+    height = TOP + row_h * sum(len(rows) + 1 for _, rows in groups) + 30
+    plot_w = width - label_w - RIGHT
 
     def sx(x: float) -> float:
         return label_w + (x - low) / (high - low) * plot_w
 
-    out = _frame(title, height)
+    out = _wide_frame(title, width, height)
     out.append(
         f'<line x1="{sx(1):.1f}" x2="{sx(1):.1f}" y1="{TOP}" y2="{height - 24}" stroke="#999" '
         'stroke-dasharray="3 3"/>'
     )
-    for row, (label, ratio, interval) in enumerate(rows):
-        y = TOP + row * row_h + 10
+    y = TOP + 10
+    for name, rows in groups:
         out.append(
-            f'<text x="{label_w - 6}" y="{y + 4}" text-anchor="end" '
-            f'font-size="10">{escape(label[:44])}</text>'
+            f'<text class="group" x="6" y="{y + 4}" font-size="11" font-weight="bold">{escape(name)}</text>'
         )
-        if interval:
+        y += row_h
+        for label, ratio, interval in rows:
             out.append(
-                f'<line x1="{sx(interval[0]):.1f}" x2="{sx(interval[1]):.1f}" y1="{y}" y2="{y}" '
-                'stroke="#555" stroke-width="2"/>'
+                f'<text x="{label_w - 6}" y="{y + 4}" text-anchor="end" font-size="10">{escape(label)}</text>'
             )
-        color = "#d62728" if ratio > 1 else "#2ca02c"
-        out.append(
-            f'<circle class="ratio" cx="{sx(ratio):.1f}" cy="{y}" r="4" '
-            f'fill="{color}"><title>{ratio:.3f}</title></circle>'
-        )
+            if interval:
+                out.append(
+                    f'<line x1="{sx(interval[0]):.1f}" x2="{sx(interval[1]):.1f}" y1="{y}" y2="{y}" '
+                    'stroke="#555" stroke-width="2"/>'
+                )
+            color = "#d62728" if ratio > 1 else "#2ca02c"
+            out.append(
+                f'<circle class="ratio" cx="{sx(ratio):.1f}" cy="{y}" r="4" fill="{color}">'
+                f"<title>{escape(name)} {escape(label)}: {ratio:.3f}</title></circle>"
+            )
+            y += row_h
     for tick in _ticks(low, high):
         out.append(
             f'<text x="{sx(tick):.1f}" y="{height - 10}" text-anchor="middle" '
@@ -266,3 +311,15 @@ def ratio_chart(title: str, rows: Sequence[tuple[str, float, tuple[float, float]
         )
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _wide_frame(title: str, width: int, height: int) -> list[str]:
+    """``_frame`` for a plot as wide as its labels need."""
+    attributes = f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img"'
+    return [
+        f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" {attributes} aria-label="{escape(title)}">',
+        (
+            f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13" '
+            f'font-weight="bold">{escape(title)}</text>'
+        ),
+    ]

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from trainperf.plan.limits import mfu_cell
 from trainperf.result import CaseResult
 from trainperf.traces.diff import describe as describe_trace_diff
 
@@ -16,6 +17,7 @@ COLUMNS = (
     ("step_time_s", "step s"),
     ("tokens_per_s", "tok/s"),
     ("samples_per_hour", "samples/h"),
+    ("mfu", "MFU"),
     ("peak_allocated_gib", "alloc GiB"),
     ("estimate", "est GiB"),
     ("device_mem_peak_gib", "dev GiB"),
@@ -62,6 +64,8 @@ def rows(results: Sequence[CaseResult]) -> list[list[str]]:
                 row.append(str(result.verdict.get("verdict", "-")))
             elif key == "change":
                 row.append(_change(result.verdict))
+            elif key == "mfu":
+                row.append(mfu_cell(result.limits))
             elif key == "estimate":
                 row.append(format_value(result.estimate["total_gib"]) if result.estimate else "-")
             else:

@@ -21,12 +21,14 @@ from trainperf.judge.compare import CaseVerdict, Verdict, compare_case, timing_c
 from trainperf.judge.contamination import Contamination, apply_contamination
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, resolve_metric
+from trainperf.judge.step_series import step_medians
 from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.multi_gpu import per_gpu_note
 from trainperf.measure.placement import cpu_share
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
 from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
+from trainperf.run.limits import attach_limits
 from trainperf.store.baselines import describe_file_baseline
 from trainperf.store.references import compare_to_references
 from trainperf.traces.collect import attach_diff
@@ -84,6 +86,9 @@ class CaseRunner:
         if no_diff:
             notes.append(no_diff)
         notes += self._reference_notes(case, result)
+        attach_limits(case, result, ctx.gpu_class, ctx.baselines)
+        if baseline is not None and (series := step_medians(baseline.metrics.get("step_time_s"))):
+            result.verdict["baseline_step_times"] = series
         result.verdict["judged_against"] = judged_against
         if notes:
             result.verdict["notes"] = notes
