@@ -4,8 +4,10 @@ case's own allocator used is still judged; such runs stay out of the history's b
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -120,28 +122,40 @@ def test_only_external_throttling_in_enough_samples_counts() -> None:
     assert throttled_during({"0": slowed}) == ["GPU 0 throttled (hw_slowdown) in 10% of the run's samples"]
 
 
+def _stranger() -> int:
+    """A process that is neither tagged nor below this one (its parent shell has exited): another
+    job's, as far as this session can tell."""
+    env = {k: v for k, v in os.environ.items() if k != OWNER_ENV}
+    shell = subprocess.run(
+        ["sh", "-c", "sleep 30 > /dev/null 2>&1 & echo $!"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(shell.stdout.strip())
+
+
 def test_the_watch_tells_our_processes_from_foreign_and_unseen_ones() -> None:
     ours = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(30)"], env={**os.environ, OWNER_ENV: owner_tag()}
     )
-    other = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(30)"],
-        env={k: v for k, v in os.environ.items() if k != OWNER_ENV},
-    )
+    stranger = _stranger()
     try:
-        import time
-
         time.sleep(0.3)  # the environment is readable once exec is done
         watch = ForeignWatch(("0",), owner_tag())
         watch.see("0", ours.pid, 20 << 30)
-        watch.see("0", other.pid, 3 << 30)
+        watch.see("0", stranger, 3 << 30)
         watch.see("0", 2**22 + 12345, 1 << 30)  # not in this pid namespace
+        ours.kill()
+        time.sleep(0.3)  # not reaped yet: exiting, as NVML may still list it while /proc shows no environment
+        watch.see("0", ours.pid, 20 << 30)
     finally:
         ours.kill()
-        other.kill()
-    assert list(watch.foreign) == [other.pid]
+        os.kill(stranger, signal.SIGKILL)
+    assert list(watch.foreign) == [stranger]
     assert watch.unresolved == {2**22 + 12345}
-    assert watch.reasons() == [f"GPU 0: foreign process pid {other.pid} (3.0 GiB) appeared during the run"]
+    assert watch.reasons() == [f"GPU 0: foreign process pid {stranger} (3.0 GiB) appeared during the run"]
 
 
 def test_the_wait_for_a_clean_gpu_ends_when_the_neighbour_leaves_and_is_bounded() -> None:

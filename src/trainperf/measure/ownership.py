@@ -129,11 +129,40 @@ def sweep_orphans() -> list[Orphan]:
     return end_orphans(find_orphans())
 
 
+def _parent(pid: int, proc: Path) -> int | None:
+    try:
+        fields = (proc / str(pid) / "stat").read_text().rpartition(")")[2].split()
+        return int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def descends_from(pid: int, ancestor: int, proc: Path = PROC) -> bool:
+    """Whether ``ancestor`` is ``pid``'s parent, grandparent, ... (``/proc`` stat, readable for an
+    exiting process too)."""
+    seen = 0
+    while pid > 1 and seen < 64:
+        parent = _parent(pid, proc)
+        if parent is None:
+            return False
+        if parent == ancestor:
+            return True
+        pid, seen = parent, seen + 1
+    return False
+
+
 def is_ours(pid: int, tag: str, proc: Path = PROC) -> bool | None:
-    """True for this session's process (this one, or one carrying ``tag``), False for another's,
-    None when ``/proc`` cannot show the pid (another pid namespace)."""
+    """True for this session's process (this one, one carrying ``tag``, or one below this process),
+    False for another's, None when ``/proc`` cannot tell: the pid is in another pid namespace, or
+    the process is exiting (its environment reads empty while NVML still lists it)."""
     if pid == os.getpid():
         return True
     if not visible(pid, proc):
         return None
-    return tag_of(pid, proc) == tag
+    if tag_of(pid, proc) == tag or descends_from(pid, os.getpid(), proc):
+        return True
+    try:
+        environ = (proc / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    return False if environ else None
