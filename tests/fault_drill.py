@@ -142,5 +142,11 @@ def wait_for_file(path: Path, limit_s: float = 240) -> None:
 
 
 def one_line_error(output: str) -> bool:
-    """No traceback of the suite's own reached the user."""
-    return "Traceback (most recent call last)" not in output and "INTERNALERROR" not in output
+    """No traceback of the suite's own reached the user (Python's, pytest's internal error, or
+    pytest's report of an exception: its source lines and ``E   `` lines)."""
+    pytest_repr = any(line.startswith("E   ") for line in output.splitlines())
+    return (
+        "Traceback (most recent call last)" not in output
+        and "INTERNALERROR" not in output
+        and not pytest_repr
+    )

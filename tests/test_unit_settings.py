@@ -106,3 +106,11 @@ def test_parsed_types(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.timeout == 2.5
     assert settings.steps == 8
     assert settings.gpu_class == "h100"
+
+
+def test_every_option_is_documented() -> None:
+    from trainperf.paths import REPO_ROOT
+    from trainperf.run.settings import OPTIONS
+
+    page = (REPO_ROOT / "docs" / "options.md").read_text()
+    assert [spec.cli for spec in OPTIONS if f"`{spec.cli}" not in page] == []

@@ -79,7 +79,13 @@ def open_run(
     gpu_class = detection.gpu_class
     on_gpu = gpu_class.name != CPU_CLASS
     run_dir = _run_dir(settings, gpu_class.name, detection.emulated, stamp)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TrainperfError(
+            f"cannot create the run folder {run_dir}: {exc.strerror}; give a writable folder with "
+            "--perf-output (or free space there)"
+        ) from exc
     # Before the GPU's idle level is read: an orphan's memory would be taken for the idle level.
     ended = [
         f"[trainperf] ended {orphan.describe()}, left running by an earlier run of the suite (its "
@@ -92,9 +98,15 @@ def open_run(
     fingerprint = host_fingerprint(detection.info if on_gpu else None)
     metrics = with_tolerances(tolerances_from_pyproject(rootdir), gpu_class.timing_tolerance_scale)
     commit = checkout_commit(rootdir)  # pytest-benchmark's commit_info, and the run's in the history
-    started = _write_run_file(
-        RunFolder(run_dir), worker, settings, detection, fingerprint, idle_mem_b, commit
-    )
+    try:
+        started = _write_run_file(
+            RunFolder(run_dir), worker, settings, detection, fingerprint, idle_mem_b, commit
+        )
+    except OSError as exc:
+        raise TrainperfError(
+            f"cannot write the run record in {run_dir}: {exc.strerror}; give a writable folder with "
+            "--perf-output (or free space there)"
+        ) from exc
     history = open_history(
         settings,
         run_dir=run_dir,
