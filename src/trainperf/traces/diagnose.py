@@ -19,7 +19,11 @@ NOISE_FRACTION = 0.02
 NOISE_MS = 0.05
 VANISHED_MIN_FRACTION = 0.03
 """A baseline top kernel that vanished counts when it took at least this fraction of a step."""
-COMPOSITE_MIN_NEW = 2
+COMPOSITE_MIN_GROWN = 2
+"""Kernels new or grown (beyond noise) that a vanished fused kernel's composite must show."""
+SIZEABLE_FRACTION = 0.05
+UNIFORM_NOTE_SCALE = 1.5
+"""A uniform growth above this is said in the line (every group slower alike)."""
 MIB = 2**20
 
 
@@ -50,14 +54,32 @@ def _kernel_changes(baseline: dict[str, Any], current: dict[str, Any], threshold
         ),
         key=lambda item: -(item[2] - item[1]),
     )
-    new = [item for item in grown if item[0] not in before]
-    return {"vanished": vanished, "grown": grown, "new": new}
+    return {"vanished": vanished, "grown": grown}
 
 
-def _group_deltas(baseline: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, float, float]]:
+def uniform_scale(baseline: dict[str, Any], current: dict[str, Any]) -> float:
+    """How much every sizeable group grew alike (a slower or contended host, a lower clock): the median
+    ratio of the groups that took at least ``SIZEABLE_FRACTION`` of the baseline's busy time, never
+    below 1. The group that grew beyond it is the one that changed."""
+    before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
+    busy = sum(float(ms) for ms in before.values())
+    ratios = sorted(
+        float(after.get(name, 0.0)) / float(ms)
+        for name, ms in before.items()
+        if busy and float(ms) >= SIZEABLE_FRACTION * busy
+    )
+    if len(ratios) < 3:
+        return 1.0
+    return max(1.0, ratios[len(ratios) // 2])
+
+
+def _group_deltas(
+    baseline: dict[str, Any], current: dict[str, Any], scale: float = 1.0
+) -> list[tuple[str, float, float]]:
+    """(group, before, after), the group that grew most beyond the uniform ``scale`` first."""
     before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
     rows = [(name, float(before.get(name, 0.0)), float(after.get(name, 0.0))) for name in {*before, *after}]
-    return sorted(rows, key=lambda row: -(row[2] - row[1]))
+    return sorted(rows, key=lambda row: (-(row[2] - row[1] * scale), row[0]))
 
 
 def _memory_part(baseline: dict[str, Any], current: dict[str, Any]) -> str:
@@ -83,13 +105,13 @@ def _nature(
 ) -> str:
     if memory:
         return "memory"
-    if changes["vanished"] and len(changes["new"]) >= COMPOSITE_MIN_NEW:
+    if changes["vanished"] and len(changes["grown"]) >= COMPOSITE_MIN_GROWN:
         return "composite"
     host = float(current.get("host_side_ms", 0.0)) - float(baseline.get("host_side_ms", 0.0))
     busy = float(current.get("busy_ms", 0.0)) - float(baseline.get("busy_ms", 0.0))
     if host > threshold and host >= busy:
         return "host"
-    groups = _group_deltas(baseline, current)
+    groups = _group_deltas(baseline, current, uniform_scale(baseline, current))
     if groups and groups[0][2] - groups[0][1] > threshold:
         return "device"
     return "unclear"
@@ -100,14 +122,15 @@ def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool 
     threshold = _threshold(baseline)
     changes = _kernel_changes(baseline, current, threshold)
     nature = _nature(baseline, current, memory, changes, threshold)
-    groups = _group_deltas(baseline, current)
+    scale = uniform_scale(baseline, current)
+    groups = _group_deltas(baseline, current, scale)
     parts = []
     if nature == "memory":
         parts.append(_memory_part(baseline, current))
     if nature == "composite":
         gone = ", ".join(f"{name} ({ms:.1f} ms)" for name, ms in changes["vanished"][:2])
-        came = ", ".join(f"{name} +{after - before:.1f} ms" for name, before, after in changes["new"][:3])
-        parts.append(f"{gone} gone, new: {came}")
+        came = ", ".join(f"{name} +{after - before:.1f} ms" for name, before, after in changes["grown"][:3])
+        parts.append(f"{gone} gone; grew: {came}")
     grown = [(n, b, a) for n, b, a in groups if a - b > threshold]
     if grown:
         (name, before, after), rest = grown[0], grown[1:3]
@@ -120,11 +143,21 @@ def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool 
     host_label = "host-side" if current.get("kind") == "gpu" else "outside any operator"
     parts.append(f"{host_label} {host_after - host_before:+.1f} ms ({host_before:.1f} -> {host_after:.1f})")
     if changes["grown"]:
-        name, before, after = changes["grown"][0]
+        name, before, after = _top_grown(changes["grown"], current, grown[0][0] if grown else None)
         parts.append(f"top grown kernel: {name} {after - before:+.1f} ms ({before:.1f} -> {after:.1f})")
     step = f"step {float(baseline.get('step_ms', 0.0)):.1f} -> {float(current.get('step_ms', 0.0)):.1f} ms"
+    if scale > UNIFORM_NOTE_SCALE:
+        parts.append(f"every group x{scale:.1f} alike (a slower or contended host)")
     line = f"diagnosis: {_headline(nature, grown, current)}: " + "; ".join(parts) + f" ({step} profiled)"
-    return {"nature": nature, "line": line, "threshold_ms": threshold}
+    return {"nature": nature, "line": line, "threshold_ms": threshold, "uniform_scale": scale}
+
+
+def _top_grown(
+    grown: list[tuple[str, float, float]], current: dict[str, Any], group: str | None
+) -> tuple[str, float, float]:
+    """The kernel that grew most within the group that grew most, else the one that grew most."""
+    group_of = {kernel["name"]: kernel.get("group") for kernel in current.get("top_kernels") or []}
+    return next((item for item in grown if group_of.get(item[0]) == group), grown[0])
 
 
 def _headline(nature: str, grown: list[tuple[str, float, float]], current: dict[str, Any]) -> str:

@@ -43,7 +43,9 @@ def composite_attention(
             if attn_mask.dtype == torch.bool
             else scores + attn_mask
         )
-    weights = torch.softmax(scores.float(), dim=-1).to(query.dtype)
+    # In the input's dtype, as PyTorch's own math backend does (an fp32 copy of the scores would
+    # double the composite's memory on a long sequence).
+    weights = torch.softmax(scores, dim=-1)
     if dropout_p > 0:
         weights = torch.nn.functional.dropout(weights, dropout_p)
     return torch.matmul(weights, value)
