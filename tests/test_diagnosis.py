@@ -145,3 +145,26 @@ def test_the_options_resolve_and_a_bad_plant_is_one_line(tmp_path: Path) -> None
     assert resolve({}, ini, tmp_path).diagnose is True
     with pytest.raises(TrainperfError, match="--perf-plant='slow' is not valid"):
         resolve({"plant": "slow"}, ini, tmp_path)
+
+
+def test_verl_cases_are_not_profiled_and_regressed_kinds_are_named() -> None:
+    from trainperf.case import Case
+    from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict
+    from trainperf.run.diagnosis import profiled, regressed_kinds
+
+    sft = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4)
+    assert profiled(sft)
+    assert not profiled(
+        Case(family="rl_verl", model="qwen3_tiny", method="lora", profile="short", batch_size=4)
+    )
+    verdict = CaseVerdict(
+        Verdict.REGRESSED,
+        True,
+        "regressed",
+        [
+            MetricVerdict("step_time_s", Verdict.REGRESSED, 2.0, 1.0, 2.0),
+            MetricVerdict("peak_allocated_gib", Verdict.REGRESSED, 2.0, 1.0, 2.0),
+            MetricVerdict("power_mean_w", Verdict.REGRESSED, 2.0, 1.0, 2.0, gated=False),
+        ],
+    )
+    assert regressed_kinds(verdict) == {"timing", "memory"}

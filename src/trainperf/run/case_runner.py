@@ -27,7 +27,7 @@ from trainperf.measure.multi_gpu import per_gpu_note
 from trainperf.measure.placement import cpu_share
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
-from trainperf.run.diagnosis import attach_diagnosis
+from trainperf.run.diagnosis import attach_diagnosis, profiled
 from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.run.limits import attach_limits
 from trainperf.store.baselines import describe_file_baseline
@@ -157,7 +157,7 @@ class CaseRunner:
         measurements: list[RunMeasurement] = []
         # A baseline carries a profile summary: its last run profiles its last steps (cheaper than an
         # extra run; those steps are left out of the timing metrics).
-        profile_last = ctx.settings.update_baselines and ctx.settings.diagnose
+        profile_last = ctx.settings.update_baselines and ctx.settings.diagnose and profiled(case)
         self.add_runs(case, steps, result, measurements, self._repeats(), profile_last=profile_last)
         verdict = self.judge(case, result, baseline)
         confirm = ctx.settings.confirm

@@ -17,8 +17,16 @@ from trainperf.traces.diagnose import diagnose
 if TYPE_CHECKING:
     from trainperf.run.case_runner import CaseRunner
 
+UNPROFILED_FAMILIES = {
+    "rl_verl": "verl cases train in Ray workers that the child's profiler does not see (docs/diagnosis.md)"
+}
 MEMORY_METRICS = ("peak_allocated_gib", "peak_reserved_gib", "device_mem_peak_gib", "host_peak_rss_gib")
 ENERGY_METRICS = ("energy_per_token_j", "power_mean_w", "power_peak_w")
+
+
+def profiled(case: Case) -> bool:
+    """Whether a profile of the case's child says where its training time goes."""
+    return case.family not in UNPROFILED_FAMILIES
 
 
 def regressed_kinds(verdict: CaseVerdict) -> set[str]:
@@ -46,6 +54,8 @@ def attach_diagnosis(
     kinds = regressed_kinds(verdict) if verdict.verdict is Verdict.REGRESSED else set()
     if not kinds or not settings.diagnose or settings.update_baselines:
         return None
+    if not profiled(case):
+        return f"no diagnosis: {UNPROFILED_FAMILIES[case.family]}"
     if baseline is None or not baseline.profile:
         return (
             "no diagnosis: the baseline has no profile summary (write it again with "
