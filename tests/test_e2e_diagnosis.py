@@ -10,26 +10,14 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from test_e2e_cpu import run as e2e_cpu_run
 from test_e2e_cpu import write_catalogue
 
 CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "-m",
-        "cpu",
-        "--perf-steps",
-        "10",
-        "--perf-baselines",
-        "baselines",
-        "--perf-output",
-        "reports",
-        "--perf-store",
-        "off",
-        *args,
-        timeout=400,
-    )
+    return e2e_cpu_run(pytester, "--perf-store", "off", *args)
 
 
 def latest_result(pytester: pytest.Pytester) -> tuple[Path, dict[str, Any]]:
