@@ -25,15 +25,21 @@ def latest_result(pytester: pytest.Pytester) -> tuple[Path, dict[str, Any]]:
     return run_dir, json.loads((run_dir / "results" / f"{CASE_ID}.json").read_text())
 
 
-def planted(pytester: pytest.Pytester, plant: str) -> tuple[Path, dict[str, Any], str]:
-    slowed = run(pytester, "--perf-plant", plant, "--perf-confirm", "0", "--junitxml", f"{plant}.xml")
+def planted(pytester: pytest.Pytester, plant: str, confirm: str) -> tuple[dict[str, Any], str]:
+    slowed = run(pytester, "--perf-plant", plant, "--perf-confirm", confirm, "--junitxml", f"{plant}.xml")
     slowed.assert_outcomes(failed=1)
     run_dir, result = latest_result(pytester)
     diagnosis = result["verdict"]["diagnosis"]
     assert diagnosis["line"] in slowed.stdout.str()
-    # One extra profiled run, kept in the folder, never pooled into the metrics.
-    assert len(result["runs"]) == 1 and (run_dir / "cases" / CASE_ID / "r2" / "steps.jsonl").is_file()
-    assert diagnosis["cost"].startswith("one extra profiled run")
+    if confirm == "0":
+        # One extra profiled run, kept in the folder, never pooled into the metrics.
+        assert len(result["runs"]) == 1 and (run_dir / "cases" / CASE_ID / "r2" / "steps.jsonl").is_file()
+        assert diagnosis["cost"].startswith("one extra profiled run")
+    else:
+        # The confirmation run was profiled: no extra run at all.
+        assert [r["purpose"] for r in result["runs"]] == ["measurement", "confirmation"]
+        assert not (run_dir / "cases" / CASE_ID / "r3").exists()
+        assert diagnosis["cost"] == f"none: confirmation run cases/{CASE_ID}/r2 was profiled"
     assert f"`{diagnosis['line']}`" in (run_dir / "summary.md").read_text()
     assert "diagnosis: " in (run_dir / "index.html").read_text()
     properties = {
@@ -41,7 +47,7 @@ def planted(pytester: pytest.Pytester, plant: str) -> tuple[Path, dict[str, Any]
         for prop in ElementTree.parse(pytester.path / f"{plant}.xml").iter("property")
     }
     assert properties["trainperf_diagnosis"] == diagnosis["line"]
-    return run_dir, result, diagnosis["line"]
+    return result, diagnosis["line"]
 
 
 def test_a_baseline_profile_then_host_and_attention_regressions_diagnosed(
@@ -60,11 +66,11 @@ def test_a_baseline_profile_then_host_and_attention_regressions_diagnosed(
     assert 0 < len(profile["top_kernels"]) <= 20 and "n/a" in profile["memory"]
     assert "trace" not in json.dumps(profile)  # the analysed summary, no raw trace
 
-    _, host, line = planted(pytester, "host:3")
+    host, line = planted(pytester, "host:3", confirm="1")
     assert host["verdict"]["diagnosis"]["nature"] == "host", line
     assert line.startswith("diagnosis: host-side delay (time outside any operator): ")
 
-    _, attention, line = planted(pytester, "attention:30")
+    attention, line = planted(pytester, "attention:30", confirm="0")
     assert attention["verdict"]["diagnosis"]["nature"] == "device", line
     assert line.startswith("diagnosis: extra operator time in attention: attention +")
     # A planted run is never a baseline.

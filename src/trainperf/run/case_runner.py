@@ -167,7 +167,12 @@ class CaseRunner:
                 f"[trainperf] {case.id}: timing regression in {first} run(s); confirming with "
                 f"{confirm} fresh run(s) (--perf-confirm)"
             )
-            self.add_runs(case, steps, result, measurements, confirm, purpose="confirmation")
+            # The last confirmation run is profiled when a confirmed regression will want a diagnosis:
+            # it then costs no extra run (its profiled steps stay out of the timing, as always).
+            diagnosable = ctx.settings.diagnose and profiled(case) and bool(baseline and baseline.profile)
+            self.add_runs(
+                case, steps, result, measurements, confirm, purpose="confirmation", profile_last=diagnosable
+            )
             verdict = self.judge(case, result, baseline)
             held = "confirmed" if verdict.verdict is Verdict.REGRESSED else "not confirmed"
             notes.append(

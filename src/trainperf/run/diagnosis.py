@@ -1,8 +1,9 @@
 """The diagnosis of a confirmed regression (``--perf-diagnose``, on by default): one profiled run of
 the case by itself, its profile summary against the baseline's (``traces.diagnose``), and a
 ``diagnosis:`` line in the verdict. Nothing runs when the case passes; at most one extra run when it
-regresses (none when the run was already profiled with --perf-trace). That run is kept in the run
-folder but never pooled into the case's metrics.
+regresses, none when a run of the case was profiled already: with --perf-trace, or the last
+confirmation run, which is profiled whenever the baseline has a profile summary to compare with.
+An extra run is kept in the run folder but never pooled into the case's metrics.
 """
 
 from __future__ import annotations
@@ -61,7 +62,15 @@ def attach_diagnosis(
             "no diagnosis: the baseline has no profile summary (write it again with "
             "--perf-update-baselines; --perf-diagnose off skips this)"
         )
-    profile, cost = result.profile, "none (this run was profiled)"
+    profile = result.profile
+    cost = "none: " + next(
+        (
+            f"{run.get('purpose', 'measurement')} run {run.get('dir')} was profiled"
+            for run in result.runs
+            if run.get("trace", {}).get("profile")
+        ),
+        "this run was profiled",
+    )
     if not profile:
         profile, cost, why = _profiled_run(runner, case, steps, result)
         if not profile:
