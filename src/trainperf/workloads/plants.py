@@ -32,19 +32,19 @@ def composite_attention(
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         repeat = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(repeat, dim=-3), value.repeat_interleave(repeat, dim=-3)
-    scores = torch.matmul(query, key.transpose(-2, -1)) * (scale or 1.0 / math.sqrt(query.shape[-1]))
+    # Scaled before the product and masked in place: the composite's memory stays near two score
+    # matrices per layer, as in PyTorch's own math backend, so a long sequence does not run out of it.
+    scale = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+    scores = torch.matmul(query * scale, key.transpose(-2, -1))
     length, source = query.shape[-2], key.shape[-2]
     if is_causal:
         causal = torch.ones(length, source, dtype=torch.bool, device=query.device).tril(source - length)
-        scores = scores.masked_fill(~causal, float("-inf"))
+        scores.masked_fill_(~causal, float("-inf"))
     if attn_mask is not None:
-        scores = (
-            scores.masked_fill(~attn_mask, float("-inf"))
-            if attn_mask.dtype == torch.bool
-            else scores + attn_mask
-        )
-    # In the input's dtype, as PyTorch's own math backend does (an fp32 copy of the scores would
-    # double the composite's memory on a long sequence).
+        if attn_mask.dtype == torch.bool:
+            scores.masked_fill_(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
     weights = torch.softmax(scores, dim=-1)
     if dropout_p > 0:
         weights = torch.nn.functional.dropout(weights, dropout_p)
