@@ -82,10 +82,10 @@ class CaseRunner:
             result, verdict = self._measure(case, baseline, notes)
         notes += gpu_notes(result.runs)
         notes += [share.note()] if (share := cpu_share(os.environ)) else []
+        resumed = {"diagnosis": result.verdict.get("diagnosis")} if stored is not None else None
         result.verdict = verdict.to_dict()
-        if stored is None and (
-            why := attach_diagnosis(self, case, self._steps(case, baseline), result, baseline, verdict)
-        ):
+        steps = self._steps(case, baseline)
+        if why := attach_diagnosis(self, case, steps, result, baseline, verdict, resumed=resumed):
             notes.append(why)
         no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
         if no_diff and "diagnosis" not in result.verdict:

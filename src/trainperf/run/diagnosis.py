@@ -49,11 +49,18 @@ def attach_diagnosis(
     result: CaseResult,
     baseline: CaseResult | None,
     verdict: CaseVerdict,
+    *,
+    resumed: dict[str, Any] | None = None,
 ) -> str | None:
-    """Store the diagnosis in ``result.verdict``; return a note when a regression got none (and why)."""
+    """Store the diagnosis in ``result.verdict``; return a note when a regression got none (and why).
+    ``resumed``: a result judged again from a resumed folder keeps the diagnosis it had, never runs."""
     settings = runner.ctx.settings
     kinds = regressed_kinds(verdict) if verdict.verdict is Verdict.REGRESSED else set()
     if not kinds or not settings.diagnose or settings.update_baselines:
+        return None
+    if resumed is not None:
+        if resumed.get("diagnosis"):
+            result.verdict["diagnosis"] = resumed["diagnosis"]
         return None
     if not profiled(case):
         return f"no diagnosis: {UNPROFILED_FAMILIES[case.family]}"
