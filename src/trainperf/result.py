@@ -49,6 +49,12 @@ class CaseResult:
     peak."""
     trace: dict[str, Any] | None = None
     """With --perf-trace: the first traced run's trace record (file, size, analysis summary)."""
+    profile: dict[str, Any] | None = None
+    """The profile summary of a profiled run (``traces.profile``): device time per step by group,
+    host-side time, top kernels, the allocator's largest blocks; a baseline's is what a regression's
+    diagnosis compares with."""
+    planted: str | None = None
+    """``--perf-plant KIND[:AMOUNT]``: a planted regression of one nature (never baselined)."""
     limits: dict[str, Any] | None = None
     """How far from the GPU's limits (``trainperf.plan.limits``): model FLOPs per token and step with
     their formula, achieved TFLOP/s, MFU against the class's peak (or why n/a), energy per million

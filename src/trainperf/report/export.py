@@ -66,6 +66,9 @@ def key_figures(result: CaseResult) -> dict[str, Any]:
     diff = result.verdict.get("trace_diff")
     if diff:
         figures["trace_diff_verdict"] = diff["verdict"]
+    diagnosis = result.verdict.get("diagnosis")
+    if isinstance(diagnosis, dict) and diagnosis.get("line"):
+        figures["diagnosis"] = diagnosis["line"]
     limits = result.limits or {}
     for name in ("mfu", "framework_mfu", "achieved_tflops", "model_flops_per_token", "kwh_per_mtok"):
         if limits.get(name) is not None:

@@ -18,7 +18,7 @@ from trainperf.judge.step_series import step_medians
 from trainperf.report.limits import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
 from trainperf.report.svg import Bar, Line, Mark, grouped_ratio_chart, line_chart, stacked_bars
-from trainperf.report.table import COLUMNS, rows
+from trainperf.report.table import COLUMNS, diagnosis_lines, rows
 from trainperf.result import CaseResult
 from trainperf.run.folder import RunFolder
 from trainperf.traces.diff import describe
@@ -184,16 +184,6 @@ def _step_times_vs_baseline(results: Sequence[CaseResult]) -> list[str]:
         ]
         plots.append(line_chart(f"step time vs baseline: {result.case_id}", "step", "s", lines))
     return plots
-
-
-def diagnosis_lines(result: CaseResult) -> list[str]:
-    """The ``diagnosis:`` lines a result carries (its verdict's ``diagnosis``: a line, lines, or a
-    record with a ``line``); none when it has none."""
-    found = result.verdict.get("diagnosis") or getattr(result, "diagnosis", None)
-    if isinstance(found, dict):
-        found = found.get("line") or found.get("lines")
-    lines = [found] if isinstance(found, str) else [str(line) for line in found or []]
-    return [line if line.startswith("diagnosis:") else f"diagnosis: {line}" for line in lines if line]
 
 
 def _diagnoses(results: Sequence[CaseResult]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trainperf.report.limits import limits_markdown
-from trainperf.report.table import render_markdown
+from trainperf.report.table import diagnosis_lines, render_markdown
 from trainperf.result import CaseResult
 from trainperf.traces.diff import describe
 
@@ -52,6 +52,11 @@ def _diffs(results: Sequence[CaseResult]) -> list[str]:
     return ["", "## Trace diffs against the baseline", "", *lines] if lines else []
 
 
+def _diagnoses(results: Sequence[CaseResult]) -> list[str]:
+    lines = [f"- {result.case_id}: `{line}`" for result in results for line in diagnosis_lines(result)]
+    return ["", "## Diagnoses of regressions", "", *lines] if lines else []
+
+
 def _cliffs(results: Sequence[CaseResult]) -> list[str]:
     lines = []
     for result in results:
@@ -75,6 +80,12 @@ def _cliffs(results: Sequence[CaseResult]) -> list[str]:
 
 def render_summary(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
     text = render_markdown(results, title, details).rstrip("\n")
-    extra = limits_markdown(results) + _trace_rows(results) + _diffs(results) + _cliffs(results)
+    extra = (
+        limits_markdown(results)
+        + _trace_rows(results)
+        + _diagnoses(results)
+        + _diffs(results)
+        + _cliffs(results)
+    )
     extra += ["", "Plots: `index.html` in this folder; pytest-benchmark format: `benchmark.json`."]
     return "\n".join([text, *extra]) + "\n"

@@ -116,6 +116,17 @@ def failure_detail(result: CaseResult) -> list[str]:
             )
     if verdict.get("trace_diff"):
         lines += [f"    {line}" for line in describe_trace_diff(verdict["trace_diff"])]
+    lines += [f"    {line}" for line in diagnosis_lines(result)]
     for key, old, new in verdict.get("environment_changes", []):
         lines.append(f"    environment: {key} {old} -> {new}")
     return lines
+
+
+def diagnosis_lines(result: CaseResult) -> list[str]:
+    """The ``diagnosis:`` lines a result carries (its verdict's ``diagnosis``: a line, lines, or a
+    record with a ``line``); none when it has none."""
+    found = result.verdict.get("diagnosis") or getattr(result, "diagnosis", None)
+    if isinstance(found, dict):
+        found = found.get("line") or found.get("lines")
+    lines = [found] if isinstance(found, str) else [str(line) for line in found or []]
+    return [line if line.startswith("diagnosis:") else f"diagnosis: {line}" for line in lines if line]

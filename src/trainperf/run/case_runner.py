@@ -27,6 +27,7 @@ from trainperf.measure.multi_gpu import per_gpu_note
 from trainperf.measure.placement import cpu_share
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
+from trainperf.run.diagnosis import attach_diagnosis, profiled
 from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.run.limits import attach_limits
 from trainperf.store.baselines import describe_file_baseline
@@ -81,9 +82,13 @@ class CaseRunner:
             result, verdict = self._measure(case, baseline, notes)
         notes += gpu_notes(result.runs)
         notes += [share.note()] if (share := cpu_share(os.environ)) else []
+        resumed = {"diagnosis": result.verdict.get("diagnosis")} if stored is not None else None
         result.verdict = verdict.to_dict()
+        steps = self._steps(case, baseline)
+        if why := attach_diagnosis(self, case, steps, result, baseline, verdict, resumed=resumed):
+            notes.append(why)
         no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
-        if no_diff:
+        if no_diff and "diagnosis" not in result.verdict:
             notes.append(no_diff)
         notes += self._reference_notes(case, result)
         attach_limits(case, result, ctx.gpu_class, ctx.baselines)
@@ -150,7 +155,10 @@ class CaseRunner:
             if over := family.memory_floor(case, case.memory_cap_gib or ctx.gpu_class.memory_gib):
                 notes.append(f"expected to run out of memory at any micro-batch: {over}")
         measurements: list[RunMeasurement] = []
-        self.add_runs(case, steps, result, measurements, self._repeats())
+        # A baseline carries a profile summary: its last run profiles its last steps (cheaper than an
+        # extra run; those steps are left out of the timing metrics).
+        profile_last = ctx.settings.update_baselines and ctx.settings.diagnose and profiled(case)
+        self.add_runs(case, steps, result, measurements, self._repeats(), profile_last=profile_last)
         verdict = self.judge(case, result, baseline)
         confirm = ctx.settings.confirm
         if self._needs_confirmation(verdict) and confirm and not ctx.settings.update_baselines:
@@ -159,7 +167,12 @@ class CaseRunner:
                 f"[trainperf] {case.id}: timing regression in {first} run(s); confirming with "
                 f"{confirm} fresh run(s) (--perf-confirm)"
             )
-            self.add_runs(case, steps, result, measurements, confirm, purpose="confirmation")
+            # The last confirmation run is profiled when a confirmed regression will want a diagnosis:
+            # it then costs no extra run (its profiled steps stay out of the timing, as always).
+            diagnosable = ctx.settings.diagnose and profiled(case) and bool(baseline and baseline.profile)
+            self.add_runs(
+                case, steps, result, measurements, confirm, purpose="confirmation", profile_last=diagnosable
+            )
             verdict = self.judge(case, result, baseline)
             held = "confirmed" if verdict.verdict is Verdict.REGRESSED else "not confirmed"
             notes.append(
@@ -233,8 +246,8 @@ class CaseRunner:
         if result.outcome not in (Outcome.OK.value, Outcome.OOM.value, Outcome.CONFIG_ERROR.value):
             report.notes.append(f"baseline not written: outcome {result.outcome}")
             return
-        if result.planted_slowdown or result.emulated:
-            report.notes.append("baseline not written: planted slowdown or emulated run")
+        if result.planted_slowdown or result.planted or result.emulated:
+            report.notes.append("baseline not written: planted regression or emulated run")
             return
         if (contamination := Contamination.of_runs(result.runs)) is not None:
             report.notes.append(f"baseline not written: {contamination.note()}; run again on a quiet GPU")
@@ -261,6 +274,7 @@ class CaseRunner:
             outcome=Outcome.OK.value,
             fingerprint=dict(ctx.fingerprint),
             planted_slowdown=ctx.settings.plant_slowdown,
+            planted=ctx.settings.plant,
             emulated=ctx.emulated,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
@@ -287,9 +301,10 @@ class CaseRunner:
         count: int,
         purpose: str = "measurement",
         settled_by: str | None = None,
+        profile_last: bool = False,
     ) -> None:
         """Run ``count`` more fresh children and pool them into ``result``; stop at the first failure.
-        ``settled_by``: see ``ChildLauncher.run``."""
+        ``settled_by``: see ``ChildLauncher.run``; ``profile_last``: profile the last of them."""
         interpreter = self.interpreter(case)
         rejection = self.rejection(case, interpreter)
         if rejection is not None:
@@ -299,7 +314,7 @@ class CaseRunner:
             result.outcome, result.message = Outcome.SKIPPED.value, missing_message(case.environment)
             return
         total = len(result.runs) + count
-        for _ in range(count):
+        for number in range(count):
             run = self.launcher.run(
                 case,
                 steps,
@@ -307,6 +322,7 @@ class CaseRunner:
                 total=total,
                 interpreter=interpreter,
                 settled_by=settled_by,
+                traced=True if profile_last and number == count - 1 else None,
             )
             run.info["purpose"] = purpose
             if not add_run(result, run):
@@ -333,6 +349,8 @@ def add_run(result: CaseResult, run: ChildRun) -> bool:
     result.runs.append(info)
     if result.trace is None and info.get("trace", {}).get("summary"):
         result.trace = info["trace"]
+    if result.profile is None and info.get("trace", {}).get("profile"):
+        result.profile = info["trace"]["profile"]
     if child.get("effective_config") and not result.effective_config:
         result.effective_config = child["effective_config"]
         result.fingerprint.update(child.get("versions", {}))

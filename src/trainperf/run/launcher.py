@@ -148,6 +148,7 @@ def child_spec(
         seed=0,
         out_dir=str(out_dir),
         plant_slowdown=ctx.settings.plant_slowdown if plant_slowdown is None else plant_slowdown,
+        plant=ctx.settings.plant,
         memory_cap_gib=ctx.gpu_class.memory_gib if ctx.emulated else None,
         bare=bare,
         bare_window_after=window_after if bare else None,
@@ -241,19 +242,21 @@ class ChildLauncher:
         bare: bool = False,
         window_after: int | None = None,
         settled_by: str | None = None,
+        traced: bool | None = None,
     ) -> ChildRun:
         """One fresh child of ``case`` in its environment's interpreter. ``plant_slowdown`` overrides
         the session's; ``bare`` runs the training loop without the harness's per-step hooks and
         without NVML sampling (the fidelity benchmark's reference for the harness's own overhead),
         timed over the steps after ``window_after`` (default: the protocol's). ``settled_by``: the
         result id that settles this child's interruption record, when not the case's own (a
-        cliff probe's is the search's)."""
+        cliff probe's is the search's). ``traced``: profile this run (a baseline's profile summary, a
+        diagnosis) whatever --perf-trace says."""
         ctx = self.ctx
         interpreter = interpreter or interpreter_for(ctx, case)
         if interpreter is None:
             raise TrainperfError(missing_message(case.environment))
         out_dir = ctx.folder.new_child_dir(case.id, repeat)
-        traced = ctx.settings.trace or case.trace
+        traced = (ctx.settings.trace or case.trace) if traced is None else traced
         trace_plan = plan_trace(ctx.folder.trace_dir(case.id), out_dir.name, steps) if traced else None
         spec = child_spec(
             ctx,

@@ -70,6 +70,13 @@ def _shard(text: str) -> str:
     return str(parse_shard(text))
 
 
+def _plant(text: str) -> str:
+    from trainperf.traces.plant import parse_plant
+
+    parse_plant(text)
+    return str(text).strip().lower()
+
+
 def _bool(text: str) -> bool:
     lowered = str(text).strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -119,6 +126,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "make every step this fraction slower (to check the gate); never baselined",
         0.0,
         _fraction,
+    ),
+    OptionSpec(
+        "plant",
+        "plant a regression of one nature in every child, to check the diagnosis: attention[:N], composite, "
+        "host[:FRACTION] or memory[:MIB]; never baselined",
+        None,
+        _plant,
+    ),
+    OptionSpec(
+        "diagnose",
+        "on a confirmed timing, energy or memory regression, profile one more run of the case and name "
+        "where the time or memory went (off: no extra run)",
+        True,
+        _bool,
     ),
     OptionSpec("progress_interval", "seconds between progress lines of a running case (0: off)", 30.0, float),
     OptionSpec(
@@ -211,6 +232,8 @@ class Settings:
     progress_interval: float
     python: str | None
     env: str | None = None
+    plant: str | None = None
+    diagnose: bool = True
     trace: bool = False
     require_idle_gpu: bool = False
     gpu_wait: float = 300.0

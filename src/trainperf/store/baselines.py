@@ -37,8 +37,10 @@ class BaselineStore:
                 f"{result.case_id} was measured under --perf-emulate {result.emulated}: emulated results are "
                 "never stored as a class's measured baseline"
             )
-        if result.planted_slowdown:
-            raise TrainperfError(f"{result.case_id} ran with a planted slowdown: it cannot become a baseline")
+        if result.planted_slowdown or result.planted:
+            raise TrainperfError(
+                f"{result.case_id} ran with a planted regression: it cannot become a baseline"
+            )
         stored = dataclasses.replace(result, source=source, verdict={})
         path = self.path(result.gpu_class, result.case_id)
         save_result(path, stored)

@@ -31,7 +31,7 @@ from trainperf.traces.kineto import (
     events,
 )
 
-TOP_N = 10
+TOP_N = 20
 MS = 1000.0  # trace times are microseconds
 
 

@@ -11,6 +11,7 @@ from trainperf.traces.analysis import analyse
 from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
 from trainperf.traces.plan import TracePlan
+from trainperf.traces.profile import profile_summary
 
 
 def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[str, Any]:
@@ -24,6 +25,7 @@ def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[st
         return record
     try:
         record["summary"] = analyse(load_trace(path))
+        record["profile"] = profile_summary(record["summary"], captured.get("memory"))
     except TrainperfError as exc:
         record["error"] = str(exc)
     size_mb = path.stat().st_size / 2**20

@@ -84,6 +84,40 @@ class StepProfiler:
         raw.unlink()
 
 
+LARGEST_BLOCKS = 10
+
+
+def allocator_blocks(device: torch.device) -> dict[str, Any]:
+    """The CUDA caching allocator's largest live blocks and peak (``torch.cuda.memory_snapshot``), each
+    block with the first frame outside torch where the allocator history recorded one."""
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return {"n/a": "CPU run: the allocator's blocks are the CUDA caching allocator's"}
+    try:
+        segments = torch.cuda.memory_snapshot()
+    except Exception as exc:  # noqa: BLE001 - a summary must not stop the measurement
+        return {"n/a": f"memory snapshot failed: {type(exc).__name__}: {exc}"[:200]}
+    blocks: list[dict[str, Any]] = [
+        {"size_b": int(block["size"]), "frame": _user_frame(block.get("frames") or [])}
+        for segment in segments
+        for block in segment.get("blocks", [])
+        if block.get("state") == "active_allocated"
+    ]
+    blocks.sort(key=lambda block: -int(block["size_b"]))
+    return {
+        "peak_allocated_b": torch.cuda.max_memory_allocated(device),
+        "allocated_b": torch.cuda.memory_allocated(device),
+        "blocks": blocks[:LARGEST_BLOCKS],
+    }
+
+
+def _user_frame(frames: list[dict[str, Any]]) -> str:
+    for frame in frames:
+        filename = str(frame.get("filename", ""))
+        if filename and "/torch/" not in filename and not filename.startswith("??"):
+            return f"{os.path.basename(filename)}:{frame.get('line')} {frame.get('name', '')}".strip()
+    return ""
+
+
 class MemoryHistory:
     """CUDA allocator history, recorded from before training, dumped with an HTML view on OOM."""
 

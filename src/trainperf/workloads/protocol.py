@@ -60,6 +60,8 @@ class ChildSpec:
     seed: int = 0
     plant_slowdown: float = 0.0
     """Fraction of a step added as a sleep after each one: the self-test of the gate (never in a baseline)."""
+    plant: str | None = None
+    """A planted regression of one nature (``traces.plant``: ``KIND[:AMOUNT]``); never baselined."""
     memory_cap_gib: float | None = None
     """The emulated class's memory (--perf-emulate); the case's own cap is in ``case``."""
     bare: bool = False
@@ -72,7 +74,7 @@ class ChildSpec:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form; optional parts left out when unset, as the child has always read them."""
         data = dataclasses.asdict(self)
-        for key in ("bare_window_after", "trace"):
+        for key in ("bare_window_after", "trace", "plant"):
             if data[key] is None:
                 del data[key]
         return data

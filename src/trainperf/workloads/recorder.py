@@ -15,6 +15,8 @@ import torch
 
 from trainperf.traces.plan import TracePlan
 from trainperf.workloads import faults
+from trainperf.workloads.plants import Plant
+from trainperf.workloads.profiling import allocator_blocks
 from trainperf.workloads.protocol import ChildSpec
 
 
@@ -25,6 +27,7 @@ class StepRecorder:
         self.path = steps_path
         self.device = torch.device(spec.device)
         self.plant_slowdown = spec.plant_slowdown
+        self.plant = Plant(spec.plant, self.device)
         self._fault = faults.planned()
         self.steps: list[dict[str, Any]] = []
         self._last_edge: float | None = None
@@ -59,6 +62,7 @@ class StepRecorder:
         if self.plant_slowdown > 0:
             # A deliberate, honest slowdown: the step really takes this much longer.
             time.sleep(self.plant_slowdown * (time.perf_counter() - self._last_edge))
+        self.plant.after_edge(time.perf_counter() - self._last_edge)
         edge = time.perf_counter()
         record: dict[str, Any] = {
             "step": len(self.steps) + 1,
@@ -72,6 +76,9 @@ class StepRecorder:
             record["max_allocated_b"] = torch.cuda.max_memory_allocated(self.device)
         if self.trace_plan is not None and self.trace_plan.profiled(record["step"]):
             record["profiled"] = True  # left out of the timing metrics (measure.py)
+            if record["step"] == self.trace_plan.total_steps and self.profiler is not None:
+                # The allocator's blocks at the last profiled edge, for the profile summary.
+                self.profiler.info["memory"] = allocator_blocks(self.device)
         record.update(extra)
         self.record(record)
         if self.profiler is not None:

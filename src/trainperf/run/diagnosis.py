@@ -1,0 +1,113 @@
+"""The diagnosis of a confirmed regression (``--perf-diagnose``, on by default): one profiled run of
+the case by itself, its profile summary against the baseline's (``traces.diagnose``), and a
+``diagnosis:`` line in the verdict. Nothing runs when the case passes; at most one extra run when it
+regresses, none when a run of the case was profiled already: with --perf-trace, or the last
+confirmation run, which is profiled whenever the baseline has a profile summary to compare with.
+An extra run is kept in the run folder but never pooled into the case's metrics.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainperf.case import Case, Outcome
+from trainperf.judge.compare import CaseVerdict, Verdict
+from trainperf.result import CaseResult
+from trainperf.traces.diagnose import diagnose
+
+if TYPE_CHECKING:
+    from trainperf.run.case_runner import CaseRunner
+
+UNPROFILED_FAMILIES = {
+    "rl_verl": "verl cases train in Ray workers that the child's profiler does not see (docs/diagnosis.md)"
+}
+MEMORY_METRICS = ("peak_allocated_gib", "peak_reserved_gib", "device_mem_peak_gib", "host_peak_rss_gib")
+ENERGY_METRICS = ("energy_per_token_j", "power_mean_w", "power_peak_w")
+
+
+def profiled(case: Case) -> bool:
+    """Whether a profile of the case's child says where its training time goes."""
+    return case.family not in UNPROFILED_FAMILIES
+
+
+def regressed_kinds(verdict: CaseVerdict) -> set[str]:
+    """``timing``, ``memory`` and ``energy`` for the gated metrics that regressed."""
+    kinds = set()
+    for metric in verdict.metrics:
+        if metric.gated and metric.verdict is Verdict.REGRESSED:
+            name = metric.metric
+            kinds.add(
+                "memory" if name in MEMORY_METRICS else "energy" if name in ENERGY_METRICS else "timing"
+            )
+    return kinds
+
+
+def attach_diagnosis(
+    runner: CaseRunner,
+    case: Case,
+    steps: int,
+    result: CaseResult,
+    baseline: CaseResult | None,
+    verdict: CaseVerdict,
+    *,
+    resumed: dict[str, Any] | None = None,
+) -> str | None:
+    """Store the diagnosis in ``result.verdict``; return a note when a regression got none (and why).
+    ``resumed``: a result judged again from a resumed folder keeps the diagnosis it had, never runs."""
+    settings = runner.ctx.settings
+    kinds = regressed_kinds(verdict) if verdict.verdict is Verdict.REGRESSED else set()
+    if not kinds or not settings.diagnose or settings.update_baselines:
+        return None
+    if resumed is not None:
+        if resumed.get("diagnosis"):
+            result.verdict["diagnosis"] = resumed["diagnosis"]
+        return None
+    if not profiled(case):
+        return f"no diagnosis: {UNPROFILED_FAMILIES[case.family]}"
+    if baseline is None or not baseline.profile:
+        return (
+            "no diagnosis: the baseline has no profile summary (write it again with "
+            "--perf-update-baselines; --perf-diagnose off skips this)"
+        )
+    profile = result.profile
+    cost = "none: " + next(
+        (
+            f"{run.get('purpose', 'measurement')} run {run.get('dir')} was profiled"
+            for run in result.runs
+            if run.get("trace", {}).get("profile")
+        ),
+        "this run was profiled",
+    )
+    if not profile:
+        profile, cost, why = _profiled_run(runner, case, steps, result)
+        if not profile:
+            return f"no diagnosis: {why}"
+    if profile.get("kind") != baseline.profile.get("kind"):
+        return "no diagnosis: one profile is a GPU profile, the other a CPU profile"
+    found = diagnose(baseline.profile, profile, memory="memory" in kinds)
+    result.verdict["diagnosis"] = {**found, "regressed": sorted(kinds), "cost": cost, "profile": profile}
+    return None
+
+
+def _profiled_run(
+    runner: CaseRunner, case: Case, steps: int, result: CaseResult
+) -> tuple[dict[str, Any] | None, str, str]:
+    """One more fresh run of the case, profiled over its last steps; (profile, cost, why not)."""
+    ctx = runner.ctx
+    interpreter = runner.interpreter(case)
+    if interpreter is None:
+        return None, "", "the case's environment is missing"
+    ctx.say(
+        f"[trainperf] {case.id}: regression confirmed; one profiled run to diagnose it (--perf-diagnose off)"
+    )
+    repeat = len(result.runs)
+    run = runner.launcher.run(
+        case, steps, repeat=repeat, total=repeat + 1, interpreter=interpreter, traced=True
+    )
+    trace = run.info.get("trace") or {}
+    cost = f"one extra profiled run ({run.info.get('wall_s', 0):.0f} s, {run.info.get('dir')})"
+    if run.outcome is not Outcome.OK:
+        return None, cost, f"the profiled run ended {run.outcome.value} ({run.message})"
+    if not trace.get("profile"):
+        return None, cost, f"the profiled run has no profile ({trace.get('error', 'no trace')})"
+    return trace["profile"], cost, ""

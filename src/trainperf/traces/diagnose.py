@@ -1,0 +1,173 @@
+"""The diagnosis of a confirmed regression: the baseline's profile summary against a profiled run of
+the regressed case (``traces.profile``), told apart into one nature (pure, no I/O):
+
+- ``memory``: a memory metric regressed; which allocator blocks are new or larger;
+- ``composite``: a fused kernel vanished from the top kernels while several new or grown ones
+  (elementwise, matmul, softmax) took its place: the fused op was replaced by its composite;
+- ``host``: the time the device sat idle waiting on the host (time outside any operator on the
+  CPU class) grew while device busy time did not grow as much;
+- ``device``: extra work in one group (attention, GEMM, ...), the largest grown group named.
+
+A change counts when it is at least ``NOISE_FRACTION`` of the baseline's step (and ``NOISE_MS``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NOISE_FRACTION = 0.02
+NOISE_MS = 0.05
+VANISHED_MIN_FRACTION = 0.03
+"""A baseline top kernel that vanished counts when it took at least this fraction of a step."""
+COMPOSITE_MIN_GROWN = 2
+"""Kernels new or grown (beyond noise) that a vanished fused kernel's composite must show."""
+SIZEABLE_FRACTION = 0.05
+UNIFORM_NOTE_SCALE = 1.5
+"""A uniform growth above this is said in the line (every group slower alike)."""
+MIB = 2**20
+
+
+def _threshold(baseline: dict[str, Any]) -> float:
+    return max(NOISE_MS, NOISE_FRACTION * float(baseline.get("step_ms") or 0.0))
+
+
+def _kernels(profile: dict[str, Any]) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for kernel in profile.get("top_kernels") or []:
+        found[kernel["name"]] = found.get(kernel["name"], 0.0) + float(kernel["ms"])
+    return found
+
+
+def _kernel_changes(baseline: dict[str, Any], current: dict[str, Any], threshold: float) -> dict[str, Any]:
+    before, after = _kernels(baseline), _kernels(current)
+    step = float(baseline.get("step_ms") or 0.0)
+    vanished = [
+        (name, ms)
+        for name, ms in sorted(before.items(), key=lambda kv: -kv[1])
+        if name not in after and ms >= max(threshold, VANISHED_MIN_FRACTION * step)
+    ]
+    grown = sorted(
+        (
+            (name, before.get(name, 0.0), ms)
+            for name, ms in after.items()
+            if ms - before.get(name, 0.0) > threshold
+        ),
+        key=lambda item: -(item[2] - item[1]),
+    )
+    return {"vanished": vanished, "grown": grown}
+
+
+def uniform_scale(baseline: dict[str, Any], current: dict[str, Any]) -> float:
+    """How much every sizeable group grew alike (a slower or contended host, a lower clock): the median
+    ratio of the groups that took at least ``SIZEABLE_FRACTION`` of the baseline's busy time, never
+    below 1. The group that grew beyond it is the one that changed."""
+    before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
+    busy = sum(float(ms) for ms in before.values())
+    ratios = sorted(
+        float(after.get(name, 0.0)) / float(ms)
+        for name, ms in before.items()
+        if busy and float(ms) >= SIZEABLE_FRACTION * busy
+    )
+    if len(ratios) < 3:
+        return 1.0
+    return max(1.0, ratios[len(ratios) // 2])
+
+
+def _group_deltas(
+    baseline: dict[str, Any], current: dict[str, Any], scale: float = 1.0
+) -> list[tuple[str, float, float]]:
+    """(group, before, after), the group that grew most beyond the uniform ``scale`` first."""
+    before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
+    rows = [(name, float(before.get(name, 0.0)), float(after.get(name, 0.0))) for name in {*before, *after}]
+    return sorted(rows, key=lambda row: (-(row[2] - row[1] * scale), row[0]))
+
+
+def _memory_part(baseline: dict[str, Any], current: dict[str, Any]) -> str:
+    before, after = baseline.get("memory") or {}, current.get("memory") or {}
+    if "peak_allocated_b" not in after or "peak_allocated_b" not in before:
+        why = after.get("n/a") or before.get("n/a") or "no allocator summary on one side"
+        return f"allocator blocks n/a ({why})"
+    peak_b, peak_a = before["peak_allocated_b"] / MIB, after["peak_allocated_b"] / MIB
+    sizes_before = [block["size_b"] for block in before.get("blocks") or []]
+    grown = []
+    for block in after.get("blocks") or []:
+        if block["size_b"] in sizes_before:
+            sizes_before.remove(block["size_b"])
+        else:
+            where = f" at {block['frame']}" if block.get("frame") else ""
+            grown.append(f"{block['size_b'] / MIB:.0f} MiB{where}")
+    text = f"peak allocated {peak_a - peak_b:+.0f} MiB ({peak_b:.0f} -> {peak_a:.0f})"
+    return text + (f"; new large blocks: {', '.join(grown[:3])}" if grown else "")
+
+
+def _nature(
+    baseline: dict[str, Any], current: dict[str, Any], memory: bool, changes: dict[str, Any], threshold: float
+) -> str:
+    if memory:
+        return "memory"
+    if changes["vanished"] and len(changes["grown"]) >= COMPOSITE_MIN_GROWN:
+        return "composite"
+    host = float(current.get("host_side_ms", 0.0)) - float(baseline.get("host_side_ms", 0.0))
+    busy = float(current.get("busy_ms", 0.0)) - float(baseline.get("busy_ms", 0.0))
+    if host > threshold and host >= busy:
+        return "host"
+    groups = _group_deltas(baseline, current, uniform_scale(baseline, current))
+    if groups and groups[0][2] - groups[0][1] > threshold:
+        return "device"
+    return "unclear"
+
+
+def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool = False) -> dict[str, Any]:
+    """The nature of the regression and its ``diagnosis:`` line. ``memory``: a memory metric regressed."""
+    threshold = _threshold(baseline)
+    changes = _kernel_changes(baseline, current, threshold)
+    nature = _nature(baseline, current, memory, changes, threshold)
+    scale = uniform_scale(baseline, current)
+    groups = _group_deltas(baseline, current, scale)
+    parts = []
+    if nature == "memory":
+        parts.append(_memory_part(baseline, current))
+    if nature == "composite":
+        gone = ", ".join(f"{name} ({ms:.1f} ms)" for name, ms in changes["vanished"][:2])
+        came = ", ".join(f"{name} +{after - before:.1f} ms" for name, before, after in changes["grown"][:3])
+        parts.append(f"{gone} gone; grew: {came}")
+    grown = [(n, b, a) for n, b, a in groups if a - b > threshold]
+    if grown:
+        (name, before, after), rest = grown[0], grown[1:3]
+        text = f"{name} {after - before:+.1f} ms/step ({before:.1f} -> {after:.1f})"
+        parts.append(", ".join([text, *(f"{n} {a - b:+.1f} ms" for n, b, a in rest)]))
+    host_before, host_after = (
+        float(baseline.get("host_side_ms", 0.0)),
+        float(current.get("host_side_ms", 0.0)),
+    )
+    host_label = "host-side" if current.get("kind") == "gpu" else "outside any operator"
+    parts.append(f"{host_label} {host_after - host_before:+.1f} ms ({host_before:.1f} -> {host_after:.1f})")
+    if changes["grown"]:
+        name, before, after = _top_grown(changes["grown"], current, grown[0][0] if grown else None)
+        parts.append(f"top grown kernel: {name} {after - before:+.1f} ms ({before:.1f} -> {after:.1f})")
+    step = f"step {float(baseline.get('step_ms', 0.0)):.1f} -> {float(current.get('step_ms', 0.0)):.1f} ms"
+    if scale > UNIFORM_NOTE_SCALE:
+        parts.append(f"every group x{scale:.1f} alike (a slower or contended host)")
+    line = f"diagnosis: {_headline(nature, grown, current)}: " + "; ".join(parts) + f" ({step} profiled)"
+    return {"nature": nature, "line": line, "threshold_ms": threshold, "uniform_scale": scale}
+
+
+def _top_grown(
+    grown: list[tuple[str, float, float]], current: dict[str, Any], group: str | None
+) -> tuple[str, float, float]:
+    """The kernel that grew most within the group that grew most, else the one that grew most."""
+    group_of = {kernel["name"]: kernel.get("group") for kernel in current.get("top_kernels") or []}
+    return next((item for item in grown if group_of.get(item[0]) == group), grown[0])
+
+
+def _headline(nature: str, grown: list[tuple[str, float, float]], current: dict[str, Any]) -> str:
+    work = "GPU work" if current.get("kind") == "gpu" else "operator time"
+    return {
+        "memory": "memory regression",
+        "composite": "a fused kernel replaced by a slower composite",
+        "host": "host-side delay (the device waits on the host)"
+        if current.get("kind") == "gpu"
+        else "host-side delay (time outside any operator)",
+        "device": f"extra {work} in {grown[0][0]}" if grown else f"extra {work}",
+        "unclear": "no single cause in the profiled steps",
+    }[nature]

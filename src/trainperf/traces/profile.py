@@ -1,0 +1,80 @@
+"""A baseline's profile summary: where one step's time and memory go, small enough to store in the
+baseline file (the raw trace is not kept there).
+
+Built from a trace's analysis (``traces.analysis``) and the child's allocator summary. Device time
+per step is given in eight groups, the existing kernel/operator categories mapped as below; on the
+CPU class "device" time is the main thread's operator self time and "host-side" time is the time
+outside any operator (the CPU has no separate device to wait on).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GROUPS = (
+    "GEMM",
+    "attention",
+    "elementwise/normalisation",
+    "optimizer",
+    "quantisation",
+    "communication",
+    "memcpy/memset",
+    "other",
+)
+GROUP_OF = {
+    "matmul": "GEMM",
+    "attention": "attention",
+    "elementwise": "elementwise/normalisation",
+    "reduction/norm": "elementwise/normalisation",
+    "optimizer": "optimizer",
+    "quantization": "quantisation",
+    "communication": "communication",
+    "memory": "memcpy/memset",
+    "other": "other",
+}
+TOP_KERNELS = 20
+MIB = 2**20
+
+
+def _per_step(value: Any, steps: int) -> float:
+    return float(value or 0.0) / steps
+
+
+def profile_summary(trace_summary: dict[str, Any], memory: dict[str, Any] | None) -> dict[str, Any]:
+    """The stored summary of one profiled run: per-step device time by group, host-side time, the top
+    kernels (operators on the CPU) and the allocator's largest blocks (or why there are none)."""
+    steps = max(1, int(trace_summary.get("steps") or 1))
+    groups = dict.fromkeys(GROUPS, 0.0)
+    for category, ms in (trace_summary.get("categories_ms") or {}).items():
+        groups[GROUP_OF.get(category, "other")] += _per_step(ms, steps)
+    on_gpu = trace_summary.get("kind") == "gpu"
+    host_key = "idle_host_bound_ms" if on_gpu else "idle_ms"
+    return {
+        "kind": trace_summary.get("kind"),
+        "steps": steps,
+        "step_ms": _per_step(trace_summary.get("window_ms"), steps),
+        "busy_ms": _per_step(trace_summary.get("busy_ms"), steps),
+        "host_side_ms": _per_step(trace_summary.get(host_key), steps),
+        "idle_other_ms": _per_step(trace_summary.get("idle_other_ms"), steps) if on_gpu else 0.0,
+        "device_ms": groups,
+        "top_kernels": [
+            {
+                "name": kernel["name"],
+                "group": GROUP_OF.get(kernel.get("category", "other"), "other"),
+                "ms": _per_step(kernel.get("total_ms"), steps),
+                "count": kernel.get("count", 0),
+            }
+            for kernel in (trace_summary.get("top") or [])[:TOP_KERNELS]
+        ],
+        "memory": memory or {"n/a": "no allocator summary (CPU run, or the child recorded none)"},
+    }
+
+
+def describe_profile(profile: dict[str, Any]) -> str:
+    """One line for notes: the step and its largest groups."""
+    groups = sorted(profile["device_ms"].items(), key=lambda kv: -kv[1])[:3]
+    parts = ", ".join(f"{name} {ms:.1f}" for name, ms in groups if ms > 0)
+    return (
+        f"profile summary: {profile['step_ms']:.1f} ms/step ({parts}; host-side "
+        f"{profile['host_side_ms']:.1f} ms)"
+    )

@@ -1,0 +1,69 @@
+"""The child's planted regressions do what they say, for real: the composite computes what the fused
+SDPA op computes, the attention plant runs more SDPA passes, host sleeps, memory holds a buffer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from trainperf.workloads.plants import Plant, composite_attention
+
+
+@pytest.fixture
+def restore_sdpa() -> Iterator[Any]:
+    fused = torch.nn.functional.scaled_dot_product_attention
+    yield fused
+    torch.nn.functional.scaled_dot_product_attention = fused
+
+
+def qkv(heads: int = 4, kv_heads: int = 4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(2, heads, 7, 8, generator=generator)
+    k = torch.randn(2, kv_heads, 7, 8, generator=generator)
+    v = torch.randn(2, kv_heads, 7, 8, generator=generator)
+    return q, k, v
+
+
+def test_the_composite_computes_what_the_fused_op_computes() -> None:
+    q, k, v = qkv()
+    fused = torch.nn.functional.scaled_dot_product_attention
+    torch.testing.assert_close(composite_attention(q, k, v, is_causal=True), fused(q, k, v, is_causal=True))
+    mask = torch.rand(7, 7, generator=torch.Generator().manual_seed(1)) > 0.3
+    mask.fill_diagonal_(True)
+    torch.testing.assert_close(composite_attention(q, k, v, attn_mask=mask), fused(q, k, v, attn_mask=mask))
+    q, k, v = qkv(heads=4, kv_heads=2)
+    torch.testing.assert_close(
+        composite_attention(q, k, v, is_causal=True, enable_gqa=True),
+        fused(q, k, v, is_causal=True, enable_gqa=True),
+    )
+
+
+def test_attention_and_composite_replace_sdpa_and_profile_as_such(restore_sdpa: Any) -> None:
+    q, k, v = qkv()
+    Plant("attention:3", torch.device("cpu"))
+    with torch.profiler.profile() as prof:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    calls = [e for e in prof.events() if e.name == "aten::scaled_dot_product_attention"]
+    assert len(calls) == 4  # the result's pass and 3 more
+    torch.nn.functional.scaled_dot_product_attention = restore_sdpa
+    Plant("composite", torch.device("cpu"))
+    with torch.profiler.profile() as prof:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    names = {e.name for e in prof.events()}
+    assert "aten::scaled_dot_product_attention" not in names and "aten::softmax" in names
+
+
+def test_host_sleeps_a_fraction_of_the_step_and_memory_holds_a_buffer() -> None:
+    host = Plant("host:0.5", torch.device("cpu"))
+    started = time.perf_counter()
+    host.after_edge(0.2)
+    assert time.perf_counter() - started >= 0.1
+    memory = Plant("memory:8", torch.device("cpu"))
+    memory.after_edge(0.0)
+    assert memory._held is not None and memory._held.numel() * 4 == 8 * 2**20
+    assert Plant(None, torch.device("cpu")).kind is None
