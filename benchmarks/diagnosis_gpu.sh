@@ -6,12 +6,12 @@
 # added cost of the profile summary per baseline.
 #   usage: bash benchmarks/diagnosis_gpu.sh ['-k selection']
 #          (default: sft_hf-qwen3_8b-lora-maxlen-b4 and sft_hf-qwen3_8b-lora-short-b4, both per run)
-# Runs: one baseline run per case, then per nature and case two (the run and its confirmation, which
-# is profiled and diagnosed; memory: the run and one profiled run): 18 children. At the figures in
-# docs/measurements/2026-11-22-h100-maxlen (maxlen 73 s and short 49 s per 40-step run, ~25 s of
-# it start-up) that is about 9-10 minutes on an H100; PLANTS or the selection trims it.
-# Variables: STEPS (10 steps per child), CONFIRM (1 confirmation run), PLANTS (the four natures,
-#   e.g. "attention:2 composite host:0.3 memory:4096"), PERF_WALL_S per pytest run (400).
+# Runs: one baseline run per case, then per nature two on the case it shows in (the run and its
+# confirmation, which is profiled and diagnosed; memory: the run and one profiled run): 10 children,
+# about 6-7 minutes on an H100 at the figures in docs/measurements/2026-11-22-h100-maxlen.
+# Variables: STEPS (10 steps per child), CONFIRM (1 confirmation run), PLANTS (NATURE[:AMOUNT]@CASE,
+#   default "attention@maxlen-b4 composite@maxlen-b4 memory@maxlen-b4 host@short-b4": GPU work on the
+#   GPU-bound maxlen case, a host-side delay on the short case), PERF_WALL_S per pytest run (400).
 # Runs through scripts/offline-run.sh (wheels from .whl/). Baselines go to reports/diagnosis/baselines,
 # never the repository's baselines/.
 set -uo pipefail
@@ -21,16 +21,17 @@ bundle=${TRAINPERF_OUT:-${OUT:-reports/out}}
 base=reports/diagnosis
 mkdir -p "$base" "$bundle"
 started=$(date +%s)
-one_run() {  # LABEL [pytest args...]: its log under reports/diagnosis/LABEL/, run folders under .../runs
+one_run() {  # LABEL SELECTION [pytest args...]: its log under reports/diagnosis/LABEL/, run folders under .../runs
   TRAINPERF_OUT="$base/$1" LOG_NAME=pytest PERF_WALL_S=${PERF_WALL_S:-400} bash scripts/offline-run.sh \
-    perf_tests/test_sft_hf.py -k "$selection" --perf-steps "${STEPS:-10}" --perf-baselines "$base/baselines" \
-    --perf-output "$base/$1/runs" --perf-store off "${@:2}" > /dev/null 2>&1
+    perf_tests/test_sft_hf.py -k "$2" --perf-steps "${STEPS:-10}" --perf-baselines "$base/baselines" \
+    --perf-output "$base/$1/runs" --perf-store off "${@:3}" > /dev/null 2>&1
   echo "$1 rc=$? ($(( $(date +%s) - started )) s so far)"
   rm -f "$base/$1/results.tgz"  # the final bundle holds every run folder once
 }
-one_run baseline --perf-update-baselines --perf-baseline-repeats 1
-for plant in ${PLANTS:-attention composite host memory}; do
-  one_run "plant-${plant%%:*}" --perf-plant "$plant" --perf-confirm "${CONFIRM:-1}"
+one_run baseline "$selection" --perf-update-baselines --perf-baseline-repeats 1
+for planted in ${PLANTS:-attention@maxlen-b4 composite@maxlen-b4 memory@maxlen-b4 host@short-b4}; do
+  plant=${planted%%@*}; only=${planted#*@}
+  one_run "plant-${plant%%:*}" "$selection and $only" --perf-plant "$plant" --perf-confirm "${CONFIRM:-1}"
 done
 python3 - "$base" "$started" <<'PY'
 import json, pathlib, statistics, sys, time
