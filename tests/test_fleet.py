@@ -318,13 +318,21 @@ def test_slurm_dry_run_prints_the_array_and_the_dependent_merge(tmp_path: Path) 
 
 
 def test_a_budget_runs_cases_in_value_order_until_the_next_would_not_end_in_time(tmp_path: Path) -> None:
-    """Two tiny cases, each expected (from its baseline file) to take seconds: the first by value
-    (neither has run on this store: ties by case id) starts, really runs, and uses up the budget;
-    the second is not started."""
+    """Two tiny cases, each expected (from its baseline file) to take 6 s: the first by value
+    (neither has run on this store: ties by case id) starts, really runs (longer than the 9 s budget
+    leaves for a second case), and the second is not started. The baselines are copies of the
+    committed ones with their wall times set, so the test does not hang on the host they were taken on."""
+    baselines = tmp_path / "baselines" / "cpu"
+    baselines.mkdir(parents=True)
+    for case_id in ("sft_hf-qwen3_tiny-full-short-b4", "sft_hf-qwen3_tiny-lora-short-b4"):
+        baseline = json.loads((ROOT / "baselines" / "cpu" / f"{case_id}.json").read_text())
+        baseline["runs"] = [{**run, "wall_s": 6.0} for run in baseline["runs"]]
+        (baselines / f"{case_id}.json").write_text(json.dumps(baseline))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "perf_tests", "-m", "cpu", "-k",
          "tiny-lora-short or tiny-full-short", "-rA", "-p", "no:cacheprovider",
-         "--perf-budget", "0.2", "--perf-output", str(tmp_path / "reports")],
+         "--perf-budget", "0.15", "--perf-output", str(tmp_path / "reports"),
+         "--perf-baselines", str(tmp_path / "baselines")],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
@@ -332,7 +340,7 @@ def test_a_budget_runs_cases_in_value_order_until_the_next_would_not_end_in_time
     first = json.loads((run_dir / "results" / "sft_hf-qwen3_tiny-full-short-b4.json").read_text())
     second = json.loads((run_dir / "results" / "sft_hf-qwen3_tiny-lora-short-b4.json").read_text())
     assert first["outcome"] == "ok" and first["runs"], "the first case by value did not run"
-    assert second["outcome"] == "skipped" and second["message"].startswith("over --perf-budget 0.2 min")
+    assert second["outcome"] == "skipped" and second["message"].startswith("over --perf-budget 0.15 min")
 
 
 def test_a_shared_postgresql_history_weighs_every_shard_s_split_alike(
