@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trainperf.errors import TrainperfError
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
@@ -71,42 +71,26 @@ def open_run(
     ``stamp``: the run folder's time stamp, given by the xdist controller so that every worker
     writes into one folder; ``worker``: the xdist worker, whose session record is its own file.
     """
-    if detection.gpu_class is None:
-        raise TrainperfError(
-            f"GPU {detection.describe()} matches no class in fixtures/hardware/: add a class file there "
-            "or pass --perf-gpu-class NAME"
-        )
-    gpu_class = detection.gpu_class
+    gpu_class = _class_of(detection)
     on_gpu = gpu_class.name != CPU_CLASS
     run_dir = _run_dir(settings, gpu_class.name, detection.emulated, stamp)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise TrainperfError(
-            f"cannot create the run folder {run_dir}: {exc.strerror}; give a writable folder with "
-            "--perf-output (or free space there)"
-        ) from exc
-    # Before the GPU's idle level is read: an orphan's memory would be taken for the idle level.
-    ended = [
-        f"[trainperf] ended {orphan.describe()}, left running by an earlier run of the suite (its "
-        f"parent, tag {orphan.tag}, is gone)"
-        for orphan in sweep_orphans()
-    ]
+    _unwritable_is_one_line(
+        run_dir, "create the run folder", lambda: run_dir.mkdir(parents=True, exist_ok=True)
+    )
+    ended = _end_orphans()  # before the idle level is read: an orphan's memory is not idle
     idle_mem_b = None
     if on_gpu and detection.device is not None:
         idle_mem_b = Nvml.sample(Nvml.handle(detection.device)).mem_used_b
     fingerprint = host_fingerprint(detection.info if on_gpu else None)
     metrics = with_tolerances(tolerances_from_pyproject(rootdir), gpu_class.timing_tolerance_scale)
     commit = checkout_commit(rootdir)  # pytest-benchmark's commit_info, and the run's in the history
-    try:
-        started = _write_run_file(
+    started = _unwritable_is_one_line(
+        run_dir,
+        "write the run record in",
+        lambda: _write_run_file(
             RunFolder(run_dir), worker, settings, detection, fingerprint, idle_mem_b, commit
-        )
-    except OSError as exc:
-        raise TrainperfError(
-            f"cannot write the run record in {run_dir}: {exc.strerror}; give a writable folder with "
-            "--perf-output (or free space there)"
-        ) from exc
+        ),
+    )
     history = open_history(
         settings,
         run_dir=run_dir,
@@ -129,6 +113,38 @@ def open_run(
         history=history,
         unsaid=ended,
     )
+
+
+T = TypeVar("T")
+
+
+def _class_of(detection: Detection) -> GpuClass:
+    if detection.gpu_class is None:
+        raise TrainperfError(
+            f"GPU {detection.describe()} matches no class in fixtures/hardware/: add a class file there "
+            "or pass --perf-gpu-class NAME"
+        )
+    return detection.gpu_class
+
+
+def _end_orphans() -> list[str]:
+    """End the orphans of earlier runs (``measure.ownership``); a line for each, for the first case."""
+    return [
+        f"[trainperf] ended {orphan.describe()}, left running by an earlier run of the suite (its "
+        f"parent, tag {orphan.tag}, is gone)"
+        for orphan in sweep_orphans()
+    ]
+
+
+def _unwritable_is_one_line(run_dir: Path, what: str, action: Callable[[], T]) -> T:
+    """Do ``action``; a folder that cannot take it (read-only, full) is one line naming the fix."""
+    try:
+        return action()
+    except OSError as exc:
+        raise TrainperfError(
+            f"cannot {what} {run_dir}: {exc.strerror}; give a writable folder with --perf-output (or "
+            "free space there)"
+        ) from exc
 
 
 def _run_dir(settings: Settings, gpu_class: str, emulated: str | None, stamp: str | None) -> Path:
