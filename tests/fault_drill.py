@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainperf.measure.ownership import OWNER_ENV
+from trainperf.measure.ownership import tag_of
 
 CATALOGUE = """
 import pytest
@@ -34,16 +34,15 @@ FIRST, SECOND = "sft_hf-qwen3_tiny-lora-short-b4", "sft_hf-qwen3_tiny-lora-short
 def tagged_by(owner_pid: int) -> list[int]:
     """Live processes started by the session ``owner_pid`` (their TRAINPERF_OWNER tag names it)."""
     found = []
-    prefix = f"{OWNER_ENV}={owner_pid}:".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        tag = tag_of(int(entry.name))
         try:
-            environ = (entry / "environ").read_bytes()
             state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
+        except (OSError, IndexError):
             continue
-        if state != "Z" and any(item.startswith(prefix) for item in environ.split(b"\0")):
+        if state != "Z" and tag is not None and tag.startswith(f"{owner_pid}:"):
             found.append(int(entry.name))
     return found
 

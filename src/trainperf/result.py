@@ -50,7 +50,7 @@ class CaseResult:
     trace: dict[str, Any] | None = None
     """With --perf-trace: the first traced run's trace record (file, size, analysis summary)."""
     profile: dict[str, Any] | None = None
-    """The profile summary of a profiled run (``traces.profile``): device time per step by group,
+    """The profile summary of a profiled run (``traces.profile``): GPU time per step by group,
     host-side time, top kernels, the allocator's largest blocks; a baseline's is what a regression's
     diagnosis compares with."""
     planted: str | None = None

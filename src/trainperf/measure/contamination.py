@@ -123,4 +123,4 @@ def before_reasons(hygiene: Hygiene | None) -> list[str]:
     """What still held the GPUs when the run started, after the wait."""
     if hygiene is None or hygiene.clean:
         return []
-    return [problem.replace("before the case", "when the run started") for problem in hygiene.problems()]
+    return hygiene.problems(when="when the run started")

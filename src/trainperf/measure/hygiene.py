@@ -59,15 +59,16 @@ class Hygiene:
     def clean(self) -> bool:
         return not self.foreign and not self.throttled
 
-    def problems(self) -> list[str]:
+    def problems(self, when: str = "before the case") -> list[str]:
+        """One line per busy or throttled GPU; ``when`` says at what moment it was read."""
         lines = []
         for device, procs in self.foreign.items():
             held = ", ".join(
                 f"pid {pid}" + (f" ({used / 2**30:.1f} GiB)" if used else "") for pid, used in procs
             )
-            lines.append(f"GPU {device} busy before the case: {held}")
+            lines.append(f"GPU {device} busy {when}: {held}")
         for device, reasons in self.throttled.items():
-            lines.append(f"GPU {device} throttled before the case: {', '.join(reasons)}")
+            lines.append(f"GPU {device} throttled {when}: {', '.join(reasons)}")
         return lines
 
     def to_dict(self) -> dict[str, Any]:

@@ -24,18 +24,20 @@ OWNER_ENV = "TRAINPERF_OWNER"
 PROC = Path("/proc")
 
 
-def start_ticks(pid: int, proc: Path = PROC) -> int | None:
-    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
+def _stat_fields(pid: int, proc: Path) -> list[str]:
+    """``/proc/<pid>/stat`` after the command name (field 3 on), or [] when unreadable. The name
+    (field 2) may hold spaces and parentheses: the split is after its last ')'."""
     try:
         stat = (proc / str(pid) / "stat").read_text()
     except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
-    fields = stat.rpartition(")")[2].split()
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
+        return []
+    return stat.rpartition(")")[2].split()
+
+
+def start_ticks(pid: int, proc: Path = PROC) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
+    fields = _stat_fields(pid, proc)
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
 def owner_tag(pid: int | None = None, proc: Path = PROC) -> str:
@@ -44,17 +46,25 @@ def owner_tag(pid: int | None = None, proc: Path = PROC) -> str:
     return f"{pid}:{start_ticks(pid, proc) or 0}"
 
 
-def tag_of(pid: int, proc: Path = PROC) -> str | None:
-    """The ``TRAINPERF_OWNER`` a process was started with; None when it has none or is unreadable."""
+def _environ(pid: int, proc: Path) -> bytes | None:
+    """A process's environment block; None when unreadable (empty while the process exits)."""
     try:
-        environ = (proc / str(pid) / "environ").read_bytes()
+        return (proc / str(pid) / "environ").read_bytes()
     except OSError:
         return None
+
+
+def _tag_in(environ: bytes | None) -> str | None:
     prefix = f"{OWNER_ENV}=".encode()
-    for entry in environ.split(b"\0"):
+    for entry in (environ or b"").split(b"\0"):
         if entry.startswith(prefix):
             return entry[len(prefix) :].decode("utf-8", "replace")
     return None
+
+
+def tag_of(pid: int, proc: Path = PROC) -> str | None:
+    """The ``TRAINPERF_OWNER`` a process was started with; None when it has none or is unreadable."""
+    return _tag_in(_environ(pid, proc))
 
 
 def owner_alive(tag: str, proc: Path = PROC) -> bool:
@@ -130,11 +140,8 @@ def sweep_orphans() -> list[Orphan]:
 
 
 def _parent(pid: int, proc: Path) -> int | None:
-    try:
-        fields = (proc / str(pid) / "stat").read_text().rpartition(")")[2].split()
-        return int(fields[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = _stat_fields(pid, proc)
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
 
 def descends_from(pid: int, ancestor: int, proc: Path = PROC) -> bool:
@@ -159,10 +166,7 @@ def is_ours(pid: int, tag: str, proc: Path = PROC) -> bool | None:
         return True
     if not visible(pid, proc):
         return None
-    if tag_of(pid, proc) == tag or descends_from(pid, os.getpid(), proc):
+    environ = _environ(pid, proc)
+    if _tag_in(environ) == tag or descends_from(pid, os.getpid(), proc):
         return True
-    try:
-        environ = (proc / str(pid) / "environ").read_bytes()
-    except OSError:
-        return None
     return False if environ else None

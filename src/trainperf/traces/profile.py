@@ -1,10 +1,10 @@
 """A baseline's profile summary: where one step's time and memory go, small enough to store in the
 baseline file (the raw trace is not kept there).
 
-Built from a trace's analysis (``traces.analysis``) and the child's allocator summary. Device time
-per step is given in eight groups, the existing kernel/operator categories mapped as below; on the
-CPU class "device" time is the main thread's operator self time and "host-side" time is the time
-outside any operator (the CPU has no separate device to wait on).
+Built from a trace's analysis (``traces.analysis``) and the child's allocator summary. The time the
+accelerator is busy per step is given in eight groups, the existing kernel/operator categories
+mapped as below; on the CPU class that busy time is the main thread's operator self time and
+"host-side" time is the time outside any operator (the CPU has no separate device to wait on).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _per_step(value: Any, steps: int) -> float:
 
 
 def profile_summary(trace_summary: dict[str, Any], memory: dict[str, Any] | None) -> dict[str, Any]:
-    """The stored summary of one profiled run: per-step device time by group, host-side time, the top
+    """The stored summary of one profiled run: per-step GPU time by group, host-side time, the top
     kernels (operators on the CPU) and the allocator's largest blocks (or why there are none)."""
     steps = max(1, int(trace_summary.get("steps") or 1))
     groups = dict.fromkeys(GROUPS, 0.0)
