@@ -69,6 +69,77 @@ def test_a_fused_kernel_replaced_by_its_composite() -> None:
     assert f"{FLASH} (40.0 ms) gone" in found["line"] and "softmax_warp_forward +40.0 ms" in found["line"]
 
 
+def composite_profile() -> dict[str, Any]:
+    current = profile(step_ms=320.0, busy_ms=310.0)
+    current["device_ms"] = {**current["device_ms"], "attention": 0.0, "GEMM": 200.0}
+    current["device_ms"]["elementwise/normalisation"] = 90.0
+    current["top_kernels"] = [
+        {"name": "sm90_xmma_gemm", "group": "GEMM", "ms": 200.0},
+        {"name": "vectorized_elementwise_kernel", "group": "elementwise/normalisation", "ms": 50.0},
+        {"name": "softmax_warp_forward", "group": "elementwise/normalisation", "ms": 40.0},
+    ]
+    return current
+
+
+def test_a_composite_that_also_holds_more_memory_is_still_a_composite() -> None:
+    # The composite keeps its score matrices: memory regresses too, and is named as its consequence.
+    current = composite_profile()
+    current["memory"] = {"peak_allocated_b": 16 * 2**30, "allocated_b": 9 * 2**30, "blocks": []}
+    found = diagnose(profile(), current, memory=True)
+    assert found["nature"] == "composite", found["line"]
+    assert "peak allocated +6144 MiB" in found["line"]
+    assert "every group" not in found["line"]  # the groups did not grow alike
+
+
+def test_a_vanished_attention_group_counts_when_its_kernels_were_each_small() -> None:
+    # Forward and backward kernels of 12 and 28 ms of a 1500 ms step: each under any per-kernel bar,
+    # together the whole attention group, gone.
+    base = profile(step_ms=1500.0, busy_ms=1400.0)
+    base["device_ms"] = {**base["device_ms"], "GEMM": 900.0, "attention": 40.0}
+    base["device_ms"]["elementwise/normalisation"] = 400.0
+    base["top_kernels"] = [
+        {"name": "sm90_xmma_gemm", "group": "GEMM", "ms": 900.0},
+        {"name": "vectorized_elementwise_kernel", "group": "elementwise/normalisation", "ms": 400.0},
+        {"name": "flash_bwd_kernel", "group": "attention", "ms": 28.0},
+        {"name": FLASH, "group": "attention", "ms": 12.0},
+    ]
+    current = profile(step_ms=2400.0, busy_ms=2300.0)
+    current["device_ms"] = {**base["device_ms"], "attention": 0.0, "GEMM": 1020.0}
+    current["device_ms"]["elementwise/normalisation"] = 1180.0
+    current["top_kernels"] = [
+        {"name": "sm90_xmma_gemm", "group": "GEMM", "ms": 1020.0},
+        {"name": "vectorized_elementwise_kernel", "group": "elementwise/normalisation", "ms": 700.0},
+        {"name": "softmax_warp_forward", "group": "elementwise/normalisation", "ms": 480.0},
+    ]
+    found = diagnose(base, current)
+    assert found["nature"] == "composite", found["line"]
+    assert "flash_bwd_kernel (28.0 ms), flash_fwd_kernel (12.0 ms) gone" in found["line"]
+
+
+def test_a_kernel_pushed_out_of_a_full_top_list_has_not_vanished() -> None:
+    from trainperf.traces.profile import TOP_KERNELS
+
+    base = profile()
+    small = [{"name": f"k{i}", "group": "other", "ms": 5.0} for i in range(TOP_KERNELS - 3)]
+    base["top_kernels"] = [*base["top_kernels"], *small]
+    current = copy.deepcopy(base)
+    # k0 drops out of the full list behind a grown newcomer; attention grew: extra work, no composite.
+    current["top_kernels"] = [k for k in current["top_kernels"] if k["name"] != "k0"]
+    current["top_kernels"].append({"name": "extra_attention", "group": "attention", "ms": 30.0})
+    current["top_kernels"][1]["ms"] = 60.0
+    current["device_ms"] = {**base["device_ms"], "attention": 90.0}
+    current.update(step_ms=250.0, busy_ms=240.0)
+    found = diagnose(base, current)
+    assert found["nature"] == "device", found["line"]
+
+
+def test_a_synchronisation_that_idles_the_device_is_host_side_delay() -> None:
+    current = profile(step_ms=290.0, idle_other_ms=90.0)
+    found = diagnose(profile(idle_other_ms=0.0), current)
+    assert found["nature"] == "host", found["line"]
+    assert "idle on a synchronisation or dependency +90.0 ms (0.0 -> 90.0)" in found["line"]
+
+
 def test_host_side_delay_while_the_device_is_no_busier() -> None:
     current = profile(step_ms=290.0, host_side_ms=100.0)
     found = diagnose(profile(), current)

@@ -58,7 +58,26 @@ def test_attention_and_composite_replace_sdpa_and_profile_as_such(restore_sdpa: 
     assert "aten::scaled_dot_product_attention" not in names and "aten::softmax" in names
 
 
-def test_host_sleeps_a_fraction_of_the_step_and_memory_holds_a_buffer() -> None:
+def test_host_waits_at_each_attention_call_a_fraction_of_the_previous_step(restore_sdpa: Any) -> None:
+    q, k, v = qkv()
+    host = Plant("host:0.5", torch.device("cpu"))
+    for _ in range(4):  # the first step only counts the calls: nothing to scale the delay by yet
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    started = time.perf_counter()
+    host.after_edge(0.2)
+    assert time.perf_counter() - started < 0.05  # no sleep at the edge when attention calls were seen
+    started = time.perf_counter()
+    for _ in range(4):  # 0.5 of the 0.2 s step spread over its 4 calls: 25 ms each
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert 0.1 <= time.perf_counter() - started < 0.3
+    # The next delay is scaled by the step's own time, not by the time the plant itself slept.
+    host.after_edge(0.2 + host._slept_s)
+    assert host._sleep_per_call_s == pytest.approx(0.025)
+
+
+def test_host_without_attention_calls_sleeps_at_the_edge_and_memory_holds_a_buffer(
+    restore_sdpa: Any,
+) -> None:
     host = Plant("host:0.5", torch.device("cpu"))
     started = time.perf_counter()
     host.after_edge(0.2)

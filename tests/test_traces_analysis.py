@@ -123,6 +123,28 @@ def test_cpu_trace_reports_the_main_thread(tmp_path: Path) -> None:
     assert s["categories_ms"] == pytest.approx({"matmul": 0.050, "elementwise": 0.010})
 
 
+def test_an_autograd_nodes_own_time_is_host_side_on_the_cpu(tmp_path: Path) -> None:
+    # A backward node of 60 us runs one 20 us mm: its other 40 us are the engine and the Python it
+    # ran (a checkpoint's recompute sleeping, say), time outside any operator.
+    def op(name: str, ts: int, dur: int, cat: str = "cpu_op") -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+    ops = [
+        op("ProfilerStep#3", 0, 100, "user_annotation"),
+        op("aten::mul", 0, 10),
+        op("autograd::engine::evaluate_function: MmBackward0", 20, 60),
+        op("MmBackward0", 20, 60),
+        op("aten::mm", 50, 20),
+    ]
+    path = tmp_path / "w.pt.trace.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump({"traceEvents": ops}, handle)
+    s = analyse(load_trace(path))
+    assert s["categories_ms"] == pytest.approx({"matmul": 0.020, "elementwise": 0.010})
+    assert s["busy_ms"] == pytest.approx(0.030) and s["idle_ms"] == pytest.approx(0.070)
+    assert [top["name"] for top in s["top"]] == ["aten::mm", "aten::mul"]
+
+
 def test_unreadable_trace_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "x.pt.trace.json.gz"
     bad.write_bytes(b"not gzip")

@@ -357,6 +357,13 @@ FAKE_MAIN_PPO = """
 import importlib, json, os, sys, time
 args = dict(a.split("=", 1) for a in sys.argv[1:])
 print("(TaskRunner pid=1) {'gpu_memory_utilization': 0.5}", flush=True)
+def stamp():
+    return time.strftime("%Y-%m-%d %H:%M:%S") + ",000"
+print(f"{stamp()}\tINFO worker.py:2024 -- Started a local Ray instance.", flush=True)
+print(f"(TaskRunner pid=1) INFO:{stamp()}:train and validate dataloader initialized", flush=True)
+print(f"(TaskRunner pid=1) INFO:{stamp()}:actor and ref model engine initialized", flush=True)
+print(f"(TaskRunner pid=1) INFO:{stamp()}:all initialize finished, ready to fit", flush=True)
+print("compile cache disabled: " + os.environ.get("VLLM_DISABLE_COMPILE_CACHE", "unset"), flush=True)
 if "critic.model.path" in args:  # as verl's worker: a module that bound the loader at its import
     from verl.workers import fsdp_workers
     critic = fsdp_workers.load_valuehead_model(args["critic.model.path"], None, None, False)
@@ -474,6 +481,10 @@ def test_the_child_tails_verls_jsonl_into_steps_as_they_land(
     )
     assert Path(model_path).parent.name == "models" and not list((fake_verl / "out").rglob("*.safetensors"))
     assert result["effective_config"]["model_source"] == f"synthetic:{Path(model_path).name}"
+    # Where the time before the steps went, read from verl's log; vLLM's compile cache handed on.
+    assert set(result["setup"]["phases"]) == {"ray_s", "inputs_s", "workers_s", "rollout_s"}
+    assert result["setup"]["line"].startswith("set-up ")
+    assert "compile cache disabled: 0" in (fake_verl / "out" / "verl.log").read_text()
 
 
 def test_a_run_of_other_lengths_than_the_case_is_an_error_not_a_measurement(

@@ -378,6 +378,9 @@ def gpu_notes(runs: list[dict[str, Any]]) -> list[str]:
     per_gpu = per_gpu_note(runs)
     if per_gpu:
         notes.append(per_gpu)
+    notes += [
+        f"run {n}: {run['setup']['line']}" for n, run in enumerate(runs, 1) if "line" in run.get("setup", {})
+    ]
     return notes
 
 

@@ -213,6 +213,8 @@ def run_info(
     }
     if child.get("memory_snapshot"):
         info["memory_snapshot"] = child["memory_snapshot"]
+    if child.get("setup"):  # where a framework's start-up went (verl)
+        info["setup"] = child["setup"]
     if outcome is not Outcome.OK:
         info["stderr_tail"] = launched.exit.stderr_tail[-3000:]
     if launched.devices:

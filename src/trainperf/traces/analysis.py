@@ -15,6 +15,7 @@ are a few merges of sorted intervals, testable on hand-made fixtures.
 from __future__ import annotations
 
 import bisect
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from trainperf.traces.kineto import (
 
 TOP_N = 20
 MS = 1000.0  # trace times are microseconds
+AUTOGRAD_NODE = re.compile(r"Backward\d*$|^autograd::")
+"""CPU events that are autograd's bookkeeping around operators, not operators themselves."""
 
 
 def merge(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -230,12 +233,19 @@ def _cpu(
     categories: dict[str, float] = defaultdict(float)
     totals: dict[str, list[float]] = defaultdict(list)
     category_of: dict[str, str] = {}
+    engine_us = 0.0
     for event in ops:
         own = max(0.0, self_us[id(event)])
+        if AUTOGRAD_NODE.search(event.name):
+            # An autograd node's own time, outside the operators it calls, is the engine's and the
+            # Python it runs (a checkpoint's recompute, a hook): host-side time, not operator work.
+            engine_us += own
+            continue
         category = "optimizer" if event.start in optimizer else categorise(event.name)
         categories[category] += own / MS
         totals[event.name].append(own)
         category_of.setdefault(event.name, category)
+    busy_us -= engine_us
     window_us = window[1] - window[0]
     return {
         "kind": "cpu",

@@ -1,11 +1,13 @@
 """The diagnosis of a confirmed regression: the baseline's profile summary against a profiled run of
 the regressed case (``traces.profile``), told apart into one nature (pure, no I/O):
 
+- ``composite``: a fused kernel (or a whole group, such as attention) vanished while several new or
+  grown kernels (elementwise, matmul, softmax) took its place: the fused op was replaced by its
+  composite. Checked first: a composite usually also holds more memory (its intermediates), and the
+  memory growth is then named as its consequence;
 - ``memory``: a memory metric regressed; which allocator blocks are new or larger;
-- ``composite``: a fused kernel vanished from the top kernels while several new or grown ones
-  (elementwise, matmul, softmax) took its place: the fused op was replaced by its composite;
-- ``host``: the time the device sat idle waiting on the host (time outside any operator on the
-  CPU class) grew while device busy time did not grow as much;
+- ``host``: the time the device sat idle (waiting on the host's launches, or on a synchronisation;
+  time outside any operator on the CPU class) grew while device busy time did not grow as much;
 - ``device``: extra work in one group (attention, GEMM, ...), the largest grown group named.
 
 A change counts when it is at least ``NOISE_FRACTION`` of the baseline's step (and ``NOISE_MS``).
@@ -15,15 +17,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainperf.traces.profile import TOP_KERNELS
+
 NOISE_FRACTION = 0.02
 NOISE_MS = 0.05
-VANISHED_MIN_FRACTION = 0.03
-"""A baseline top kernel that vanished counts when it took at least this fraction of a step."""
+GONE_FRACTION = 0.1
+"""A group has vanished when it keeps less than this fraction of its baseline time."""
 COMPOSITE_MIN_GROWN = 2
 """Kernels new or grown (beyond noise) that a vanished fused kernel's composite must show."""
 SIZEABLE_FRACTION = 0.05
 UNIFORM_NOTE_SCALE = 1.5
 """A uniform growth above this is said in the line (every group slower alike)."""
+UNIFORM_AGREEMENT = 0.25
+"""Groups grew alike when most of their ratios lie within this fraction of the median ratio."""
 MIB = 2**20
 
 
@@ -39,12 +45,16 @@ def _kernels(profile: dict[str, Any]) -> dict[str, float]:
 
 
 def _kernel_changes(baseline: dict[str, Any], current: dict[str, Any], threshold: float) -> dict[str, Any]:
+    """Kernels of the baseline's top list gone from the current one, and kernels new or grown.
+
+    A kernel counts as gone only when its baseline time would still have placed it in the current
+    top list: one pushed out of a full list by others that grew has not vanished."""
     before, after = _kernels(baseline), _kernels(current)
-    step = float(baseline.get("step_ms") or 0.0)
+    floor = min(after.values()) if len(after) >= TOP_KERNELS else 0.0
     vanished = [
         (name, ms)
         for name, ms in sorted(before.items(), key=lambda kv: -kv[1])
-        if name not in after and ms >= max(threshold, VANISHED_MIN_FRACTION * step)
+        if name not in after and ms > max(floor, NOISE_MS)
     ]
     grown = sorted(
         (
@@ -57,10 +67,21 @@ def _kernel_changes(baseline: dict[str, Any], current: dict[str, Any], threshold
     return {"vanished": vanished, "grown": grown}
 
 
+def _vanished_groups(baseline: dict[str, Any], current: dict[str, Any], threshold: float) -> list[str]:
+    """Groups that took at least the noise threshold in the baseline and kept almost none of it."""
+    before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
+    return [
+        name
+        for name, ms in before.items()
+        if float(ms) >= threshold and float(after.get(name, 0.0)) < GONE_FRACTION * float(ms)
+    ]
+
+
 def uniform_scale(baseline: dict[str, Any], current: dict[str, Any]) -> float:
     """How much every sizeable group grew alike (a slower or contended host, a lower clock): the median
     ratio of the groups that took at least ``SIZEABLE_FRACTION`` of the baseline's busy time, never
-    below 1. The group that grew beyond it is the one that changed."""
+    below 1, and 1 when the groups did not grow alike (most ratios within ``UNIFORM_AGREEMENT`` of the
+    median). The group that grew beyond it is the one that changed."""
     before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
     busy = sum(float(ms) for ms in before.values())
     ratios = sorted(
@@ -70,7 +91,9 @@ def uniform_scale(baseline: dict[str, Any], current: dict[str, Any]) -> float:
     )
     if len(ratios) < 3:
         return 1.0
-    return max(1.0, ratios[len(ratios) // 2])
+    median = ratios[len(ratios) // 2]
+    alike = sum(1 for ratio in ratios if abs(ratio / median - 1) <= UNIFORM_AGREEMENT) if median else 0
+    return max(1.0, median) if alike * 2 > len(ratios) else 1.0
 
 
 def _group_deltas(
@@ -100,16 +123,26 @@ def _memory_part(baseline: dict[str, Any], current: dict[str, Any]) -> str:
     return text + (f"; new large blocks: {', '.join(grown[:3])}" if grown else "")
 
 
+def _idle_ms(profile: dict[str, Any]) -> float:
+    """The step's time with the device idle: waiting on the host's launches or on a synchronisation."""
+    return float(profile.get("host_side_ms", 0.0)) + float(profile.get("idle_other_ms", 0.0))
+
+
+def _is_composite(changes: dict[str, Any], gone_groups: list[str], threshold: float) -> bool:
+    gone_ms = sum(ms for _, ms in changes["vanished"])
+    return (gone_ms >= threshold or bool(gone_groups)) and len(changes["grown"]) >= COMPOSITE_MIN_GROWN
+
+
 def _nature(
     baseline: dict[str, Any], current: dict[str, Any], memory: bool, changes: dict[str, Any], threshold: float
 ) -> str:
+    if _is_composite(changes, _vanished_groups(baseline, current, threshold), threshold):
+        return "composite"
     if memory:
         return "memory"
-    if changes["vanished"] and len(changes["grown"]) >= COMPOSITE_MIN_GROWN:
-        return "composite"
-    host = float(current.get("host_side_ms", 0.0)) - float(baseline.get("host_side_ms", 0.0))
+    idle = _idle_ms(current) - _idle_ms(baseline)
     busy = float(current.get("busy_ms", 0.0)) - float(baseline.get("busy_ms", 0.0))
-    if host > threshold and host >= busy:
+    if idle > threshold and idle >= busy:
         return "host"
     groups = _group_deltas(baseline, current, uniform_scale(baseline, current))
     if groups and groups[0][2] - groups[0][1] > threshold:
@@ -125,23 +158,16 @@ def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool 
     scale = uniform_scale(baseline, current)
     groups = _group_deltas(baseline, current, scale)
     parts = []
-    if nature == "memory":
-        parts.append(_memory_part(baseline, current))
     if nature == "composite":
-        gone = ", ".join(f"{name} ({ms:.1f} ms)" for name, ms in changes["vanished"][:2])
-        came = ", ".join(f"{name} +{after - before:.1f} ms" for name, before, after in changes["grown"][:3])
-        parts.append(f"{gone} gone; grew: {came}")
+        parts.append(_composite_part(baseline, current, changes, threshold))
+    if memory and nature in ("memory", "composite"):
+        parts.append(_memory_part(baseline, current))
     grown = [(n, b, a) for n, b, a in groups if a - b > threshold]
     if grown:
         (name, before, after), rest = grown[0], grown[1:3]
         text = f"{name} {after - before:+.1f} ms/step ({before:.1f} -> {after:.1f})"
         parts.append(", ".join([text, *(f"{n} {a - b:+.1f} ms" for n, b, a in rest)]))
-    host_before, host_after = (
-        float(baseline.get("host_side_ms", 0.0)),
-        float(current.get("host_side_ms", 0.0)),
-    )
-    host_label = "host-side" if current.get("kind") == "gpu" else "outside any operator"
-    parts.append(f"{host_label} {host_after - host_before:+.1f} ms ({host_before:.1f} -> {host_after:.1f})")
+    parts.append(_idle_part(baseline, current, threshold))
     if changes["grown"]:
         name, before, after = _top_grown(changes["grown"], current, grown[0][0] if grown else None)
         parts.append(f"top grown kernel: {name} {after - before:+.1f} ms ({before:.1f} -> {after:.1f})")
@@ -150,6 +176,39 @@ def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool 
         parts.append(f"every group x{scale:.1f} alike (a slower or contended host)")
     line = f"diagnosis: {_headline(nature, grown, current)}: " + "; ".join(parts) + f" ({step} profiled)"
     return {"nature": nature, "line": line, "threshold_ms": threshold, "uniform_scale": scale}
+
+
+def _composite_part(
+    baseline: dict[str, Any], current: dict[str, Any], changes: dict[str, Any], threshold: float
+) -> str:
+    """What vanished (the fused kernels, else the group they made up) and what grew in its place."""
+    gone = ", ".join(f"{name} ({ms:.1f} ms)" for name, ms in changes["vanished"][:2])
+    if not gone:
+        before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
+        gone = ", ".join(
+            f"{name} kernels ({float(before[name]):.1f} -> {float(after.get(name, 0.0)):.1f} ms)"
+            for name in _vanished_groups(baseline, current, threshold)
+        )
+    came = ", ".join(f"{name} +{after - before:.1f} ms" for name, before, after in changes["grown"][:3])
+    return f"{gone} gone; grew: {came}"
+
+
+def _idle_part(baseline: dict[str, Any], current: dict[str, Any], threshold: float) -> str:
+    """The device's idle time: waiting on the host's launches, and (when it changed) on the rest."""
+    host_before, host_after = (
+        float(baseline.get("host_side_ms", 0.0)),
+        float(current.get("host_side_ms", 0.0)),
+    )
+    label = "host-side" if current.get("kind") == "gpu" else "outside any operator"
+    text = f"{label} {host_after - host_before:+.1f} ms ({host_before:.1f} -> {host_after:.1f})"
+    other_before, other_after = (
+        float(baseline.get("idle_other_ms", 0.0)),
+        float(current.get("idle_other_ms", 0.0)),
+    )
+    if abs(other_after - other_before) > threshold:
+        text += f", idle on a synchronisation or dependency {other_after - other_before:+.1f} ms"
+        text += f" ({other_before:.1f} -> {other_after:.1f})"
+    return text
 
 
 def _top_grown(

@@ -1,10 +1,13 @@
 """Planted regressions of a known nature (``--perf-plant KIND[:AMOUNT]``), to check that a diagnosis
 names them; the child does the real work (``workloads.plants``). Never baselined.
 
-- ``attention[:N]``: every attention call also computes N more real SDPA passes (default 2);
+- ``attention[:N]``: every attention call also computes N more real SDPA passes (default 8: on a
+  long-sequence case of a 1.5 s step the default adds about a tenth, beyond the timing tolerance);
 - ``composite``: the fused SDPA op replaced by its composite (matmul, softmax, matmul);
-- ``host[:F]``: a Python-side sleep of F of the step after each step's synchronised edge, while the
-  device idles (default 0.3);
+- ``host[:F]``: at every attention call the host waits for the device (a synchronisation, as an
+  ``.item()`` would) and then sleeps, the sleeps of a step adding up to F of the previous step's own
+  time (default 0.3): Python-side delay inside the step that the device waits on, the way a library's
+  new per-layer check or logging call costs; never hidden behind work the host had queued;
 - ``memory[:MIB]``: a buffer of MIB MiB allocated, filled and held through each next step (default
   4096 on a GPU, 256 on the CPU).
 """
@@ -12,7 +15,7 @@ names them; the child does the real work (``workloads.plants``). Never baselined
 from __future__ import annotations
 
 KINDS = ("attention", "composite", "host", "memory")
-DEFAULT_AMOUNT = {"attention": 2.0, "composite": 0.0, "host": 0.3}
+DEFAULT_AMOUNT = {"attention": 8.0, "composite": 0.0, "host": 0.3}
 MEMORY_DEFAULT_MIB = {"cuda": 4096.0, "cpu": 256.0}
 
 

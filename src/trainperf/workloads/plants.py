@@ -1,10 +1,11 @@
 """Child side of ``--perf-plant``: a regression of one known nature, done for real (``traces.plant``).
 
-``attention`` and ``composite`` replace ``torch.nn.functional.scaled_dot_product_attention``, which
-Hugging Face's SDPA attention looks up at each call: the first adds real extra SDPA passes (their
-outputs are discarded, the kernels still run), the second computes attention as its composite of
-matmul, softmax and matmul instead of the fused kernel. ``host`` sleeps after a step's synchronised
-edge, where the device has nothing queued; ``memory`` holds a filled buffer through the next step.
+``attention``, ``composite`` and ``host`` replace ``torch.nn.functional.scaled_dot_product_attention``,
+which Hugging Face's SDPA attention looks up at each call: the first adds real extra SDPA passes
+(their outputs are discarded, the kernels still run), the second computes attention as its composite
+of matmul, softmax and matmul instead of the fused kernel, the third makes the host wait for the
+device and sleep at each call (Python-side delay inside the step). ``memory`` holds a filled buffer
+through the next step.
 """
 
 from __future__ import annotations
@@ -67,7 +68,12 @@ class Plant:
         self.amount = amount if amount is not None else default
         self.device = device
         self._held: torch.Tensor | None = None
-        if self.kind in ("attention", "composite"):
+        # The host plant's bookkeeping: attention calls and seconds slept in the current step, and
+        # the sleep per call that the previous step's own time sets.
+        self._calls = 0
+        self._slept_s = 0.0
+        self._sleep_per_call_s = 0.0
+        if self.kind in ("attention", "composite", "host"):
             self._wrap_sdpa()
 
     def _wrap_sdpa(self) -> None:
@@ -80,13 +86,36 @@ class Plant:
                     fused(*args, **kwargs)
             return fused(*args, **kwargs)
 
-        replacement = more_attention if self.kind == "attention" else composite_attention
-        torch.nn.functional.scaled_dot_product_attention = replacement
+        def waiting_attention(*args: Any, **kwargs: Any) -> torch.Tensor:
+            self._calls += 1
+            if self._sleep_per_call_s > 0:
+                self._wait_and_sleep(self._sleep_per_call_s)
+            return fused(*args, **kwargs)
+
+        replacement = {
+            "attention": more_attention,
+            "composite": composite_attention,
+            "host": waiting_attention,
+        }
+        torch.nn.functional.scaled_dot_product_attention = replacement[self.kind or ""]
+
+    def _wait_and_sleep(self, seconds: float) -> None:
+        """The device drains its queue (a synchronisation), then the host sleeps while it idles."""
+        started = time.perf_counter()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        time.sleep(seconds)
+        self._slept_s += time.perf_counter() - started
 
     def after_edge(self, step_s: float) -> None:
-        """At a step's synchronised edge: the host sleep, or the held buffer renewed."""
+        """At a step's synchronised edge: the next step's host delay set, or the held buffer renewed."""
         if self.kind == "host":
-            time.sleep(self.amount * step_s)
+            own_s = max(0.0, step_s - self._slept_s)
+            if self._calls:
+                self._sleep_per_call_s = self.amount * own_s / self._calls
+            else:  # a model without SDPA calls: the whole delay at the edge, while the device idles
+                time.sleep(self.amount * own_s)
+            self._calls, self._slept_s = 0, 0.0
         elif self.kind == "memory":
             self._held = None  # the previous step's buffer goes before the next one is taken
             elements = int(self.amount * 2**20) // 4

@@ -29,6 +29,7 @@ from trainperf.case import Case
 from trainperf.families.rl_verl.knobs import VerlKnobs, knobs_of
 from trainperf.families.rl_verl.preflight import Normalised, check
 from trainperf.families.rl_verl.versions import RuleSet, rule_set
+from trainperf.synth.cache import cache_root
 from trainperf.workloads import verl_sdpa_critic
 from trainperf.workloads.effective import library_versions
 from trainperf.workloads.protocol import ChildSpec, SkipCase
@@ -44,6 +45,7 @@ from trainperf.workloads.verl.overrides import (
     merge_overrides,
     overrides,
 )
+from trainperf.workloads.verl.setup import cache_environment, describe_setup, setup_breakdown
 
 POLL_S = 0.5
 METRICS_FILE = "verl_metrics.jsonl"
@@ -243,6 +245,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     timeline["launch"] = time.time()
     returncode, ray_said = _train(args, out_dir, work, env, recorder, timeline)
     timeline["end"] = time.time()
+    setup = _setup(out_dir, timeline["launch"], recorder.steps)
     if returncode != 0 or len(recorder.steps) < steps:
         raise _failure(out_dir, len(recorder.steps), steps, returncode)
     lengths = measured_lengths(recorder.steps)
@@ -255,12 +258,21 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         "timeline": timeline,
         "memory": _memory_peaks(recorder.steps),
         "ray_stop": ray_said,
+        "setup": setup,
     }
 
 
+def _setup(out_dir: Path, launch: float, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the time before the steps went (``verl.setup``), with its line for the report."""
+    setup = setup_breakdown((out_dir / LOG_FILE).read_text(errors="replace"), launch, steps)
+    setup["line"] = describe_setup(setup)
+    print(f"[trainperf] {setup['line']}", flush=True)
+    return setup
+
+
 def _verl_environment(out_dir: Path, work: Path, attention: Attention) -> dict[str, str]:
-    """This process's environment with verl's file logger, full Hydra errors and quiet Ray; with the
-    critic's SDPA loader where it needs one (written to env.txt)."""
+    """This process's environment with verl's file logger, full Hydra errors, quiet Ray and vLLM's
+    compile cache; with the critic's SDPA loader where it needs one (written to env.txt)."""
     env = dict(
         os.environ,
         VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE),
@@ -268,6 +280,8 @@ def _verl_environment(out_dir: Path, work: Path, attention: Attention) -> dict[s
         RAY_DEDUP_LOGS="0",
         RAY_USAGE_STATS_ENABLED="0",
     )
+    # vLLM's compiled graphs kept across cases and nights (verl turns the cache off): verl.setup.
+    env.update(cache_environment(env, cache_root("vllm")))
     if attention.needs_critic_shim:  # Ray's workers inherit this environment
         env.update(critic_shim_env(work, env))
         (work / "env.txt").write_text(
