@@ -6,12 +6,13 @@
 # added cost of the profile summary per baseline.
 #   usage: bash benchmarks/diagnosis_gpu.sh ['-k selection']
 #          (default: sft_hf-qwen3_8b-lora-maxlen-b4 and sft_hf-qwen3_8b-lora-short-b4, both per run)
-# Runs: one baseline run per case, then per nature two on the case it shows in (the run and its
-# confirmation, which is profiled and diagnosed; memory: the run and one profiled run): 10 children,
-# about 6-7 minutes on an H100 at the figures in docs/measurements/2026-11-22-h100-maxlen.
+# Runs: one baseline run per case, then per planted nature two on the case it shows in (the run and
+# its confirmation, which is profiled and diagnosed; memory: the run and one profiled run): 12
+# children, about 8 minutes on an H100 at the figures in docs/measurements/2026-11-24-h100-diagnosis.
 # Variables: STEPS (10 steps per child), CONFIRM (1 confirmation run), PLANTS (NATURE[:AMOUNT]@CASE,
-#   default "attention@maxlen-b4 composite@maxlen-b4 memory@maxlen-b4 host@short-b4": GPU work on the
-#   GPU-bound maxlen case, a host-side delay on the short case), PERF_WALL_S per pytest run (400).
+#   default "attention@maxlen-b4 composite@maxlen-b4 memory@maxlen-b4 host@maxlen-b4 host@short-b4":
+#   every nature on the GPU-bound maxlen case, and the host-side delay on the host-bound short case
+#   too), PERF_WALL_S per pytest run (400).
 # Runs through scripts/offline-run.sh (wheels from .whl/). Baselines go to reports/diagnosis/baselines,
 # never the repository's baselines/.
 set -uo pipefail
@@ -29,9 +30,9 @@ one_run() {  # LABEL SELECTION [pytest args...]: its log under reports/diagnosis
   rm -f "$base/$1/results.tgz"  # the final bundle holds every run folder once
 }
 one_run baseline "$selection" --perf-update-baselines --perf-baseline-repeats 1
-for planted in ${PLANTS:-attention@maxlen-b4 composite@maxlen-b4 memory@maxlen-b4 host@short-b4}; do
+for planted in ${PLANTS:-attention@maxlen-b4 composite@maxlen-b4 memory@maxlen-b4 host@maxlen-b4 host@short-b4}; do
   plant=${planted%%@*}; only=${planted#*@}
-  one_run "plant-${plant%%:*}" "$selection and $only" --perf-plant "$plant" --perf-confirm "${CONFIRM:-1}"
+  one_run "plant-${plant%%:*}-${only%%-*}" "$selection and $only" --perf-plant "$plant" --perf-confirm "${CONFIRM:-1}"
 done
 python3 - "$base" "$started" <<'PY'
 import json, pathlib, statistics, sys, time
