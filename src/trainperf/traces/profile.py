@@ -49,12 +49,14 @@ def profile_summary(trace_summary: dict[str, Any], memory: dict[str, Any] | None
         groups[GROUP_OF.get(category, "other")] += _per_step(ms, steps)
     on_gpu = trace_summary.get("kind") == "gpu"
     host_key = "idle_host_bound_ms" if on_gpu else "idle_ms"
+    # On the CPU the autograd engine's own time between operators is host-side, not operator work.
+    engine_ms = 0.0 if on_gpu else float(trace_summary.get("autograd_engine_ms") or 0.0)
     return {
         "kind": trace_summary.get("kind"),
         "steps": steps,
         "step_ms": _per_step(trace_summary.get("window_ms"), steps),
-        "busy_ms": _per_step(trace_summary.get("busy_ms"), steps),
-        "host_side_ms": _per_step(trace_summary.get(host_key), steps),
+        "busy_ms": _per_step(float(trace_summary.get("busy_ms") or 0.0) - engine_ms, steps),
+        "host_side_ms": _per_step(float(trace_summary.get(host_key) or 0.0) + engine_ms, steps),
         "idle_other_ms": _per_step(trace_summary.get("idle_other_ms"), steps) if on_gpu else 0.0,
         "device_ms": groups,
         "top_kernels": [
