@@ -364,6 +364,15 @@ print(f"(TaskRunner pid=1) INFO:{stamp()}:train and validate dataloader initiali
 print(f"(TaskRunner pid=1) INFO:{stamp()}:actor and ref model engine initialized", flush=True)
 print(f"(TaskRunner pid=1) INFO:{stamp()}:all initialize finished, ready to fit", flush=True)
 print("compile cache disabled: " + os.environ.get("VLLM_DISABLE_COMPILE_CACHE", "unset"), flush=True)
+if "global_profiler.save_path" in args:  # verl's torch profiler: one trace per role and stage
+    import gzip
+    step = args["global_profiler.steps"].strip("[]")
+    os.makedirs(args["global_profiler.save_path"], exist_ok=True)
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 50}]
+    for stage in ("actor_update", "train_batch", "actor_compute_log_prob"):
+        name = f"actor_{stage}_step{step}_rank0-of-1_pid7_20261124.json.gz"
+        with gzip.open(os.path.join(args["global_profiler.save_path"], name), "wt") as trace:
+            json.dump({"traceEvents": events}, trace)
 if "critic.model.path" in args:  # as verl's worker: a module that bound the loader at its import
     from verl.workers import fsdp_workers
     critic = fsdp_workers.load_valuehead_model(args["critic.model.path"], None, None, False)
@@ -371,7 +380,8 @@ if "critic.model.path" in args:  # as verl's worker: a module that bound the loa
 mode = os.environ["FAKE_VERL_MODE"]
 lines = open(os.environ["FAKE_VERL_SAMPLE"]).read().splitlines()
 with open(os.environ["VERL_FILE_LOGGER_PATH"], "w") as log:
-    for line in lines[: int(args["trainer.total_training_steps"])]:
+    for index in range(int(args["trainer.total_training_steps"])):  # the recording, replayed as needed
+        line = json.dumps({**json.loads(lines[index % len(lines)]), "step": index + 1})
         if mode == "oom" and json.loads(line)["step"] == 2:
             print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB.", flush=True)
             sys.exit(1)
@@ -680,3 +690,47 @@ def test_the_e3_scale_model_phi3_gets_loadable_inputs_at_its_prompt_length(
     for row in pq.read_table(tmp_path / "train.parquet").to_pylist():
         ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
         assert len(ids["input_ids"] if hasattr(ids, "keys") else ids) == 1020
+
+
+def test_a_profiled_verl_run_turns_on_verls_own_profiler_and_keeps_the_actors_update_trace(
+    fake_verl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainperf.traces.plan import plan_trace
+    from trainperf.workloads import rl_verl
+    from trainperf.workloads.protocol import ChildSpec
+    from trainperf.workloads.recorder import StepRecorder
+
+    monkeypatch.setenv("FAKE_VERL_MODE", "ok")
+    case = Case(
+        family="rl_verl", model="qwen3_tiny", method="full", profile="gsm8k", batch_size=4, micro_batch_size=2,
+        extra=(("alg", "ppo"), ("eng", "vllm"), ("mini", "4"), ("p", "32"), ("r", "32")),
+    )  # fmt: skip
+    out = fake_verl / "out"
+    out.mkdir()
+    plan = plan_trace(fake_verl / "traces", "r1", 5)
+    assert not isinstance(plan, str)
+    spec = ChildSpec(
+        case=case.to_dict(), steps=5, device="cpu", seed=0, out_dir=str(out), trace=plan.to_spec()
+    )
+    recorder = StepRecorder(out / "steps.jsonl", spec)
+    rl_verl.run(spec, recorder)
+    used = (out / "verl" / "overrides.txt").read_text()
+    assert "global_profiler.steps=[5]" in used and "critic.profiler.enable=True" in used
+    info = recorder.trace_info()
+    assert info is not None and plan.path.is_file() and info["file"] == str(plan.path)
+    assert info["stages"]["train_batch"] and "actor_compute_log_prob" not in info["stages"]
+    # The profiled window's steps are marked and left out of the timing.
+    assert [s["step"] for s in recorder.steps if s.get("profiled")] == [4, 5]
+
+
+def test_verls_profiler_switches_are_keys_of_the_releases_that_get_them(tmp_path: Path) -> None:
+    from trainperf.traces.plan import plan_trace
+    from trainperf.workloads.verl.profile import place_trace, profiler_overrides, supports_profiling
+
+    plan = plan_trace(tmp_path, "r1", 5)
+    assert not isinstance(plan, str)
+    keys = set((DATA / "ppo_trainer_keys-0.9.1.txt").read_text().split())
+    for override in profiler_overrides(plan, tmp_path / "profile", critic=True):
+        assert override.split("=", 1)[0] in keys, override
+    assert supports_profiling("0.9.1") and not supports_profiling("0.8.0")
+    assert "no actor_update trace for step 5" in place_trace(tmp_path / "profile", plan)["error"]

@@ -18,9 +18,9 @@ from trainperf.traces.diagnose import diagnose
 if TYPE_CHECKING:
     from trainperf.run.case_runner import CaseRunner
 
-UNPROFILED_FAMILIES = {
-    "rl_verl": "verl cases train in Ray workers that the child's profiler does not see (docs/diagnosis.md)"
-}
+UNPROFILED_FAMILIES: dict[str, str] = {}
+"""Families whose children cannot say where their training time goes (verl's are profiled through
+verl's own per-role switches, ``workloads.verl.profile``)."""
 MEMORY_METRICS = ("peak_allocated_gib", "peak_reserved_gib", "device_mem_peak_gib", "host_peak_rss_gib")
 ENERGY_METRICS = ("energy_per_token_j", "power_mean_w", "power_peak_w")
 

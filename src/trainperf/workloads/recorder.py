@@ -32,6 +32,7 @@ class StepRecorder:
         self.steps: list[dict[str, Any]] = []
         self._last_edge: float | None = None
         self.trace_plan = TracePlan.from_spec(spec.trace)
+        self._external: dict[str, Any] | None = None
         self.profiler = None
         if self.trace_plan is not None:
             from trainperf.workloads.profiling import StepProfiler
@@ -89,12 +90,21 @@ class StepRecorder:
     def record(self, record: dict[str, Any]) -> None:
         """Append a step as given: for a framework that times its own steps in other processes
         (verl's ``timing_s/step``), where an edge in this process would measure nothing."""
+        if self.trace_plan is not None and self.trace_plan.profiled(int(record.get("step", 0))):
+            record.setdefault("profiled", True)  # left out of the timing metrics, whoever profiled it
         self.steps.append(record)
         self._handle.write(json.dumps(record) + "\n")
         faults.at_step(len(self.steps), self._fault)  # a drill only (TRAINPERF_INJECT_FAULT)
 
+    def external_trace(self, info: dict[str, Any]) -> None:
+        """The trace a framework's own profiler wrote at the plan's path (verl's workers), reported
+        instead of this process's profiler, which saw no training."""
+        self._external = info
+
     def trace_info(self) -> dict[str, Any] | None:
         """What the profiler captured (file, sizes, steps), for the result; None when not tracing."""
+        if self._external is not None:
+            return self._external
         if self.profiler is None:
             return None
         try:

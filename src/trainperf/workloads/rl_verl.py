@@ -45,6 +45,7 @@ from trainperf.workloads.verl.overrides import (
     merge_overrides,
     overrides,
 )
+from trainperf.workloads.verl.profile import place_trace, profiler_overrides, supports_profiling
 from trainperf.workloads.verl.setup import cache_environment, describe_setup, setup_breakdown
 
 POLL_S = 0.5
@@ -239,6 +240,9 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     # TRAINPERF_VERL_OVERRIDES: extra Hydra overrides for a runner's stack, applied last;
     # everything used is written to overrides.txt.
     extra = shlex.split(os.environ.get("TRAINPERF_VERL_OVERRIDES", ""))
+    plan, profiling = recorder.trace_plan, recorder.trace_plan is not None and supports_profiling(version)
+    if plan is not None and profiling:  # verl's own per-role profiler on the last step (verl.profile)
+        extra = [*profiler_overrides(plan, work / "profile", critic=knobs.algorithm == "ppo"), *extra]
     args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention.overrides, *extra])
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
     env = _verl_environment(out_dir, work, attention)
@@ -246,6 +250,9 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     returncode, ray_said = _train(args, out_dir, work, env, recorder, timeline)
     timeline["end"] = time.time()
     setup = _setup(out_dir, timeline["launch"], recorder.steps)
+    if plan is not None:
+        no_switches = {"error": f"verl {version} is not profiled per role (0.9 or later is)"}
+        recorder.external_trace(place_trace(work / "profile", plan) if profiling else no_switches)
     if returncode != 0 or len(recorder.steps) < steps:
         raise _failure(out_dir, len(recorder.steps), steps, returncode)
     lengths = measured_lengths(recorder.steps)

@@ -127,7 +127,7 @@ def setup_breakdown(log: str, launch: float, steps: list[dict[str, Any]]) -> dic
     if extra is not None:
         result["first_step_extra_s"] = extra
     if "rollout" in marks:
-        result["total_s"] = round(marks["rollout"] - launch + max(0.0, extra or 0.0), 1)
+        result["total_s"] = round(max(0.0, marks["rollout"] - launch) + max(0.0, extra or 0.0), 1)
     return result
 
 
@@ -146,7 +146,7 @@ def describe_setup(setup: dict[str, Any]) -> str:
         if key in vllm
     ]
     if "first_step_extra_s" in setup:
-        parts.append(f"first step +{setup['first_step_extra_s']:.0f} s")
+        parts.append(f"first step {setup['first_step_extra_s']:+.0f} s")
     total = f"{setup['total_s']:.0f} s" if "total_s" in setup else "unknown"
     inner = (
         f" (engine: {', '.join(engine)}; compile cache {vllm.get('compile_cache', '?')})" if engine else ""
