@@ -369,8 +369,9 @@ if "global_profiler.save_path" in args:  # verl's torch profiler: one trace per 
     step = args["global_profiler.steps"].strip("[]")
     os.makedirs(args["global_profiler.save_path"], exist_ok=True)
     events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 50}]
-    for stage in ("actor_update", "train_batch", "actor_compute_log_prob"):
-        name = f"actor_{stage}_step{step}_rank0-of-1_pid7_20261124.json.gz"
+    for role, stage in (("actor-rollout", "actor-update"), ("value-model", "train-batch"),
+                        ("actor-rollout", "actor-compute-log-prob")):  # names as verl 0.9.1 sanitises them
+        name = f"{role}_{stage}_step{step}_rank0-of-1_pid7_20261124.json.gz"
         with gzip.open(os.path.join(args["global_profiler.save_path"], name), "wt") as trace:
             json.dump({"traceEvents": events}, trace)
 if "critic.model.path" in args:  # as verl's worker: a module that bound the loader at its import
@@ -718,7 +719,7 @@ def test_a_profiled_verl_run_turns_on_verls_own_profiler_and_keeps_the_actors_up
     assert "global_profiler.steps=[5]" in used and "critic.profiler.enable=True" in used
     info = recorder.trace_info()
     assert info is not None and plan.path.is_file() and info["file"] == str(plan.path)
-    assert info["stages"]["train_batch"] and "actor_compute_log_prob" not in info["stages"]
+    assert info["stages"]["train-batch"] and "actor-compute-log-prob" not in info["stages"]
     # The profiled window's steps are marked and left out of the timing.
     assert [s["step"] for s in recorder.steps if s.get("profiled")] == [4, 5]
 
@@ -733,4 +734,4 @@ def test_verls_profiler_switches_are_keys_of_the_releases_that_get_them(tmp_path
     for override in profiler_overrides(plan, tmp_path / "profile", critic=True):
         assert override.split("=", 1)[0] in keys, override
     assert supports_profiling("0.9.1") and not supports_profiling("0.8.0")
-    assert "no actor_update trace for step 5" in place_trace(tmp_path / "profile", plan)["error"]
+    assert "no actor-update trace for step 5" in place_trace(tmp_path / "profile", plan)["error"]

@@ -6,7 +6,7 @@ role's ``profiler.enable`` with the torch tool's ``discrete=True`` gives one tra
 (``verl/utils/profiler/torch_profile.py``, 0.9.1): files named
 ``<role prefix>_<stage>_step<N>_rank<r>-of-<w>_pid<p>_<time>.json.gz`` in ``save_path``, the stage
 being ``actor_update`` for the actor's update (``engine_workers.py``) and ``train_batch`` for the
-critic's. The actor's update on rank 0 becomes the run's trace (the suite analyses it as any
+critic's, both spelled with ``-`` in the names. The actor's update on rank 0 becomes the run's trace (the suite analyses it as any
 child's), the other update traces are named beside it. verl releases before 0.9 are not profiled.
 """
 
@@ -19,8 +19,11 @@ from typing import Any
 
 from trainperf.traces.plan import TracePlan
 
-ACTOR_UPDATE = "actor_update"
-CRITIC_UPDATE = "train_batch"
+ACTOR_UPDATE = "actor-update"
+CRITIC_UPDATE = "train-batch"
+"""Stage names as they appear in verl's file names: ``actor_update`` and ``train_batch``, with every
+character outside ``[0-9A-Za-z.=+-]`` made a ``-`` (``torch_profile.py`` ``_sanitize_name_part``), as
+an H100 run wrote them: ``value-model_train-batch_step5_rank0-of-1_pid3198_...json.gz``."""
 PROFILED_FROM = (0, 9)
 """The first verl release whose config has every switch used here (``tests/data/verl`` key lists)."""
 
