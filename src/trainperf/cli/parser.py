@@ -9,6 +9,7 @@ from trainperf.cli import (
     baselines,
     bisect,
     compare,
+    cost,
     dashboard,
     engines,
     env,
@@ -26,7 +27,7 @@ from trainperf.cli import (
 
 COMMANDS = (
     env, baselines, estimate, report, side_by_side, engines, ab, bisect, compare, fidelity, verl_metrics,
-    ingest, history, dashboard, export, merge, slurm,
+    ingest, history, dashboard, export, merge, slurm, cost,
 )  # fmt: skip
 
 

@@ -6,8 +6,9 @@ role's ``profiler.enable`` with the torch tool's ``discrete=True`` gives one tra
 (``verl/utils/profiler/torch_profile.py``, 0.9.1): files named
 ``<role prefix>_<stage>_step<N>_rank<r>-of-<w>_pid<p>_<time>.json.gz`` in ``save_path``, the stage
 being ``actor_update`` for the actor's update (``engine_workers.py``) and ``train_batch`` for the
-critic's, both spelled with ``-`` in the names. The actor's update on rank 0 becomes the run's trace (the suite analyses it as any
-child's), the other update traces are named beside it. verl releases before 0.9 are not profiled.
+critic's, both spelled with ``-`` in the names. The actor's update on rank 0 becomes the run's
+trace (the suite analyses it as any child's), the other update traces are named beside it. verl
+releases before 0.9 are not profiled.
 """
 
 from __future__ import annotations

@@ -1,0 +1,125 @@
+"""What a nightly costs in GPU-minutes, from the wall times its results record (pure: results in,
+figures out; ``trainperf cost`` reads the folders).
+
+A run folder's result counts every launch the case made: its measurement, confirmation and
+diagnosis runs, and a cliff's probes and confirmations. A baselines class folder stands for one
+nightly of its cases: one run per case (the median of the baseline's runs, which were repeats of
+one measurement), and a cliff's launches where their wall times were recorded. A case on k GPUs
+costs k times its wall time. The spread over several GPUs of one host is the suite's own shard split
+(``run.shard.split``: longest first, every case whole) of the cases' GPU-seconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from trainperf.result import CaseResult
+from trainperf.run.shard import split
+
+
+@dataclass(frozen=True, slots=True)
+class CaseCost:
+    case_id: str
+    family: str
+    gpus: int
+    launches: int
+    wall_s: float
+    unknown_launches: int = 0
+    """Launches that happened but recorded no wall time (an older cliff baseline's probes)."""
+    launched: bool = True
+    """False for a case refused before any launch (pre-flight's ``config_error``, a skip)."""
+
+    @property
+    def gpu_s(self) -> float:
+        return self.wall_s * self.gpus
+
+
+def _cliff_walls(cliff: dict[str, object]) -> tuple[list[float], int]:
+    """The wall times of a cliff's launched probes and confirmations, and how many recorded none.
+    Probes ruled out by pre-flight or by the estimate launched nothing."""
+    walls: list[float] = []
+    unknown = 0
+    entries = [*(cliff.get("probes") or []), *(cliff.get("confirmation") or [])]  # type: ignore[misc]
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("outcome") in ("config_error", "skipped-by-estimate"):
+            continue
+        wall = entry.get("wall_s")
+        if isinstance(wall, int | float):
+            walls.append(float(wall))
+        else:
+            unknown += 1
+    return walls, unknown
+
+
+def case_cost(result: CaseResult, *, one_run: bool) -> CaseCost:
+    """A case's launches and wall time; ``one_run``: a baseline file standing for one nightly run."""
+    family = str(result.case.get("family") or result.case_id.split("-")[0])
+    gpus = int(result.case.get("gpus") or 1)
+    walls = [float(run["wall_s"]) for run in result.runs if isinstance(run.get("wall_s"), int | float)]
+    if one_run and walls:
+        walls = [statistics.median(walls)]
+    unknown = 0
+    if result.cliff:
+        cliff_walls, unknown = _cliff_walls(result.cliff)
+        walls += cliff_walls
+    launched = result.outcome not in ("config_error", "skipped") or bool(walls)
+    return CaseCost(
+        result.case_id, family, gpus, len(walls) + unknown, round(sum(walls), 2), unknown, launched
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NightlyCost:
+    cases: list[CaseCost]
+    gpu_counts: tuple[int, ...] = (1, 2, 4)
+    by_family: dict[str, float] = field(init=False)
+    makespan_min: dict[int, float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        families: dict[str, float] = {}
+        for case in self.cases:
+            families[case.family] = families.get(case.family, 0.0) + case.gpu_s / 60
+        object.__setattr__(self, "by_family", dict(sorted(families.items(), key=lambda kv: -kv[1])))
+        loads = {case.case_id: case.gpu_s for case in self.cases}
+        spans = {}
+        for count in self.gpu_counts:
+            shard_of = split(loads, count)
+            per_gpu = [sum(s for key, s in loads.items() if shard_of[key] == n) for n in range(1, count + 1)]
+            spans[count] = max(per_gpu, default=0.0) / 60
+        object.__setattr__(self, "makespan_min", spans)
+
+    @property
+    def total_min(self) -> float:
+        return sum(self.by_family.values())
+
+    @property
+    def unknown(self) -> list[CaseCost]:
+        """Cases whose figure misses launches: ones without a wall time recorded (a case refused
+        before any launch, by pre-flight or as skipped, launched nothing and is complete)."""
+        return [case for case in self.cases if case.unknown_launches or (not case.launches and case.launched)]
+
+
+def nightly_cost(results: Iterable[tuple[CaseResult, bool]], gpu_counts: tuple[int, ...]) -> NightlyCost:
+    """``results``: each result with whether it stands for one nightly run (a baseline file)."""
+    return NightlyCost([case_cost(result, one_run=one_run) for result, one_run in results], gpu_counts)
+
+
+def cost_lines(cost: NightlyCost) -> list[str]:
+    """The report: GPU-minutes by family and in all, launches, the spread over more GPUs, and the
+    cases whose figure is incomplete."""
+    launches = sum(case.launches for case in cost.cases)
+    lines = [f"{len(cost.cases)} case(s), {launches} launch(es): {cost.total_min:.1f} GPU-minutes"]
+    lines += [f"  {family:<14} {minutes:8.1f} min" for family, minutes in cost.by_family.items()]
+    total = cost.total_min
+    for count, span in cost.makespan_min.items():
+        ratio = f" ({span / total:.3f} of one GPU)" if total and count > 1 else ""
+        where = "on 1 GPU" if count == 1 else f"on {count} GPUs of one host, split as --perf-shard splits"
+        lines.append(f"  {where}: {span:.1f} min wall{ratio}")
+    for case in cost.unknown:
+        what = "no wall time"
+        if case.launches:
+            what = f"{case.unknown_launches} launch(es) recorded no wall time"
+        lines.append(f"  incomplete: {case.case_id}: {what} (not counted)")
+    return lines
