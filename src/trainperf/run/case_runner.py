@@ -80,7 +80,7 @@ class CaseRunner:
             verdict = self.judge(case, result, baseline)
         else:
             result, verdict = self._measure(case, baseline, notes)
-        notes += gpu_notes(result.runs)
+        notes += gpu_notes(result.runs) + setup_notes(result.runs)
         notes += [share.note()] if (share := cpu_share(os.environ)) else []
         resumed = {"diagnosis": result.verdict.get("diagnosis")} if stored is not None else None
         result.verdict = verdict.to_dict()
@@ -378,10 +378,14 @@ def gpu_notes(runs: list[dict[str, Any]]) -> list[str]:
     per_gpu = per_gpu_note(runs)
     if per_gpu:
         notes.append(per_gpu)
-    notes += [
+    return notes
+
+
+def setup_notes(runs: list[dict[str, Any]]) -> list[str]:
+    """A line per run that recorded where a framework's start-up went (verl)."""
+    return [
         f"run {n}: {run['setup']['line']}" for n, run in enumerate(runs, 1) if "line" in run.get("setup", {})
     ]
-    return notes
 
 
 __all__ = ["CaseReport", "CaseRunner", "add_run", "gpu_notes"]

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from trainperf.result import CaseResult
 from trainperf.run.shard import split
@@ -36,12 +37,12 @@ class CaseCost:
         return self.wall_s * self.gpus
 
 
-def _cliff_walls(cliff: dict[str, object]) -> tuple[list[float], int]:
+def _cliff_walls(cliff: dict[str, Any]) -> tuple[list[float], int]:
     """The wall times of a cliff's launched probes and confirmations, and how many recorded none.
     Probes ruled out by pre-flight or by the estimate launched nothing."""
     walls: list[float] = []
     unknown = 0
-    entries = [*(cliff.get("probes") or []), *(cliff.get("confirmation") or [])]  # type: ignore[misc]
+    entries = [*(cliff.get("probes") or []), *(cliff.get("confirmation") or [])]
     for entry in entries:
         if not isinstance(entry, dict) or entry.get("outcome") in ("config_error", "skipped-by-estimate"):
             continue
@@ -74,21 +75,25 @@ def case_cost(result: CaseResult, *, one_run: bool) -> CaseCost:
 class NightlyCost:
     cases: list[CaseCost]
     gpu_counts: tuple[int, ...] = (1, 2, 4)
-    by_family: dict[str, float] = field(init=False)
-    makespan_min: dict[int, float] = field(init=False)
 
-    def __post_init__(self) -> None:
+    @property
+    def by_family(self) -> dict[str, float]:
+        """GPU-minutes per family, the costliest first."""
         families: dict[str, float] = {}
         for case in self.cases:
             families[case.family] = families.get(case.family, 0.0) + case.gpu_s / 60
-        object.__setattr__(self, "by_family", dict(sorted(families.items(), key=lambda kv: -kv[1])))
+        return dict(sorted(families.items(), key=lambda kv: -kv[1]))
+
+    @property
+    def makespan_min(self) -> dict[int, float]:
+        """Wall minutes on each GPU count: the most loaded GPU under the shards' split."""
         loads = {case.case_id: case.gpu_s for case in self.cases}
         spans = {}
         for count in self.gpu_counts:
             shard_of = split(loads, count)
             per_gpu = [sum(s for key, s in loads.items() if shard_of[key] == n) for n in range(1, count + 1)]
             spans[count] = max(per_gpu, default=0.0) / 60
-        object.__setattr__(self, "makespan_min", spans)
+        return spans
 
     @property
     def total_min(self) -> float:

@@ -45,7 +45,8 @@ def _kernels(profile: dict[str, Any]) -> dict[str, float]:
 
 
 def _kernel_changes(baseline: dict[str, Any], current: dict[str, Any], threshold: float) -> dict[str, Any]:
-    """Kernels of the baseline's top list gone from the current one, and kernels new or grown.
+    """Kernels of the baseline's top list gone from the current one, kernels new or grown, and the
+    groups that vanished (``_vanished_groups``).
 
     A kernel counts as gone only when its baseline time would still have placed it in the current
     top list: one pushed out of a full list by others that grew has not vanished."""
@@ -64,7 +65,11 @@ def _kernel_changes(baseline: dict[str, Any], current: dict[str, Any], threshold
         ),
         key=lambda item: -(item[2] - item[1]),
     )
-    return {"vanished": vanished, "grown": grown}
+    return {
+        "vanished": vanished,
+        "grown": grown,
+        "gone_groups": _vanished_groups(baseline, current, threshold),
+    }
 
 
 def _vanished_groups(baseline: dict[str, Any], current: dict[str, Any], threshold: float) -> list[str]:
@@ -128,15 +133,16 @@ def _idle_ms(profile: dict[str, Any]) -> float:
     return float(profile.get("host_side_ms", 0.0)) + float(profile.get("idle_other_ms", 0.0))
 
 
-def _is_composite(changes: dict[str, Any], gone_groups: list[str], threshold: float) -> bool:
+def _is_composite(changes: dict[str, Any], threshold: float) -> bool:
     gone_ms = sum(ms for _, ms in changes["vanished"])
-    return (gone_ms >= threshold or bool(gone_groups)) and len(changes["grown"]) >= COMPOSITE_MIN_GROWN
+    gone = gone_ms >= threshold or bool(changes["gone_groups"])
+    return gone and len(changes["grown"]) >= COMPOSITE_MIN_GROWN
 
 
 def _nature(
     baseline: dict[str, Any], current: dict[str, Any], memory: bool, changes: dict[str, Any], threshold: float
 ) -> str:
-    if _is_composite(changes, _vanished_groups(baseline, current, threshold), threshold):
+    if _is_composite(changes, threshold):
         return "composite"
     if memory:
         return "memory"
@@ -159,7 +165,7 @@ def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool 
     groups = _group_deltas(baseline, current, scale)
     parts = []
     if nature == "composite":
-        parts.append(_composite_part(baseline, current, changes, threshold))
+        parts.append(_composite_part(baseline, current, changes))
     if memory and nature in ("memory", "composite"):
         parts.append(_memory_part(baseline, current))
     grown = [(n, b, a) for n, b, a in groups if a - b > threshold]
@@ -178,16 +184,14 @@ def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool 
     return {"nature": nature, "line": line, "threshold_ms": threshold, "uniform_scale": scale}
 
 
-def _composite_part(
-    baseline: dict[str, Any], current: dict[str, Any], changes: dict[str, Any], threshold: float
-) -> str:
+def _composite_part(baseline: dict[str, Any], current: dict[str, Any], changes: dict[str, Any]) -> str:
     """What vanished (the fused kernels, else the group they made up) and what grew in its place."""
     gone = ", ".join(f"{name} ({ms:.1f} ms)" for name, ms in changes["vanished"][:2])
     if not gone:
         before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
         gone = ", ".join(
             f"{name} kernels ({float(before[name]):.1f} -> {float(after.get(name, 0.0)):.1f} ms)"
-            for name in _vanished_groups(baseline, current, threshold)
+            for name in changes["gone_groups"]
         )
     came = ", ".join(f"{name} +{after - before:.1f} ms" for name, before, after in changes["grown"][:3])
     return f"{gone} gone; grew: {came}"

@@ -75,13 +75,12 @@ class StepRecorder:
             record["allocated_b"] = torch.cuda.memory_allocated(self.device)
             record["reserved_b"] = torch.cuda.memory_reserved(self.device)
             record["max_allocated_b"] = torch.cuda.max_memory_allocated(self.device)
-        if self.trace_plan is not None and self.trace_plan.profiled(record["step"]):
-            record["profiled"] = True  # left out of the timing metrics (measure.py)
-            if record["step"] == self.trace_plan.total_steps and self.profiler is not None:
-                # The allocator's blocks at the last profiled edge, for the profile summary.
-                self.profiler.info["memory"] = allocator_blocks(self.device)
+        last = self.trace_plan is not None and record["step"] == self.trace_plan.total_steps
+        if last and self.profiler is not None:
+            # The allocator's blocks at the last profiled edge, for the profile summary.
+            self.profiler.info["memory"] = allocator_blocks(self.device)
         record.update(extra)
-        self.record(record)
+        self.record(record)  # marks the profiled steps
         if self.profiler is not None:
             # After the edge: the profiler's start and its trace export land in marked steps only.
             self.profiler.step()
@@ -91,7 +90,7 @@ class StepRecorder:
         """Append a step as given: for a framework that times its own steps in other processes
         (verl's ``timing_s/step``), where an edge in this process would measure nothing."""
         if self.trace_plan is not None and self.trace_plan.profiled(int(record.get("step", 0))):
-            record.setdefault("profiled", True)  # left out of the timing metrics, whoever profiled it
+            record.setdefault("profiled", True)  # left out of the timing metrics (measure.py)
         self.steps.append(record)
         self._handle.write(json.dumps(record) + "\n")
         faults.at_step(len(self.steps), self._fault)  # a drill only (TRAINPERF_INJECT_FAULT)
