@@ -9,7 +9,13 @@
 # Runs: one baseline run per case, then per planted nature two on the case it shows in (the run and
 # its confirmation, which is profiled and diagnosed; memory: the run and one profiled run): 12
 # children, about 8 minutes on an H100 at the figures in docs/measurements/2026-11-24-h100-diagnosis.
-# Variables: STEPS (10 steps per child), CONFIRM (1 confirmation run), PLANTS (NATURE[:AMOUNT]@CASE,
+# A verl case (its update phases profiled by verl's own per-role profiler; attention and composite
+# planted in verl's processes), one profiled run each, no confirmation:
+#   TESTS=perf_tests/test_rl_verl.py PLANTS=composite@mb8- CONFIRM=0 PERF_WALL_S=1000 \
+#   EXTRA="--perf-trace --perf-timeout 900" bash benchmarks/diagnosis_gpu.sh \
+#   'qwen2_5_0_5b and algppo and engvllm and mb8-'
+# Variables: TESTS (perf_tests/test_sft_hf.py), EXTRA (pytest arguments added to every run),
+#   STEPS (10 steps per child where a case does not fix its own), CONFIRM (1 confirmation run), PLANTS (NATURE[:AMOUNT]@CASE,
 #   default "attention@maxlen-b4 composite@maxlen-b4 memory@maxlen-b4 host@maxlen-b4 host@short-b4":
 #   every nature on the GPU-bound maxlen case, and the host-side delay on the host-bound short case
 #   too), PERF_WALL_S per pytest run (400).
@@ -22,10 +28,11 @@ bundle=${TRAINPERF_OUT:-${OUT:-reports/out}}
 base=reports/diagnosis
 mkdir -p "$base" "$bundle"
 started=$(date +%s)
+# shellcheck disable=SC2086  # EXTRA is a list of arguments
 one_run() {  # LABEL SELECTION [pytest args...]: its log under reports/diagnosis/LABEL/, run folders under .../runs
   TRAINPERF_OUT="$base/$1" LOG_NAME=pytest PERF_WALL_S=${PERF_WALL_S:-400} bash scripts/offline-run.sh \
-    perf_tests/test_sft_hf.py -k "$2" --perf-steps "${STEPS:-10}" --perf-baselines "$base/baselines" \
-    --perf-output "$base/$1/runs" --perf-store off "${@:3}" > /dev/null 2>&1
+    "${TESTS:-perf_tests/test_sft_hf.py}" -k "$2" --perf-steps "${STEPS:-10}" --perf-baselines "$base/baselines" \
+    --perf-output "$base/$1/runs" --perf-store off ${EXTRA:-} "${@:3}" > /dev/null 2>&1
   echo "$1 rc=$? ($(( $(date +%s) - started )) s so far)"
   rm -f "$base/$1/results.tgz"  # the final bundle holds every run folder once
 }
@@ -65,4 +72,4 @@ for path in sorted(base.glob("baseline/runs/*/results/*.json")):
     )
 print(f"total wall time {time.time() - started:.0f} s")
 PY
-tar czf "$bundle/diagnosis-gpu.tgz" --exclude='*.safetensors' --exclude='*.parquet' --exclude='*.pt.trace.json*' "$base"
+tar czf "$bundle/diagnosis-gpu.tgz" --exclude='*.safetensors' --exclude='*.parquet' --exclude='*.pt.trace.json*' --exclude='verl/profile' "$base"

@@ -374,6 +374,9 @@ if "global_profiler.save_path" in args:  # verl's torch profiler: one trace per 
         name = f"{role}_{stage}_step{step}_rank0-of-1_pid7_20261124.json.gz"
         with gzip.open(os.path.join(args["global_profiler.save_path"], name), "wt") as trace:
             json.dump({"traceEvents": events}, trace)
+if os.environ.get("TRAINPERF_VERL_PLANT"):  # as a worker's model would call attention
+    import torch
+    print(f"attention op: {torch.nn.functional.scaled_dot_product_attention.__name__}", flush=True)
 if "critic.model.path" in args:  # as verl's worker: a module that bound the loader at its import
     from verl.workers import fsdp_workers
     critic = fsdp_workers.load_valuehead_model(args["critic.model.path"], None, None, False)
@@ -442,7 +445,7 @@ def fake_verl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run_fake(
-    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch, alg: str = "ppo"
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch, alg: str = "ppo", plant: str | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from trainperf.workloads import rl_verl
     from trainperf.workloads.protocol import ChildSpec
@@ -467,7 +470,7 @@ def run_fake(
     )
     out = tmp_path / "out"
     out.mkdir()
-    spec = ChildSpec(case=case.to_dict(), steps=3, device="cpu", seed=0, out_dir=str(out))
+    spec = ChildSpec(case=case.to_dict(), steps=3, device="cpu", seed=0, out_dir=str(out), plant=plant)
     recorder = StepRecorder(out / "steps.jsonl", spec)
     return rl_verl.run(spec, recorder), recorder.steps
 
@@ -529,7 +532,12 @@ def test_an_oom_inside_verl_is_classified_from_its_log(
 
 @pytest.mark.parametrize(
     ("option", "words"),
-    [({"plant_slowdown": 0.5}, "plant-slowdown"), ({"memory_cap_gib": 80}, "memory caps")],
+    [
+        ({"plant_slowdown": 0.5}, "plant-slowdown"),
+        ({"memory_cap_gib": 80}, "memory caps"),
+        ({"plant": "host:0.3"}, "--perf-plant host acts at step edges.*attention, composite"),
+        ({"plant": "memory"}, "--perf-plant memory"),
+    ],
 )
 def test_options_acting_in_the_child_process_are_refused_not_faked(
     option: dict[str, Any], words: str
@@ -591,6 +599,34 @@ def test_without_flash_attn_a_ppo_critic_loads_for_real_with_sdpa_through_verls_
     assert (
         "critic.model.use_remove_padding=False" in used and "critic.model.use_remove_padding=True" not in used
     )
+
+
+def test_a_planted_attention_regression_acts_in_verls_own_processes(
+    fake_verl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child's steps are verl's: the plant reaches verl's processes through verl's plug-in hook
+    (imported from a bare working folder, trainperf found through the path it is handed), beside the
+    critic's loader where both are needed."""
+    import torch
+
+    without_flash_attn(fake_verl / "site")
+    monkeypatch.setenv("PYTHONPATH", str(fake_verl / "site"))  # trainperf is not on verl's path by itself
+    # the recorder plants in this process too (as in any child); put the fused op back afterwards
+    monkeypatch.setattr(
+        torch.nn.functional, "scaled_dot_product_attention", torch.nn.functional.scaled_dot_product_attention
+    )
+    _, steps = run_fake(fake_verl, "ok", monkeypatch, plant="composite")
+    assert len(steps) == 3
+    log = (fake_verl / "out" / "verl.log").read_text()
+    assert "attention op: composite_attention" in log and "critic attention: sdpa" in log
+    env = (fake_verl / "out" / "verl" / "env.txt").read_text()
+    assert "TRAINPERF_VERL_PLANT=composite" in env
+    assert "VERL_USE_EXTERNAL_MODULES=trainperf_verl_sdpa_critic,trainperf.workloads.verl.plant_hook" in env
+
+
+def test_without_a_plant_verls_attention_is_its_own(fake_verl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_fake(fake_verl, "ok", monkeypatch)
+    assert "attention op:" not in (fake_verl / "out" / "verl.log").read_text()
 
 
 def test_the_critic_shim_says_so_when_verl_renamed_the_loader(

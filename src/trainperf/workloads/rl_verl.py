@@ -29,12 +29,13 @@ from trainperf.case import Case
 from trainperf.families.rl_verl.knobs import VerlKnobs, knobs_of
 from trainperf.families.rl_verl.preflight import Normalised, check
 from trainperf.families.rl_verl.versions import RuleSet, rule_set
-from trainperf.synth.cache import cache_root
-from trainperf.workloads import verl_sdpa_critic
+from trainperf.traces.plant import parse_plant
 from trainperf.workloads.effective import library_versions
 from trainperf.workloads.protocol import ChildSpec, SkipCase
 from trainperf.workloads.recorder import StepRecorder
+from trainperf.workloads.verl import plant_hook
 from trainperf.workloads.verl.classify import classify_failure
+from trainperf.workloads.verl.environment import verl_environment
 from trainperf.workloads.verl.lengths import Lengths, length_mismatch, measured_lengths
 from trainperf.workloads.verl.logs import parse_jsonl_line, step_record
 from trainperf.workloads.verl.overrides import (
@@ -46,7 +47,7 @@ from trainperf.workloads.verl.overrides import (
     overrides,
 )
 from trainperf.workloads.verl.profile import place_trace, profiler_overrides, supports_profiling
-from trainperf.workloads.verl.setup import cache_environment, describe_setup, setup_breakdown
+from trainperf.workloads.verl.setup import describe_setup, setup_breakdown
 
 POLL_S = 0.5
 METRICS_FILE = "verl_metrics.jsonl"
@@ -98,6 +99,12 @@ def refuse_unsupported(spec: ChildSpec) -> None:
     if spec.plant_slowdown > 0:
         raise SkipCase(
             "--perf-plant-slowdown acts at step edges in this process; verl's steps run in its Ray workers"
+        )
+    kind = parse_plant(spec.plant)[0] if spec.plant else None
+    if kind and kind not in plant_hook.KINDS:
+        raise SkipCase(
+            f"--perf-plant {kind} acts at step edges in this process; verl's steps run in its Ray workers "
+            f"(planted there: {', '.join(plant_hook.KINDS)})"
         )
     if spec.memory_cap_gib or spec.case.get("memory_cap_gib"):
         raise SkipCase(
@@ -157,19 +164,6 @@ def prepare_inputs(
         experiment=case.id,
     )
     return inputs, info
-
-
-def critic_shim_env(work: Path, env: dict[str, str]) -> dict[str, str]:
-    """Variables that make verl import the critic's SDPA loader in every process it starts."""
-    folder = work / "python"
-    folder.mkdir(parents=True, exist_ok=True)
-    name = verl_sdpa_critic.MODULE_NAME
-    (folder / f"{name}.py").write_text(Path(verl_sdpa_critic.__file__).read_text())
-    modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m and m != name]
-    return {
-        "PYTHONPATH": os.pathsep.join(filter(None, (str(folder), env.get("PYTHONPATH")))),
-        "VERL_USE_EXTERNAL_MODULES": ",".join([*modules, name]),
-    }
 
 
 def _kill_group(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
@@ -245,7 +239,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         extra = [*profiler_overrides(plan, work / "profile", critic=knobs.algorithm == "ppo"), *extra]
     args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention.overrides, *extra])
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
-    env = _verl_environment(out_dir, work, attention)
+    env = verl_environment(out_dir / METRICS_FILE, work, attention, plant=spec.plant)
     timeline["launch"] = time.time()
     returncode, ray_said = _train(args, out_dir, work, env, recorder, timeline)
     timeline["end"] = time.time()
@@ -275,26 +269,6 @@ def _setup(out_dir: Path, launch: float, steps: list[dict[str, Any]]) -> dict[st
     setup["line"] = describe_setup(setup)
     print(f"[trainperf] {setup['line']}", flush=True)
     return setup
-
-
-def _verl_environment(out_dir: Path, work: Path, attention: Attention) -> dict[str, str]:
-    """This process's environment with verl's file logger, full Hydra errors, quiet Ray and vLLM's
-    compile cache; with the critic's SDPA loader where it needs one (written to env.txt)."""
-    env = dict(
-        os.environ,
-        VERL_FILE_LOGGER_PATH=str(out_dir / METRICS_FILE),
-        HYDRA_FULL_ERROR="1",
-        RAY_DEDUP_LOGS="0",
-        RAY_USAGE_STATS_ENABLED="0",
-    )
-    # vLLM's compiled graphs kept across cases and nights (verl turns the cache off): verl.setup.
-    env.update(cache_environment(env, cache_root("vllm")))
-    if attention.needs_critic_shim:  # Ray's workers inherit this environment
-        env.update(critic_shim_env(work, env))
-        (work / "env.txt").write_text(
-            "".join(f"{key}={env[key]}\n" for key in ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES"))
-        )
-    return env
 
 
 def _train(
