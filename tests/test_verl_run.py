@@ -619,6 +619,7 @@ def test_a_planted_attention_regression_acts_in_verls_own_processes(
     assert len(steps) == 3
     log = (fake_verl / "out" / "verl.log").read_text()
     assert "attention op: composite_attention" in log and "critic attention: sdpa" in log
+    assert "[trainperf] planted composite in process" in log
     env = (fake_verl / "out" / "verl" / "env.txt").read_text()
     assert "TRAINPERF_VERL_PLANT=composite" in env
     assert "VERL_USE_EXTERNAL_MODULES=trainperf_verl_sdpa_critic,trainperf.workloads.verl.plant_hook" in env

@@ -29,7 +29,11 @@ SOURCE_ROOT = Path(__file__).resolve().parents[3]
 def install() -> Plant | None:
     """The plant this process's environment asks for, installed; None when it asks for none."""
     spec = os.environ.get(VARIABLE)
-    return Plant(spec, torch.device("cuda")) if spec else None
+    if not spec:
+        return None
+    # In verl's log (Ray hands on its workers' output, prefixed with the worker): where it acted.
+    print(f"[trainperf] planted {spec} in process {os.getpid()}", flush=True)
+    return Plant(spec, torch.device("cuda"))
 
 
 PLANTED = install()
