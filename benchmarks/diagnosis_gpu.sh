@@ -15,6 +15,8 @@
 #   EXTRA="--perf-trace --perf-timeout 900" bash benchmarks/diagnosis_gpu.sh \
 #   'qwen2_5_0_5b and algppo and engvllm and mb8-'
 # Variables: TESTS (perf_tests/test_sft_hf.py), EXTRA (pytest arguments added to every run),
+#   BASELINES (a folder of baselines with profile summaries, <class>/<case>.json, used instead of
+#   writing them first: a planted run judged against a baseline taken earlier),
 #   STEPS (10 steps per child where a case does not fix its own), CONFIRM (1 confirmation run), PLANTS (NATURE[:AMOUNT]@CASE,
 #   default "attention@maxlen-b4 composite@maxlen-b4 memory@maxlen-b4 host@maxlen-b4 host@short-b4":
 #   every nature on the GPU-bound maxlen case, and the host-side delay on the host-bound short case
@@ -36,7 +38,11 @@ one_run() {  # LABEL SELECTION [pytest args...]: its log under reports/diagnosis
   echo "$1 rc=$? ($(( $(date +%s) - started )) s so far)"
   rm -f "$base/$1/results.tgz"  # the final bundle holds every run folder once
 }
-one_run baseline "$selection" --perf-update-baselines --perf-baseline-repeats 1
+if [ -n "${BASELINES:-}" ]; then
+  mkdir -p "$base/baselines" && cp -r "$BASELINES/." "$base/baselines/" || exit 1
+else
+  one_run baseline "$selection" --perf-update-baselines --perf-baseline-repeats 1
+fi
 for planted in ${PLANTS:-attention@maxlen-b4 composite@maxlen-b4 memory@maxlen-b4 host@maxlen-b4 host@short-b4}; do
   plant=${planted%%@*}; only=${planted#*@}
   one_run "plant-${plant%%:*}-${only%%-*}" "$selection and $only" --perf-plant "$plant" --perf-confirm "${CONFIRM:-1}"

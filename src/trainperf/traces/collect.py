@@ -17,7 +17,16 @@ from trainperf.traces.profile import profile_summary
 def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[str, Any]:
     """The analysis of the trace a child wrote, with its size; a trace over the cap is analysed, then
     deleted."""
-    kept = ("raw_bytes", "bytes", "activities", "profiled_steps", "environment", "stop_error", "error")
+    kept = (
+        "raw_bytes",
+        "bytes",
+        "activities",
+        "profiled_steps",
+        "environment",
+        "stop_error",
+        "error",
+        "scope",
+    )
     record: dict[str, Any] = {k: v for k, v in captured.items() if k in kept}
     path = plan.path
     if not path.is_file():
@@ -25,7 +34,9 @@ def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[st
         return record
     try:
         record["summary"] = analyse(load_trace(path))
-        record["profile"] = profile_summary(record["summary"], captured.get("memory"))
+        record["profile"] = profile_summary(
+            record["summary"], captured.get("memory"), scope=captured.get("scope")
+        )
     except TrainperfError as exc:
         record["error"] = str(exc)
     size_mb = path.stat().st_size / 2**20

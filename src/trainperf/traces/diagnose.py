@@ -10,7 +10,10 @@ the regressed case (``traces.profile``), told apart into one nature (pure, no I/
   time outside any operator on the CPU class) grew while device busy time did not grow as much;
 - ``device``: extra work in one group (attention, GEMM, ...), the largest grown group named.
 
-A change counts when it is at least ``NOISE_FRACTION`` of the baseline's step (and ``NOISE_MS``).
+A change in the device's idle time counts when it is at least ``NOISE_FRACTION`` of the baseline's
+profiled window (and ``NOISE_MS``), a change in its work when it is at least that fraction of the
+baseline's busy time: a window mostly spent on the host (a verl update stage of half a million
+small kernels, under the profiler's own cost per launch) must not hide a change in the work.
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ NOISE_FRACTION = 0.02
 NOISE_MS = 0.05
 GONE_FRACTION = 0.1
 """A group has vanished when it keeps less than this fraction of its baseline time."""
+GONE_MIN_SHARE = 0.005
+"""...and took at least this share of the baseline's busy time: a whole group does not vanish by noise."""
 COMPOSITE_MIN_GROWN = 2
-"""Kernels new or grown (beyond noise) that a vanished fused kernel's composite must show."""
+"""Kernels new or grown in other groups, each by a quarter of the vanished time, that a composite shows."""
+COMPOSITE_PART = 0.25
 SIZEABLE_FRACTION = 0.05
 UNIFORM_NOTE_SCALE = 1.5
 """A uniform growth above this is said in the line (every group slower alike)."""
@@ -34,7 +40,14 @@ MIB = 2**20
 
 
 def _threshold(baseline: dict[str, Any]) -> float:
+    """Noise in the device's idle time: a fraction of the baseline's profiled window."""
     return max(NOISE_MS, NOISE_FRACTION * float(baseline.get("step_ms") or 0.0))
+
+
+def _work_threshold(baseline: dict[str, Any]) -> float:
+    """Noise in the device's work: a fraction of the baseline's busy time (its window where none)."""
+    busy = float(baseline.get("busy_ms") or 0.0)
+    return max(NOISE_MS, NOISE_FRACTION * busy) if busy > 0 else _threshold(baseline)
 
 
 def _kernels(profile: dict[str, Any]) -> dict[str, float]:
@@ -65,20 +78,34 @@ def _kernel_changes(baseline: dict[str, Any], current: dict[str, Any], threshold
         ),
         key=lambda item: -(item[2] - item[1]),
     )
+    gone_groups = _vanished_groups(baseline, current)
+    before_groups = baseline.get("device_ms") or {}
+    gone_ms = max(
+        sum(ms for _, ms in vanished), sum(float(before_groups.get(name, 0.0)) for name in gone_groups)
+    )
+    # What took the fused kernels' place: kernels new or grown, each by a part of what vanished.
+    in_place = [
+        (name, before.get(name, 0.0), ms)
+        for name, ms in after.items()
+        if ms - before.get(name, 0.0) > max(NOISE_MS, COMPOSITE_PART * gone_ms)
+    ]
     return {
         "vanished": vanished,
         "grown": grown,
-        "gone_groups": _vanished_groups(baseline, current, threshold),
+        "gone_groups": gone_groups,
+        "gone_ms": gone_ms,
+        "in_place": sorted(in_place, key=lambda item: -(item[2] - item[1])),
     }
 
 
-def _vanished_groups(baseline: dict[str, Any], current: dict[str, Any], threshold: float) -> list[str]:
-    """Groups that took at least the noise threshold in the baseline and kept almost none of it."""
+def _vanished_groups(baseline: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Groups that took a share of the baseline's busy time and kept almost none of it."""
     before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
+    floor = max(NOISE_MS, GONE_MIN_SHARE * float(baseline.get("busy_ms") or 0.0))
     return [
         name
         for name, ms in before.items()
-        if float(ms) >= threshold and float(after.get(name, 0.0)) < GONE_FRACTION * float(ms)
+        if float(ms) >= floor and float(after.get(name, 0.0)) < GONE_FRACTION * float(ms)
     ]
 
 
@@ -133,34 +160,44 @@ def _idle_ms(profile: dict[str, Any]) -> float:
     return float(profile.get("host_side_ms", 0.0)) + float(profile.get("idle_other_ms", 0.0))
 
 
-def _is_composite(changes: dict[str, Any], threshold: float) -> bool:
-    gone_ms = sum(ms for _, ms in changes["vanished"])
-    gone = gone_ms >= threshold or bool(changes["gone_groups"])
-    return gone and len(changes["grown"]) >= COMPOSITE_MIN_GROWN
+def _is_composite(changes: dict[str, Any], work_threshold: float) -> bool:
+    """Fused kernels (or a whole group) vanished, and at least two kernels of other groups took their
+    place, together costing more than they did by the noise threshold: a slower composite."""
+    vanished_ms = sum(ms for _, ms in changes["vanished"])
+    gone = vanished_ms >= work_threshold or bool(changes["gone_groups"])
+    in_place = changes["in_place"]
+    added = sum(now - was for _, was, now in in_place)
+    return gone and len(in_place) >= COMPOSITE_MIN_GROWN and added >= changes["gone_ms"] + work_threshold
 
 
 def _nature(
-    baseline: dict[str, Any], current: dict[str, Any], memory: bool, changes: dict[str, Any], threshold: float
+    baseline: dict[str, Any],
+    current: dict[str, Any],
+    memory: bool,
+    changes: dict[str, Any],
+    thresholds: tuple[float, float],
 ) -> str:
-    if _is_composite(changes, threshold):
+    """``thresholds``: noise in the idle time, noise in the work (``_threshold``, ``_work_threshold``)."""
+    idle_threshold, work_threshold = thresholds
+    if _is_composite(changes, work_threshold):
         return "composite"
     if memory:
         return "memory"
     idle = _idle_ms(current) - _idle_ms(baseline)
     busy = float(current.get("busy_ms", 0.0)) - float(baseline.get("busy_ms", 0.0))
-    if idle > threshold and idle >= busy:
+    if idle > idle_threshold and idle >= busy:
         return "host"
     groups = _group_deltas(baseline, current, uniform_scale(baseline, current))
-    if groups and groups[0][2] - groups[0][1] > threshold:
+    if groups and groups[0][2] - groups[0][1] > work_threshold:
         return "device"
     return "unclear"
 
 
 def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool = False) -> dict[str, Any]:
     """The nature of the regression and its ``diagnosis:`` line. ``memory``: a memory metric regressed."""
-    threshold = _threshold(baseline)
-    changes = _kernel_changes(baseline, current, threshold)
-    nature = _nature(baseline, current, memory, changes, threshold)
+    threshold, work_threshold = _threshold(baseline), _work_threshold(baseline)
+    changes = _kernel_changes(baseline, current, work_threshold)
+    nature = _nature(baseline, current, memory, changes, (threshold, work_threshold))
     scale = uniform_scale(baseline, current)
     groups = _group_deltas(baseline, current, scale)
     parts = []
@@ -168,7 +205,7 @@ def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool 
         parts.append(_composite_part(baseline, current, changes))
     if memory and nature in ("memory", "composite"):
         parts.append(_memory_part(baseline, current))
-    grown = [(n, b, a) for n, b, a in groups if a - b > threshold]
+    grown = [(n, b, a) for n, b, a in groups if a - b > work_threshold]
     if grown:
         (name, before, after), rest = grown[0], grown[1:3]
         text = f"{name} {after - before:+.1f} ms/step ({before:.1f} -> {after:.1f})"
@@ -177,24 +214,36 @@ def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool 
     if changes["grown"]:
         name, before, after = _top_grown(changes["grown"], current, grown[0][0] if grown else None)
         parts.append(f"top grown kernel: {name} {after - before:+.1f} ms ({before:.1f} -> {after:.1f})")
-    step = f"step {float(baseline.get('step_ms', 0.0)):.1f} -> {float(current.get('step_ms', 0.0)):.1f} ms"
+    window = current.get("scope") or "step"  # a verl run's profile covers one stage, not the step
+    step = (
+        f"{window} {float(baseline.get('step_ms', 0.0)):.1f} -> {float(current.get('step_ms', 0.0)):.1f} ms"
+    )
     if scale > UNIFORM_NOTE_SCALE:
         parts.append(f"every group x{scale:.1f} alike (a slower or contended host)")
     line = f"diagnosis: {_headline(nature, grown, current)}: " + "; ".join(parts) + f" ({step} profiled)"
-    return {"nature": nature, "line": line, "threshold_ms": threshold, "uniform_scale": scale}
+    return {
+        "nature": nature,
+        "line": line,
+        "threshold_ms": threshold,
+        "work_threshold_ms": work_threshold,
+        "uniform_scale": scale,
+    }
 
 
 def _composite_part(baseline: dict[str, Any], current: dict[str, Any], changes: dict[str, Any]) -> str:
-    """What vanished (the fused kernels, else the group they made up) and what grew in its place."""
-    gone = ", ".join(f"{name} ({ms:.1f} ms)" for name, ms in changes["vanished"][:2])
-    if not gone:
-        before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
-        gone = ", ".join(
-            f"{name} kernels ({float(before[name]):.1f} -> {float(after.get(name, 0.0)):.1f} ms)"
-            for name in changes["gone_groups"]
-        )
-    came = ", ".join(f"{name} +{after - before:.1f} ms" for name, before, after in changes["grown"][:3])
-    return f"{gone} gone; grew: {came}"
+    """What vanished (a whole group and its fused kernels, else the largest vanished kernels) and what
+    grew in its place."""
+    before, after = baseline.get("device_ms") or {}, current.get("device_ms") or {}
+    group_of = {kernel["name"]: kernel.get("group") for kernel in baseline.get("top_kernels") or []}
+    groups = changes["gone_groups"]
+    fused = [(n, ms) for n, ms in changes["vanished"] if group_of.get(n) in groups] or changes["vanished"]
+    kernels = ", ".join(f"{name} ({ms:.1f} ms)" for name, ms in fused[:2])
+    gone = "; ".join(
+        f"{name} kernels {float(before[name]):.1f} -> {float(after.get(name, 0.0)):.1f} ms" for name in groups
+    )
+    gone = f"{gone} ({kernels})" if gone and kernels else gone or kernels
+    came = ", ".join(f"{name} +{now - was:.1f} ms" for name, was, now in changes["in_place"][:3])
+    return f"gone: {gone}; grew in place: {came}"
 
 
 def _idle_part(baseline: dict[str, Any], current: dict[str, Any], threshold: float) -> str:

@@ -40,9 +40,12 @@ def _per_step(value: Any, steps: int) -> float:
     return float(value or 0.0) / steps
 
 
-def profile_summary(trace_summary: dict[str, Any], memory: dict[str, Any] | None) -> dict[str, Any]:
+def profile_summary(
+    trace_summary: dict[str, Any], memory: dict[str, Any] | None, *, scope: str | None = None
+) -> dict[str, Any]:
     """The stored summary of one profiled run: per-step GPU time by group, host-side time, the top
-    kernels (operators on the CPU) and the allocator's largest blocks (or why there are none)."""
+    kernels (operators on the CPU) and the allocator's largest blocks (or why there are none).
+    ``scope``: what the profiled window covers when it is not a whole step (a verl stage)."""
     steps = max(1, int(trace_summary.get("steps") or 1))
     groups = dict.fromkeys(GROUPS, 0.0)
     for category, ms in (trace_summary.get("categories_ms") or {}).items():
@@ -69,6 +72,7 @@ def profile_summary(trace_summary: dict[str, Any], memory: dict[str, Any] | None
             for kernel in (trace_summary.get("top") or [])[:TOP_KERNELS]
         ],
         "memory": memory or {"n/a": "no allocator summary (CPU run, or the child recorded none)"},
+        **({"scope": scope} if scope else {}),
     }
 
 

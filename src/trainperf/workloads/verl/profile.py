@@ -71,6 +71,8 @@ def place_trace(save_dir: Path, plan: TracePlan) -> dict[str, Any]:
         "activities": ["CPU", "CUDA"],
         "profiled_steps": [plan.total_steps],
         "source": f"verl's torch profiler, stage {ACTOR_UPDATE} (rank 0)",
+        # The profile covers the actor's update, not the whole step: said beside its figures.
+        "scope": "verl actor update",
     }
     traces = _update_traces(save_dir, plan.total_steps) if save_dir.is_dir() else {}
     info["stages"] = {stage: [p.name for p in paths] for stage, paths in traces.items()}
