@@ -59,6 +59,10 @@ class Family:
         """The RL rollout engine a case names (``vllm``, ``sglang``); None for a family without one."""
         return None
 
+    def profiled_steps(self, first: int, last: int) -> str:
+        """The steps a traced run profiles, for its progress line (the plan's window: warm-up, active)."""
+        return f"steps {first}-{last}"
+
 
 def check_model(case: Case) -> None:
     """The model exists: a shipped config, or a local checkpoint folder with its config.json."""

@@ -340,7 +340,8 @@ class ChildLauncher:
         command = child_command(interpreter.path, case.gpus, out_dir / SPEC_FILE, case.family)
         where = f"GPU {','.join(devices)}" if devices else "CPU"
         trace = TracePlan.from_spec(spec.trace)
-        traced = f", profiling steps {trace.first_profiled_step}-{spec.steps}" if trace is not None else ""
+        window = family_of(case.family).profiled_steps
+        traced = f", profiling {window(trace.first_profiled_step, spec.steps)}" if trace is not None else ""
         ctx.say(f"[trainperf] {label}: started ({spec.steps} steps, {where}{traced})")
         progress = Progress(ctx.say, label, out_dir / STEPS_FILE, spec.steps, ctx.settings.progress_interval)
         samplers = {d: Sampler(d) for d in devices} if not spec.bare else {}

@@ -32,6 +32,10 @@ class RlVerl(Family):
     def samples_per_step(self, case: Case) -> int:
         return case.batch_size  # an RL train batch is global: prompts per step over all GPUs
 
+    def profiled_steps(self, first: int, last: int) -> str:
+        """verl's own profiler takes the last step alone (``workloads.verl.profile``)."""
+        return f"step {last} with verl's profiler"
+
     def rollout_engine(self, extra: Mapping[str, Any]) -> str | None:
         engine = extra.get("eng")
         return engine if engine in ENGINES else None
