@@ -2,9 +2,13 @@
 
 from collections.abc import Iterator
 
+import numpy  # noqa: F401
 import pytest
 
 pytest_plugins = ["pytester"]
+# Loaded before any test: a ``pytester`` test puts ``sys.modules`` back as it found it, dropping a
+# module first imported during the test, and numpy's C core cannot be loaded twice in one process
+# (a later test importing transformers then failed with "cannot load module more than once").
 
 
 @pytest.fixture(autouse=True)
