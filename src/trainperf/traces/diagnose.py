@@ -58,8 +58,9 @@ def _kernels(profile: dict[str, Any]) -> dict[str, float]:
 
 
 def _kernel_changes(baseline: dict[str, Any], current: dict[str, Any], threshold: float) -> dict[str, Any]:
-    """Kernels of the baseline's top list gone from the current one, kernels new or grown, and the
-    groups that vanished (``_vanished_groups``).
+    """Kernels of the baseline's top list gone from the current one, kernels new or grown beyond
+    ``threshold``, the groups that vanished (``_vanished_groups``), the time that vanished
+    (``gone_ms``) and the kernels that grew in its place (``in_place``: each by a part of it).
 
     A kernel counts as gone only when its baseline time would still have placed it in the current
     top list: one pushed out of a full list by others that grew has not vanished."""
@@ -83,7 +84,6 @@ def _kernel_changes(baseline: dict[str, Any], current: dict[str, Any], threshold
     gone_ms = max(
         sum(ms for _, ms in vanished), sum(float(before_groups.get(name, 0.0)) for name in gone_groups)
     )
-    # What took the fused kernels' place: kernels new or grown, each by a part of what vanished.
     in_place = [
         (name, before.get(name, 0.0), ms)
         for name, ms in after.items()
