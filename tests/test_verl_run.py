@@ -745,7 +745,7 @@ def test_a_profiled_verl_run_turns_on_verls_own_profiler_and_keeps_the_actors_up
     )  # fmt: skip
     out = fake_verl / "out"
     out.mkdir()
-    plan = plan_trace(fake_verl / "traces", "r1", 5)
+    plan = plan_trace(fake_verl / "traces", "r1", 5, window=family_of("rl_verl").trace_window)
     assert not isinstance(plan, str)
     spec = ChildSpec(
         case=case.to_dict(), steps=5, device="cpu", seed=0, out_dir=str(out), trace=plan.to_spec()

@@ -59,9 +59,9 @@ class Family:
         """The RL rollout engine a case names (``vllm``, ``sglang``); None for a family without one."""
         return None
 
-    def profiled_steps(self, first: int, last: int) -> str:
-        """The steps a traced run profiles, for its progress line (the plan's window: warm-up, active)."""
-        return f"steps {first}-{last}"
+    trace_window: tuple[int, int] | None = None
+    """(warm-up, active) steps of the family's own profiler; None: the suite's schedule
+    (``traces.plan.plan_trace``)."""
 
 
 def check_model(case: Case) -> None:

@@ -259,7 +259,10 @@ class ChildLauncher:
             raise TrainperfError(missing_message(case.environment))
         out_dir = ctx.folder.new_child_dir(case.id, repeat)
         traced = (ctx.settings.trace or case.trace) if traced is None else traced
-        trace_plan = plan_trace(ctx.folder.trace_dir(case.id), out_dir.name, steps) if traced else None
+        window = family_of(case.family).trace_window
+        trace_plan = (
+            plan_trace(ctx.folder.trace_dir(case.id), out_dir.name, steps, window=window) if traced else None
+        )
         spec = child_spec(
             ctx,
             case,
@@ -340,8 +343,9 @@ class ChildLauncher:
         command = child_command(interpreter.path, case.gpus, out_dir / SPEC_FILE, case.family)
         where = f"GPU {','.join(devices)}" if devices else "CPU"
         trace = TracePlan.from_spec(spec.trace)
-        window = family_of(case.family).profiled_steps
-        traced = f", profiling {window(trace.first_profiled_step, spec.steps)}" if trace is not None else ""
+        first = trace.first_profiled_step if trace is not None else 0
+        window = f"step {first}" if first == spec.steps else f"steps {first}-{spec.steps}"
+        traced = f", profiling {window}" if trace is not None else ""
         ctx.say(f"[trainperf] {label}: started ({spec.steps} steps, {where}{traced})")
         progress = Progress(ctx.say, label, out_dir / STEPS_FILE, spec.steps, ctx.settings.progress_interval)
         samplers = {d: Sampler(d) for d in devices} if not spec.bare else {}

@@ -29,7 +29,7 @@ GONE_FRACTION = 0.1
 GONE_MIN_SHARE = 0.005
 """...and took at least this share of the baseline's busy time: a whole group does not vanish by noise."""
 COMPOSITE_MIN_GROWN = 2
-"""Kernels new or grown in other groups, each by a quarter of the vanished time, that a composite shows."""
+"""Kernels new or grown, each by ``COMPOSITE_PART`` of the vanished time, that a composite shows."""
 COMPOSITE_PART = 0.25
 SIZEABLE_FRACTION = 0.05
 UNIFORM_NOTE_SCALE = 1.5
@@ -161,8 +161,8 @@ def _idle_ms(profile: dict[str, Any]) -> float:
 
 
 def _is_composite(changes: dict[str, Any], work_threshold: float) -> bool:
-    """Fused kernels (or a whole group) vanished, and at least two kernels of other groups took their
-    place, together costing more than they did by the noise threshold: a slower composite."""
+    """Fused kernels (or a whole group) vanished, and at least two kernels grew in their place,
+    together costing more than they did by the noise threshold: a slower composite."""
     vanished_ms = sum(ms for _, ms in changes["vanished"])
     gone = vanished_ms >= work_threshold or bool(changes["gone_groups"])
     in_place = changes["in_place"]

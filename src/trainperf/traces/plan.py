@@ -63,18 +63,30 @@ class TracePlan:
 
 
 def plan_trace(
-    trace_dir: Path, worker: str, total_steps: int, cap_mb: float = DEFAULT_CAP_MB
+    trace_dir: Path,
+    worker: str,
+    total_steps: int,
+    cap_mb: float = DEFAULT_CAP_MB,
+    *,
+    window: tuple[int, int] | None = None,
 ) -> TracePlan | str:
-    """The plan for a run of ``total_steps``, or why it cannot be traced (too few steps)."""
-    active = DEFAULT_ACTIVE
-    while active > 1 and total_steps - DEFAULT_WARMUP - active < MIN_MEASURED_STEPS:
+    """The plan for a run of ``total_steps``, or why it cannot be traced (too few steps).
+    ``window``: (warm-up, active) steps of a framework's own profiler, taken as they are (verl's:
+    the last step alone); else the suite's schedule, its active steps fewer where the run is short."""
+    warmup, active = window or (DEFAULT_WARMUP, DEFAULT_ACTIVE)
+    while window is None and active > 1 and total_steps - warmup - active < MIN_MEASURED_STEPS:
         active -= 1
-    if total_steps - DEFAULT_WARMUP - active < MIN_MEASURED_STEPS:
-        needed = MIN_MEASURED_STEPS + DEFAULT_WARMUP + 1
+    if total_steps - warmup - active < MIN_MEASURED_STEPS:
+        needed = MIN_MEASURED_STEPS + warmup + active
         return (
             f"not traced: {total_steps} steps leave too few to measure (a trace needs at least {needed}; "
             "--perf-steps)"
         )
     return TracePlan(
-        trace_dir=str(trace_dir), worker=worker, total_steps=total_steps, active=active, cap_mb=cap_mb
+        trace_dir=str(trace_dir),
+        worker=worker,
+        total_steps=total_steps,
+        warmup=warmup,
+        active=active,
+        cap_mb=cap_mb,
     )

@@ -33,7 +33,6 @@ class StepRecorder:
         self._last_edge: float | None = None
         self.trace_plan = TracePlan.from_spec(spec.trace)
         self._external: dict[str, Any] | None = None
-        self._externally_profiled: set[int] | None = None
         self.profiler = None
         if self.trace_plan is not None:
             from trainperf.workloads.profiling import StepProfiler
@@ -90,21 +89,11 @@ class StepRecorder:
     def record(self, record: dict[str, Any]) -> None:
         """Append a step as given: for a framework that times its own steps in other processes
         (verl's ``timing_s/step``), where an edge in this process would measure nothing."""
-        step = int(record.get("step", 0))
-        if self._externally_profiled is not None:
-            profiled = step in self._externally_profiled
-        else:
-            profiled = self.trace_plan is not None and self.trace_plan.profiled(step)
-        if profiled:
+        if self.trace_plan is not None and self.trace_plan.profiled(int(record.get("step", 0))):
             record.setdefault("profiled", True)  # left out of the timing metrics (measure.py)
         self.steps.append(record)
         self._handle.write(json.dumps(record) + "\n")
         faults.at_step(len(self.steps), self._fault)  # a drill only (TRAINPERF_INJECT_FAULT)
-
-    def profiled_externally(self, steps: set[int]) -> None:
-        """A framework's own profiler covers exactly these steps (verl's: the plan's last, with no
-        warm-up step of its own): only they are marked and left out of the timing."""
-        self._externally_profiled = set(steps)
 
     def external_trace(self, info: dict[str, Any]) -> None:
         """The trace a framework's own profiler wrote at the plan's path (verl's workers), reported

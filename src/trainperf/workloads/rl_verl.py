@@ -237,8 +237,8 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     plan, profiling = recorder.trace_plan, recorder.trace_plan is not None and supports_profiling(version)
     if plan is not None and profiling:  # verl's own per-role profiler on the last step (verl.profile)
         extra = [*profiler_overrides(plan, work / "profile", critic=knobs.algorithm == "ppo"), *extra]
-    if plan is not None:  # verl profiles one step, or none where it has no switches
-        recorder.profiled_externally({plan.total_steps} if profiling else set())
+    if plan is not None and not profiling:  # no switches: no step is profiled, every step is timed
+        recorder.trace_plan = None
     args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention.overrides, *extra])
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
     env = verl_environment(out_dir / METRICS_FILE, work, attention, plant=spec.plant)

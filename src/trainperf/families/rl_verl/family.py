@@ -21,6 +21,8 @@ class RlVerl(Family):
     # case is one child that sees every GPU, never a torchrun rank per GPU (each rank would
     # start a whole verl trainer of its own).
     launch_mode = LaunchMode.SELF_DISTRIBUTING
+    # verl's own profiler takes the last step alone, with no warm-up step (workloads.verl.profile).
+    trace_window = (0, 1)
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)
@@ -31,10 +33,6 @@ class RlVerl(Family):
 
     def samples_per_step(self, case: Case) -> int:
         return case.batch_size  # an RL train batch is global: prompts per step over all GPUs
-
-    def profiled_steps(self, first: int, last: int) -> str:
-        """verl's own profiler takes the last step alone (``workloads.verl.profile``)."""
-        return f"step {last} with verl's profiler"
 
     def rollout_engine(self, extra: Mapping[str, Any]) -> str | None:
         engine = extra.get("eng")
