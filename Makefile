@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml ci/envs/hf.txt ci/envs/cpu.txt
 	$(PY) -m pip install -q --upgrade pip
 	if command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install -q -r ci/envs/hf.txt; \
 	else $(PY) -m pip install -q -r ci/envs/cpu.txt; fi
-	$(PY) -m pip install -q -e '.[hf,qlora,gpu,store,dev]'
+	$(PY) -m pip install -q -e '.[hf,qlora,gpu,store,ray,dev]'
 	touch $@
 
 setup: $(VENV)/.installed

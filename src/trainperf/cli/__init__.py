@@ -1,6 +1,6 @@
 """The ``trainperf`` command: env [create|list] | side-by-side | engines | baselines | estimate | report |
 compare | ab | bisect | fidelity | verl-metrics | ingest | history | dashboard | export |
-merge | slurm submit | cost.
+merge | slurm submit | ray submit | cost.
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """

@@ -19,6 +19,7 @@ from trainperf.cli import (
     history,
     ingest,
     merge,
+    ray_submit,
     report,
     side_by_side,
     slurm,
@@ -27,7 +28,7 @@ from trainperf.cli import (
 
 COMMANDS = (
     env, baselines, estimate, report, side_by_side, engines, ab, bisect, compare, fidelity, verl_metrics,
-    ingest, history, dashboard, export, merge, slurm, cost,
+    ingest, history, dashboard, export, merge, slurm, ray_submit, cost,
 )  # fmt: skip
 
 

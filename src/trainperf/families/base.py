@@ -59,6 +59,10 @@ class Family:
         """The RL rollout engine a case names (``vllm``, ``sglang``); None for a family without one."""
         return None
 
+    starts_own_ray: bool = False
+    """The child starts a Ray instance of its own and ends it with ``ray stop --force`` (verl): it
+    cannot run inside a Ray cluster's task, whose node that would stop."""
+
     trace_window: tuple[int, int] | None = None
     """(warm-up, active) steps of the family's own profiler; None: the suite's schedule
     (``traces.plan.plan_trace``)."""

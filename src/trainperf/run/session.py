@@ -23,7 +23,7 @@ from trainperf.run.budget import Budget, leave_out
 from trainperf.run.case_runner import CaseReport, CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import RunContext, open_run
-from trainperf.run.fleet import SessionPlan
+from trainperf.run.fleet import SessionPlan, ray_task_refusal
 from trainperf.run.settings import Settings
 
 BASELINE_WRITTEN_PROPERTY = "trainperf_baseline_written"
@@ -156,6 +156,8 @@ class PerfSession:
             context = self.context()
             if context.placement is not None and case.gpus > len(context.placement.devices):
                 pytest.skip(f"needs {case.gpus} GPUs; this session sees {len(context.placement.devices)}")
+            if (refusal := ray_task_refusal(case)) is not None:
+                pytest.skip(refusal)
             runner = CaseRunner(context)
             report = leave_out(self.state.budget, runner, case, case.id) or runner.run(case)
         except TrainperfError as exc:
@@ -165,6 +167,8 @@ class PerfSession:
 
     def check_cliff(self, case: Case, axis: str, low: int, high: int) -> CaseReport:
         try:
+            if (refusal := ray_task_refusal(case)) is not None:
+                pytest.skip(refusal)
             runner, key = CaseRunner(self.context()), f"{case.id}-cliff-{axis}"
             report = leave_out(self.state.budget, runner, case, key) or run_cliff(
                 runner, case, axis, low, high

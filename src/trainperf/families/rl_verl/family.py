@@ -23,6 +23,7 @@ class RlVerl(Family):
     launch_mode = LaunchMode.SELF_DISTRIBUTING
     # verl's own profiler takes the last step alone, with no warm-up step (workloads.verl.profile).
     trace_window = (0, 1)
+    starts_own_ray = True
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)

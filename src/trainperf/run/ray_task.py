@@ -1,0 +1,179 @@
+"""One shard of a nightly as a Ray task: ``pytest --perf-shard K/N`` in the checkout on whatever node
+Ray placed it, its run folder packed and sent back to the driver through Ray's object store, so
+the nodes need no shared file system.
+
+Standard library only, and shipped to the workers by value (``ray_shards`` registers this module
+with Ray's cloudpickle): a node's Ray runtime need not have trainperf installed, only the checkout
+at the same path and the interpreter the shard runs with.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+LOG_TAIL_BYTES = 200_000
+STOP_GRACE_S = 120
+"""After SIGINT, how long pytest gets to stop its case, write its summary and end its children."""
+POLL_S = 5.0
+IN_RAY_TASK = "TRAINPERF_RAY_TASK"
+"""Set in a shard's session: its cases run inside a Ray cluster's task (``run.fleet``)."""
+# What Ray sets for its own worker, which a Ray started inside the shard must not take for its own.
+RAY_WORKER_ONLY = ("RAY_JOB_ID", "RAY_RAYLET_PID", "RAY_CLIENT_MODE", "RAY_LD_PRELOAD_ON_WORKERS")
+
+
+class StopFlag:
+    """Set by the driver on Ctrl-C; the shards poll it (a Ray actor: no shared file system)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def set(self) -> None:
+        self.stopped = True
+
+    def is_set(self) -> bool:
+        return self.stopped
+
+
+def shard_environment(overrides: dict[str, str], dropped: list[str]) -> dict[str, str]:
+    """The worker's environment (with the GPUs Ray gave this task in CUDA_VISIBLE_DEVICES), less
+    what Ray sets for its own workers that the driver's session did not have (OMP_NUM_THREADS: Ray
+    pins it to the task's CPU count, which would slow a CPU case's threads), plus the driver's
+    TRAINPERF_* variables."""
+    env = {key: value for key, value in os.environ.items() if key not in (*dropped, *RAY_WORKER_ONLY)}
+    env.update(overrides)
+    env[IN_RAY_TASK] = "1"
+    return env
+
+
+def node_folder(spec: dict[str, Any]) -> Path:
+    """Where the shard writes its run on its node (kept there: nothing measured is lost if the
+    driver goes away before it has the folder)."""
+    base = Path(spec.get("node_base") or tempfile.gettempdir())
+    return base / "trainperf-ray" / str(spec["nightly"]) / f"shard-{spec['index']}"
+
+
+def run_shard(spec: dict[str, Any], stop_flag: Any = None) -> dict[str, Any]:
+    """Run one shard; its outcome: shard index, node, exit status, seconds, where the folder is
+    kept on the node, the log's tail and the packed run folder (``None`` when it wrote nothing)."""
+    index = int(spec["index"])
+    node = socket.gethostname()
+    checkout = Path(spec["checkout"])
+    folder = node_folder(spec)
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path = folder.parent / f"shard-{index}.log"
+    started = time.time()
+    if not (checkout / "perf_tests").is_dir():
+        message = (
+            f"no trainperf checkout at {checkout} on node {node}: give every node the checkout at that path"
+        )
+        return _outcome(index, node, folder, 2, started, message.encode(), None)
+    command = [*spec["command"], "--perf-output", str(folder)]
+    env = shard_environment(spec["environment"], spec["dropped_environment"])
+    with log_path.open("wb") as log:
+        log.write(
+            f"trainperf: shard {index}/{spec['count']} of class {spec['gpu_class']} on {node}\n".encode()
+        )
+        log.flush()
+        status = _run(command, checkout, env, log, lambda: _stop_requested(stop_flag))
+    tail = _tail(log_path)
+    packed = _pack(folder) if any(folder.iterdir()) else None
+    return _outcome(index, node, folder, status, started, tail, packed)
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str], log: Any, stop: Callable[[], bool]) -> int:
+    """pytest in a process group of its own. When the driver asks the shards to stop, pytest gets
+    SIGINT, as from a terminal: it stops its case, ends its training child and writes its
+    summary; whatever is left after the grace period is killed, so no child outlives the shard."""
+    process = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        # A Ray worker's task runs on its main thread; the hook only calls async-signal-safe
+        # pthread_sigmask, signal and prctl before exec.
+        preexec_fn=_interrupt_when_orphaned,  # noqa: PLW1509
+    )  # fmt: skip
+    try:
+        while True:
+            try:
+                return process.wait(timeout=POLL_S)
+            except subprocess.TimeoutExpired:
+                if stop():
+                    _stop_group(process)
+                    return process.returncode
+    except BaseException:
+        _stop_group(process)
+        raise
+
+
+def _stop_requested(stop_flag: Any) -> bool:
+    if stop_flag is None:
+        return False
+    import ray
+
+    try:
+        return bool(ray.get(stop_flag.is_set.remote(), timeout=POLL_S))
+    except ray.exceptions.RayError:  # the flag gone with its driver: PDEATHSIG or Ray ends the shard
+        return False
+
+
+def _interrupt_when_orphaned() -> None:
+    """In the child before it runs pytest. Ray's task threads block SIGINT, and a blocked signal
+    stays blocked across exec: unblock it, so that pytest stops on it as at a terminal. And SIGINT when
+    the Ray worker dies (its driver went away and Ray ended the job's workers), so no shard goes
+    on unseen on a GPU that Ray hands to others."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=STOP_GRACE_S)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _outcome(
+    index: int, node: str, folder: Path, status: int, started: float, log: bytes, packed: bytes | None
+) -> dict[str, Any]:
+    return {
+        "index": index,
+        "node": node,
+        "node_folder": str(folder),
+        "status": status,
+        "seconds": round(time.time() - started, 1),
+        "log": log,
+        "packed": packed,
+    }
+
+
+def _tail(path: Path) -> bytes:
+    data = path.read_bytes()
+    return data if len(data) <= LOG_TAIL_BYTES else b"[...]\n" + data[-LOG_TAIL_BYTES:]
+
+
+def _pack(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for path in sorted(folder.iterdir()):
+            archive.add(path, arcname=path.name)
+    return buffer.getvalue()

@@ -1,0 +1,172 @@
+"""The nightly's shards on a real Ray cluster (a head node started by the test, as a team runs one):
+two tiny cpu cases as two Ray tasks, merged into the verdicts of one unsharded session; a Ctrl-C
+that stops the shards and keeps what they measured; and the bad input of ``trainperf ray submit``."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from fleet_runs import CASES, ROOT, SELECTION, assert_merged_like_one_session, verdicts
+from ray_cluster import RayCluster, ray_cluster  # noqa: F401  (the fixture)
+
+from trainperf.case import Case
+from trainperf.errors import TrainperfError
+from trainperf.run import ray_shards
+from trainperf.run.fleet import ray_task_refusal
+from trainperf.run.ray_shards import RaySubmission, unpack
+from trainperf.run.ray_task import IN_RAY_TASK, shard_environment
+
+
+def submit(cluster: RayCluster, runs: Path, *extra: str, env: dict[str, str] | None = None) -> list[str]:
+    return [sys.executable, "-m", "trainperf.cli", "ray", "submit", "--class", "cpu", "--shards", "2",
+            "--runs", str(runs), "--address", cluster.address, "--checkout", str(ROOT),
+            "--node-folder", str(runs.parent / "nodes"), "--", "-k", SELECTION, *extra]  # fmt: skip
+
+
+def test_a_nightly_on_a_real_ray_cluster(ray_cluster: RayCluster, tmp_path: Path) -> None:  # noqa: F811
+    runs = tmp_path / "nightly"
+    env = {**os.environ, "TRAINPERF_STORE": f"sqlite:///{tmp_path}/history.sqlite"}
+    done = subprocess.run(
+        submit(ray_cluster, runs), env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    logs = "\n".join(f"{p.name}:\n{p.read_text()[-2500:]}" for p in sorted((runs / "logs").glob("*.log")))
+    assert done.returncode in (0, 1), done.stdout + done.stderr + logs
+    assert "2 shards of cpu submitted to Ray" in done.stdout
+    for k in (1, 2):
+        assert f"trainperf: shard {k}/2 ended, exit" in done.stdout
+        assert f"trainperf: shard {k}/2: 1 of 2 cases" in (runs / "logs" / f"shard-{k}.log").read_text()
+    assert "merged 2 shard(s), 2 case(s)" in done.stdout, done.stdout
+    merged = runs / "merged"
+    assert sorted(verdicts(merged)) == CASES
+    record = json.loads((merged / "run.json").read_text())["merged"]
+    assert [(s["shard"], len(s["cases"])) for s in record["shards"]] == [("1/2", 1), ("2/2", 1)]
+    assert_merged_like_one_session(merged, tmp_path)
+
+
+def _alive(folder: Path) -> list[int]:
+    """pytest sessions and training children whose command line names ``folder``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                line = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if str(folder) in line and ("pytest" in line or "trainperf.workloads" in line):
+                found.append(int(entry.name))
+    return found
+
+
+def test_ctrl_c_stops_the_shards_and_keeps_what_they_measured(
+    ray_cluster: RayCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    runs, nodes = tmp_path / "nightly", tmp_path / "nodes"
+    driver = subprocess.Popen(
+        submit(ray_cluster, runs, "--perf-repeats", "5", "--perf-store", "off"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not list(nodes.glob("trainperf-ray/*/shard-*/*/cases/*/r1")):  # a case has begun in a shard
+        assert driver.poll() is None and time.monotonic() < deadline, "no shard began a case"
+        time.sleep(1)
+    driver.send_signal(signal.SIGINT)
+    out, _ = driver.communicate(timeout=300)
+    assert driver.returncode == 130, out
+    assert "interrupted: stopping shards 1/2, 2/2" in out
+    for k in (1, 2):
+        assert f"trainperf: shard {k}/2 ended" in out, out
+        # pytest was stopped as at a terminal: it named the cut case, and the folder came back.
+        assert "trainperf: interrupted during" in (runs / "logs" / f"shard-{k}.log").read_text()
+        assert list((runs / f"shard-{k}").glob("*/run.json"))
+    assert _alive(nodes) == []
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    base = [sys.executable, "-m", "trainperf.cli", "ray", "submit", "--class", "cpu", "--runs", str(tmp_path)]
+    for extra, expected in (
+        (["--shards", "0"], "--shards 0: give 1 or more"),
+        (["--shards", "2", "--checkout", str(tmp_path)], "no perf_tests/ under"),
+        (["--shards", "2", "--address", "127.0.0.1:1"], "no Ray cluster at 127.0.0.1:1"),
+    ):
+        done = subprocess.run(
+            [*base, *extra], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_gpu_class_on_a_cluster_without_gpus_is_refused(ray_cluster: RayCluster, tmp_path: Path) -> None:  # noqa: F811
+    done = subprocess.run(
+        [sys.executable, "-m", "trainperf.cli", "ray", "submit", "--class", "h100", "--shards", "2",
+         "--runs", str(tmp_path / "n"), "--address", ray_cluster.address, "--checkout", str(ROOT)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the Ray cluster has 0 GPU(s) and a shard of h100 asks for 1" in done.stderr
+
+
+def test_ray_missing_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(TrainperfError, match="Ray is not installed here"):
+        ray_shards.connect(None)
+
+
+def test_dry_run_prints_each_shard_and_its_resources(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trainperf.cli", "ray", "submit", "--class", "h100", "--shards", "3",
+         "--runs", str(tmp_path), "--dry-run", "--", "-k", "qwen3_8b"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and len(lines) == 3, done.stdout + done.stderr
+    assert lines[2].startswith("shard 3: 1 GPU(s), 1 CPU(s): ")
+    assert "--perf-shard 3/3 -k qwen3_8b" in lines[2]
+
+
+def test_the_shard_sees_the_drivers_settings_not_rays(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TRAINPERF_STORE", "postgresql://db/trainperf")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    spec = RaySubmission(ROOT, "python3", "h100", 2, tmp_path).spec(1)
+    assert spec["environment"]["TRAINPERF_STORE"] == "postgresql://db/trainperf"
+    # Ray pins OMP_NUM_THREADS to a task's CPUs; a driver without it gets a shard without it.
+    assert spec["dropped_environment"] == ["OMP_NUM_THREADS"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    spec = RaySubmission(ROOT, "python3", "h100", 2, tmp_path).spec(1)
+    assert spec["environment"]["OMP_NUM_THREADS"] == "8" and spec["dropped_environment"] == []
+
+
+def test_an_archive_reaching_outside_the_shard_folder_is_refused(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        member = tarfile.TarInfo("../outside.txt")
+        member.size = 2
+        archive.addfile(member, io.BytesIO(b"hi"))
+    with pytest.raises(TrainperfError, match="outside its run folder"):
+        unpack(buffer.getvalue(), tmp_path / "shard-1")
+    assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_verl_case_is_skipped_inside_a_ray_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl ends its own Ray with `ray stop --force`, which would stop the cluster's node too."""
+    verl = Case(family="rl_verl", model="qwen3_tiny", method="lora", profile="short", batch_size=4)
+    sft = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4)
+    monkeypatch.delenv(IN_RAY_TASK, raising=False)
+    assert ray_task_refusal(verl) is None
+    environment = shard_environment({}, [])
+    assert environment[IN_RAY_TASK] == "1"
+    monkeypatch.setenv(IN_RAY_TASK, environment[IN_RAY_TASK])
+    refusal = ray_task_refusal(verl)
+    assert refusal is not None and "ray stop --force" in refusal
+    assert ray_task_refusal(sft) is None
