@@ -472,7 +472,22 @@ def run_fake(
     out.mkdir()
     spec = ChildSpec(case=case.to_dict(), steps=3, device="cpu", seed=0, out_dir=str(out), plant=plant)
     recorder = StepRecorder(out / "steps.jsonl", spec)
+    # The self-tests' environment has Ray (the fleet's Ray engine): a real `ray stop --force` would
+    # stop every Ray on the machine, a developer's own cluster included.
+    monkeypatch.setattr(rl_verl, "stop_ray", lambda: "ray stopped")
     return rl_verl.run(spec, recorder), recorder.steps
+
+
+def test_stop_ray_says_when_ray_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from trainperf.workloads import rl_verl
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *rest: None if name == "ray" else real(name, *rest)
+    )
+    assert rl_verl.stop_ray() == "ray not installed"
 
 
 def test_the_child_tails_verls_jsonl_into_steps_as_they_land(
@@ -484,7 +499,7 @@ def test_the_child_tails_verls_jsonl_into_steps_as_they_land(
     assert "update_weights" in steps[0]["phases"]
     assert result["memory"]["peak_allocated_b"] == int(max(s["max_allocated_gib"] for s in steps) * 2**30)
     assert result["effective_config"]["rule_set"] == "engine" and result["versions"]["verl"] == "0.9.1"
-    assert result["ray_stop"] == "ray not installed"
+    assert result["ray_stop"] == "ray stopped"  # what `ray stop` said, recorded
     overrides_used = (fake_verl / "out" / "verl" / "overrides.txt").read_text()
     assert "trainer.total_training_steps=3" in overrides_used
     # verl loads the cached synthetic model; the run folder holds no copy of its weights

@@ -70,6 +70,7 @@ class RaySubmission:
             "command": self.pytest_command(index), "nightly": f"{self.runs.name}-{self.nightly}",
             "node_base": self.node_base, "environment": passed,
             "dropped_environment": [k for k in RAY_WORKER_VARIABLES if k not in os.environ],
+            "niceness": os.getpriority(os.PRIO_PROCESS, 0),
         }  # fmt: skip
 
 

@@ -78,17 +78,41 @@ def run_shard(spec: dict[str, Any], stop_flag: Any = None) -> dict[str, Any]:
             f"no trainperf checkout at {checkout} on node {node}: give every node the checkout at that path"
         )
         return _outcome(index, node, folder, 2, started, message.encode(), None)
+    if (refusal := _take_drivers_niceness(int(spec.get("niceness", 0)), node)) is not None:
+        return _outcome(index, node, folder, 2, started, refusal.encode(), None)
     command = [*spec["command"], "--perf-output", str(folder)]
     env = shard_environment(spec["environment"], spec["dropped_environment"])
     with log_path.open("wb") as log:
+        gpus = env.get("CUDA_VISIBLE_DEVICES", "unset")
+        header = f"trainperf: shard {index}/{spec['count']} of class {spec['gpu_class']} on {node}"
         log.write(
-            f"trainperf: shard {index}/{spec['count']} of class {spec['gpu_class']} on {node}\n".encode()
+            f"{header} (CUDA_VISIBLE_DEVICES={gpus}, nice {os.getpriority(os.PRIO_PROCESS, 0)})\n".encode()
         )
         log.flush()
         status = _run(command, checkout, env, log, lambda: _stop_requested(stop_flag))
     tail = _tail(log_path)
     packed = _pack(folder) if any(folder.iterdir()) else None
     return _outcome(index, node, folder, status, started, tail, packed)
+
+
+def _take_drivers_niceness(wanted: int, node: str) -> str | None:
+    """Ray runs its workers at nice 15 (its ``worker_niceness``) and a training child inherits it,
+    where a session of its own runs at the driver's niceness: on a busy host the niced child would
+    lose CPU time to everything else, and host-bound steps would read slow. The shard takes the
+    driver's niceness back, and refuses to run where the node does not allow it. Why not, in one
+    line; None when done."""
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    if current <= wanted:
+        return None
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, wanted)
+    except PermissionError:
+        return (
+            f"Ray runs its tasks at nice {current} (its worker_niceness) and node {node} does not let the "
+            f"shard run at nice {wanted}, as a session of its own would: its timings would read slow. "
+            f"Start the node's Ray with RAY_worker_niceness={wanted} in its environment"
+        )
+    return None
 
 
 def _run(command: list[str], cwd: Path, env: dict[str, str], log: Any, stop: Callable[[], bool]) -> int:
