@@ -43,7 +43,10 @@ def test_a_nightly_on_a_real_ray_cluster(ray_cluster: RayCluster, tmp_path: Path
     assert "2 shards of cpu submitted to Ray" in done.stdout
     for k in (1, 2):
         assert f"trainperf: shard {k}/2 ended, exit" in done.stdout
-        assert f"trainperf: shard {k}/2: 1 of 2 cases" in (runs / "logs" / f"shard-{k}.log").read_text()
+        log = (runs / "logs" / f"shard-{k}.log").read_text()
+        assert f"trainperf: shard {k}/2: 1 of 2 cases" in log
+        # at the driver's niceness, not the nice 15 Ray runs its workers at
+        assert f"nice {os.getpriority(os.PRIO_PROCESS, 0)})" in log.splitlines()[0]
     assert "merged 2 shard(s), 2 case(s)" in done.stdout, done.stdout
     merged = runs / "merged"
     assert sorted(verdicts(merged)) == CASES
@@ -170,3 +173,21 @@ def test_a_verl_case_is_skipped_inside_a_ray_task(monkeypatch: pytest.MonkeyPatc
     refusal = ray_task_refusal(verl)
     assert refusal is not None and "ray stop --force" in refusal
     assert ray_task_refusal(sft) is None
+
+
+def test_a_shard_takes_the_drivers_niceness_or_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's workers run at nice 15; a shard's training child must not inherit that."""
+    from trainperf.run import ray_task
+
+    set_to: list[int] = []
+    monkeypatch.setattr(ray_task.os, "getpriority", lambda which, who: 15)
+    monkeypatch.setattr(ray_task.os, "setpriority", lambda which, who, value: set_to.append(value))
+    assert ray_task._take_drivers_niceness(0, "gpu-07") is None and set_to == [0]
+
+    def refused(which: int, who: int, value: int) -> None:
+        raise PermissionError("not permitted")
+
+    monkeypatch.setattr(ray_task.os, "setpriority", refused)
+    refusal = ray_task._take_drivers_niceness(0, "gpu-07")
+    assert refusal is not None and "nice 15" in refusal and "RAY_worker_niceness=0" in refusal
+    assert ray_task._take_drivers_niceness(15, "gpu-07") is None  # a driver niced alike: nothing to do
