@@ -12,7 +12,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -21,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 SERVICE_USER = "postgres"
 
@@ -37,12 +37,6 @@ def _missing(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"PostgreSQL tests cannot run under CI: {reason}", pytrace=False)
     pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _as_service_user(command: list[str]) -> list[str]:
@@ -67,7 +61,7 @@ def running_postgres() -> Iterator[str]:
     folder = Path(tempfile.mkdtemp(prefix="trainperf-pg-"))
     if os.geteuid() == 0:
         shutil.chown(folder, SERVICE_USER)
-    data, port, log = folder / "data", _free_port(), folder / "server.log"
+    data, port, log = folder / "data", free_port(), folder / "server.log"
     try:
         done = subprocess.run(
             _as_service_user(

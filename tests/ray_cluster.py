@@ -22,18 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 
 @dataclass(frozen=True)
 class RayCluster:
     address: str
     folder: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _ray_command() -> str:
@@ -75,7 +70,7 @@ def ray_cluster() -> Iterator[RayCluster]:
     ray = _ray_command()
     # Ray's UNIX sockets live under its temp folder: the path must stay short (at most 107 bytes).
     folder = Path(tempfile.mkdtemp(prefix="tp-ray-", dir="/tmp"))
-    port = _free_port()
+    port = free_port()
     command = [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2", "--num-gpus=0",
                f"--temp-dir={folder}", "--include-dashboard=false", "--disable-usage-stats",
                "--object-store-memory=200000000"]  # fmt: skip

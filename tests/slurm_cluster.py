@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo")
 
@@ -45,12 +46,6 @@ def _binary(name: str) -> str | None:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _config(folder: Path, node_line: str) -> str:
     host = socket.gethostname()
     user = pwd.getpwuid(os.geteuid()).pw_name  # root, or (a CI runner) the user running the tests
@@ -58,8 +53,8 @@ def _config(folder: Path, node_line: str) -> str:
 SlurmctldHost={host}(127.0.0.1)
 SlurmUser={user}
 SlurmdUser={user}
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={folder}/munge/munge.socket

@@ -13,6 +13,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fleet_runs import CASES, ROOT, SELECTION, assert_merged_like_one_session, verdicts
@@ -139,15 +140,24 @@ def test_dry_run_prints_each_shard_and_its_resources(tmp_path: Path) -> None:
 def test_the_shard_sees_the_drivers_settings_not_rays(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    def on_a_ray_worker(spec: dict[str, Any]) -> dict[str, str]:
+        """The shard's environment built where Ray pins OMP_NUM_THREADS and names its job."""
+        with monkeypatch.context() as worker:
+            worker.setenv("OMP_NUM_THREADS", "1")
+            worker.setenv("RAY_JOB_ID", "01000000")
+            return shard_environment(spec["environment"])
+
     monkeypatch.setenv("TRAINPERF_STORE", "postgresql://db/trainperf")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     spec = RaySubmission(ROOT, "python3", "h100", 2, tmp_path).spec(1)
     assert spec["environment"]["TRAINPERF_STORE"] == "postgresql://db/trainperf"
+    shard = on_a_ray_worker(spec)
+    assert shard["TRAINPERF_STORE"] == "postgresql://db/trainperf" and "RAY_JOB_ID" not in shard
     # Ray pins OMP_NUM_THREADS to a task's CPUs; a driver without it gets a shard without it.
-    assert spec["dropped_environment"] == ["OMP_NUM_THREADS"]
+    assert "OMP_NUM_THREADS" not in shard
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
     spec = RaySubmission(ROOT, "python3", "h100", 2, tmp_path).spec(1)
-    assert spec["environment"]["OMP_NUM_THREADS"] == "8" and spec["dropped_environment"] == []
+    assert spec["environment"]["OMP_NUM_THREADS"] == "8" and on_a_ray_worker(spec)["OMP_NUM_THREADS"] == "8"
 
 
 def test_an_archive_reaching_outside_the_shard_folder_is_refused(tmp_path: Path) -> None:
@@ -167,7 +177,7 @@ def test_a_verl_case_is_skipped_inside_a_ray_task(monkeypatch: pytest.MonkeyPatc
     sft = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4)
     monkeypatch.delenv(IN_RAY_TASK, raising=False)
     assert ray_task_refusal(verl) is None
-    environment = shard_environment({}, [])
+    environment = shard_environment({})
     assert environment[IN_RAY_TASK] == "1"
     monkeypatch.setenv(IN_RAY_TASK, environment[IN_RAY_TASK])
     refusal = ray_task_refusal(verl)

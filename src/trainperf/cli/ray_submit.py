@@ -45,13 +45,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainperf.run.nightly_runs import prepare
     from trainperf.run.ray_shards import (
         RaySubmission,
         check,
         check_resources,
         connect,
         merge,
-        prepare,
         run_shards,
     )
 
@@ -69,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     ray = connect(submission.address)
     check_resources(ray, submission)
-    prepare(submission)
+    prepare(submission.runs, submission.selection)
     try:
         run_shards(ray, submission, print)
     except KeyboardInterrupt:
-        ray.shutdown()
         return 130
-    ray.shutdown()
+    finally:
+        ray.shutdown()
     return merge(submission, print)

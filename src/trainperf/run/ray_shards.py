@@ -23,13 +23,10 @@ from typing import Any
 from trainperf.errors import TrainperfError
 from trainperf.measure.hardware import CPU_CLASS
 from trainperf.run import ray_task
+from trainperf.run.nightly_runs import LOGS_DIR, MERGED_DIR, shard_folder
 
-MERGED_DIR = "merged"
-SELECTION_FILE = "selection.args"
 PROGRESS_EVERY_S = 300.0
 CONNECT_TIMEOUT_S = 10.0
-# Ray sets these for its own workers; a shard's session should see the driver's values instead.
-RAY_WORKER_VARIABLES = ("OMP_NUM_THREADS",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +60,13 @@ class RaySubmission:
 
     def spec(self, index: int) -> dict[str, Any]:
         """What the task on the node needs, in plain values (the node may lack trainperf)."""
-        passed = {k: v for k, v in os.environ.items() if k.startswith("TRAINPERF_")}
-        passed.update({k: os.environ[k] for k in RAY_WORKER_VARIABLES if k in os.environ})
+        passed = {
+            k: v for k, v in os.environ.items() if k.startswith("TRAINPERF_") or k in ray_task.RAY_PINNED
+        }
         return {
             "index": index, "count": self.shards, "gpu_class": self.gpu_class, "checkout": str(self.checkout),
             "command": self.pytest_command(index), "nightly": f"{self.runs.name}-{self.nightly}",
             "node_base": self.node_base, "environment": passed,
-            "dropped_environment": [k for k in RAY_WORKER_VARIABLES if k not in os.environ],
             "niceness": os.getpriority(os.PRIO_PROCESS, 0),
         }  # fmt: skip
 
@@ -131,16 +128,9 @@ def check_resources(ray: ModuleType, submission: RaySubmission) -> None:
         )
 
 
-def prepare(submission: RaySubmission) -> None:
-    (submission.runs / "logs").mkdir(parents=True, exist_ok=True)
-    (submission.runs / SELECTION_FILE).write_text("".join(f"{arg}\n" for arg in submission.selection))
-
-
-def run_shards(
-    ray: ModuleType, submission: RaySubmission, say: Callable[[str], None]
-) -> dict[int, int | None]:
-    """Start every shard as a Ray task and write each outcome as it arrives; the shards' exit
-    statuses (None: the task itself failed). Ctrl-C cancels the shards still running."""
+def run_shards(ray: ModuleType, submission: RaySubmission, say: Callable[[str], None]) -> None:
+    """Start every shard as a Ray task and write each outcome as it arrives. Ctrl-C asks the
+    shards still running to stop, and writes what they send back."""
     ray.cloudpickle.register_pickle_by_value(ray_task)
     task = ray.remote(ray_task.run_shard)
     stop_flag = ray.remote(num_cpus=0)(ray_task.StopFlag).remote()
@@ -155,7 +145,6 @@ def run_shards(
         f"trainperf: {submission.shards} shards of {submission.gpu_class} submitted to Ray "
         f"({submission.gpus_per_shard} GPU(s) each); run folders: {submission.runs}/shard-K"
     )
-    statuses: dict[int, int | None] = {}
     started = time.monotonic()
     try:
         while pending:
@@ -164,8 +153,7 @@ def run_shards(
                 minutes = (time.monotonic() - started) / 60
                 say(f"trainperf: {len(pending)} of {submission.shards} shards running, {minutes:.0f} min")
                 continue
-            index = pending.pop(done[0])
-            statuses[index] = collect(ray, done[0], index, submission, say)
+            collect(ray, done[0], pending.pop(done[0]), submission, say)
     except KeyboardInterrupt:
         stop_flag.set.remote()
         say(_stopping_line(sorted(pending.values()), submission))
@@ -175,33 +163,32 @@ def run_shards(
         for ref in done:
             collect(ray, ref, pending.pop(ref), submission, say)
         raise
-    return statuses
 
 
 def collect(
     ray: ModuleType, ref: Any, index: int, submission: RaySubmission, say: Callable[[str], None]
-) -> int | None:
+) -> None:
     """One finished task: its run folder into RUNS/shard-K, its log into RUNS/logs."""
-    log = submission.runs / "logs" / f"shard-{index}.log"
+    log = submission.runs / LOGS_DIR / f"shard-{index}.log"
+    folder = shard_folder(submission.runs, index)
     # The shard's folder exists whatever happened, so that the merge names a shard that wrote
     # nothing as such, not as a folder mistyped.
-    (submission.runs / f"shard-{index}").mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         outcome = ray.get(ref)
     except ray.exceptions.RayError as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         log.write_text(f"the Ray task of shard {index}/{submission.shards} failed: {exc}\n")
         say(f"trainperf: shard {index}/{submission.shards} failed in Ray ({first[:160]}); see {log}")
-        return None
+        return
     log.write_bytes(outcome["log"])
     shard, status = f"shard {index}/{submission.shards}", outcome["status"]
     where = f"node {outcome['node']}, {outcome['seconds'] / 60:.1f} min"
     if outcome["packed"] is None:
         say(f"trainperf: {shard} wrote nothing ({where}, exit {status}); see {log}")
-        return int(status)
-    unpack(outcome["packed"], submission.runs / f"shard-{index}")
-    say(f"trainperf: {shard} ended, exit {status} ({where}): {submission.runs}/shard-{index}")
-    return int(outcome["status"])
+        return
+    unpack(outcome["packed"], folder)
+    say(f"trainperf: {shard} ended, exit {status} ({where}): {folder}")
 
 
 def unpack(packed: bytes, folder: Path) -> None:
@@ -221,7 +208,7 @@ def unpack(packed: bytes, folder: Path) -> None:
 def merge(submission: RaySubmission, say: Callable[[str], None]) -> int:
     """``trainperf merge`` of RUNS/shard-1..N into RUNS/merged: it names a shard that is missing
     or wrote nothing; its status is the nightly's."""
-    shards = [str(submission.runs / f"shard-{k}") for k in range(1, submission.shards + 1)]
+    shards = [str(shard_folder(submission.runs, k)) for k in range(1, submission.shards + 1)]
     command = [
         sys.executable,
         "-m",
@@ -232,7 +219,7 @@ def merge(submission: RaySubmission, say: Callable[[str], None]) -> int:
         str(submission.runs / MERGED_DIR),
     ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
-    (submission.runs / "logs" / "merge.log").write_text(done.stdout + done.stderr)
+    (submission.runs / LOGS_DIR / "merge.log").write_text(done.stdout + done.stderr)
     for line in (done.stdout + done.stderr).strip().splitlines()[-12:]:
         say(line)
     return done.returncode

@@ -30,6 +30,9 @@ IN_RAY_TASK = "TRAINPERF_RAY_TASK"
 """Set in a shard's session: its cases run inside a Ray cluster's task (``run.fleet``)."""
 # What Ray sets for its own worker, which a Ray started inside the shard must not take for its own.
 RAY_WORKER_ONLY = ("RAY_JOB_ID", "RAY_RAYLET_PID", "RAY_CLIENT_MODE", "RAY_LD_PRELOAD_ON_WORKERS")
+# What Ray pins for a task (OMP_NUM_THREADS: to its CPU count, which would slow a CPU case's
+# threads): the shard has the driver's value, or none where the driver has none.
+RAY_PINNED = ("OMP_NUM_THREADS",)
 
 
 class StopFlag:
@@ -45,13 +48,12 @@ class StopFlag:
         return self.stopped
 
 
-def shard_environment(overrides: dict[str, str], dropped: list[str]) -> dict[str, str]:
+def shard_environment(drivers: dict[str, str]) -> dict[str, str]:
     """The worker's environment (with the GPUs Ray gave this task in CUDA_VISIBLE_DEVICES), less
-    what Ray sets for its own workers that the driver's session did not have (OMP_NUM_THREADS: Ray
-    pins it to the task's CPU count, which would slow a CPU case's threads), plus the driver's
-    TRAINPERF_* variables."""
-    env = {key: value for key, value in os.environ.items() if key not in (*dropped, *RAY_WORKER_ONLY)}
-    env.update(overrides)
+    what Ray sets for its own workers, plus what the driver passes: its TRAINPERF_* variables and
+    its values of what Ray pins."""
+    env = {key: value for key, value in os.environ.items() if key not in (*RAY_WORKER_ONLY, *RAY_PINNED)}
+    env.update(drivers)
     env[IN_RAY_TASK] = "1"
     return env
 
@@ -64,8 +66,8 @@ def node_folder(spec: dict[str, Any]) -> Path:
 
 
 def run_shard(spec: dict[str, Any], stop_flag: Any = None) -> dict[str, Any]:
-    """Run one shard; its outcome: shard index, node, exit status, seconds, where the folder is
-    kept on the node, the log's tail and the packed run folder (``None`` when it wrote nothing)."""
+    """Run one shard; its outcome: node, exit status, seconds, the log's tail and the packed run
+    folder (``None`` when it wrote nothing; the folder is kept on the node either way)."""
     index = int(spec["index"])
     node = socket.gethostname()
     checkout = Path(spec["checkout"])
@@ -77,11 +79,11 @@ def run_shard(spec: dict[str, Any], stop_flag: Any = None) -> dict[str, Any]:
         message = (
             f"no trainperf checkout at {checkout} on node {node}: give every node the checkout at that path"
         )
-        return _outcome(index, node, folder, 2, started, message.encode(), None)
+        return _outcome(node, 2, started, message.encode(), None)
     if (refusal := _take_drivers_niceness(int(spec.get("niceness", 0)), node)) is not None:
-        return _outcome(index, node, folder, 2, started, refusal.encode(), None)
+        return _outcome(node, 2, started, refusal.encode(), None)
     command = [*spec["command"], "--perf-output", str(folder)]
-    env = shard_environment(spec["environment"], spec["dropped_environment"])
+    env = shard_environment(spec["environment"])
     with log_path.open("wb") as log:
         gpus = env.get("CUDA_VISIBLE_DEVICES", "unset")
         header = f"trainperf: shard {index}/{spec['count']} of class {spec['gpu_class']} on {node}"
@@ -92,7 +94,7 @@ def run_shard(spec: dict[str, Any], stop_flag: Any = None) -> dict[str, Any]:
         status = _run(command, checkout, env, log, lambda: _stop_requested(stop_flag))
     tail = _tail(log_path)
     packed = _pack(folder) if any(folder.iterdir()) else None
-    return _outcome(index, node, folder, status, started, tail, packed)
+    return _outcome(node, status, started, tail, packed)
 
 
 def _take_drivers_niceness(wanted: int, node: str) -> str | None:
@@ -164,6 +166,8 @@ def _interrupt_when_orphaned() -> None:
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """``run.process.kill_group``'s twin, with SIGINT first (pytest's summary, not SIGTERM's
+    end): this module imports nothing of trainperf, which a node's Ray may not have."""
     try:
         os.killpg(process.pid, signal.SIGINT)
         process.wait(timeout=STOP_GRACE_S)
@@ -176,13 +180,9 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def _outcome(
-    index: int, node: str, folder: Path, status: int, started: float, log: bytes, packed: bytes | None
-) -> dict[str, Any]:
+def _outcome(node: str, status: int, started: float, log: bytes, packed: bytes | None) -> dict[str, Any]:
     return {
-        "index": index,
         "node": node,
-        "node_folder": str(folder),
         "status": status,
         "seconds": round(time.time() - started, 1),
         "log": log,

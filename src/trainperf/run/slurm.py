@@ -13,11 +13,10 @@ from pathlib import Path
 
 from trainperf.errors import TrainperfError
 from trainperf.measure.hardware import CPU_CLASS
+from trainperf.run.nightly_runs import prepare
 
 TEMPLATE_DIR = Path("ci") / "slurm"
 SHARDS_SCRIPT, MERGE_SCRIPT = "shards.sbatch", "merge.sbatch"
-SELECTION_FILE = "selection.args"
-MERGED_DIR = "merged"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +78,10 @@ def check(submission: Submission) -> str:
     return sbatch
 
 
-def prepare(submission: Submission) -> None:
-    """The nightly's folder, its logs folder and the selection file the shard jobs read."""
-    (submission.runs / "logs").mkdir(parents=True, exist_ok=True)
-    (submission.runs / SELECTION_FILE).write_text("".join(f"{arg}\n" for arg in submission.selection))
-
-
 def submit(submission: Submission, sbatch: str, *, wait: bool = False) -> tuple[str, str, int]:
     """Submit the shards, then the merge after them: (array job id, merge job id, merge's exit
     status: 0 unless waited for and it failed)."""
-    prepare(submission)
+    prepare(submission.runs, submission.selection)
     array_job = _sbatch(submission.shards_command(sbatch), submission)
     merge = subprocess.run(
         submission.merge_command(sbatch, array_job, wait),
