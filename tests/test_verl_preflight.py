@@ -36,6 +36,7 @@ from trainperf.run.case_runner import CaseRunner
 from trainperf.run.catalogue import load_catalogue
 from trainperf.run.context import open_run
 from trainperf.run.settings import resolve
+from trainperf.run.step_plan import StepCount
 
 WORKERS = ("0.6.1", "0.7.0")
 ENGINE = ("0.8.0", "0.9.1")
@@ -197,7 +198,7 @@ def test_the_runner_models_the_verl_of_the_cases_environment_not_the_suites(
     runner = CaseRunner(open_run(settings, Detection(load_classes()["cpu"], None, None, False), tmp_path))
     case = rl_case(micro=256).replace(environment="verl-vllm")
     result = runner.new_result(case)
-    runner.add_runs(case, 2, result, [], 1)
+    runner.add_runs(case, StepCount(2), result, [], 1)
     assert result.outcome == "config_error"
     assert result.message.startswith("verl 0.6.1 (installed) would reject this case"), result.message
 

@@ -24,6 +24,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--gpus", default="1,2,4", help="GPU counts of one host to spread the cases over (default 1,2,4)"
     )
+    parser.add_argument(
+        "--plan-steps",
+        action="store_true",
+        help="a baselines folder's cost if the nightly ran with --perf-plan-steps (each case's planned "
+        "steps, the steps left out at the baseline's step time)",
+    )
     parser.add_argument("--json", action="store_true", help="the figures as JSON")
     parser.set_defaults(func=run)
     return parser
@@ -39,6 +45,17 @@ def _gpu_counts(text: str) -> tuple[int, ...]:
     return counts
 
 
+def _plans(baselines: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+    from trainperf.run.step_plan import projected_plans
+
+    if not baselines:
+        raise TrainperfError(
+            "--plan-steps projects a baselines folder (baselines/<class>); a run folder "
+            "already records the steps it ran"
+        )
+    return projected_plans(baselines, Path.cwd())
+
+
 def run(args: argparse.Namespace) -> int:
     from trainperf.run.cost import cost_lines, nightly_cost
     from trainperf.run.folder import RunFolder, load_results
@@ -50,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
         results += [(result, one_run) for result in load_results([folder])]
     if not results:
         raise TrainperfError(f"no case results in {', '.join(map(str, args.folders))}")
-    cost = nightly_cost(results, counts)
+    plans = _plans([result for result, one_run in results if one_run], args) if args.plan_steps else {}
+    cost = nightly_cost(results, counts, {case_id: plan.steps for case_id, plan in plans.items()})
+    if plans and not args.json:
+        print("\n".join(f"{case_id}: {plan.note}" for case_id, plan in sorted(plans.items()) if plan.note))
     if args.json:
         print(
             json.dumps(
@@ -60,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
                     "wall_minutes_on": {str(k): round(v, 2) for k, v in cost.makespan_min.items()},
                     "cases": [
                         {"case_id": c.case_id, "gpus": c.gpus, "launches": c.launches, "wall_s": c.wall_s}
+                        | ({"planned_steps": plans[c.case_id].steps} if c.case_id in plans else {})
                         for c in cost.cases
                     ],
                 },

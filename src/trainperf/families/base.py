@@ -63,6 +63,11 @@ class Family:
     """The child starts a Ray instance of its own and ends it with ``ray stop --force`` (verl): it
     cannot run inside a Ray cluster's task, whose node that would stop."""
 
+    data_sized_by_steps: bool = False
+    """The child sizes its synthetic data by the steps it is told and the trainer shuffles it: a run
+    told ``ChildSpec.data_steps`` draws the first batches of that longer run, in its order, so a
+    shorter run pairs step by step with a full-length baseline (``--perf-plan-steps``)."""
+
     trace_window: tuple[int, int] | None = None
     """(warm-up, active) steps of the family's own profiler; None: the suite's schedule
     (``traces.plan.plan_trace``)."""

@@ -14,6 +14,7 @@ from trainperf.synth.profiles import load_profile
 
 class SftHf(Family):
     name = "sft_hf"
+    data_sized_by_steps = True
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)

@@ -126,7 +126,40 @@ def measure_run(
     if all_powers:
         run.metrics["power_peak_w"] = max(all_powers)
     _measure_memory(run, child.get("memory") or {}, samples, idle_mem_b)
+    if steps:
+        run.info["memory_peak_step"] = memory_peak_step(steps, child.get("memory") or {}, samples)
     return run
+
+
+MEMORY_PEAK_CLOSE = 0.001
+"""A memory figure counts as at its peak within 0.1% of it: the device's last few MiB can come late
+in a run (a library workspace, one more allocator block) and sit far inside every memory tolerance."""
+
+
+def memory_peak_step(
+    steps: Sequence[dict[str, Any]], memory: dict[str, Any], samples: Sequence[Sample]
+) -> int | None:
+    """The step by whose end the run had reached (within ``MEMORY_PEAK_CLOSE``) every memory peak
+    it reports: the allocator's allocated and reserved peaks and the device's sampled one; 0 when it
+    reports none, None when a peak came after its last step. A shorter run of the same batches
+    reads the same memory only if it runs this far (``--perf-plan-steps``)."""
+    reached: list[int | None] = []
+    if memory.get("peak_allocated_b") is not None:
+        reached.append(_first_step(steps, "max_allocated_b", memory["peak_allocated_b"]))
+    if memory.get("peak_reserved_b") is not None:
+        reached.append(_first_step(steps, "reserved_b", memory["peak_reserved_b"]))
+    if samples:
+        peak = max(s.mem_used_b for s in samples) * (1 - MEMORY_PEAK_CLOSE)
+        at = next(s.t for s in samples if s.mem_used_b >= peak)
+        reached.append(next((int(step["step"]) for step in steps if float(step["t_end"]) >= at), None))
+    if any(step is None for step in reached):
+        return None
+    return max((step for step in reached if step is not None), default=0)
+
+
+def _first_step(steps: Sequence[dict[str, Any]], key: str, peak: float) -> int | None:
+    close = peak * (1 - MEMORY_PEAK_CLOSE)
+    return next((int(step["step"]) for step in steps if float(step.get(key) or 0) >= close), None)
 
 
 def _measure_steady_steps(run: RunMeasurement, steps: Sequence[dict[str, Any]], samples_per_step: int) -> int:

@@ -30,11 +30,10 @@ from trainperf.run.context import RunContext
 from trainperf.run.diagnosis import attach_diagnosis, profiled
 from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.run.limits import attach_limits
+from trainperf.run.step_plan import StepCount, step_count
 from trainperf.store.baselines import describe_file_baseline
 from trainperf.store.references import compare_to_references
 from trainperf.traces.collect import attach_diff
-
-DEFAULT_STEPS = {"gpu": 40, "cpu": 16}
 
 
 @dataclass(slots=True)
@@ -74,18 +73,20 @@ class CaseRunner:
         baseline, judged_against = self.baseline_of(case.id)
         notes: list[str] = []
         stored = self._stored(case.id, notes)
+        steps = self._steps(case, baseline)
         if stored is not None:
             result = stored
             notes.append("resumed: judged from the stored result, not re-run")
             verdict = self.judge(case, result, baseline)
         else:
-            result, verdict = self._measure(case, baseline, notes)
+            result, verdict = self._measure(case, baseline, steps, notes)
         notes += gpu_notes(result.runs) + setup_notes(result.runs)
         notes += [share.note()] if (share := cpu_share(os.environ)) else []
         resumed = {"diagnosis": result.verdict.get("diagnosis")} if stored is not None else None
         result.verdict = verdict.to_dict()
-        steps = self._steps(case, baseline)
-        if why := attach_diagnosis(self, case, steps, result, baseline, verdict, resumed=resumed):
+        # A diagnosis profiles the last steps, as the baseline's profile did: at its full length.
+        full = StepCount(steps.data_steps or steps.steps)
+        if why := attach_diagnosis(self, case, full, result, baseline, verdict, resumed=resumed):
             notes.append(why)
         no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
         if no_diff and "diagnosis" not in result.verdict:
@@ -142,15 +143,16 @@ class CaseRunner:
             self.ctx.history.record(result, self.ctx.folder.result_path(result.case_id))
 
     def _measure(
-        self, case: Case, baseline: CaseResult | None, notes: list[str]
+        self, case: Case, baseline: CaseResult | None, steps: StepCount, notes: list[str]
     ) -> tuple[CaseResult, CaseVerdict]:
         """Fresh runs of the case, judged; a timing regression is confirmed by more fresh runs."""
         ctx = self.ctx
-        steps = self._steps(case, baseline)
+        if steps.note:
+            notes.append(steps.note)
         result = self.new_result(case)
         if self.on_gpu:
             family = family_of(case.family)
-            estimated = family.memory_estimate(case, steps)
+            estimated = family.memory_estimate(case, steps.steps)
             result.estimate = estimated.to_dict() if estimated else None
             if over := family.memory_floor(case, case.memory_cap_gib or ctx.gpu_class.memory_gib):
                 notes.append(f"expected to run out of memory at any micro-batch: {over}")
@@ -255,15 +257,15 @@ class CaseRunner:
         source = f"{self.ctx.run_dir.name}: {' '.join(sys.argv)}"
         report.baseline_written = self.ctx.baselines.save(result, source)
 
-    def _steps(self, case: Case, baseline: CaseResult | None) -> int:
-        """Steps per child: the case's own, else --perf-steps, else the baseline's (like for like), else the
-        default."""
-        if case.steps or self.ctx.settings.steps:
-            return int(case.steps or self.ctx.settings.steps)  # type: ignore[arg-type]
-        recorded = [run.get("steps_requested") for run in baseline.runs] if baseline else []
-        if recorded and recorded[0]:
-            return int(recorded[0])
-        return DEFAULT_STEPS["gpu" if self.on_gpu else "cpu"]
+    def _steps(self, case: Case, baseline: CaseResult | None) -> StepCount:
+        """Steps per child (``run.step_plan``): the case's own, --perf-steps, a plan, the baseline's."""
+        ctx = self.ctx
+        memory = (case.memory_cap_gib or ctx.gpu_class.memory_gib) if self.on_gpu else None
+        # The runner's history pools results, not runs: the plan comes from the class's file, whose
+        # runs say where memory peaked and how each step moved (history runs pair with its batches).
+        if baseline is not None and not baseline.runs:
+            baseline = ctx.baselines.load(ctx.gpu_class.name, case.id)
+        return step_count(case, ctx.settings, baseline, self.metrics, memory)
 
     def new_result(self, case: Case) -> CaseResult:
         ctx = self.ctx
@@ -295,7 +297,7 @@ class CaseRunner:
     def add_runs(
         self,
         case: Case,
-        steps: int,
+        steps: StepCount,
         result: CaseResult,
         measurements: list[RunMeasurement],
         count: int,
@@ -317,7 +319,8 @@ class CaseRunner:
         for number in range(count):
             run = self.launcher.run(
                 case,
-                steps,
+                steps.steps,
+                data_steps=steps.data_steps,
                 repeat=len(result.runs),
                 total=total,
                 interpreter=interpreter,

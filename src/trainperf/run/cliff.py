@@ -23,6 +23,7 @@ from trainperf.plan.cliff import (
 )
 from trainperf.result import CaseResult, MetricValue
 from trainperf.run.case_runner import CaseReport, CaseRunner
+from trainperf.run.step_plan import StepCount
 
 # A cliff probe runs two steps: the optimizer states are allocated in the first, so the second
 # meets them together with a full forward and backward; a fit is not timed. The cliff is that of
@@ -67,7 +68,7 @@ class CliffSearch:
         probe_case = self.case.replace(**{self.axis: value})
         probed = self.runner.new_result(probe_case)
         self.runner.add_runs(
-            probe_case, self.steps, probed, [], 1, purpose="cliff-probe", settled_by=self.cliff_id
+            probe_case, StepCount(self.steps), probed, [], 1, purpose="cliff-probe", settled_by=self.cliff_id
         )
         self.launches += 1
         fits = probed.outcome == Outcome.OK.value

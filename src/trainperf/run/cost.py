@@ -54,13 +54,15 @@ def _cliff_walls(cliff: dict[str, Any]) -> tuple[list[float], int]:
     return walls, unknown
 
 
-def case_cost(result: CaseResult, *, one_run: bool) -> CaseCost:
-    """A case's launches and wall time; ``one_run``: a baseline file standing for one nightly run."""
+def case_cost(result: CaseResult, *, one_run: bool, planned_steps: int | None = None) -> CaseCost:
+    """A case's launches and wall time; ``one_run``: a baseline file standing for one nightly run.
+    ``planned_steps``: the run would be that many steps (``--perf-plan-steps``), its set-up and warm-up
+    unchanged and each step left out at the baseline's median steady step time."""
     family = str(result.case.get("family") or result.case_id.split("-")[0])
     gpus = int(result.case.get("gpus") or 1)
     walls = [float(run["wall_s"]) for run in result.runs if isinstance(run.get("wall_s"), int | float)]
     if one_run and walls:
-        walls = [statistics.median(walls)]
+        walls = [statistics.median(walls) - _left_out_s(result, planned_steps)]
     unknown = 0
     if result.cliff:
         cliff_walls, unknown = _cliff_walls(result.cliff)
@@ -69,6 +71,14 @@ def case_cost(result: CaseResult, *, one_run: bool) -> CaseCost:
     return CaseCost(
         result.case_id, family, gpus, len(walls) + unknown, round(sum(walls), 2), unknown, launched
     )
+
+
+def _left_out_s(result: CaseResult, planned_steps: int | None) -> float:
+    full = next((int(run["steps_requested"]) for run in result.runs if run.get("steps_requested")), 0)
+    step = result.metrics.get("step_time_s")
+    if planned_steps is None or step is None or planned_steps >= full:
+        return 0.0
+    return (full - planned_steps) * step.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +116,21 @@ class NightlyCost:
         return [case for case in self.cases if case.unknown_launches or (not case.launches and case.launched)]
 
 
-def nightly_cost(results: Iterable[tuple[CaseResult, bool]], gpu_counts: tuple[int, ...]) -> NightlyCost:
-    """``results``: each result with whether it stands for one nightly run (a baseline file)."""
-    return NightlyCost([case_cost(result, one_run=one_run) for result, one_run in results], gpu_counts)
+def nightly_cost(
+    results: Iterable[tuple[CaseResult, bool]],
+    gpu_counts: tuple[int, ...],
+    planned: dict[str, int] | None = None,
+) -> NightlyCost:
+    """``results``: each result with whether it stands for one nightly run (a baseline file);
+    ``planned``: planned steps per case id (a baseline's projection under ``--perf-plan-steps``)."""
+    plans = planned or {}
+    return NightlyCost(
+        [
+            case_cost(result, one_run=one_run, planned_steps=plans.get(result.case_id))
+            for result, one_run in results
+        ],
+        gpu_counts,
+    )
 
 
 def cost_lines(cost: NightlyCost) -> list[str]:

@@ -17,6 +17,7 @@ from trainperf.traces.diagnose import diagnose
 
 if TYPE_CHECKING:
     from trainperf.run.case_runner import CaseRunner
+    from trainperf.run.step_plan import StepCount
 
 UNPROFILED_FAMILIES: dict[str, str] = {}
 """Families whose children cannot say where their training time goes (verl's are profiled through
@@ -45,7 +46,7 @@ def regressed_kinds(verdict: CaseVerdict) -> set[str]:
 def attach_diagnosis(
     runner: CaseRunner,
     case: Case,
-    steps: int,
+    steps: StepCount,
     result: CaseResult,
     baseline: CaseResult | None,
     verdict: CaseVerdict,
@@ -90,7 +91,7 @@ def attach_diagnosis(
 
 
 def _profiled_run(
-    runner: CaseRunner, case: Case, steps: int, result: CaseResult
+    runner: CaseRunner, case: Case, steps: StepCount, result: CaseResult
 ) -> tuple[dict[str, Any] | None, str, str]:
     """One more fresh run of the case, profiled over its last steps; (profile, cost, why not)."""
     ctx = runner.ctx
@@ -102,7 +103,13 @@ def _profiled_run(
     )
     repeat = len(result.runs)
     run = runner.launcher.run(
-        case, steps, repeat=repeat, total=repeat + 1, interpreter=interpreter, traced=True
+        case,
+        steps.steps,
+        repeat=repeat,
+        total=repeat + 1,
+        interpreter=interpreter,
+        traced=True,
+        data_steps=steps.data_steps,
     )
     trace = run.info.get("trace") or {}
     cost = f"one extra profiled run ({run.info.get('wall_s', 0):.0f} s, {run.info.get('dir')})"

@@ -138,12 +138,13 @@ def child_spec(
     bare: bool = False,
     window_after: int | None = None,
     trace: TracePlan | None = None,
+    data_steps: int | None = None,
 ) -> ChildSpec:
-    """What the child is told: the case, its steps and device, and the session's planted slowdown,
-    emulated memory cap and trace plan."""
+    """What the child is told: the case, its steps (and data), device, plants, memory cap, trace."""
     return ChildSpec(
         case=case.to_dict(),
         steps=steps,
+        data_steps=data_steps if data_steps and data_steps > steps else None,
         device="cuda:0" if ctx.on_gpu else "cpu",
         seed=0,
         out_dir=str(out_dir),
@@ -193,7 +194,7 @@ def measure_child(
 def run_info(
     ctx: RunContext,
     out_dir: Path,
-    steps: int,
+    spec: ChildSpec,
     launched: Launched,
     child: dict[str, Any],
     outcome: Outcome,
@@ -204,13 +205,14 @@ def run_info(
     info: dict[str, Any] = {
         "dir": ctx.folder.relative(out_dir),
         "returncode": launched.exit.returncode,
-        "steps_requested": steps,
+        "steps_requested": spec.steps,
         "wall_s": round(launched.exit.wall_s, 2),
         "outcome": outcome.value,
         "timeline": child.get("timeline", {}),
         "environment": environment,
         "python": interpreter.path,
     }
+    info.update({"data_steps": spec.data_steps} if spec.data_steps else {})
     if child.get("memory_snapshot"):
         info["memory_snapshot"] = child["memory_snapshot"]
     if child.get("setup"):  # where a framework's start-up went (verl)
@@ -245,14 +247,14 @@ class ChildLauncher:
         window_after: int | None = None,
         settled_by: str | None = None,
         traced: bool | None = None,
+        data_steps: int | None = None,
     ) -> ChildRun:
-        """One fresh child of ``case`` in its environment's interpreter. ``plant_slowdown`` overrides
-        the session's; ``bare`` runs the training loop without the harness's per-step hooks and
-        without NVML sampling (the fidelity benchmark's reference for the harness's own overhead),
-        timed over the steps after ``window_after`` (default: the protocol's). ``settled_by``: the
-        result id that settles this child's interruption record, when not the case's own (a
-        cliff probe's is the search's). ``traced``: profile this run (a baseline's profile summary, a
-        diagnosis) whatever --perf-trace says."""
+        """One fresh child of ``case`` in its environment's interpreter. ``plant_slowdown`` overrides the
+        session's; ``bare``: no per-step hooks, no NVML sampling (the fidelity benchmark's reference),
+        timed over the steps after ``window_after`` (default: the protocol's). ``settled_by``: the result
+        id that settles this child's interruption record, when not the case's own (a cliff probe's is
+        the search's). ``traced``: profile this run (a baseline's profile summary, a diagnosis) whatever
+        --perf-trace says. ``data_steps``: a planned run's data (``run.step_plan``)."""
         ctx = self.ctx
         interpreter = interpreter or interpreter_for(ctx, case)
         if interpreter is None:
@@ -272,13 +274,14 @@ class ChildLauncher:
             bare=bare,
             window_after=window_after,
             trace=trace_plan if isinstance(trace_plan, TracePlan) else None,
+            data_steps=data_steps,
         )
         spec.write(out_dir / SPEC_FILE)
         label = f"{case.id} run {repeat + 1}/{total}"
         launched, child, outcome, message, measurement, idle_after = self._launch_and_read(
             case, spec, out_dir, interpreter, label, settled_by
         )
-        info = run_info(ctx, out_dir, steps, launched, child, outcome, interpreter, case.environment)
+        info = run_info(ctx, out_dir, spec, launched, child, outcome, interpreter, case.environment)
         if measurement is not None:
             info.update(measurement.info)
         if isinstance(trace_plan, TracePlan) and child.get("trace") is not None:

@@ -111,6 +111,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         None,
         _positive_int,
     ),
+    OptionSpec(
+        "plan_steps",
+        "run a case only as many steps as its baseline's run-to-run noise needs for the gate to catch a "
+        "5% slowdown as often as at full length (docs/fleet.md)",
+        False,
+        _bool,
+        flag=True,
+    ),
     OptionSpec("timeout", "wall-clock limit per child, seconds", 1800.0, _positive_float),
     OptionSpec("gpu_class", "use this GPU class instead of the detected one", None),
     OptionSpec("strict", "fail on noisy, new, and environment changes too", False, _bool, flag=True),
@@ -224,6 +232,7 @@ class Settings:
     confirm: int
     steps: int | None
     timeout: float
+    plan_steps: bool = False
     gpu_class: str | None
     strict: bool
     emulate: str | None

@@ -52,6 +52,9 @@ class ChildSpec:
     """The case (``Case.to_dict``): the child rebuilds it with ``Case.from_dict``."""
     steps: int
     """Optimizer steps to run."""
+    data_steps: int | None = None
+    """Steps' worth of synthetic data, when more than ``steps``: a planned short run then trains on
+    the first batches of the full-length run its baseline measured, in the same order."""
     out_dir: str
     """The child's folder: its steps, result, logs, trace."""
     device: str = "cpu"
@@ -74,7 +77,7 @@ class ChildSpec:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form; optional parts left out when unset, as the child has always read them."""
         data = dataclasses.asdict(self)
-        for key in ("bare_window_after", "trace", "plant"):
+        for key in ("bare_window_after", "trace", "plant", "data_steps"):
             if data[key] is None:
                 del data[key]
         return data
