@@ -101,6 +101,18 @@ def test_a_quiet_baseline_is_planned_short_past_its_memory_peak_and_warm_up() ->
     assert power is not None and power.power == 1.0 and power.compared >= 5
 
 
+def test_a_shorter_length_must_not_raise_more_false_alarms() -> None:
+    from trainperf.judge.step_power import MetricPower
+    from trainperf.run.step_plan import _as_good
+
+    full = MetricPower("step_time_s", 0.05, 39, power=1.0, false_alarm=0.01)
+    assert _as_good(MetricPower("step_time_s", 0.05, 11, power=0.99, false_alarm=0.02), full)
+    assert not _as_good(MetricPower("step_time_s", 0.05, 11, power=1.0, false_alarm=0.05), full)
+    assert not _as_good(MetricPower("step_time_s", 0.05, 11, power=0.95, false_alarm=0.0), full)
+    assert not _as_good(None, full)
+    assert MetricPower("tokens_per_s", 0.17, 11, 1.0, 0.0, rate=True).change == "-17%"
+
+
 def test_the_plan_runs_up_to_the_step_where_memory_peaked() -> None:
     assert plan_steps(CASE, baseline(peak_step=33), dict(METRICS), 40, 80.0).steps >= 33
 

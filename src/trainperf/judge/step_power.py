@@ -44,6 +44,13 @@ class MetricPower:
     power: float
     false_alarm: float
     """The share of simulated unchanged runs the gate calls a regression at this length."""
+    rate: bool = False
+    """A figure where higher is better (tokens/s): its change to catch is a drop."""
+
+    @property
+    def change(self) -> str:
+        """The simulated change as a reader sees it: +5% for a time, -17% for a rate."""
+        return f"{'-' if self.rate else '+'}{self.effect:.0%}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +160,8 @@ def power_at(metric: Metric, value: MetricValue, steps: int) -> MetricPower | No
         return None
     power = detection_power(metric, found.ratios, len(keys), effect)
     false_alarm = detection_power(metric, found.ratios, len(keys), 0.0)
-    return MetricPower(metric.name, effect, len(keys), power, false_alarm)
+    rate = metric.direction is Direction.HIGHER
+    return MetricPower(metric.name, effect, len(keys), power, false_alarm, rate)
 
 
 __all__ = [

@@ -84,16 +84,13 @@ def plan_steps(
     if not at_full:
         return StepCount(full, note=f"steps not planned (the baseline has no per-step samples): {full}")
     if weak := [power for power in at_full.values() if power.power < MIN_FULL_POWER]:
-        caught = ", ".join(f"{p.metric} +{p.effect:.0%} in {p.power:.0%}" for p in weak)
+        caught = ", ".join(f"{p.metric} {p.change} in {p.power:.0%}" for p in weak)
         return StepCount(
             full, note=f"steps not planned (too noisy: at full length the gate catches {caught}): {full}"
         )
     for length in _lengths(floor, full):
         at_length = _powers(keyed, baseline, length)
-        if all(
-            name in at_length and at_length[name].power >= at_full[name].power - POWER_MARGIN
-            for name in at_full
-        ):
+        if all(_as_good(at_length.get(name), at_full[name]) for name in at_full):
             return StepCount(length, data_steps, _planned_note(length, full, floor, at_length, at_full))
     return StepCount(full, note=f"steps not planned (no shorter run detects as often): {full}")
 
@@ -203,7 +200,7 @@ def _planned_note(
     length: int, full: int, floor: int, at_length: dict[str, MetricPower], at_full: dict[str, MetricPower]
 ) -> str:
     powers = ", ".join(
-        f"{name} +{at_length[name].effect:.0%}: {at_length[name].power:.0%} vs {at_full[name].power:.0%}"
+        f"{name} {at_length[name].change}: {at_length[name].power:.0%} vs {at_full[name].power:.0%}"
         for name in at_full
     )
     caught = f"a change caught at {length} vs {full} steps: {powers}"
