@@ -212,6 +212,9 @@ def test_memory_peak_step_is_the_last_of_the_allocator_and_device_peaks() -> Non
 def test_the_child_is_told_the_full_runs_data_only_when_it_runs_less() -> None:
     spec = ChildSpec(case=CASE.to_dict(), steps=12, out_dir="x", data_steps=40)
     assert ChildSpec.from_dict(json.loads(json.dumps(spec.to_dict()))).data_steps == 40
+    assert (
+        spec.dataset_steps == 40 and ChildSpec(case=CASE.to_dict(), steps=12, out_dir="x").dataset_steps == 12
+    )
     assert "data_steps" not in ChildSpec(case=CASE.to_dict(), steps=12, out_dir="x").to_dict()
 
     class _Ctx:

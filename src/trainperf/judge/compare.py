@@ -76,7 +76,7 @@ class CaseVerdict:
         return data
 
 
-def _groups(value: MetricValue) -> dict[str, list[float]] | None:
+def keyed_groups(value: MetricValue) -> dict[str, list[float]] | None:
     """Samples grouped by their work key (one per fresh run), None when not keyed."""
     if not value.keys or not value.samples or len(value.keys) != len(value.samples):
         return None
@@ -134,7 +134,7 @@ def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue |
     )
     if abs(cur - base) <= metric.abs_tolerance:
         return verdict
-    current_groups, baseline_groups = _groups(current), _groups(baseline)
+    current_groups, baseline_groups = keyed_groups(current), keyed_groups(baseline)
     keys, stable = (
         paired_keys(current_groups, baseline_groups) if current_groups and baseline_groups else ([], False)
     )

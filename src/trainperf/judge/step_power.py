@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainperf.judge import stats
-from trainperf.judge.compare import ALPHA, paired_keys
+from trainperf.judge.compare import ALPHA, keyed_groups, paired_keys
 from trainperf.judge.metrics import Direction, Metric
+from trainperf.judge.step_series import step_of
 from trainperf.result import MetricValue
 
 DESIGN_EFFECT_OVER_TOLERANCE = 5 / 3
@@ -53,47 +54,24 @@ class MetricPower:
         return f"{'-' if self.rate else '+'}{self.effect:.0%}"
 
 
-@dataclass(frozen=True, slots=True)
-class Noise:
-    """A metric's step-to-step noise as ratios "worse than the baseline" (>1 is worse), and where
-    they come from."""
-
-    ratios: list[float]
-    source: str
-
-
-def _by_step(value: MetricValue) -> dict[str, list[float]]:
-    groups: dict[str, list[float]] = {}
-    for key, sample in zip(value.keys or [], value.samples or []):
-        groups.setdefault(key, []).append(sample)
-    return groups
-
-
-def step_of(key: str) -> int:
-    """The step number of a ``step:tokens`` key (0 for a key without one)."""
-    head = key.split(":", 1)[0]
-    return int(head) if head.isdigit() else 0
-
-
 def _worse(ratio: float, direction: Direction) -> float:
     return ratio if direction is Direction.LOWER else 1 / ratio
 
 
-def noise(metric: Metric, value: MetricValue, keys: Sequence[str]) -> Noise | None:
-    """Ratios of one fresh run against the others over ``keys``: each run's sample of a step over
-    the median of the other runs' samples of it, as a fresh run reads against a pooled baseline.
-    None where no step was measured by two runs: one run's steps are different batches, and their
-    spread says nothing about how the same batch moves between processes."""
-    groups = _by_step(value)
+def noise(metric: Metric, groups: dict[str, list[float]], keys: Sequence[str]) -> list[float]:
+    """Ratios "worse than the baseline" (>1 is worse) of one fresh run against the others over
+    ``keys``: each run's sample of a step over the median of the other runs' samples of it, as a
+    fresh run reads against a pooled baseline. Empty where no step was measured by two runs: one
+    run's steps are different batches, and their spread says nothing about how the same batch moves
+    between processes."""
     ratios: list[float] = []
-    runs = max((len(groups[k]) for k in keys if k in groups), default=0)
     for key in keys:
         samples = groups.get(key, [])
         for index, sample in enumerate(samples):
             others = samples[:index] + samples[index + 1 :]
             if others and sample > 0 and stats.median(others) > 0:
                 ratios.append(_worse(sample / stats.median(others), metric.direction))
-    return Noise(ratios, f"run-to-run over {runs} fresh runs") if ratios else None
+    return ratios
 
 
 def median_p_greater(ratios: Sequence[float]) -> float:
@@ -137,10 +115,9 @@ def design_effect(metric: Metric) -> float | None:
     return min(effect, (1 + metric.tolerance) / 2)
 
 
-def compared_keys(value: MetricValue, steps: int) -> list[str]:
+def compared_keys(groups: dict[str, list[float]], steps: int) -> list[str]:
     """The baseline's keys the gate pairs with a run of the first ``steps`` steps (the stable ones
     where the baseline has several runs, as ``judge.compare.paired_keys`` picks them)."""
-    groups = _by_step(value)
     prefix = {key: samples for key, samples in groups.items() if step_of(key) <= steps}
     keys, _ = paired_keys(prefix, groups)
     return keys
@@ -148,18 +125,17 @@ def compared_keys(value: MetricValue, steps: int) -> list[str]:
 
 def power_at(metric: Metric, value: MetricValue, steps: int) -> MetricPower | None:
     """The gate's power on ``metric`` for a run of ``steps`` steps against this baseline value; None
-    where the value has no keyed samples to simulate from."""
-    if not value.keys or not value.samples or len(value.keys) != len(value.samples):
-        return None
+    where the value has no keyed samples from two runs to simulate from."""
+    groups = keyed_groups(value)
     effect = design_effect(metric)
-    if effect is None:
+    if groups is None or effect is None:
         return None
-    keys = compared_keys(value, steps)
-    found = noise(metric, value, keys)
-    if found is None:
+    keys = compared_keys(groups, steps)
+    ratios = noise(metric, groups, keys)
+    if not ratios:
         return None
-    power = detection_power(metric, found.ratios, len(keys), effect)
-    false_alarm = detection_power(metric, found.ratios, len(keys), 0.0)
+    power = detection_power(metric, ratios, len(keys), effect)
+    false_alarm = detection_power(metric, ratios, len(keys), 0.0)
     rate = metric.direction is Direction.HIGHER
     return MetricPower(metric.name, effect, len(keys), power, false_alarm, rate)
 
@@ -168,12 +144,10 @@ __all__ = [
     "DESIGN_EFFECT_OVER_TOLERANCE",
     "POWER_MARGIN",
     "MetricPower",
-    "Noise",
     "compared_keys",
     "design_effect",
     "detection_power",
     "median_p_greater",
     "noise",
     "power_at",
-    "step_of",
 ]

@@ -11,13 +11,18 @@ from trainperf.judge import stats
 from trainperf.result import MetricValue
 
 
+def step_of(key: str) -> int:
+    """The step number of a ``step:tokens`` key (0 for a key without one)."""
+    head = key.split(":", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
 def step_medians(value: MetricValue | None) -> list[list[float]]:
     """``[[step, median seconds], ...]`` sorted by step; empty when the samples carry no keys."""
     if value is None or not value.keys or not value.samples or len(value.keys) != len(value.samples):
         return []
     by_step: dict[int, list[float]] = {}
     for key, sample in zip(value.keys, value.samples):
-        step = key.split(":", 1)[0]
-        if step.isdigit():
-            by_step.setdefault(int(step), []).append(sample)
+        if step := step_of(key):
+            by_step.setdefault(step, []).append(sample)
     return [[float(step), stats.median(samples)] for step, samples in sorted(by_step.items())]

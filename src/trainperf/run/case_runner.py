@@ -30,7 +30,7 @@ from trainperf.run.context import RunContext
 from trainperf.run.diagnosis import attach_diagnosis, profiled
 from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.run.limits import attach_limits
-from trainperf.run.step_plan import StepCount, step_count
+from trainperf.run.step_plan import StepCount, memory_limit, step_count
 from trainperf.store.baselines import describe_file_baseline
 from trainperf.store.references import compare_to_references
 from trainperf.traces.collect import attach_diff
@@ -260,7 +260,7 @@ class CaseRunner:
     def _steps(self, case: Case, baseline: CaseResult | None) -> StepCount:
         """Steps per child (``run.step_plan``): the case's own, --perf-steps, a plan, the baseline's."""
         ctx = self.ctx
-        memory = (case.memory_cap_gib or ctx.gpu_class.memory_gib) if self.on_gpu else None
+        memory = memory_limit(case, ctx.gpu_class)
         # The runner's history pools results, not runs: the plan comes from the class's file, whose
         # runs say where memory peaked and how each step moved (history runs pair with its batches).
         if baseline is not None and not baseline.runs:

@@ -18,6 +18,7 @@ from typing import Any
 
 from trainperf.result import CaseResult
 from trainperf.run.shard import split
+from trainperf.run.step_plan import requested_steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ def case_cost(result: CaseResult, *, one_run: bool, planned_steps: int | None = 
 
 
 def _left_out_s(result: CaseResult, planned_steps: int | None) -> float:
-    full = next((int(run["steps_requested"]) for run in result.runs if run.get("steps_requested")), 0)
+    full = requested_steps(result) or 0
     step = result.metrics.get("step_time_s")
     if planned_steps is None or step is None or planned_steps >= full:
         return 0.0

@@ -14,6 +14,7 @@ from trainperf.plan.cliff import AXES
 from trainperf.plan.flops import attention_length, model_shape
 from trainperf.plan.limits import LimitInputs, case_limits, cliff_headroom
 from trainperf.result import CaseResult
+from trainperf.run.step_plan import requested_steps
 from trainperf.store.baselines import BaselineStore
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.profiles import load_profile, sample_lengths
@@ -43,7 +44,7 @@ def _metric(result: CaseResult, name: str) -> float | None:
 
 
 def limit_inputs(case: Case, result: CaseResult, gpu_class: GpuClass) -> LimitInputs:
-    steps = int(next((run.get("steps_requested") or 0 for run in result.runs), 0))
+    steps = requested_steps(result) or 0
     per_step = family_of(case.family).samples_per_step(case)
     try:
         shape = model_shape(load_model_fixture(case.model)["config"])

@@ -19,7 +19,7 @@ from trainperf.families import family_of
 from trainperf.judge.compare import MIN_STABLE_PAIRS
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
 from trainperf.judge.step_power import POWER_MARGIN, MetricPower, power_at
-from trainperf.measure.hardware import CPU_CLASS, load_classes
+from trainperf.measure.hardware import CPU_CLASS, GpuClass, load_classes
 from trainperf.result import CaseResult
 from trainperf.run.settings import Settings
 
@@ -53,16 +53,21 @@ def step_count(
     ``memory_gib``: the memory the case may use (None on the CPU)."""
     if case.steps or settings.steps:
         return StepCount(int(case.steps or settings.steps))  # type: ignore[arg-type]
-    full = baseline_steps(baseline) or DEFAULT_STEPS["cpu" if memory_gib is None else "gpu"]
+    full = requested_steps(baseline) or DEFAULT_STEPS["cpu" if memory_gib is None else "gpu"]
     if not settings.plan_steps or settings.update_baselines:
         return StepCount(full)
     return plan_steps(case, baseline, metrics, full, memory_gib)
 
 
-def baseline_steps(baseline: CaseResult | None) -> int | None:
-    """The steps the baseline's runs were told to run (like for like), None without a record."""
-    recorded = [run.get("steps_requested") for run in baseline.runs] if baseline else []
+def requested_steps(result: CaseResult | None) -> int | None:
+    """The steps a result's runs were told to run (a baseline's: like for like), None without a record."""
+    recorded = [run.get("steps_requested") for run in result.runs] if result else []
     return int(recorded[0]) if recorded and recorded[0] else None
+
+
+def memory_limit(case: Case, gpu_class: GpuClass) -> float | None:
+    """The memory a case may use: its own cap, else its class's; None on the CPU."""
+    return None if gpu_class.name == CPU_CLASS else case.memory_cap_gib or gpu_class.memory_gib
 
 
 def plan_steps(
@@ -103,13 +108,12 @@ def projected_plans(baselines: list[CaseResult], rootdir: Path) -> dict[str, Ste
     plans = {}
     for baseline in baselines:
         gpu_class = classes.get(baseline.gpu_class)
-        full = baseline_steps(baseline)
+        full = requested_steps(baseline)
         if gpu_class is None or full is None or baseline.cliff:
             continue
         metrics = with_tolerances(overrides, gpu_class.timing_tolerance_scale)
         case = Case.from_dict(baseline.case)
-        memory = case.memory_cap_gib or (gpu_class.memory_gib if gpu_class.name != CPU_CLASS else None)
-        plans[baseline.case_id] = plan_steps(case, baseline, metrics, full, memory)
+        plans[baseline.case_id] = plan_steps(case, baseline, metrics, full, memory_limit(case, gpu_class))
     return plans
 
 
@@ -207,4 +211,12 @@ def _planned_note(
     return f"steps planned: {length} of {full} (floor {floor}; {caught})"
 
 
-__all__ = ["DEFAULT_STEPS", "StepCount", "baseline_steps", "plan_steps", "projected_plans", "step_count"]
+__all__ = [
+    "DEFAULT_STEPS",
+    "StepCount",
+    "memory_limit",
+    "plan_steps",
+    "projected_plans",
+    "requested_steps",
+    "step_count",
+]

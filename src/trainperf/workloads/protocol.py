@@ -74,6 +74,11 @@ class ChildSpec:
     trace: dict[str, Any] | None = None
     """The trace plan (``TracePlan.to_spec``) when the run is profiled."""
 
+    @property
+    def dataset_steps(self) -> int:
+        """Steps' worth of data to build: the full run's for a planned run, else its own steps."""
+        return max(self.steps, self.data_steps or 0)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form; optional parts left out when unset, as the child has always read them."""
         data = dataclasses.asdict(self)

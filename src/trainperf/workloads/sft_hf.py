@@ -36,7 +36,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     started = time.perf_counter()
     model, tokenizer, build = _model_and_tokenizer(case, device, dtype)
     timeline["build_s"] = build.seconds
-    dataset = _dataset(case, tokenizer, max(steps, spec.data_steps or 0), model.config.vocab_size, spec.seed)
+    dataset = _dataset(case, tokenizer, spec.dataset_steps, model.config.vocab_size, spec.seed)
 
     from trl import SFTTrainer
 

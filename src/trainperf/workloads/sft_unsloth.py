@@ -55,7 +55,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     timeline["checkpoint_s"] = loaded - started - timeline["import_s"]
     model, tokenizer = _load_with_adapters(FastLanguageModel, path, case, seed)
     timeline["load_s"] = time.perf_counter() - loaded
-    dataset = _dataset(case, tokenizer, max(steps, spec.data_steps or 0), model.config.vocab_size, seed)
+    dataset = _dataset(case, tokenizer, spec.dataset_steps, model.config.vocab_size, seed)
 
     from trl import SFTTrainer
 
