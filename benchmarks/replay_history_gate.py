@@ -1,0 +1,116 @@
+"""Replay the history-judged gate over a results history: each stored result of a runner judged
+again, by today's rules, against the accepted results before it (as ``--perf-baseline auto`` would
+once the runner holds N of them). It reads the store and writes nothing.
+
+    python benchmarks/replay_history_gate.py --store sqlite:///PATH --runner RUNNER --gpu-class CLASS \
+        [--runs 10] [--case CASE ...]
+
+Prints one line per replayed result (its stored verdict, the replayed one, the tolerances learned)
+and a count of replayed verdicts per kind: on a history of clean runs every ``regressed`` is a false
+alarm; a result stored with a planted slowdown is marked ``planted`` and should read ``regressed``.
+The single-run verdict is what is replayed: a live breach would then be confirmed by fresh runs.
+Cliff searches are left out (they are judged against their baseline file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from trainperf.judge.compare import compare_case
+from trainperf.judge.learned_tolerance import learned_tolerances
+from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
+from trainperf.measure.hardware import load_classes
+from trainperf.result import CaseResult
+from trainperf.store.db import Store, cases, open_store, runs
+from trainperf.store.history_baseline import pooled_baseline
+from trainperf.store.reads import StoredCase, stored_cases
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def case_ids(store: Store, runner: str) -> list[str]:
+    query = (
+        sa.select(cases.c.case_id)
+        .join(runs, cases.c.run_id == runs.c.id)
+        .where(runs.c.runner == runner, cases.c.variant == "")
+        .distinct()
+    )
+    with store.reading() as conn:
+        return sorted(row[0] for row in conn.execute(query))
+
+
+def planted(store: Store, row: int) -> float:
+    with store.reading() as conn:
+        return float(conn.execute(sa.select(cases.c.planted).where(cases.c.id == row)).scalar() or 0.0)
+
+
+def is_cliff(result: StoredCase) -> bool:
+    """A cliff search is judged against its baseline file, never the history: not replayed."""
+    return any(name.startswith("cliff_") for name in result.metrics)
+
+
+def replay_case(store: Store, case_id: str, runner: str, metrics: dict[str, Metric], n: int) -> list[str]:
+    """One line per stored result of the case that has ``n`` accepted results before it."""
+    lines = []
+    stored = stored_cases(store, case_id, runner=runner)
+    for index, result in enumerate(stored):
+        prior = [case for case in stored[:index] if case.accepted][-n:]
+        if len(prior) < n or result.outcome != "ok" or is_cliff(result):
+            continue
+        baseline = pooled_baseline(case_id, "", prior)
+        narrowed, notes = learned_tolerances(metrics, baseline)
+        verdict = compare_case(
+            _as_result(result), baseline, narrowed, expectation="ok", timing_comparable=True
+        )
+        plant = planted(store, result.row)
+        label = f"planted {plant:+.0%}" if plant else "clean"
+        step_note = next((note for note in notes if note.startswith("step_time_s ")), "-")
+        lines.append(
+            f"{case_id}\t{result.started[:19]}\t{label}\tstored {result.verdict}\t"
+            f"replayed {verdict.verdict.value}\t{verdict.reason[:80]}\t{step_note}"
+        )
+    return lines
+
+
+def _as_result(stored: StoredCase) -> CaseResult:
+    return CaseResult(
+        case_id=stored.case_id,
+        case={},
+        gpu_class="",
+        outcome=stored.outcome,
+        metrics=stored.metrics,
+        effective_config=stored.effective_config,
+        fingerprint=stored.fingerprint,
+    )
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--store", required=True, help="the history's URL (sqlite:///PATH or postgresql://...)"
+    )
+    parser.add_argument("--runner", required=True, help="the runner label whose results are replayed")
+    parser.add_argument("--gpu-class", required=True, help="the class whose timing tolerances apply")
+    parser.add_argument("--runs", type=int, default=10, help="accepted results pooled per baseline")
+    parser.add_argument("--case", action="append", default=[], help="replay only these cases")
+    args = parser.parse_args(argv)
+    gpu_class = load_classes()[args.gpu_class]
+    metrics = with_tolerances(tolerances_from_pyproject(REPO), gpu_class.timing_tolerance_scale)
+    store = open_store(args.store, create=False)
+    counts: Counter[str] = Counter()
+    for case_id in args.case or case_ids(store, args.runner):
+        for line in replay_case(store, case_id, args.runner, metrics, args.runs):
+            print(line)
+            fields = line.split("\t")
+            counts[f"{fields[2].split()[0]} -> {fields[4].split()[1]}"] += 1
+    print("replayed: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
