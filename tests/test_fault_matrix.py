@@ -286,3 +286,35 @@ def test_two_pytest_processes_on_one_gpu_are_serialised(tmp_path: Path, row: Row
         user_sees="[trainperf] <case>: waiting for GPU 0",
         overlap_s=max(0.0, first_end - second_start),
     )
+
+
+BUSY_LOOP = "while True: pass"
+MOST_NEIGHBOURS = 16
+
+
+def _neighbours(count: int) -> list[int]:
+    """Busy loops that are not the suite's: detached from this process, without a suite tag."""
+    env = {k: v for k, v in os.environ.items() if k != "TRAINPERF_OWNER"}
+    loops = " ".join([f"{sys.executable} -c '{BUSY_LOOP}' >/dev/null 2>&1 & echo $!;"] * count)
+    started = subprocess.run(["sh", "-c", loops], env=env, capture_output=True, text=True, check=True)
+    return [int(pid) for pid in started.stdout.split()]
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) > MOST_NEIGHBOURS, reason="fills at most 16 cores with busy loops")
+def test_a_neighbour_filling_the_host_cpu_makes_the_run_contaminated(tmp_path: Path, row: Row) -> None:
+    neighbours = _neighbours(os.cpu_count() or 1)
+    try:
+        done = Drill(tmp_path).run("--perf-steps", "4", "--perf-confirm", "0", select=FIRST)
+    finally:
+        kill_all(neighbours)
+    result = Drill(tmp_path).result(FIRST)
+    verdict = result["verdict"]
+    assert isinstance(verdict, dict) and verdict["verdict"] == "contaminated", done.stdout[-3000:]
+    assert "host CPU: other processes used" in verdict["reason"], verdict["reason"]
+    assert done.returncode == 0, done.stdout[-3000:]
+    row(
+        fault=f"{len(neighbours)} busy loops beside the run, one per core",
+        exit_status=done.returncode,
+        processes_left=0,
+        user_sees=_line_with(done.stdout, "host CPU:"),
+    )

@@ -87,6 +87,8 @@ def test_diff_is_attached_only_to_a_timing_regression_with_traces_on_both_sides(
     assert regressed["trace_diff"]["verdict"] == "host-bound"
     passed = {"metrics": [{"metric": "step_time_s", "verdict": "pass"}]}
     assert attach_diff(passed, current, base) is None and "trace_diff" not in passed
+    shown = {"metrics": [{"metric": "step_time_s", "verdict": "regressed", "gated": False}]}
+    assert attach_diff(shown, current, None) is None and "trace_diff" not in shown  # contaminated
     note = attach_diff({"metrics": [{"metric": "step_time_s", "verdict": "regressed"}]}, current, None)
     assert note is not None and "baseline has no trace" in note
 

@@ -1,5 +1,5 @@
 """Whether a run's timing can be trusted: was its GPU shared with another job, or held back by
-something the case did not cause?
+something the case did not cause? (Its host CPU: ``measure.host_load``.)
 
 Before a measured run the suite waits (``--perf-gpu-wait``, bounded) for the run's GPUs to be
 free of foreign processes and throttling, ending the suite's own orphans first. During the run a

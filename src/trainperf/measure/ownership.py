@@ -24,7 +24,7 @@ OWNER_ENV = "TRAINPERF_OWNER"
 PROC = Path("/proc")
 
 
-def _stat_fields(pid: int, proc: Path) -> list[str]:
+def stat_fields(pid: int, proc: Path) -> list[str]:
     """``/proc/<pid>/stat`` after the command name (field 3 on), or [] when unreadable. The name
     (field 2) may hold spaces and parentheses: the split is after its last ')'."""
     try:
@@ -36,7 +36,7 @@ def _stat_fields(pid: int, proc: Path) -> list[str]:
 
 def start_ticks(pid: int, proc: Path = PROC) -> int | None:
     """The process's start time in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
-    fields = _stat_fields(pid, proc)
+    fields = stat_fields(pid, proc)
     return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
@@ -140,7 +140,7 @@ def sweep_orphans() -> list[Orphan]:
 
 
 def _parent(pid: int, proc: Path) -> int | None:
-    fields = _stat_fields(pid, proc)
+    fields = stat_fields(pid, proc)
     return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
 

@@ -4,14 +4,17 @@ foreign processes while it runs, the record of what contaminated it after, and i
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.measure.contamination import ForeignWatch, before_reasons, throttled_during, wait_until_clean
+from trainperf.measure.host_load import HostLoadWatch
 from trainperf.measure.hygiene import Hygiene
 from trainperf.measure.nvml import Sample
+from trainperf.measure.ownership import owner_tag
 from trainperf.run.settings import Settings
 
 
@@ -42,25 +45,60 @@ def check_before(
     return reading, hygiene
 
 
-def both(first: Callable[[float], None], second: Callable[[float], None]) -> Callable[[float], None]:
+def both(*ticks: Callable[[float], None]) -> Callable[[float], None]:
+    """One tick that calls each of ``ticks`` in turn."""
+
     def tick(elapsed: float) -> None:
-        first(elapsed)
-        second(elapsed)
+        for each in ticks:
+            each(elapsed)
 
     return tick
 
 
 def contamination(
-    before: Hygiene | None, watch: ForeignWatch | None, samples: dict[str, list[Sample]]
+    before: Hygiene | None,
+    watch: ForeignWatch | None,
+    samples: dict[str, list[Sample]],
+    host: HostLoadWatch | None = None,
 ) -> dict[str, Any] | None:
     """The run's contamination record: its reasons, and whether a foreign process shared the GPU
-    (then the device-wide memory is not the case's alone either)."""
+    (then the device-wide memory is not the case's alone either; a neighbour on the host CPU
+    leaves it the case's)."""
     during = watch.reasons() if watch is not None else []
-    reasons = [*before_reasons(before), *during, *throttled_during(samples)]
+    on_host = host.reasons() if host is not None else []
+    reasons = [*before_reasons(before), *during, *throttled_during(samples), *on_host]
     if not reasons:
         return None
     foreign = bool(during) or bool(before is not None and before.foreign)
     return {"reasons": reasons, "foreign_process": foreign}
+
+
+@dataclass(slots=True)
+class RunWatch:
+    """What is watched while one child runs: foreign processes on its GPUs and its host's CPU
+    (neither for a bare run, which measures nothing)."""
+
+    gpu: ForeignWatch | None
+    host: HostLoadWatch | None
+
+    @classmethod
+    def for_run(cls, devices: tuple[str, ...], bare: bool) -> RunWatch:
+        gpu = ForeignWatch(devices, owner_tag()) if devices and not bare else None
+        return cls(gpu, None if bare else HostLoadWatch())
+
+    def begin(self) -> None:
+        if self.host is not None:
+            self.host.begin()
+
+    def end(self) -> None:
+        if self.host is not None:
+            self.host.finish()
+
+    def ticks(self) -> list[Callable[[float], None]]:
+        return [watch for watch in (self.gpu, self.host) if watch is not None]
+
+    def record(self, before: Hygiene | None, samples: dict[str, list[Sample]]) -> dict[str, Any] | None:
+        return contamination(before, self.gpu, samples, self.host)
 
 
 class Progress:

@@ -18,7 +18,6 @@ from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.families.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
-from trainperf.measure.contamination import ForeignWatch
 from trainperf.measure.hardware import CPU_CLASS
 from trainperf.measure.idle import idle_level, wait_idle
 from trainperf.measure.measurement import RunMeasurement, measure_run
@@ -28,7 +27,7 @@ from trainperf.measure.ownership import OWNER_ENV, owner_tag
 from trainperf.measure.placement import Placement, cpu_share, reserve
 from trainperf.run import interruption, process
 from trainperf.run.context import RunContext
-from trainperf.run.guard import Progress, both, check_before, contamination
+from trainperf.run.guard import Progress, RunWatch, both, check_before
 from trainperf.run.outcome import classify
 from trainperf.run.process import Exit
 from trainperf.traces.collect import collect
@@ -312,10 +311,10 @@ class ChildLauncher:
         with reserve(devices, everyone, on_wait=on_wait) as waited:
             before, dirty = check_before(ctx.settings, ctx.say, case, devices, label, spec.bare)
             idle = {d: idle_level(d, ctx.device, ctx.idle_mem_b) for d in devices}
-            watch = ForeignWatch(devices, owner_tag()) if devices and not spec.bare else None
+            watch = RunWatch.for_run(devices, spec.bare)
             exit_, samples = self._launch(case, spec, out_dir, interpreter, devices, label, settled_by, watch)
             launched = Launched(exit_, samples, devices, waited, before, idle)
-            launched.contamination = contamination(dirty, watch, samples)
+            launched.contamination = watch.record(dirty, samples)
             child = read_back(case, out_dir)
             outcome, message = classify(
                 exit_.returncode,
@@ -339,7 +338,7 @@ class ChildLauncher:
         devices: tuple[str, ...],
         label: str,
         settled_by: str | None,
-        watch: ForeignWatch | None = None,
+        watch: RunWatch,
     ) -> tuple[Exit, dict[str, list[Sample]]]:
         """Start the child with a sampler per GPU; the samples are written even when interrupted."""
         ctx = self.ctx
@@ -359,6 +358,7 @@ class ChildLauncher:
             env = child_env(",".join(devices) if devices else None, isolated=interpreter.isolated)
             if family_of(case.family).launches_ranks(case.gpus) and not devices:
                 env["ACCELERATE_USE_CPU"] = "true"  # ranks on the CPU (gloo), e.g. the self-tests
+            watch.begin()
             launched = time.monotonic()
             try:
                 exit_ = process.run_child(
@@ -366,9 +366,10 @@ class ChildLauncher:
                     log_dir=out_dir,
                     env=env,
                     timeout_s=ctx.settings.timeout,
-                    on_tick=progress if watch is None else both(progress, watch),
+                    on_tick=both(progress, *watch.ticks()),
                     silent_timeout_s=ctx.settings.silent_timeout,
                 )
+                watch.end()
             except KeyboardInterrupt:
                 self._record_interruption(case, label, out_dir, spec.steps, launched, settled_by)
                 raise

@@ -58,8 +58,9 @@ def attach_diff(
     detail shows it); otherwise return why there is none (None when no diff was wanted)."""
     timing = {"step_time_s", "tokens_per_s", "samples_per_hour"}
     regressed = any(
-        m.get("verdict") == "regressed" and m.get("metric") in timing for m in verdict.get("metrics", [])
-    )
+        m.get("verdict") == "regressed" and m.get("metric") in timing and m.get("gated", True)
+        for m in verdict.get("metrics", [])
+    )  # a contaminated run's timing is shown, not gated: nothing for a diff to explain
     if not regressed:
         return None
     current_summary = (current or {}).get("summary")
