@@ -4,6 +4,7 @@ or the class's baseline file where the history is too short (``--perf-baseline``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from trainperf.judge import stats
@@ -57,14 +58,23 @@ def history_baseline(
     gpu_class: str = "",
     fingerprint: dict[str, Any] | None = None,
     min_runs: int = 1,
+    since: str = "",
 ) -> tuple[CaseResult | None, str]:
     """The case's baseline pooled from its last ``n`` accepted runs on ``runner``, and what it is.
 
     With ``fingerprint`` (this run's), only runs on the same hardware and driver are pooled; when
-    the runner's machine changed, the description says what changed. None (with the reason) when
-    fewer than ``min_runs`` accepted runs remain: the caller falls back to the class's baseline."""
+    the runner's machine changed, the description says what changed. With ``since`` (when the
+    class's baseline file was written), only runs from then on are pooled: re-taking the baseline
+    is how a team accepts an intended change, and the history must follow it. None (with the
+    reason) when fewer than ``min_runs`` accepted runs remain: the caller falls back to the class's
+    baseline."""
     history = stored_cases(store, case_id, runner=runner, accepted_only=True, last=n)
     note = ""
+    if since and history:
+        kept = [case for case in history if _at_or_after(case.started, since)]
+        if len(kept) < len(history):
+            note = f"; runs before the class's baseline file ({since}) not pooled: it was written after them"
+            history = kept
     if fingerprint is not None and history:
         current = runner_env(fingerprint)
         same = [case for case in history if case.runner_env == current]
@@ -74,7 +84,7 @@ def history_baseline(
             listed = ", ".join(
                 f"{k} {a} -> {b}" for k, a, b in changed if k in HARDWARE_KEYS or k == "cuda_driver"
             )
-            note = (
+            note += (
                 f"; environment changed under runner {runner} ({listed or 'hardware'}): "
                 "earlier runs not pooled"
             )
@@ -93,6 +103,14 @@ def history_baseline(
     return pooled_baseline(case_id, gpu_class, history), described
 
 
+def _at_or_after(started: str, since: str) -> bool:
+    """Whether an ISO time is at or after another (offsets honoured; unparseable: kept)."""
+    try:
+        return datetime.fromisoformat(started) >= datetime.fromisoformat(since)
+    except (TypeError, ValueError):
+        return True
+
+
 def choose_baseline(
     mode: str,
     store: Store | None,
@@ -107,13 +125,15 @@ def choose_baseline(
     """``--perf-baseline file|history|auto``: the baseline to judge against, and a line naming it.
 
     ``auto`` takes the runner's history once it holds ``n`` accepted runs, the class's file before that;
-    ``history`` takes whatever accepted runs there are, and falls back to the file when there are none."""
+    ``history`` takes whatever accepted runs there are, and falls back to the file when there are none.
+    Either counts only runs from the time the class's baseline file was written."""
     file_line = describe_file_baseline(class_baseline)
     if mode == "file" or store is None:
         return class_baseline, file_line
     need = n if mode == "auto" else 1
+    since = class_baseline.created if class_baseline is not None else ""
     pooled, described = history_baseline(
-        store, case_id, runner, n, gpu_class=gpu_class, fingerprint=fingerprint, min_runs=need
+        store, case_id, runner, n, gpu_class=gpu_class, fingerprint=fingerprint, min_runs=need, since=since
     )
     if pooled is None:
         return class_baseline, f"{described} ({file_line})"
