@@ -114,3 +114,65 @@ def test_a_planted_slowdown_is_stored_but_kept_out_of_the_series(store: Store) -
     assert [p.values["step_time_s"] < 0.505 for p in history_points(store, ["step_time_s"], CASE)] == [
         True
     ] * 3
+
+
+def test_a_baseline_file_taken_after_the_history_restarts_it(store: Store) -> None:
+    # Ten nights at 0.5 s, then the team accepts a slower step by taking the baseline again.
+    for day in range(10):
+        _night(store, day, 0.5)
+    retaken = make_result(CASE, nightly(10), 0.6)
+    baseline, described = choose_baseline("auto", store, CASE, "h100-a", retaken, n=4)
+    assert baseline is retaken
+    assert "has 0 accepted runs" in described and "not pooled: it was written after them" in described
+    for day in range(11, 15):
+        _night(store, day, 0.6)
+    baseline, described = choose_baseline("auto", store, CASE, "h100-a", retaken, n=4)
+    assert baseline is not None and baseline is not retaken
+    assert baseline.metrics["step_time_s"].per_run == pytest.approx([0.6] * 4, rel=0.01)
+    assert described.startswith("the last 4 accepted runs")
+
+
+def _night_of(store: Store, day: int, step_s: float, steps: int) -> None:
+    started = nightly(day)
+    run = RunInfo(run_key(started, GPU), "pytest", started, GPU, "h100-a", "h100")
+    result = make_result(CASE, started, step_s, seed=day)
+    result.runs = [{"steps_requested": steps}]
+    record_case(store, run, result)
+
+
+def test_a_series_breaks_where_the_measured_steps_change_and_finds_changes_within(store: Store) -> None:
+    from trainperf.store.series import history_points, series_of
+
+    # 40-step nights, then planned 12-step nights whose first-steps rate reads 20% lower by itself,
+    # then a real 15% drop within the 12-step stretch.
+    for day in range(12):
+        _night_of(store, day, 0.500, 40)
+    for day in range(12, 24):
+        _night_of(store, day, 0.625, 12)
+    for day in range(24, 36):
+        _night_of(store, day, 0.735, 12)
+    (series,) = series_of(history_points(store, ["tokens_per_s"], case_id=CASE), "tokens_per_s")
+    assert series.environment == {12: [("measured steps", 40, 12)]}
+    assert [cp.index for cp in series.change_points] == [24]
+    assert [p.steps for p in series.points[11:13]] == [40, 12]
+
+
+def test_an_older_store_gains_the_steps_column_and_its_results_keep_none(store: Store) -> None:
+    import sqlalchemy as sa
+
+    from trainperf.store.db import SCHEMA_VERSION, cases, open_store, schema_info
+
+    _night_of(store, 0, 0.5, 40)
+    with store.writing() as conn:  # as a store written by the version before
+        conn.execute(sa.text("ALTER TABLE cases DROP COLUMN steps"))
+        conn.execute(schema_info.update().values(value=str(SCHEMA_VERSION - 1)))
+    reopened = open_store(store.url)
+    try:
+        with reopened.reading() as conn:
+            assert conn.execute(sa.select(cases.c.steps)).scalars().all() == [None]
+            assert conn.execute(sa.select(schema_info.c.value)).scalar() == str(SCHEMA_VERSION)
+        _night_of(reopened, 1, 0.5, 40)
+        with reopened.reading() as conn:
+            assert sorted(conn.execute(sa.select(cases.c.steps)).scalars().all(), key=str) == [40, None]
+    finally:
+        reopened.close()

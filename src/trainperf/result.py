@@ -83,3 +83,9 @@ class CaseResult:
             raise TypeError("'metrics' must be an object of metric objects")
         payload["metrics"] = {name: MetricValue(**value) for name, value in metrics.items()}
         return cls(**payload)
+
+
+def requested_steps(result: CaseResult | None) -> int | None:
+    """The steps a result's runs were told to run (a baseline's: like for like), None without a record."""
+    recorded = [run.get("steps_requested") for run in result.runs] if result else []
+    return int(recorded[0]) if recorded and recorded[0] else None

@@ -16,9 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from trainperf.result import CaseResult
+from trainperf.result import CaseResult, requested_steps
 from trainperf.run.shard import split
-from trainperf.run.step_plan import requested_steps
 
 
 @dataclass(frozen=True, slots=True)

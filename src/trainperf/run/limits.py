@@ -13,8 +13,7 @@ from trainperf.measure.hardware import GpuClass
 from trainperf.plan.cliff import AXES
 from trainperf.plan.flops import attention_length, model_shape
 from trainperf.plan.limits import LimitInputs, case_limits, cliff_headroom
-from trainperf.result import CaseResult
-from trainperf.run.step_plan import requested_steps
+from trainperf.result import CaseResult, requested_steps
 from trainperf.store.baselines import BaselineStore
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.profiles import load_profile, sample_lengths

@@ -20,7 +20,7 @@ from trainperf.judge.compare import MIN_STABLE_PAIRS
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
 from trainperf.judge.step_power import POWER_MARGIN, MetricPower, power_at
 from trainperf.measure.hardware import CPU_CLASS, GpuClass, load_classes
-from trainperf.result import CaseResult
+from trainperf.result import CaseResult, requested_steps
 from trainperf.run.settings import Settings
 
 DEFAULT_STEPS = {"gpu": 40, "cpu": 16}
@@ -57,12 +57,6 @@ def step_count(
     if not settings.plan_steps or settings.update_baselines:
         return StepCount(full)
     return plan_steps(case, baseline, metrics, full, memory_gib)
-
-
-def requested_steps(result: CaseResult | None) -> int | None:
-    """The steps a result's runs were told to run (a baseline's: like for like), None without a record."""
-    recorded = [run.get("steps_requested") for run in result.runs] if result else []
-    return int(recorded[0]) if recorded and recorded[0] else None
 
 
 def memory_limit(case: Case, gpu_class: GpuClass) -> float | None:
@@ -217,6 +211,5 @@ __all__ = [
     "memory_limit",
     "plan_steps",
     "projected_plans",
-    "requested_steps",
     "step_count",
 ]

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from trainperf.errors import TrainperfError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STORE_ENV = "TRAINPERF_STORE"
 DEFAULT_LOCK_TIMEOUT_S = 30.0
 # Any constant: the PostgreSQL advisory lock that serialises schema creation across runners.
@@ -85,6 +85,9 @@ cases = sa.Table(
     sa.Column("effective_config", sa.JSON),
     sa.Column("fingerprint", sa.JSON),
     sa.Column("step_times", sa.JSON),
+    sa.Column("steps", sa.Integer),
+    # The steps the case's runs were told to run: a planned run (--perf-plan-steps) measures fewer,
+    # and its tokens/s and energy per token cover its first steps, so a series breaks where it changes.
     sa.Column("result_path", sa.Text),
     sa.Column("message", sa.Text),
 )
@@ -263,7 +266,15 @@ def schema_version(conn: Connection) -> int:
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     # version N -> N+1. Version 0: a schema table without a version row (an interrupted first use).
     0: lambda conn: metadata.create_all(conn),
+    1: lambda conn: _add_column(conn, cases.name, "steps", "INTEGER"),
 }
+
+
+def _add_column(conn: Connection, table: str, column: str, sql_type: str) -> None:
+    """A column added to a table of an older store (none where version 0's create_all made it).
+    Results stored before it hold NULL there."""
+    if column not in {found["name"] for found in sa.inspect(conn).get_columns(table)}:
+        conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}"))
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from trainperf.judge import stats
 from trainperf.judge.changepoints import median_interval
-from trainperf.result import CaseResult, MetricValue
+from trainperf.result import CaseResult, MetricValue, requested_steps
 from trainperf.store.db import Store, cases, metrics, runs
 
 RUNNER_ENV = "TRAINPERF_RUNNER"
@@ -166,6 +166,7 @@ def write_cases(conn: Connection, run_row: int, items: Sequence[CaseItem]) -> in
                 "effective_config": result.effective_config,
                 "fingerprint": result.fingerprint,
                 "step_times": _step_times(result),
+                "steps": requested_steps(result),
                 "result_path": item.result_path,
                 "message": result.message,
             },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ class Point:
     verdict: str | None
     run_dir: str | None
     fingerprint: dict[str, Any]
+    steps: int | None
+    """The steps its runs were told to run (None in results stored before it was kept)."""
     values: dict[str, float] = field(default_factory=dict)
 
 
@@ -59,6 +62,7 @@ def history_points(store: Store, metric_names: Sequence[str], case_id: str | Non
             cases.c.verdict,
             runs.c.run_dir,
             cases.c.fingerprint,
+            cases.c.steps,
         )
         .join(runs, runs.c.id == cases.c.run_id)
         # A planted slowdown checks the gate, a contaminated run shared its GPU: neither is history.
@@ -73,7 +77,7 @@ def history_points(store: Store, metric_names: Sequence[str], case_id: str | Non
         query = query.where(cases.c.case_id == case_id)
         values = values.join(cases, cases.c.id == metrics.c.case_row).where(cases.c.case_id == case_id)
     with store.reading() as conn:
-        by_row = {row[0]: Point(*row[1:]) for row in conn.execute(query)}
+        by_row = {row[0]: Point(*list(row[1:])) for row in conn.execute(query)}
         for case_row, name, value in conn.execute(values):
             if case_row in by_row:
                 by_row[case_row].values[name] = value
@@ -98,20 +102,39 @@ def all_series(points: Sequence[Point], metric_names: Sequence[str]) -> dict[str
             if not having:
                 continue
             shifts = environment if len(having) == len(group) else environment_steps(having)
-            found[name].append(
-                Series(case_id, runner, name, having, change_points([p.values[name] for p in having]), shifts)
-            )
+            found[name].append(Series(case_id, runner, name, having, _level_changes(having, name), shifts))
     return found
 
 
+def _level_changes(points: Sequence[Point], metric: str) -> list[ChangePoint]:
+    """Change points within each stretch of runs of one length: a planned run's tokens/s and energy
+    per token cover its first steps, so where the length changes the series moves by itself (the
+    environment steps say so there) and that move is not a change of the case."""
+    found: list[ChangePoint] = []
+    start = 0
+    for end in range(1, len(points) + 1):
+        if end < len(points) and not _length_changed(points[end - 1], points[end]):
+            continue
+        stretch = [point.values[metric] for point in points[start:end]]
+        found += [dataclasses.replace(cp, index=cp.index + start) for cp in change_points(stretch)]
+        start = end
+    return found
+
+
+def _length_changed(before: Point, after: Point) -> bool:
+    return before.steps is not None and after.steps is not None and before.steps != after.steps
+
+
 def environment_steps(points: Sequence[Point]) -> dict[int, list[tuple[str, Any, Any]]]:
-    """Position -> what changed (packages, driver, hardware) since the run before it."""
+    """Position -> what changed (packages, driver, hardware, the measured steps) since the run before it."""
     environment = {}
     for position in range(1, len(points)):
         before, after = points[position - 1], points[position]
         changed = environment_changes(before.fingerprint, after.fingerprint)
         if before.runner_env != after.runner_env and not changed:
             changed = [("hardware", before.runner_env, after.runner_env)]
+        if _length_changed(before, after):
+            changed = [*changed, ("measured steps", before.steps, after.steps)]
         if changed:
             environment[position] = changed
     return environment
