@@ -1,6 +1,6 @@
 """Replay the history-judged gate over a results history: each stored result of a runner judged
 again, by today's rules, against the accepted results before it (as ``--perf-baseline auto`` would
-once the runner holds N of them). It reads the store and writes nothing.
+once the runner holds N of them). It reads the store (a SQLite file from a copy) and writes nothing.
 
     python benchmarks/replay_history_gate.py --store sqlite:///PATH --runner RUNNER --gpu-class CLASS \
         [--runs 10] [--case CASE ...]
@@ -15,7 +15,9 @@ Cliff searches are left out (they are judged against their baseline file).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +33,16 @@ from trainperf.store.history_baseline import pooled_baseline
 from trainperf.store.reads import StoredCase, stored_cases
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def working_copy(url: str) -> str:
+    """A SQLite store is read from a copy: opening a store upgrades an older schema in place, and
+    the stores replayed here are often committed measurements."""
+    if not url.startswith("sqlite:///"):
+        return url
+    copy = Path(tempfile.mkdtemp()) / "history.sqlite"
+    shutil.copyfile(url.removeprefix("sqlite:///"), copy)
+    return f"sqlite:///{copy}"
 
 
 def case_ids(store: Store, runner: str) -> list[str]:
@@ -101,7 +113,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     gpu_class = load_classes()[args.gpu_class]
     metrics = with_tolerances(tolerances_from_pyproject(REPO), gpu_class.timing_tolerance_scale)
-    store = open_store(args.store, create=False)
+    store = open_store(working_copy(args.store), create=False)
     counts: Counter[str] = Counter()
     for case_id in args.case or case_ids(store, args.runner):
         for line in replay_case(store, case_id, args.runner, metrics, args.runs):

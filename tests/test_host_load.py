@@ -87,6 +87,7 @@ def test_a_real_busy_neighbour_is_found_and_the_runs_own_child_is_not() -> None:
     assert by_pid.get(burner, 0) >= 0.5 * 1.5 * ticks_per_s
     assert own.pid not in by_pid and os.getpid() not in by_pid
     assert f"pid {burner}" in watch.top_foreign()
+    assert set(watch.figures()) == {"busy", "steal", "foreign_cores", "cores"}
     busy = (watch.ended.busy - watch.started.busy) / (watch.ended.total - watch.started.total)  # type: ignore[union-attr]
     # Crowded or not is the host's business: on a 2-core host the two loops fill it.
     assert bool(watch.reasons()) == (busy >= 0.9)

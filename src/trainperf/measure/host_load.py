@@ -147,19 +147,30 @@ class HostLoadWatch:
         self.scan()
         self.ended = read_host_times(self.proc)
 
-    def reasons(self) -> list[str]:
-        """Why the run's host timing cannot be trusted, or [] when the host was left to it."""
+    def figures(self) -> dict[str, float | int]:
+        """The host over the run: its share busy, the hypervisor's steal, the cores other processes
+        used on average (of ``cores``); empty when ``/proc`` could not be read."""
         if self.started is None or self.ended is None:
-            return []
+            return {}
         total = self.ended.total - self.started.total
         if total <= 0:
+            return {}
+        return {
+            "busy": round((self.ended.busy - self.started.busy) / total, 3),
+            "steal": round((self.ended.steal - self.started.steal) / total, 3),
+            "foreign_cores": round(self.foreign_ticks() / total * self.cores, 2),
+            "cores": self.cores,
+        }
+
+    def reasons(self) -> list[str]:
+        """Why the run's host timing cannot be trusted, or [] when the host was left to it."""
+        figures = self.figures()
+        if not figures:
             return []
         reasons = []
-        steal = (self.ended.steal - self.started.steal) / total
+        steal, busy, foreign_cores = figures["steal"], figures["busy"], figures["foreign_cores"]
         if steal >= STEAL_SHARE:
             reasons.append(f"host CPU: the hypervisor took {steal:.0%} of the CPU time (steal)")
-        busy = (self.ended.busy - self.started.busy) / total
-        foreign_cores = self.foreign_ticks() / total * self.cores
         if foreign_cores >= FOREIGN_CORES and busy >= SATURATED:
             reasons.append(
                 f"host CPU: other processes used {foreign_cores:.1f} of {self.cores} cores on a host "

@@ -97,8 +97,14 @@ class RunWatch:
     def ticks(self) -> list[Callable[[float], None]]:
         return [watch for watch in (self.gpu, self.host) if watch is not None]
 
-    def record(self, before: Hygiene | None, samples: dict[str, list[Sample]]) -> dict[str, Any] | None:
-        return contamination(before, self.gpu, samples, self.host)
+    def record(self, before: Hygiene | None, samples: dict[str, list[Sample]]) -> dict[str, Any]:
+        """The run's ``host_cpu`` figures and its ``contamination`` record, where there are any."""
+        recorded: dict[str, Any] = {}
+        if self.host is not None and (figures := self.host.figures()):
+            recorded["host_cpu"] = figures
+        if found := contamination(before, self.gpu, samples, self.host):
+            recorded["contamination"] = found
+        return recorded
 
 
 class Progress:

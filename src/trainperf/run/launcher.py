@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +66,9 @@ class Launched:
     waited_s: float
     before: dict[str, Any] | None
     idle: dict[str, int]
-    contamination: dict[str, Any] | None = None
-    """What made the run's timing untrustworthy (a foreign process, external throttling), or None."""
+    watched: dict[str, Any] = field(default_factory=dict)
+    """What the watches recorded (``run.guard.RunWatch``): the host's CPU, and what made the run's
+    timing untrustworthy (``contamination``: a foreign process, external throttling)."""
 
 
 def child_command(python: str, gpus: int, spec_path: Path, family: str) -> list[str]:
@@ -222,8 +223,7 @@ def run_info(
         info.update(
             gpus=list(launched.devices), gpu_wait_s=round(launched.waited_s, 1), gpu_before=launched.before
         )
-    if launched.contamination:
-        info["contamination"] = launched.contamination
+    info.update(launched.watched)
     return info
 
 
@@ -314,7 +314,7 @@ class ChildLauncher:
             watch = RunWatch.for_run(devices, spec.bare)
             exit_, samples = self._launch(case, spec, out_dir, interpreter, devices, label, settled_by, watch)
             launched = Launched(exit_, samples, devices, waited, before, idle)
-            launched.contamination = watch.record(dirty, samples)
+            launched.watched = watch.record(dirty, samples)
             child = read_back(case, out_dir)
             outcome, message = classify(
                 exit_.returncode,
