@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,13 @@ CASE = Case(
 )
 
 
-def _context(tmp_path: Path, **options: Any) -> RunContext:
+def _context(tmp_path: Path, learns: bool = False, **options: Any) -> RunContext:
+    """A cpu run; ``learns``: as if the class narrowed timing tolerances from history (a GPU class
+    does; the shipped cpu class does not)."""
     cli = {"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines"), **options}
+    gpu_class = dataclasses.replace(load_classes()["cpu"], learns_timing_tolerances=learns)
     context = open_run(
-        resolve(cli, lambda _n: None, tmp_path), Detection(load_classes()["cpu"], None, None, False), tmp_path
+        resolve(cli, lambda _n: None, tmp_path), Detection(gpu_class, None, None, False), tmp_path
     )
     context.say = lambda _line: None
     return context
@@ -47,7 +51,7 @@ def _fill_history(context: RunContext, runs: int) -> None:
 
 
 def test_ten_quiet_runs_catch_a_two_percent_slowdown_that_the_class_tolerance_passes(tmp_path: Path) -> None:
-    context = _context(tmp_path)
+    context = _context(tmp_path, learns=True)
     _fill_history(context, 10)
     runner = CaseRunner(context)
     baseline, judged_against = runner.baseline_of(CASE.id)
@@ -56,6 +60,18 @@ def test_ten_quiet_runs_catch_a_two_percent_slowdown_that_the_class_tolerance_pa
     slow = runner.judge(CASE, _result(context, 1.02, "2026-11-20T02:00:00+00:00", seed=99), baseline)
     same = runner.judge(CASE, _result(context, 1.0, "2026-11-20T02:00:00+00:00", seed=98), baseline)
     assert slow.verdict is Verdict.REGRESSED and same.verdict is Verdict.PASS
+
+
+def test_the_cpu_class_judges_its_history_at_its_configured_tolerance(tmp_path: Path) -> None:
+    context = _context(tmp_path, learns=load_classes()["cpu"].learns_timing_tolerances)
+    _fill_history(context, 10)
+    runner = CaseRunner(context)
+    baseline, judged_against = runner.baseline_of(CASE.id)
+    assert baseline is not None and judged_against.endswith("; timing tolerances as configured for cpu")
+    # A 12% slower stretch of a shared host passes; a gross slowdown still fails.
+    for slower, verdict in ((1.12, Verdict.PASS), (3.0, Verdict.REGRESSED)):
+        judged = runner.judge(CASE, _result(context, slower, "2026-11-20T02:00:00+00:00", seed=97), baseline)
+        assert judged.verdict is verdict, (slower, judged.reason)
 
 
 def test_auto_takes_the_file_until_the_runner_has_enough_runs(tmp_path: Path) -> None:

@@ -38,6 +38,10 @@ class GpuClass:
     """
     timing_tolerance_scale: float = 1.0
     """Multiplies the tolerance of timing metrics: shared CPU machines are noisier than a GPU."""
+    learns_timing_tolerances: bool = True
+    """Whether a case judged against its runner's history narrows its timing tolerances to what the
+    history shows (``judge.learned_tolerance``): false where a runner's own speed moves between
+    levels further apart than any ten runs show."""
 
     def matches(self, device_name: str) -> bool:
         lowered = device_name.lower()
@@ -56,6 +60,7 @@ def _from_yaml(path: Path) -> GpuClass:
             bf16_dense_tflops=_opt_float(raw.get("bf16_dense_tflops")),
             timing_comparable_only_on_same=tuple(raw.get("timing_comparable_only_on_same", [])),
             timing_tolerance_scale=float(raw.get("timing_tolerance_scale", 1.0)),
+            learns_timing_tolerances=_flag(raw.get("learns_timing_tolerances", True)),
         )
     except (KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
         raise TrainperfError(
@@ -71,6 +76,12 @@ def _patterns(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         raise TypeError("name_patterns must be a list of strings")
     return tuple(value)
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"learns_timing_tolerances must be true or false, got {value!r}")
+    return value
 
 
 def _opt_float(value: Any) -> float | None:

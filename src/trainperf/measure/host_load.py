@@ -134,9 +134,12 @@ class HostLoadWatch:
             if key not in self.foreign and self._is_ours(pid):
                 self._ours.add(key)
                 continue
-            born_during = not first and key[1] >= self._boot_ticks
-            seen_first = self.foreign[key][0] if key in self.foreign else (0 if born_during else ticks)
-            self.foreign[key] = (seen_first, ticks, _name(pid, self.proc))
+            if key in self.foreign:
+                seen_first, _, name = self.foreign[key]
+            else:
+                born_during = not first and key[1] >= self._boot_ticks
+                seen_first, name = (0 if born_during else ticks), _name(pid, self.proc)
+            self.foreign[key] = (seen_first, ticks, name)
 
     def _is_ours(self, pid: int) -> bool:
         return (

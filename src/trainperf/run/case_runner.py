@@ -112,6 +112,8 @@ class CaseRunner:
             return on_file, describe_file_baseline(on_file)
         baseline, described = ctx.history.baseline(result_id, ctx.gpu_class.name, on_file)
         if baseline is not None and baseline is not on_file:
+            if not ctx.gpu_class.learns_timing_tolerances:
+                return baseline, f"{described}; timing tolerances as configured for {ctx.gpu_class.name}"
             self.metrics, learned = learned_tolerances(ctx.metrics, baseline)
             described += "".join(f"; {line}" for line in learned)
         return baseline, described
