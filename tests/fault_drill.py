@@ -55,6 +55,17 @@ def seconds_until_gone(owner_pid: int, limit_s: float = 15.0) -> float:
     return time.monotonic() - started
 
 
+def busy_neighbours(count: int) -> list[int]:
+    """Busy loops that are not the suite's: detached from this process (their parent is not it),
+    without a suite tag. The caller kills them (``kill_all``)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRAINPERF_OWNER"}
+    loop = f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $!;"
+    started = subprocess.run(
+        ["sh", "-c", " ".join([loop] * count)], env=env, capture_output=True, text=True, check=True
+    )
+    return [int(pid) for pid in started.stdout.split()]
+
+
 def kill_all(pids: Sequence[int]) -> None:
     """Never leave a training process on the test machine, whatever the test found."""
     for pid in pids:

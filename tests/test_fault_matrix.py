@@ -20,6 +20,7 @@ from fault_drill import (
     FIRST,
     SECOND,
     Drill,
+    busy_neighbours,
     kill_all,
     one_line_error,
     seconds_until_gone,
@@ -288,21 +289,12 @@ def test_two_pytest_processes_on_one_gpu_are_serialised(tmp_path: Path, row: Row
     )
 
 
-BUSY_LOOP = "while True: pass"
 MOST_NEIGHBOURS = 16
-
-
-def _neighbours(count: int) -> list[int]:
-    """Busy loops that are not the suite's: detached from this process, without a suite tag."""
-    env = {k: v for k, v in os.environ.items() if k != "TRAINPERF_OWNER"}
-    loops = " ".join([f"{sys.executable} -c '{BUSY_LOOP}' >/dev/null 2>&1 & echo $!;"] * count)
-    started = subprocess.run(["sh", "-c", loops], env=env, capture_output=True, text=True, check=True)
-    return [int(pid) for pid in started.stdout.split()]
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) > MOST_NEIGHBOURS, reason="fills at most 16 cores with busy loops")
 def test_a_neighbour_filling_the_host_cpu_makes_the_run_contaminated(tmp_path: Path, row: Row) -> None:
-    neighbours = _neighbours(os.cpu_count() or 1)
+    neighbours = busy_neighbours(os.cpu_count() or 1)
     try:
         done = Drill(tmp_path).run("--perf-steps", "4", "--perf-confirm", "0", select=FIRST)
     finally:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fault_drill import busy_neighbours, kill_all
 
 from trainperf.measure.host_load import HostLoadWatch, HostTimes, read_host_times
 from trainperf.run.guard import contamination
@@ -53,22 +54,9 @@ def test_proc_stat_is_read_as_busy_steal_and_total(tmp_path: Path) -> None:
     assert read_host_times(tmp_path) is None
 
 
-def _detached_burner() -> int:
-    """A busy loop whose parent is not this process, without the suite's tag: a neighbour."""
-    env = {k: v for k, v in os.environ.items() if k != "TRAINPERF_OWNER"}
-    started = subprocess.run(
-        ["sh", "-c", f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return int(started.stdout.strip())
-
-
 @linux_only
 def test_a_real_busy_neighbour_is_found_and_the_runs_own_child_is_not() -> None:
-    burner = _detached_burner()
+    (burner,) = busy_neighbours(1)
     try:
         watch = HostLoadWatch(interval_s=0.2)
         watch.begin()
@@ -81,7 +69,7 @@ def test_a_real_busy_neighbour_is_found_and_the_runs_own_child_is_not() -> None:
             time.sleep(0.05)
         watch.finish()
     finally:
-        os.kill(burner, 9)
+        kill_all([burner])
     by_pid = {pid: last - first for (pid, _), (first, last, _) in watch.foreign.items()}
     ticks_per_s = os.sysconf("SC_CLK_TCK")
     assert by_pid.get(burner, 0) >= 0.5 * 1.5 * ticks_per_s

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainperf.measure.ownership import OWNER_ENV, PROC, descends_from, stat_fields
+from trainperf.measure.ownership import PROC, descends_from, parent_of, stat_fields, tag_of
 
 WATCH_POLL_S = 2.0
 FOREIGN_CORES = 0.25
@@ -72,23 +72,13 @@ def _ancestors(pid: int, proc: Path) -> set[tuple[int, int]]:
     """This process's parent, grandparent, ... as (pid, start ticks), up to init."""
     found = set()
     for _ in range(64):
-        fields = stat_fields(pid, proc)
-        parent = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+        parent = parent_of(pid, proc) or 0
         times = process_times(parent, proc) if parent > 1 else None
         if times is None:
             break
         found.add((parent, times[0]))
         pid = parent
     return found
-
-
-def _suite_process(pid: int, proc: Path) -> bool:
-    """Whether a process carries any suite tag (its environment; unreadable counts as not)."""
-    try:
-        environ = (proc / str(pid) / "environ").read_bytes()
-    except OSError:
-        return False
-    return any(entry.startswith(f"{OWNER_ENV}=".encode()) for entry in environ.split(b"\0"))
 
 
 @dataclass(slots=True)
@@ -143,7 +133,9 @@ class HostLoadWatch:
 
     def _is_ours(self, pid: int) -> bool:
         return (
-            pid == os.getpid() or _suite_process(pid, self.proc) or descends_from(pid, os.getpid(), self.proc)
+            pid == os.getpid()
+            or tag_of(pid, self.proc) is not None
+            or descends_from(pid, os.getpid(), self.proc)
         )
 
     def finish(self) -> None:

@@ -139,7 +139,8 @@ def sweep_orphans() -> list[Orphan]:
     return end_orphans(find_orphans())
 
 
-def _parent(pid: int, proc: Path) -> int | None:
+def parent_of(pid: int, proc: Path = PROC) -> int | None:
+    """The process's parent pid (``/proc/<pid>/stat`` field 4), or None when it is gone."""
     fields = stat_fields(pid, proc)
     return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
 
@@ -149,7 +150,7 @@ def descends_from(pid: int, ancestor: int, proc: Path = PROC) -> bool:
     exiting process too)."""
     seen = 0
     while pid > 1 and seen < 64:
-        parent = _parent(pid, proc)
+        parent = parent_of(pid, proc)
         if parent is None:
             return False
         if parent == ancestor:
