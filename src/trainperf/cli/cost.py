@@ -45,7 +45,7 @@ def _gpu_counts(text: str) -> tuple[int, ...]:
     return counts
 
 
-def _plans(baselines: list[Any], args: argparse.Namespace) -> dict[str, Any]:
+def _plans(baselines: list[Any]) -> dict[str, Any]:
     from trainperf.run.step_plan import projected_plans
 
     if not baselines:
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         results += [(result, one_run) for result in load_results([folder])]
     if not results:
         raise TrainperfError(f"no case results in {', '.join(map(str, args.folders))}")
-    plans = _plans([result for result, one_run in results if one_run], args) if args.plan_steps else {}
+    plans = _plans([result for result, one_run in results if one_run]) if args.plan_steps else {}
     cost = nightly_cost(results, counts, {case_id: plan.steps for case_id, plan in plans.items()})
     if plans and not args.json:
         print("\n".join(f"{case_id}: {plan.note}" for case_id, plan in sorted(plans.items()) if plan.note))
