@@ -7,21 +7,24 @@
 # Prints one table: case, cache, wall, set-up total and its phases, vLLM's compile and CUDA graph
 # capture, first step's extra time, steps.
 #   usage: bash benchmarks/verl_setup_gpu.sh
-# Variables: CASES (default "mb8 mb16", the micro-batch sizes run in turn), PERF_WALL_S per run (720).
+# Variables: CASES (default "mb8 mb16", the micro-batch sizes run in turn), PERF_WALL_S per run (720),
+# ARGS (more pytest arguments, e.g. --perf-confirm 0 to measure set-up without confirmation runs),
+# BASE (the run folders' parent, default reports/verl-setup), FRESH_CACHE=0 (keep the vLLM cache
+# folder an earlier invocation filled).
 # Run folders under reports/verl-setup/<case>/; the vLLM cache under $TRAINPERF_CACHE_DIR/vllm
 # (default ~/.cache/trainperf/vllm), emptied first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-base=reports/verl-setup
+base=${BASE:-reports/verl-setup}
 bundle=${TRAINPERF_OUT:-${OUT:-reports/out}}
 cache=${TRAINPERF_CACHE_DIR:-$HOME/.cache/trainperf}/vllm
 mkdir -p "$base" "$bundle"
-rm -rf "$cache"
+[ "${FRESH_CACHE:-1}" = 0 ] || rm -rf "$cache"
 started=$(date +%s)
 for mb in ${CASES:-mb8 mb16}; do
   TRAINPERF_OUT="$base/$mb" LOG_NAME=pytest PERF_WALL_S=${PERF_WALL_S:-720} bash scripts/offline-run.sh \
     perf_tests/test_rl_verl.py -k "qwen2_5_0_5b and algppo and engvllm and $mb-" --perf-store off \
-    --perf-output "$base/$mb/runs" --perf-timeout 680 > /dev/null 2>&1
+    --perf-output "$base/$mb/runs" --perf-timeout 680 ${ARGS:-} > /dev/null 2>&1
   echo "$mb rc=$? ($(( $(date +%s) - started )) s so far; vLLM cache $(du -sh "$cache" 2>/dev/null | cut -f1))"
   rm -f "$base/$mb/results.tgz"
 done

@@ -26,10 +26,12 @@ from trainperf.measure.nvml import Sample, Sampler, write_samples
 from trainperf.measure.ownership import OWNER_ENV, owner_tag
 from trainperf.measure.placement import Placement, cpu_share, reserve
 from trainperf.run import interruption, process
+from trainperf.run.bytecode import with_bytecode_cache
 from trainperf.run.context import RunContext
 from trainperf.run.guard import Progress, RunWatch, both, check_before
 from trainperf.run.outcome import classify
 from trainperf.run.process import Exit
+from trainperf.synth.cache import cache_root
 from trainperf.traces.collect import collect
 from trainperf.traces.plan import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
@@ -89,8 +91,8 @@ def child_command(python: str, gpus: int, spec_path: Path, family: str) -> list[
 
 
 def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
-    """The child's environment variables. ``isolated``: the interpreter is a workload environment
-    of its own, so the suite's PYTHONPATH (which may carry another stack) is not passed on."""
+    """The child's environment variables (``isolated``: a workload environment of its own, which
+    gets no PYTHONPATH of the suite's); its bytecode cached where the runner writes none."""
     env = dict(os.environ)
     if isolated:
         env.pop("PYTHONPATH", None)
@@ -107,14 +109,13 @@ def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
         # child's GPU "1" need not be the GPU the parent samples as 1.
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
     )
-    # Everything the child starts inherits it: the suite knows its own processes on a GPU, and
-    # finds its orphans after a kill -9 (measure.ownership).
+    # Everything the child starts inherits it: the suite knows its own processes, orphans too.
     env[OWNER_ENV] = owner_tag()
     env.update(share.env() if (share := cpu_share(env)) else {})
     # The child imports this very trainperf, whatever interpreter runs it.
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
-    return env
+    return with_bytecode_cache(env, cache_root("bytecode"))
 
 
 def interpreter_for(ctx: RunContext, case: Case) -> Interpreter | None:
