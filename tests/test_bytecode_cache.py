@@ -2,14 +2,36 @@
 
 from __future__ import annotations
 
+import importlib
+import py_compile
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from trainperf.run.bytecode import NO_BYTECODE, PREFIX, SWITCH, with_bytecode_cache
+from trainperf.run import bytecode
+from trainperf.run.bytecode import NO_BYTECODE, PREFIX, SWITCH, ships_bytecode, with_bytecode_cache
 from trainperf.run.launcher import child_env
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A runner's stack without compiled files: the module the cache is decided on."""
+    folder = tmp_path / "stack"
+    (folder / "planted_stack").mkdir(parents=True)
+    (folder / "planted_stack" / "__init__.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(folder))
+    importlib.invalidate_caches()
+    monkeypatch.setattr(bytecode, "STACK_MODULE", "planted_stack")
+    return folder
+
+
+def test_a_module_ships_bytecode_only_with_its_compiled_file(stack: Path) -> None:
+    assert not ships_bytecode("planted_stack")
+    py_compile.compile(str(stack / "planted_stack" / "__init__.py"))
+    assert ships_bytecode("planted_stack")
+    assert ships_bytecode("no_such_module_anywhere")  # nothing to judge: the runner is left alone
 
 
 @pytest.mark.parametrize(
@@ -23,7 +45,7 @@ from trainperf.run.launcher import child_env
     ],
 )
 def test_the_cache_is_used_only_where_the_runner_writes_no_bytecode(
-    runner: dict[str, str], cached: bool, tmp_path: Path
+    runner: dict[str, str], cached: bool, stack: Path, tmp_path: Path
 ) -> None:
     given = {"PATH": "/bin", **runner}
     env = with_bytecode_cache(given, tmp_path)
@@ -31,6 +53,12 @@ def test_the_cache_is_used_only_where_the_runner_writes_no_bytecode(
         assert env == {"PATH": "/bin", PREFIX: str(tmp_path)}
     else:
         assert env == given
+
+
+def test_a_runner_that_ships_bytecode_is_left_alone(stack: Path, tmp_path: Path) -> None:
+    py_compile.compile(str(stack / "planted_stack" / "__init__.py"))
+    given = {NO_BYTECODE: "1"}
+    assert with_bytecode_cache(given, tmp_path) == given
 
 
 def _import_in_child(env: dict[str, str], source: Path) -> str:
@@ -43,7 +71,7 @@ def _import_in_child(env: dict[str, str], source: Path) -> str:
 
 
 def test_a_child_writes_its_bytecode_to_the_cache_and_never_runs_it_stale(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(NO_BYTECODE, "1")
     monkeypatch.delenv(PREFIX, raising=False)

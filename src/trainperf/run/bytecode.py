@@ -12,18 +12,32 @@ The children write and read their bytecode under the suite's cache folder instea
 (``PYTHONPYCACHEPREFIX``), so the runner's own package folders stay as they are; the first
 process after an upgrade fills it, every later one (of the run, and of later nights) reads it.
 Python checks each cached file against its source's modification time and size, so a changed
-package is compiled again, never run stale. A runner that writes bytecode already, or that names
-its own prefix, is left alone; ``TRAINPERF_BYTECODE_CACHE=off`` leaves it alone too.
+package is compiled again, never run stale. A prefix makes Python ignore the ``__pycache__``
+folders beside the sources, so the cache is used only where torch (which every child imports)
+has no compiled file there: a runner that writes bytecode, ships it, or names its own prefix is
+left alone; ``TRAINPERF_BYTECODE_CACHE=off`` leaves it alone too.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 
 SWITCH = "TRAINPERF_BYTECODE_CACHE"
 NO_BYTECODE = "PYTHONDONTWRITEBYTECODE"
 PREFIX = "PYTHONPYCACHEPREFIX"
+STACK_MODULE = "torch"
+"""The module whose compiled files say whether the runner ships bytecode: every child imports it."""
+
+
+def ships_bytecode(module: str) -> bool:
+    """Whether ``module`` (found, not imported) has its compiled file where Python reads it; a
+    module that is not found, or not a source file, says nothing: taken as shipped."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.has_location or not (spec.origin or "").endswith(".py"):
+        return True
+    return Path(importlib.util.cache_from_source(spec.origin or "")).is_file()
 
 
 def with_bytecode_cache(env: Mapping[str, str], folder: Path) -> dict[str, str]:
@@ -32,6 +46,8 @@ def with_bytecode_cache(env: Mapping[str, str], folder: Path) -> dict[str, str]:
     wanted = dict(env)
     # Python reads an empty PYTHONDONTWRITEBYTECODE as unset: only a non-empty one stops writing.
     if env.get(SWITCH, "on").lower() == "off" or not env.get(NO_BYTECODE) or env.get(PREFIX):
+        return wanted
+    if ships_bytecode(STACK_MODULE):
         return wanted
     wanted.pop(NO_BYTECODE)
     wanted[PREFIX] = str(folder)
