@@ -36,7 +36,11 @@ PY
 }
 run quiet
 figures quiet
-pids=$(for _ in $(seq "$(nproc)"); do env -u TRAINPERF_OWNER "$loop_python" -c 'while True: pass' >/dev/null 2>&1 & echo $!; done)
+# Each loop ends by itself after LOOP_S seconds (default 900) if this script is killed first.
+loop="import time
+end = time.monotonic() + ${LOOP_S:-900}
+while time.monotonic() < end: pass"
+pids=$(for _ in $(seq "$(nproc)"); do env -u TRAINPERF_OWNER "$loop_python" -c "$loop" >/dev/null 2>&1 & echo $!; done)
 run neighbours
 # shellcheck disable=SC2086
 kill -9 $pids 2>/dev/null

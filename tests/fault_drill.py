@@ -55,11 +55,14 @@ def seconds_until_gone(owner_pid: int, limit_s: float = 15.0) -> float:
     return time.monotonic() - started
 
 
-def busy_neighbours(count: int) -> list[int]:
+def busy_neighbours(count: int, lifetime_s: int = 300) -> list[int]:
     """Busy loops that are not the suite's: detached from this process (their parent is not it),
-    without a suite tag. The caller kills them (``kill_all``)."""
+    without a suite tag. The caller kills them (``kill_all``); each also ends by itself after
+    ``lifetime_s``, so that a test session killed before its clean-up leaves no loop behind to
+    crowd every later run of the host."""
     env = {k: v for k, v in os.environ.items() if k != "TRAINPERF_OWNER"}
-    loop = f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $!;"
+    body = f"import time\nend = time.monotonic() + {lifetime_s}\nwhile time.monotonic() < end: pass"
+    loop = f"{sys.executable} -c '{body}' >/dev/null 2>&1 & echo $!;"
     started = subprocess.run(
         ["sh", "-c", " ".join([loop] * count)], env=env, capture_output=True, text=True, check=True
     )
