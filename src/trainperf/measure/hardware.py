@@ -60,7 +60,7 @@ def _from_yaml(path: Path) -> GpuClass:
             bf16_dense_tflops=_opt_float(raw.get("bf16_dense_tflops")),
             timing_comparable_only_on_same=tuple(raw.get("timing_comparable_only_on_same", [])),
             timing_tolerance_scale=float(raw.get("timing_tolerance_scale", 1.0)),
-            learns_timing_tolerances=_flag(raw.get("learns_timing_tolerances", True)),
+            learns_timing_tolerances=_flag(raw, "learns_timing_tolerances", default=True),
         )
     except (KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
         raise TrainperfError(
@@ -78,9 +78,10 @@ def _patterns(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _flag(value: Any) -> bool:
+def _flag(raw: dict[str, Any], key: str, *, default: bool) -> bool:
+    value = raw.get(key, default)
     if not isinstance(value, bool):
-        raise TypeError(f"learns_timing_tolerances must be true or false, got {value!r}")
+        raise TypeError(f"{key} must be true or false, got {value!r}")
     return value
 
 

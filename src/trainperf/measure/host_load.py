@@ -142,28 +142,38 @@ class HostLoadWatch:
         self.scan()
         self.ended = read_host_times(self.proc)
 
-    def figures(self) -> dict[str, float | int]:
-        """The host over the run: its share busy, the hypervisor's steal, the cores other processes
-        used on average (of ``cores``); empty when ``/proc`` could not be read."""
+    def _shares(self) -> tuple[float, float, float] | None:
+        """The host over the run, unrounded: (busy share, steal share, cores used by others); None
+        when ``/proc`` could not be read."""
         if self.started is None or self.ended is None:
-            return {}
+            return None
         total = self.ended.total - self.started.total
         if total <= 0:
+            return None
+        busy = (self.ended.busy - self.started.busy) / total
+        steal = (self.ended.steal - self.started.steal) / total
+        return busy, steal, self.foreign_ticks() / total * self.cores
+
+    def figures(self) -> dict[str, float | int]:
+        """The host over the run, as recorded: its share busy, the hypervisor's steal, the cores
+        other processes used on average (of ``cores``); empty when ``/proc`` could not be read."""
+        if (shares := self._shares()) is None:
             return {}
+        busy, steal, foreign_cores = shares
         return {
-            "busy": round((self.ended.busy - self.started.busy) / total, 3),
-            "steal": round((self.ended.steal - self.started.steal) / total, 3),
-            "foreign_cores": round(self.foreign_ticks() / total * self.cores, 2),
+            "busy": round(busy, 3),
+            "steal": round(steal, 3),
+            "foreign_cores": round(foreign_cores, 2),
             "cores": self.cores,
         }
 
     def reasons(self) -> list[str]:
-        """Why the run's host timing cannot be trusted, or [] when the host was left to it."""
-        figures = self.figures()
-        if not figures:
+        """Why the run's host timing cannot be trusted, or [] when the host was left to it (judged
+        on the unrounded shares: a recorded figure's rounding must not cross a threshold)."""
+        if (shares := self._shares()) is None:
             return []
+        busy, steal, foreign_cores = shares
         reasons = []
-        steal, busy, foreign_cores = figures["steal"], figures["busy"], figures["foreign_cores"]
         if steal >= STEAL_SHARE:
             reasons.append(f"host CPU: the hypervisor took {steal:.0%} of the CPU time (steal)")
         if foreign_cores >= FOREIGN_CORES and busy >= SATURATED:
