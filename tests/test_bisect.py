@@ -13,7 +13,7 @@ import pytest
 from bisect_package import PACKAGE, build_versions
 
 from trainperf.errors import TrainperfError
-from trainperf.families.version_envs import VersionEnvOptions, ensure_env, wheelhouse_versions
+from trainperf.families.candidates import CandidateOptions, ensure_candidate, wheelhouse_versions
 from trainperf.paths import REPO_ROOT
 from trainperf.plan.bisect import Judgement, bisect, max_environments, parse_range, versions_between
 
@@ -71,10 +71,10 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_layered_environment_holds_the_version_and_the_base(wheelhouse: Path, tmp_path: Path) -> None:
     assert sorted(wheelhouse_versions(wheelhouse, PACKAGE)) == ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"]
-    options = VersionEnvOptions(base_python=sys.executable, wheelhouse=wheelhouse, root=tmp_path)
+    options = CandidateOptions(base_python=sys.executable, wheelhouse=wheelhouse, root=tmp_path)
     lines: list[str] = []
-    python = ensure_env(options, PACKAGE, "1.1.0", say=lines.append)
-    assert ensure_env(options, PACKAGE, "1.1.0", say=lines.append) == python
+    python = ensure_candidate(options, {PACKAGE: "1.1.0"}, say=lines.append).python
+    assert ensure_candidate(options, {PACKAGE: "1.1.0"}, say=lines.append).python == python
     assert "building" in lines[0] and "cached environment" in lines[1]
     probe = "import importlib.metadata as m, yaml; print(m.version('tpbisect-probe'), yaml.__name__)"
     shown = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True).stdout
@@ -82,14 +82,14 @@ def test_layered_environment_holds_the_version_and_the_base(wheelhouse: Path, tm
     # An environment layered over another base (its .pth names other folders) is rebuilt.
     layer = next(python.parent.parent.glob("lib/python*/site-packages/_trainperf_base_env.pth"))
     layer.write_text("import site; site.addsitedir('/elsewhere/site-packages')\n")
-    ensure_env(options, PACKAGE, "1.1.0", say=lines.append)
+    ensure_candidate(options, {PACKAGE: "1.1.0"}, say=lines.append)
     assert "building" in lines[2] and "/elsewhere" not in layer.read_text()
 
 
 def test_a_version_missing_offline_names_the_wheel(wheelhouse: Path, tmp_path: Path) -> None:
-    options = VersionEnvOptions(base_python=sys.executable, wheelhouse=wheelhouse, root=tmp_path)
+    options = CandidateOptions(base_python=sys.executable, wheelhouse=wheelhouse, root=tmp_path)
     with pytest.raises(TrainperfError) as raised:
-        ensure_env(options, PACKAGE, "1.9.0", say=lambda _: None)
+        ensure_candidate(options, {PACKAGE: "1.9.0"}, say=lambda _: None)
     message = str(raised.value)
     assert "\n" not in message and "tpbisect_probe-1.9.0-*.whl" in message and str(wheelhouse) in message
 

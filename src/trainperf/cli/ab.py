@@ -1,50 +1,156 @@
-"""``trainperf ab``: cases run under two Python environments interleaved, B judged against A."""
+"""``trainperf ab``: cases run under two Python environments interleaved, B judged against A.
+
+Either side is an existing interpreter (``--env-a/--env-b``) or a candidate built from the base
+environment with pins changed (``--pin-a/--pin-b``, see ``trainperf.families.candidates``). The
+study's folder keeps the rounds, their own results store, ``ab.txt`` and ``ab.json`` (what
+``trainperf report upgrades`` reads). Exit status: 0 B not worse, 1 B regressed, changed or cannot
+run (``broken-environment``), 2 nothing could be judged (bad input, A cannot run).
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from trainperf.cli.compare import judge_b_against_a
 from trainperf.errors import TrainperfError
-from trainperf.run.folder import RunFolder
+from trainperf.families.candidates import BrokenEnvironment
+
+BROKEN = "broken-environment"
+
+
+def _say(line: str) -> None:
+    print(f"[trainperf ab] {line}", flush=True)
+
+
+def _write(output: Path, text: str, record: dict[str, Any]) -> None:
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "ab.txt").write_text(text + "\n")
+    (output / "ab.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def _study_record(args: argparse.Namespace, sides: dict[str, Any], pytest_args: list[str]) -> dict[str, Any]:
+    return {
+        "kind": "ab",
+        "created": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "rounds": args.rounds,
+        "selection": pytest_args,
+        "a": sides.get("a"),
+        "b": sides.get("b"),
+    }
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    from datetime import datetime
+    from trainperf.run.ab_sides import CandidateSettings, prepare_side, side_requests
 
-    from trainperf.run.ab import check_environment, pool_rounds, run_rounds
-
-    args.env_a, args.env_b = os.path.abspath(args.env_a), os.path.abspath(args.env_b)
-    for label, python in (("a", args.env_a), ("b", args.env_b)):
-        print(f"environment {label.upper()}: {python}: {check_environment(python, label)}")
     pytest_args = [a for a in args.pytest_args if a != "--"]
     if not pytest_args:
         raise TrainperfError(
-            "give the cases to run after the options, e.g. trainperf ab --env-a A --env-b B -- -m h100 -k "
-            "lora"
+            "give the cases to run after the options, e.g. trainperf ab --pin-b transformers==5.24.0 -- "
+            "-m h100 -k lora"
         )
-    output = Path(args.output or f"reports/ab-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    folders_a, folders_b = run_rounds(args.env_a, args.env_b, args.rounds, pytest_args, output)
-    text, status = judge_b_against_a(
-        pool_rounds([RunFolder.open(f).results() for f in folders_a]),
-        pool_rounds([RunFolder.open(f).results() for f in folders_b]),
-        args.env_a,
-        args.env_b,
-        args,
+    output = Path(args.output or f"reports/ab-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
+    settings = CandidateSettings(args.base_python, args.wheelhouse, args.envs, args.allow_conflicts)
+    request_a, request_b = side_requests(args)
+    try:
+        side_a = prepare_side(request_a, settings, say=_say)
+    except BrokenEnvironment as exc:
+        raise TrainperfError(f"environment A cannot run, nothing was measured: {exc}") from exc
+    print(f"environment A: {side_a.python}: {side_a.description}")
+    record = _study_record(args, {"a": side_a.to_dict()}, pytest_args)
+    try:
+        side_b = prepare_side(request_b, settings, say=_say)
+    except BrokenEnvironment as exc:
+        text = (
+            f"environment B: {BROKEN}: {exc.package}: {exc.cause}\nnothing measured: B cannot run the cases"
+        )
+        print(text)
+        _write(
+            output,
+            text,
+            {**record, "verdict": BROKEN, "broken": {"package": exc.package, "cause": exc.cause}},
+        )
+        return 1
+    print(f"environment B: {side_b.python}: {side_b.description}")
+    record["b"] = side_b.to_dict()
+    return _measure(args, output, side_a.python, side_b.python, pytest_args, record)
+
+
+def _measure(
+    args: argparse.Namespace, output: Path, python_a: str, python_b: str, pytest_args: list[str],
+    record: dict[str, Any],
+) -> int:  # fmt: skip
+    from trainperf.cli.compare import comparison_of
+    from trainperf.report.compare_runs import render
+    from trainperf.run.ab import broken_cases, pool_rounds, run_rounds, unmeasured_cases
+    from trainperf.run.folder import RunFolder
+
+    folders_a, folders_b = run_rounds(python_a, python_b, args.rounds, pytest_args, output)
+    results_a = pool_rounds([RunFolder.open(f).results() for f in folders_a])
+    results_b = pool_rounds([RunFolder.open(f).results() for f in folders_b])
+    not_run_a = unmeasured_cases(results_a)
+    if not_run_a:
+        listed = "; ".join(f"{case}: {why}" for case, why in sorted(not_run_a.items()))
+        raise TrainperfError(f"environment A did not run every case, nothing to judge B against ({listed})")
+    comparison = comparison_of(
+        results_a, results_b, args.label_a or python_a, args.label_b or python_b, args.strict
     )
-    print(text)
-    (output / ("ab.json" if args.json else "ab.txt")).write_text(text + "\n")
+    text, status = render(comparison), comparison.exit_status
+    broken = broken_cases(results_a, results_b)
+    if broken:
+        text += "\n" + "\n".join(
+            f"{case}: {BROKEN} (B crashed: {why})" for case, why in sorted(broken.items())
+        )
+        status = 1
+    if not args.json:
+        print(text)
+    verdict = BROKEN if broken else ("fails" if status else "passes")
+    summary = {"verdict": verdict, "broken_cases": broken, "comparison": comparison.to_dict()}
+    _write(output, text, {**record, **summary})
+    if args.json:
+        print(json.dumps(summary, indent=1))
     return status
+
+
+def add_candidate_options(parser: argparse.ArgumentParser) -> None:
+    """Where candidates come from: shared by ``ab`` and ``bisect``."""
+    parser.add_argument(
+        "--base-python", default=None, help="environment the candidates are built over (default: this one)"
+    )
+    parser.add_argument(
+        "--wheelhouse", default=None, help="build candidates offline from this folder of wheels"
+    )
+    parser.add_argument(
+        "--envs", default=None, help="folder of the cached candidate environments (default .venvs/candidates)"
+    )
+    parser.add_argument(
+        "--allow-conflicts",
+        action="store_true",
+        help="measure a candidate even when pip declares a conflict with its pins",
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ab = sub.add_parser(
-        "ab", help="run cases under two Python environments interleaved A B A B; exit 1 when B regressed"
+        "ab",
+        help="run cases under two Python environments interleaved A B A B; exit 1 when B regressed or "
+        "cannot run",
     )
-    ab.add_argument("--env-a", required=True, help="Python interpreter of environment A (before)")
-    ab.add_argument("--env-b", required=True, help="Python interpreter of environment B (after)")
+    ab.add_argument(
+        "--env-a", default=None, help="interpreter of environment A (default: the base environment)"
+    )
+    ab.add_argument("--env-b", default=None, help="interpreter of environment B")
+    ab.add_argument(
+        "--pin-a", action="append", default=[], help="A is the base with NAME==VERSION (repeatable)"
+    )
+    ab.add_argument(
+        "--pin-b", action="append", default=[], help="B is the base with NAME==VERSION (repeatable)"
+    )
+    ab.add_argument("--label-a", default=None, help="A's name in the table (default: its interpreter)")
+    ab.add_argument("--label-b", default=None, help="B's name in the table (default: its interpreter)")
+    add_candidate_options(ab)
     ab.add_argument("--rounds", type=int, default=3, help="A/B rounds (default 3)")
     ab.add_argument("--output", default=None, help="folder for the rounds (default reports/ab-<time>)")
     ab.add_argument("--json", action="store_true")

@@ -1,28 +1,36 @@
 """``trainperf bisect PACKAGE GOOD..BAD -- SELECTION``: the first version of a package whose cases
 regressed, each step an interleaved A/B (``trainperf ab``) of GOOD against the probed version.
 
-Environments: ``trainperf.families.version_envs`` (layered over the suite's interpreter, cached);
-search: ``trainperf.plan.bisect`` (at most ceil(log2 n) + 1 environments for n versions).
+Environments: ``trainperf.families.candidates`` (layered over the suite's interpreter, cached);
+search: ``trainperf.plan.bisect`` (at most ceil(log2 n) + 1 environments for n versions, plus one
+per version stepped over). Before anything is measured, both ends must run: a GOOD that cannot
+run is said first, in one line naming the package and the cause, and the oldest version that runs
+becomes GOOD (or the bisection stops); likewise BAD, from the newest. A probed version that cannot
+run is stepped over, never judged good; every conclusion rests on measured pairs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from trainperf.cli.ab import add_candidate_options
 from trainperf.errors import TrainperfError
-from trainperf.families.version_envs import (
-    BISECT_VENVS,
-    VersionEnvOptions,
-    ensure_env,
+from trainperf.families.candidates import (
+    STACK_IMPORTS,
+    BrokenEnvironment,
+    Candidate,
+    CandidateOptions,
+    ensure_candidate,
     index_versions,
+    installed_versions,
     wheelhouse_versions,
 )
-from trainperf.measure.hardware import load_classes
+from trainperf.families.envs import normalise
 from trainperf.plan.bisect import (
     Bisection,
     Judgement,
@@ -33,28 +41,37 @@ from trainperf.plan.bisect import (
 )
 
 NO_REGRESSION = "no regression between GOOD and BAD at this selection"
+Say = Callable[[str], None]
 
 
 def ab_step(
     args: argparse.Namespace, good_python: Path, python: Path, version: str, output: Path
 ) -> Judgement:
     """One A/B step: GOOD's environment (A) against the probed version's (B), interleaved, B judged
-    against A as ``trainperf ab`` does; bad when any case of the selection fails that judgement."""
-    from trainperf.judge.metrics import tolerances_from_pyproject
-    from trainperf.report.compare_runs import compare_runs
-    from trainperf.run.ab import pool_rounds, run_rounds
+    against A as ``trainperf ab`` does. Bad when any case fails that judgement (an OOM included);
+    broken when B crashed in a case that GOOD ran; GOOD failing to run a case stops the bisection."""
+    from trainperf.cli.compare import comparison_of
+    from trainperf.run.ab import broken_cases, pool_rounds, run_rounds, unmeasured_cases
     from trainperf.run.folder import RunFolder
 
     folders_a, folders_b = run_rounds(
         str(good_python), str(python), args.rounds, args.selection, output / version
     )
-    comparison = compare_runs(
-        pool_rounds([RunFolder.open(f).results() for f in folders_a]),
-        pool_rounds([RunFolder.open(f).results() for f in folders_b]),
-        classes=load_classes(),
-        tolerances=tolerances_from_pyproject(Path.cwd()),
-        label_a=f"{args.package} {args.good}",
-        label_b=f"{args.package} {version}",
+    results_a = pool_rounds([RunFolder.open(f).results() for f in folders_a])
+    results_b = pool_rounds([RunFolder.open(f).results() for f in folders_b])
+    not_run = unmeasured_cases(results_a)
+    if not_run:
+        listed = "; ".join(f"{case}: {why}" for case, why in sorted(not_run.items()))
+        raise TrainperfError(
+            f"GOOD {args.package} {args.good} did not run every case in the step against {version}, so "
+            f"nothing can be judged against it ({listed})"
+        )
+    broken = broken_cases(results_a, results_b)
+    if broken:
+        case, why = min(broken.items())
+        return Judgement(version, False, None, f"broken-environment: {case} crashed: {why}", broken=True)
+    comparison = comparison_of(
+        results_a, results_b, f"{args.package} {args.good}", f"{args.package} {version}", strict=False
     )
     ratios = [m.ratio for case in comparison.cases if (m := case.metric("step_time_s")) and m.ratio]
     verdicts = ", ".join(f"{case.case_id} {case.verdict.verdict.value}" for case in comparison.cases)
@@ -64,12 +81,14 @@ def ab_step(
 
 
 def step_line(number: int, step: Judgement, good: str) -> str:
+    if step.broken:
+        return f"step {number}: {step.version}: cannot run, stepped over ({step.verdict})"
     ratio = f"step time x{step.ratio:.3f}" if step.ratio is not None else "no step-time ratio"
     judged = "bad" if step.bad else "good"
     return f"step {number}: {step.version} vs {good}: {ratio} ({step.verdict}) -> {judged}"
 
 
-def _versions(args: argparse.Namespace, options: VersionEnvOptions) -> list[str]:
+def _versions(args: argparse.Namespace, options: CandidateOptions) -> list[str]:
     if options.wheelhouse is not None:
         available = wheelhouse_versions(options.wheelhouse, args.package)
     else:
@@ -77,18 +96,115 @@ def _versions(args: argparse.Namespace, options: VersionEnvOptions) -> list[str]
     return versions_between(available, args.good, args.bad, args.package)
 
 
-def _write(output: Path, args: argparse.Namespace, result: Bisection) -> None:
+class Builder:
+    """Candidates by version, built once; a broken one is remembered with its cause."""
+
+    def __init__(self, args: argparse.Namespace, options: CandidateOptions, say: Say) -> None:
+        self.args, self.options, self.say = args, options, say
+        self.built: dict[str, Candidate] = {}
+        self.broken: dict[str, BrokenEnvironment] = {}
+
+    def __call__(self, version: str) -> Candidate | BrokenEnvironment:
+        if version not in self.built and version not in self.broken:
+            try:
+                pins = {normalise(self.args.package): version}
+                self.built[version] = ensure_candidate(self.options, pins, say=self.say)
+            except BrokenEnvironment as exc:
+                self.broken[version] = exc
+        return self.built.get(version) or self.broken[version]
+
+    def beside(self) -> str:
+        """The base's key packages, which a broken version could not run beside."""
+        base = installed_versions(self.options.base_python)
+        return ", ".join(f"{n} {base[n]}" for n in STACK_IMPORTS if n in base and n != self.args.package)
+
+
+def _first_runnable(indices: range, versions: list[str], build: Builder, end: str, say: Say) -> int | None:
+    """The first index in ``indices`` whose version runs; each one passed over is said at once."""
+    for index in indices:
+        built = build(versions[index])
+        if isinstance(built, Candidate):
+            return index
+        say(
+            f"{end} {build.args.package} {versions[index]} cannot run here beside {build.beside()}: "
+            f"{built.cause}"
+        )
+    return None
+
+
+def runnable_ends(versions: list[str], build: Builder, say: Say) -> list[str]:
+    """The range trimmed to ends that run: the oldest runnable version becomes GOOD, the newest BAD,
+    each move said in one line with the cause; one line and a stop when fewer than two run."""
+    package = build.args.package
+    low = _first_runnable(range(len(versions)), versions, build, "GOOD", say)
+    if low is None:
+        raise TrainperfError(
+            f"no version of {package} from {versions[0]} to {versions[-1]} runs here; nothing measured"
+        )
+    if low > 0:
+        say(f"GOOD is now {package} {versions[low]}, the oldest version of the range that runs")
+    high = _first_runnable(range(len(versions) - 1, low - 1, -1), versions, build, "BAD", say)
+    assert high is not None  # versions[low] runs
+    if high == low:
+        raise TrainperfError(
+            f"of {package} {versions[0]}..{versions[-1]} only {versions[low]} runs here: nothing to bisect"
+        )
+    if high < len(versions) - 1:
+        say(
+            f"BAD is now {package} {versions[high]}, the newest that runs; {versions[high + 1]} is the first "
+            "version after it that cannot run (an upgrade past it breaks these cases here)"
+        )
+    return versions[low : high + 1]
+
+
+def _write(output: Path, args: argparse.Namespace, result: Bisection, build: Builder) -> None:
     steps = [
-        {"version": s.version, "bad": s.bad, "ratio": s.ratio, "verdict": s.verdict} for s in result.steps
+        {"version": s.version, "bad": s.bad, "broken": s.broken, "ratio": s.ratio, "verdict": s.verdict}
+        for s in result.steps
     ]
-    record = {
+    record: dict[str, Any] = {
+        "kind": "bisect",
+        "created": datetime.now().astimezone().isoformat(timespec="seconds"),
         "package": args.package,
+        "range": [args.requested_good, args.requested_bad],
+        "good": args.good,
+        "bad": args.bad,
+        "selection": args.selection,
+        "rounds": args.rounds,
         "versions": result.versions,
         "first_bad": result.first_bad,
+        "unresolved": result.unresolved,
         "environments": result.environments,
         "steps": steps,
+        "broken": {version: exc.cause for version, exc in sorted(build.broken.items())},
+        "moved": {version: [list(m) for m in c.moved] for version, c in sorted(build.built.items())},
     }
     (output / "bisect.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def _options(args: argparse.Namespace) -> CandidateOptions:
+    from trainperf.run.ab_sides import CandidateSettings
+
+    return CandidateSettings(args.base_python, args.wheelhouse, args.envs, args.allow_conflicts).options()
+
+
+def _conclude(args: argparse.Namespace, result: Bisection, bound: int) -> int:
+    print("\n".join(step_line(n, step, args.good) for n, step in enumerate(result.steps, 1)))
+    print(
+        f"{result.environments} environments measured (at most {bound} for {len(result.versions)} versions)"
+    )
+    if result.unresolved:
+        upper = result.first_bad or args.bad
+        print(
+            f"the first bad version is one of {', '.join(result.unresolved)} (which cannot run here) "
+            f"or {upper}"
+        )
+    if result.first_bad is None:
+        raise TrainperfError(
+            f"{NO_REGRESSION}: {args.package} {args.bad} was judged not worse than {args.good}"
+        )
+    print(f"first bad version: {args.package} {result.first_bad}")
+    return 0
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -98,52 +214,41 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             "give the cases to run after the versions, e.g. trainperf bisect transformers 4.56.0..4.57.1 -- "
             "-m h100 -k maxlen"
         )
-    args.good, args.bad = parse_range(args.range)
-    options = VersionEnvOptions(
-        base_python=args.base_python or sys.executable,
-        wheelhouse=Path(args.wheelhouse).absolute() if args.wheelhouse else None,
-        root=Path(args.envs).absolute() if args.envs else BISECT_VENVS,
-    )
-    versions = _versions(args, options)
+    args.good, args.bad = args.requested_good, args.requested_bad = parse_range(args.range)
+    options = _options(args)
     output = Path(args.output or f"reports/bisect-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
     output.mkdir(parents=True, exist_ok=True)
+    say: Say = lambda line: print(f"[trainperf bisect] {line}", flush=True)
+    build = Builder(args, options, say)
+    versions = runnable_ends(_versions(args, options), build, say)
+    args.good, args.bad = versions[0], versions[-1]
     bound = max_environments(len(versions))
-    say: Callable[[str], None] = lambda line: print(f"[trainperf bisect] {line}", flush=True)
     say(
         f"{args.package}: {len(versions)} versions {', '.join(versions)}; at most {bound} environments "
         "measured"
     )
-    good_python = ensure_env(options, args.package, args.good, say=say)
+    good = build(args.good)
+    assert isinstance(good, Candidate)  # runnable_ends kept only ends that run
 
     def judge(version: str) -> Judgement:
-        python = ensure_env(options, args.package, version, say=say)
-        step = ab_step(args, good_python, python, version, output)
+        built = build(version)
+        if isinstance(built, BrokenEnvironment):
+            step = Judgement(version, False, None, str(built), broken=True)
+        else:
+            step = ab_step(args, good.python, built.python, version, output)
         say(step_line(len(result.steps) + 1, step, args.good))
         return step
 
     result = Bisection(versions)
-    result = bisect(versions, judge, into=result)
-    _write(output, args, result)
-    print("\n".join(step_line(n, step, args.good) for n, step in enumerate(result.steps, 1)))
-    print(f"{result.environments} environments measured (at most {bound} for {len(versions)} versions)")
-    if result.first_bad is None:
-        raise TrainperfError(
-            f"{NO_REGRESSION}: {args.package} {args.bad} was judged not worse than {args.good}"
-        )
-    print(f"first bad version: {args.package} {result.first_bad}")
-    return 0
+    try:
+        result = bisect(versions, judge, into=result)
+    finally:
+        _write(output, args, result, build)  # the steps measured so far are kept, whatever stops it
+    return _conclude(args, result, bound)
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--wheelhouse", default=None, help="install offline from this folder of wheels")
-    parser.add_argument(
-        "--base-python",
-        default=None,
-        help="interpreter whose environment each version is layered over (default: this)",
-    )
-    parser.add_argument(
-        "--envs", default=None, help="folder of the cached environments (default .venvs/bisect)"
-    )
+    add_candidate_options(parser)
     parser.add_argument("--rounds", type=int, default=2, help="A/B rounds per step (default 2)")
     parser.add_argument(
         "--output", default=None, help="folder for the steps' rounds (default reports/bisect-<time>)"

@@ -7,8 +7,27 @@ import json
 from pathlib import Path
 
 from trainperf.measure.hardware import load_classes
+from trainperf.report.compare_runs import RunComparison
 from trainperf.result import CaseResult
 from trainperf.run.folder import RunFolder
+
+
+def comparison_of(
+    results_a: list[CaseResult], results_b: list[CaseResult], label_a: str, label_b: str, strict: bool
+) -> RunComparison:
+    """B judged case by case against A with this project's tolerances."""
+    from trainperf.judge.metrics import tolerances_from_pyproject
+    from trainperf.report.compare_runs import compare_runs
+
+    return compare_runs(
+        results_a,
+        results_b,
+        classes=load_classes(),
+        tolerances=tolerances_from_pyproject(Path.cwd()),
+        strict=strict,
+        label_a=label_a,
+        label_b=label_b,
+    )
 
 
 def judge_b_against_a(
@@ -19,18 +38,9 @@ def judge_b_against_a(
     args: argparse.Namespace,
 ) -> tuple[str, int]:
     """B judged case by case against A with this project's tolerances: the text to print, the exit status."""
-    from trainperf.judge.metrics import tolerances_from_pyproject
-    from trainperf.report.compare_runs import compare_runs, render
+    from trainperf.report.compare_runs import render
 
-    comparison = compare_runs(
-        results_a,
-        results_b,
-        classes=load_classes(),
-        tolerances=tolerances_from_pyproject(Path.cwd()),
-        strict=args.strict,
-        label_a=label_a,
-        label_b=label_b,
-    )
+    comparison = comparison_of(results_a, results_b, label_a, label_b, args.strict)
     text = json.dumps(comparison.to_dict(), indent=1) if args.json else render(comparison)
     return text, comparison.exit_status
 

@@ -31,6 +31,8 @@ def cmd_env_create(args: argparse.Namespace) -> int:
     from trainperf.families.env_create import create, default_options
     from trainperf.families.envs import load_spec
 
+    if args.pin or args.base:
+        return cmd_env_candidate(args)
     spec = load_spec(args.name)
     options = default_options(
         args.name,
@@ -47,6 +49,53 @@ def cmd_env_create(args: argparse.Namespace) -> int:
     create(spec, options)
     print(f"environment '{args.name}' ready: {options.prefix / 'bin' / 'python'}")
     return 0
+
+
+def cmd_env_candidate(args: argparse.Namespace) -> int:
+    """``env create NAME --from BASE --pin P==V ...``: BASE's interpreter with the pins changed, layered
+    over it; what else moved is printed, and a candidate that cannot run is one line, status 1."""
+    from pathlib import Path
+
+    from trainperf.errors import TrainperfError
+    from trainperf.families.candidates import (
+        BrokenEnvironment,
+        CandidateOptions,
+        ensure_candidate,
+        parse_pins,
+    )
+    from trainperf.families.envs import VENVS_DIR
+
+    if not args.pin:
+        raise TrainperfError(f"--from {args.base} needs at least one --pin NAME==VERSION to change")
+    base = args.python or _base_interpreter(args.base or "hf")
+    prefix = Path(args.prefix).absolute() if args.prefix else VENVS_DIR / args.name
+    wheels = Path(args.wheels[0]).absolute() if args.wheels else None
+    if len(args.wheels) > 1:
+        raise TrainperfError("a candidate is built from one wheelhouse: give --wheels once")
+    options = CandidateOptions(base, wheelhouse=wheels, allow_conflicts=args.allow_conflicts)
+    try:
+        candidate = ensure_candidate(options, parse_pins(args.pin), prefix=prefix)
+    except BrokenEnvironment as exc:
+        print(f"environment '{args.name}': {exc}")
+        return 1
+    print(f"environment '{args.name}' ready: {candidate.python}")
+    print(f"  over {base}: {candidate.describe()}")
+    for conflict in candidate.conflicts:
+        print(f"  declared conflict (measured anyway): {conflict}")
+    return 0
+
+
+def _base_interpreter(name: str) -> str:
+    """The interpreter of a named environment, as a case of it would be run."""
+    from trainperf.errors import TrainperfError
+    from trainperf.families.envs import missing_message, parse_overrides, resolve_interpreter
+
+    interpreter = resolve_interpreter(
+        name, perf_python=None, overrides=parse_overrides(os.environ.get("TRAINPERF_ENV")), environ=os.environ
+    )
+    if interpreter is None:
+        raise TrainperfError(f"--from {name}: {missing_message(name)}")
+    return interpreter.path
 
 
 def cmd_env_list(args: argparse.Namespace) -> int:
@@ -84,5 +133,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--system-site-packages",
         action="store_true",
         help="see the base interpreter's packages (a runner image's torch)",
+    )
+    create.add_argument(
+        "--from",
+        dest="base",
+        default=None,
+        help="build a candidate: this environment (hf, unsloth, ...) with the --pin changes, layered over it",
+    )
+    create.add_argument(
+        "--pin", action="append", default=[], help="NAME==VERSION changed in the candidate (repeatable)"
+    )
+    create.add_argument(
+        "--allow-conflicts", action="store_true", help="keep a candidate pip declares a conflict in"
     )
     env_sub.add_parser("list", help="each workload environment: exists or not, interpreter, key versions")

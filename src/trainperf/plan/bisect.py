@@ -9,6 +9,11 @@ search never spends a probe on confirming BAD up front: it looks for the first b
 decide it and at most ``ceil(log2 n) + 1`` environments are measured for n versions from GOOD
 to BAD inclusive. "None" can only come out once BAD itself was probed and judged not worse
 than GOOD: that is the "no regression between GOOD and BAD" answer, not a guess.
+
+A probed version that cannot run (a ``broken`` judgement: it does not install or import, or its
+cases crashed) is stepped over, as ``git bisect skip`` does: the nearest untried version inside
+the open interval is probed instead. When every version left there is broken, the answer is a
+range (``unresolved``): the first bad version is one of them or the known bad one above.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ class Judgement:
     """The case's step-time ratio, probed / GOOD (the worst over the selection's cases)."""
     verdict: str
     detail: str = ""
+    broken: bool = False
+    """The probed version could not be measured (``verdict`` says why): neither good nor bad."""
 
 
 @dataclass(slots=True)
@@ -40,6 +47,13 @@ class Bisection:
     steps: list[Judgement] = field(default_factory=list)
     first_bad: str | None = None
     """None: no version up to BAD was judged worse than GOOD."""
+    unresolved: list[str] = field(default_factory=list)
+    """Broken versions just below ``first_bad`` (or BAD): the first bad one may be any of them."""
+
+    @property
+    def skipped(self) -> list[str]:
+        """Versions probed and found unable to run."""
+        return [step.version for step in self.steps if step.broken]
 
     @property
     def environments(self) -> int:
@@ -102,10 +116,26 @@ def bisect(
     ``into`` receives the steps as they are judged (a caller can show their count)."""
     result = into if into is not None else Bisection(list(versions))
     low, high = 0, len(versions)  # low: known good (GOOD); high: first known bad, len = "none"
-    while high - low > 1:
-        middle = (low + high) // 2
+    broken: set[int] = set()
+    while (middle := _next_probe(low, high, len(versions), broken)) is not None:
         step = judge(versions[middle])
         result.steps.append(step)
-        low, high = (low, middle) if step.bad else (middle, high)
+        if step.broken:
+            broken.add(middle)
+        elif step.bad:
+            high = middle
+        else:
+            low = middle
     result.first_bad = versions[high] if high < len(versions) else None
+    result.unresolved = [versions[i] for i in sorted(broken) if low < i < high]
     return result
+
+
+def _next_probe(low: int, high: int, count: int, broken: set[int]) -> int | None:
+    """The untried index nearest the middle of (low, high); BAD (count - 1) counts when high is "none"."""
+    upper = min(high, count)
+    untried = [i for i in range(low + 1, upper) if i not in broken]
+    if not untried:
+        return None
+    middle = (low + high) // 2
+    return min(untried, key=lambda i: (abs(i - middle), i))

@@ -35,11 +35,17 @@ ENVIRONMENT_LABELS = {
     "cpu_count": "CPU count",
 }
 
+RATIO_LEGEND = (
+    "A/B step s: each side's median step; B/A step: the median of per-step ratios, each step of B over "
+    "the same step of A (paired by step, so it can differ from the ratio of the two medians), with its "
+    "95% bootstrap interval"
+)
+
 COLUMNS = (
     "case",
     "A step s",
     "B step s",
-    "ratio",
+    "B/A step",
     "95% interval",
     "tok/s ratio",
     "peak alloc A->B",
@@ -229,6 +235,7 @@ def render(comparison: RunComparison) -> str:
         *_planted_lines(comparison),
         "",
         *_table([_row(c) for c in comparison.cases]),
+        RATIO_LEGEND,
     ]
     details = []
     for case in comparison.cases:

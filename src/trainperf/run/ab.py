@@ -17,37 +17,51 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trainperf.errors import TrainperfError
+from trainperf.families.candidates import STACK_IMPORTS, BrokenEnvironment, check_runs
+from trainperf.families.env_create import probe_versions
 from trainperf.measure.measurement import merge_metric
 from trainperf.result import CaseResult
 from trainperf.run.folder import RunFolder
 
-REQUIRED_IMPORTS = ("torch", "transformers", "peft", "trl", "datasets", "accelerate")
+STUDY_STORE = "study.sqlite"
+"""The rounds' own results store, inside the study's folder: A/B and bisect rounds measure other
+environments, so they never land in the runner's history that judges its nights."""
+CRASHED = "crash"
 
 
 def check_environment(python: str, label: str) -> str:
-    """The interpreter's key versions; one line naming the fix when it cannot run the cases."""
+    """The interpreter's key versions once the training stack imports in it. Not an interpreter: one
+    line naming the fix; an interpreter that cannot import the stack: ``BrokenEnvironment``."""
     path = Path(os.path.abspath(python))
     if not path.is_file():
         raise TrainperfError(
             f"--env-{label} {python} is not a Python interpreter: give the path of its bin/python"
         )
-    probe = (
-        f"import importlib; mods = [importlib.import_module(m) for m in {REQUIRED_IMPORTS!r}]; "
-        "print(' '.join(f'{m.__name__} {m.__version__}' for m in mods))"
-    )
-    try:
-        completed = subprocess.run(
-            [python, "-c", probe], capture_output=True, text=True, timeout=180, check=False
-        )
-    except OSError as exc:
-        raise TrainperfError(f"--env-{label} {python} cannot be run ({exc})") from exc
-    if completed.returncode != 0:
-        last = (completed.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TrainperfError(
-            f"--env-{label} {python} lacks what the cases need ({last}); install it there with pip install "
-            "-e '.[hf]'"
-        )
-    return completed.stdout.strip()
+    check_runs(path, {}, STACK_IMPORTS)
+    versions = probe_versions(str(path))
+    if isinstance(versions, str):
+        raise BrokenEnvironment(f"environment {label.upper()}", versions)
+    return " ".join(f"{name} {version}" for name, version in versions.items())
+
+
+def broken_cases(results_a: Sequence[CaseResult], results_b: Sequence[CaseResult]) -> dict[str, str]:
+    """Cases that ran under A and crashed under B (not an OOM or a time-out, which are measured
+    outcomes): B cannot run them, and the message says why."""
+    ran_a = {r.case_id for r in results_a if r.outcome == "ok"}
+    return {
+        r.case_id: (r.message.strip().splitlines() or ["crashed with no message"])[-1][:300]
+        for r in results_b
+        if r.case_id in ran_a and r.outcome == CRASHED
+    }
+
+
+def unmeasured_cases(results: Sequence[CaseResult]) -> dict[str, str]:
+    """Cases of a side that measured nothing (any outcome but ok, an OOM or a time-out)."""
+    return {
+        r.case_id: (r.message.strip().splitlines() or [r.outcome])[-1][:300]
+        for r in results
+        if r.outcome not in ("ok", "oom", "timeout")
+    }
 
 
 def pool_case(results: Sequence[CaseResult]) -> CaseResult:
@@ -91,7 +105,7 @@ def run_rounds(
             command = [
                 sys.executable, "-m", "pytest", *pytest_args,
                 "--perf-python", python, "--perf-output", str(out), "--perf-baselines", str(empty_baselines),
-                "--perf-confirm", "0", "-q",
+                "--perf-confirm", "0", "--perf-store", f"sqlite:///{(output / STUDY_STORE).absolute()}", "-q",
             ]  # fmt: skip
             completed = subprocess.run(command, check=False)
             if completed.returncode not in (0, 1):  # 1: a case failed (e.g. an OOM), still measured
