@@ -11,6 +11,7 @@
 #   CANDIDATE_WHEELS   wheels of the candidates' pins and what they move (default .whl-up/cand)
 #   STUDIES            folder of the studies (default $OUT/studies, else reports/studies)
 #   STUDY_WALL_S       wall-clock limit of one study in seconds (default 3600)
+#   COMMAND            the study command (default ab; e.g. "bisect trl 1.0.0..1.16.0" for a bisection)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 name=${1:?usage: upgrade_gpu.sh NAME [trainperf ab options...] -- [pytest selection...]}
@@ -30,6 +31,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do options+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 selection=("$@")
 echo "== study $name on $gpu_class: ${options[*]} -- ${selection[*]}"
-timeout --signal=INT "${STUDY_WALL_S:-3600}" python3 -m trainperf.cli ab --wheelhouse "$cand" \
+# shellcheck disable=SC2086 # COMMAND is the subcommand and its positional arguments
+timeout --signal=INT "${STUDY_WALL_S:-3600}" python3 -m trainperf.cli ${COMMAND:-ab} --wheelhouse "$cand" \
   --output "$studies/$name" "${options[@]}" -- -p trainperf.plugin perf_tests -m "$gpu_class" "${selection[@]}"
 echo "== study $name: exit status $?"

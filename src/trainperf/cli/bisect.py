@@ -31,6 +31,7 @@ from trainperf.families.candidates import (
     wheelhouse_versions,
 )
 from trainperf.families.envs import normalise
+from trainperf.judge.compare import Verdict
 from trainperf.plan.bisect import (
     Bisection,
     Judgement,
@@ -41,6 +42,7 @@ from trainperf.plan.bisect import (
 )
 
 NO_REGRESSION = "no regression between GOOD and BAD at this selection"
+NO_CHANGE = "no change beyond tolerance between GOOD and BAD at this selection"
 Say = Callable[[str], None]
 
 
@@ -75,16 +77,21 @@ def ab_step(
     )
     ratios = [m.ratio for case in comparison.cases if (m := case.metric("step_time_s")) and m.ratio]
     verdicts = ", ".join(f"{case.case_id} {case.verdict.verdict.value}" for case in comparison.cases)
-    return Judgement(
-        version, any(case.fails for case in comparison.cases), max(ratios, default=None), verdicts
+    changed = any(
+        case.fails or (args.look_for == "change" and case.verdict.verdict is Verdict.IMPROVED)
+        for case in comparison.cases
     )
+    return Judgement(version, changed, max(ratios, default=None), verdicts)
 
 
-def step_line(number: int, step: Judgement, good: str) -> str:
+def step_line(number: int, step: Judgement, good: str, look_for: str = "regression") -> str:
     if step.broken:
         return f"step {number}: {step.version}: cannot run, stepped over ({step.verdict})"
     ratio = f"step time x{step.ratio:.3f}" if step.ratio is not None else "no step-time ratio"
-    judged = "bad" if step.bad else "good"
+    if look_for == "change":
+        judged = "changed" if step.bad else "as GOOD"
+    else:
+        judged = "bad" if step.bad else "good"
     return f"step {number}: {step.version} vs {good}: {ratio} ({step.verdict}) -> {judged}"
 
 
@@ -171,6 +178,7 @@ def _write(output: Path, args: argparse.Namespace, result: Bisection, build: Bui
         "bad": args.bad,
         "selection": args.selection,
         "rounds": args.rounds,
+        "look_for": args.look_for,
         "versions": result.versions,
         "first_bad": result.first_bad,
         "unresolved": result.unresolved,
@@ -189,7 +197,7 @@ def _options(args: argparse.Namespace) -> CandidateOptions:
 
 
 def _conclude(args: argparse.Namespace, result: Bisection, bound: int) -> int:
-    print("\n".join(step_line(n, step, args.good) for n, step in enumerate(result.steps, 1)))
+    print("\n".join(step_line(n, step, args.good, args.look_for) for n, step in enumerate(result.steps, 1)))
     print(
         f"{result.environments} environments measured (at most {bound} for {len(result.versions)} versions)"
     )
@@ -200,10 +208,15 @@ def _conclude(args: argparse.Namespace, result: Bisection, bound: int) -> int:
             f"or {upper}"
         )
     if result.first_bad is None:
+        if args.look_for == "change":
+            raise TrainperfError(
+                f"{NO_CHANGE}: {args.package} {args.bad} was judged as {args.good} on every metric"
+            )
         raise TrainperfError(
             f"{NO_REGRESSION}: {args.package} {args.bad} was judged not worse than {args.good}"
         )
-    print(f"first bad version: {args.package} {result.first_bad}")
+    what = "first version with the change" if args.look_for == "change" else "first bad version"
+    print(f"{what}: {args.package} {result.first_bad}")
     return 0
 
 
@@ -236,7 +249,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             step = Judgement(version, False, None, str(built), broken=True)
         else:
             step = ab_step(args, good.python, built.python, version, output)
-        say(step_line(len(result.steps) + 1, step, args.good))
+        say(step_line(len(result.steps) + 1, step, args.good, args.look_for))
         return step
 
     result = Bisection(versions)
@@ -250,6 +263,13 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 def _add_options(parser: argparse.ArgumentParser) -> None:
     add_candidate_options(parser)
     parser.add_argument("--rounds", type=int, default=2, help="A/B rounds per step (default 2)")
+    parser.add_argument(
+        "--look-for",
+        choices=("regression", "change"),
+        default="regression",
+        help="what a step looks for: a regression (default), or any change beyond tolerance, an "
+        "improvement too (which release made it)",
+    )
     parser.add_argument(
         "--output", default=None, help="folder for the steps' rounds (default reports/bisect-<time>)"
     )
