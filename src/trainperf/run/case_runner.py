@@ -25,6 +25,7 @@ from trainperf.judge.step_series import step_medians
 from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.multi_gpu import per_gpu_note
 from trainperf.measure.placement import cpu_share
+from trainperf.paths import portable_argv
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
 from trainperf.run.diagnosis import attach_diagnosis, profiled
@@ -256,7 +257,7 @@ class CaseRunner:
         if (contamination := Contamination.of_runs(result.runs)) is not None:
             report.notes.append(f"baseline not written: {contamination.note()}; run again on a quiet GPU")
             return
-        source = f"{self.ctx.run_dir.name}: {' '.join(sys.argv)}"
+        source = f"{self.ctx.run_dir.name}: {' '.join(portable_argv(sys.argv))}"
         report.baseline_written = self.ctx.baselines.save(result, source)
 
     def _steps(self, case: Case, baseline: CaseResult | None) -> StepCount:
