@@ -33,7 +33,7 @@ def test_a_command_line_names_pytest_and_project_paths_relative(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     argv = [
-        "/venv/lib/python3.12/site-packages/pytest/__main__.py",
+        "pytest",
         f"{tmp_path}/perf_tests",
         "-k",
         "a and b",
