@@ -53,6 +53,8 @@ def test_the_recorded_settings_name_nothing_of_the_machine(
         "baselines",
         "sqlite:///h.sqlite",
     )
+    pointed = resolve({"env": f"unsloth={tmp_path}/.venvs/u/bin/python"}, lambda name: None, tmp_path)
+    assert _recorded_settings(pointed, tmp_path / "reports" / "run")["env"] == "unsloth=.venvs/u/bin/python"
     secret = resolve({"store": "postgresql://ci:s3cret@db:5432/perf"}, lambda name: None, tmp_path)
     assert "s3cret" not in json.dumps(_recorded_settings(secret, tmp_path))
 

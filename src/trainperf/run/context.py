@@ -200,6 +200,9 @@ def _recorded_settings(settings: Settings, run_dir: Path) -> dict[str, Any]:
     for key in ("output", "baselines", "resume", "python"):
         if recorded[key] is not None:
             recorded[key] = portable(recorded[key], run_dir)
+    if recorded["env"]:  # NAME=PYTHON[,NAME=PYTHON]
+        pairs = (pair.partition("=") for pair in str(recorded["env"]).split(","))
+        recorded["env"] = ",".join(f"{name}={portable(python, run_dir)}" for name, _, python in pairs)
     store = recorded["store"]
     if isinstance(store, str) and store.startswith(SQLITE_PREFIX):
         recorded["store"] = SQLITE_PREFIX + portable(store.removeprefix(SQLITE_PREFIX), run_dir)
