@@ -40,6 +40,17 @@ def test_a_command_line_names_pytest_and_project_paths_relative(
     ]
     assert portable_argv(argv) == ["pytest", "perf_tests", "-k", "a and b"]
     assert portable_argv(["/venv/bin/pytest", f"--basetemp={tmp_path}/t"]) == ["pytest", "--basetemp=t"]
+    store = f"sqlite:///{tmp_path}/h.sqlite"
+    assert portable_argv(["pytest", "--perf-store", store, f"--perf-store={store}"]) == [
+        "pytest",
+        "--perf-store",
+        "sqlite:///h.sqlite",
+        "--perf-store=sqlite:///h.sqlite",
+    ]
+    assert portable_argv(["pytest", "--perf-store=postgresql://ci:s3cret@db:5432/perf"]) == [
+        "pytest",
+        "--perf-store=postgresql://ci:***@db:5432/perf",
+    ]
 
 
 def test_the_recorded_settings_name_nothing_of_the_machine(

@@ -17,14 +17,12 @@ from trainperf.measure.host import checkout_commit, host_fingerprint
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.ownership import sweep_orphans
 from trainperf.measure.placement import Placement
-from trainperf.paths import PUBLISHED_DIR, portable, portable_argv
+from trainperf.paths import PUBLISHED_DIR, SQLITE_URL, portable, portable_argv
 from trainperf.run.folder import RunFolder
 from trainperf.run.history import SessionHistory, open_history
 from trainperf.run.settings import Settings
 from trainperf.store.baselines import BaselineStore
 from trainperf.store.references import Reference, load_references
-
-SQLITE_PREFIX = "sqlite:///"
 
 
 @dataclass(slots=True)
@@ -204,8 +202,8 @@ def _recorded_settings(settings: Settings, run_dir: Path) -> dict[str, Any]:
         pairs = (pair.partition("=") for pair in str(recorded["env"]).split(","))
         recorded["env"] = ",".join(f"{name}={portable(python, run_dir)}" for name, _, python in pairs)
     store = recorded["store"]
-    if isinstance(store, str) and store.startswith(SQLITE_PREFIX):
-        recorded["store"] = SQLITE_PREFIX + portable(store.removeprefix(SQLITE_PREFIX), run_dir)
+    if isinstance(store, str) and store.startswith(SQLITE_URL):
+        recorded["store"] = SQLITE_URL + portable(store.removeprefix(SQLITE_URL), run_dir)
     elif isinstance(store, str):
         recorded["store"] = shown(store)
     return {k: str(v) if isinstance(v, Path) else v for k, v in recorded.items()}
