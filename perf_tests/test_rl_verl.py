@@ -1,4 +1,4 @@
-"""E1 and E3 (EXPERIMENTS.md): RL with verl's ``main_ppo``, PPO and GRPO, vLLM and SGLang rollout.
+"""E1 and E3 (docs/experiments.md): RL with verl's ``main_ppo``, PPO and GRPO, vLLM and SGLang rollout.
 
 E1: PPO with GAE and a critic on Qwen2.5-3B and -7B (random weights from the shipped configs),
 batch 256, mini-batch 128, prompt 1024, response 1024, micro-batch per GPU 1, 2, 4, ..., 512 on

@@ -1,4 +1,4 @@
-"""E2 (EXPERIMENTS.md): SFT with peft LoRA, bitsandbytes QLoRA and full fine-tuning through TRL.
+"""E2 (docs/experiments.md): SFT with peft LoRA, bitsandbytes QLoRA and full fine-tuning through TRL.
 
 Qwen3-8B at batch 4 and Qwen3-32B at batch 2 on both length profiles; Qwen3-32B LoRA at
 batch 4 without gradient checkpointing (E2's recipe) is the published expected OOM on 96 GB.

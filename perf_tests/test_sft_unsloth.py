@@ -1,4 +1,4 @@
-"""E2 (EXPERIMENTS.md) with unsloth: QLoRA through ``FastLanguageModel`` on a pre-quantised 4-bit
+"""E2 (docs/experiments.md) with unsloth: QLoRA through ``FastLanguageModel`` on a pre-quantised 4-bit
 checkpoint, ``use_gradient_checkpointing="unsloth"``, TRL's SFTTrainer, in the 'unsloth' environment.
 
 Batch 32 as published for Qwen3-32B and gpt-oss-120b (gpt-oss-120b on the long profile ran at

@@ -73,6 +73,13 @@ def test_baseline_then_pass_then_planted_slowdown_fails(pytester: pytest.Pyteste
     assert "confirmed by 1 more fresh run(s)" in output and "not confirmed" not in output
     # A planted run never becomes a baseline.
     assert json.loads(baseline.read_text())["created"] == stored["created"]
+    # Results name paths relative to their run folder or the project, nothing of this machine's.
+    written = [
+        baseline,
+        *(pytester.path / "reports").rglob("*.json"),
+        *(pytester.path / "reports").rglob("*.md"),
+    ]
+    assert [p for p in written if str(pytester.path) in p.read_text()] == []
 
 
 def test_corrupt_baseline_is_one_line_and_the_run_goes_on(pytester: pytest.Pytester) -> None:

@@ -36,7 +36,7 @@ def result_for(case: Case, gpu_class: str, samples_per_hour: float) -> CaseResul
 def test_the_shipped_reference_files_load_with_their_sources() -> None:
     references = load_references(REPO_ROOT / "baselines" / "published")
     sources = {r.source for r in references}
-    assert sources == {"EXPERIMENTS.md E1", "EXPERIMENTS.md E2", "EXPERIMENTS.md E3"}
+    assert sources == {"docs/experiments.md E1", "docs/experiments.md E2", "docs/experiments.md E3"}
     assert any(r.metric == "phase_gen_s" and r.value == pytest.approx(382.91) for r in references)
 
 

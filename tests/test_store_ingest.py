@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -46,15 +47,24 @@ def test_a_folder_that_is_not_a_run_is_one_line(tmp_path: Path) -> None:
         find_runs(tmp_path / "missing")
 
 
+def _unpacked_measurements(root: Path) -> Path:
+    """docs/measurements with each folder's raw.tar.xz unpacked (its run folders), as its README says."""
+    for archive in sorted(MEASUREMENTS.glob("*/raw.tar.xz")):
+        with tarfile.open(archive) as packed:
+            packed.extractall(root / archive.parent.name, filter="data")
+    return root
+
+
 def test_the_committed_gpu_measurements_ingest_once(tmp_path: Path) -> None:
+    measurements = _unpacked_measurements(tmp_path / "measurements")
     store = open_store(str(tmp_path / "h.sqlite"))
-    first = ingest(store, [MEASUREMENTS], say=lambda _: None)
+    first = ingest(store, [measurements], say=lambda _: None)
     assert first.runs_seen >= 9 and first.cases_added >= 70 and not first.skipped
     kinds = {run["kind"] for run in list_runs(store)}
     assert {"pytest", "fidelity", "cliff"} <= kinds
     maxlen = stored_cases(store, "sft_hf-qwen3_8b-lora-maxlen-b4", with_metrics=["step_time_s"])
     assert maxlen and all(c.metrics["step_time_s"].unit == "s" for c in maxlen)
-    assert ingest(store, [MEASUREMENTS], say=lambda _: None).cases_added == 0
+    assert ingest(store, [measurements], say=lambda _: None).cases_added == 0
 
 
 def _ingest_worker(url: str, folders: list[str]) -> int:

@@ -8,7 +8,8 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
 
   0 core       case, errors, paths, result (the case's record), jsonio, workloads/protocol (ChildSpec)
   1 data       synth/ (random weights, tokenizer, length profiles), traces/
-  2 judge/     stats, metrics, compare (verdicts), fingerprint (what changed): no I/O
+  2 judge/     stats, metrics, compare (verdicts), fingerprint (what changed): no I/O but one read,
+               the tolerance overrides of pyproject.toml (metrics.tolerances_from_pyproject)
   3 store/     results and baselines on disk, published references
   4 measure/   NVML, hygiene, placement, hardware classes, detection, the host, a run's figures
     plan/      memory estimate, cliff bisection

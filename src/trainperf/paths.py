@@ -8,6 +8,7 @@ runner's own catalogue).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,3 +39,48 @@ PAGE_FILE = "index.html"
 BENCHMARK_FILE = "benchmark.json"
 """The run's cases in pytest-benchmark's format."""
 REPORT_FILES = (SUMMARY_FILE, PAGE_FILE, BENCHMARK_FILE)
+
+SQLITE_URL = "sqlite:///"
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+"""A password in a URL (``postgresql://user:secret@host/db``): never recorded."""
+
+
+def portable(path: str | Path, run_dir: Path | None = None) -> str:
+    """How a result records a path, so that it names nothing of the machine it ran on: relative to
+    the run folder when inside it, else relative to the working folder the session ran from (the
+    project checkout), else as given (an interpreter of the runner's own image, ``/opt/...``).
+    Readers resolve a relative path against the run folder or the project, and still take the
+    absolute paths older results recorded."""
+    text = str(path)
+    if not os.path.isabs(text):
+        return text
+    for base in (run_dir, Path.cwd()):
+        if base is not None and _inside(text, str(base)):
+            return os.path.relpath(text, base)
+    return text
+
+
+def _inside(path: str, base: str) -> bool:
+    base = os.path.abspath(base)
+    return os.path.abspath(path) == base or os.path.abspath(path).startswith(base.rstrip(os.sep) + os.sep)
+
+
+def portable_argv(argv: list[str]) -> list[str]:
+    """A command line as a result records it: ``pytest`` for the program however it was started
+    (``python -m pytest`` makes ``argv[0]`` the absolute path of pytest's ``__main__.py``), and
+    every argument that is a path inside the project (or an option's ``=PATH``) relative to it;
+    a store URL's password left out."""
+    if not argv:
+        return []
+    program = Path(argv[0])
+    name = program.parent.name if program.name == "__main__.py" else program.name
+    return [name, *(_portable_arg(arg) for arg in argv[1:])]
+
+
+def _portable_arg(arg: str) -> str:
+    option, equals, value = arg.partition("=")
+    if equals and option.startswith("-") and (os.path.isabs(value) or value.startswith(SQLITE_URL)):
+        return f"{option}={_portable_arg(value)}"
+    if arg.startswith(SQLITE_URL):  # a store's URL names a file
+        return SQLITE_URL + portable(arg.removeprefix(SQLITE_URL))
+    return _URL_PASSWORD.sub(r"\1***@", portable(arg))

@@ -21,7 +21,3 @@ def main(argv: list[str] | None = None) -> int:
     except TrainperfError as exc:
         print(f"trainperf: error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

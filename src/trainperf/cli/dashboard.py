@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from trainperf.errors import TrainperfError
 from trainperf.paths import PAGE_FILE
 
 
@@ -40,14 +38,3 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     print(f"{args.output / PAGE_FILE}: {count} case page(s)")
     return 0
-
-
-if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="trainperf")
-    add_parser(_parser.add_subparsers(dest="command", required=True))
-    _args = _parser.parse_args(["dashboard", *sys.argv[1:]])
-    try:
-        sys.exit(run(_args))
-    except TrainperfError as _error:
-        print(f"trainperf: error: {_error}", file=sys.stderr)
-        sys.exit(2)

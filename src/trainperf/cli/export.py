@@ -94,14 +94,3 @@ def _write(path: Path | None, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(f"wrote {path}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="trainperf")
-    add_parser(_parser.add_subparsers(dest="command", required=True))
-    _args = _parser.parse_args(["export", *sys.argv[1:]])
-    try:
-        sys.exit(run(_args))
-    except TrainperfError as _error:
-        print(f"trainperf: error: {_error}", file=sys.stderr)
-        sys.exit(2)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from trainperf.errors import TrainperfError
@@ -166,14 +165,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(args.case, metric, found))
     return 0
-
-
-if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="trainperf")
-    add_parser(_parser.add_subparsers(dest="command", required=True))
-    _args = _parser.parse_args(["history", *sys.argv[1:]])
-    try:
-        sys.exit(run(_args))
-    except TrainperfError as _error:
-        print(f"trainperf: error: {_error}", file=sys.stderr)
-        sys.exit(2)

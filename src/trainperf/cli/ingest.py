@@ -7,11 +7,8 @@ could not reach the store, or to fill a new store with ``docs/measurements/``.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
-
-from trainperf.errors import TrainperfError
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -50,14 +47,3 @@ def run(args: argparse.Namespace) -> int:
     for line in report.skipped:
         print(f"  skipped: {line}")
     return 0
-
-
-if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="trainperf")
-    add_parser(_parser.add_subparsers(dest="command", required=True))
-    _args = _parser.parse_args(["ingest", *sys.argv[1:]])
-    try:
-        sys.exit(run(_args))
-    except TrainperfError as _error:
-        print(f"trainperf: error: {_error}", file=sys.stderr)
-        sys.exit(2)

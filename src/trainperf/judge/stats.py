@@ -1,6 +1,6 @@
 """Statistics of step samples, kept apart from I/O: steady state, robust summaries, tests.
 
-Facts designed against (DESIGN.md, Qwen3-8B LoRA on an H200, 6 processes x 40 steps):
+Facts designed against (measured on Qwen3-8B LoRA on an H200, 6 processes x 40 steps):
 single steps reached 1.8x the minimum from host-side stalls, per-process medians varied by
 6.6% CV while per-process minima stayed within 0.8%, and the first step took 2-6x a steady
 one. So: warm-up is detected rather than assumed, stalls are counted as outliers, and a

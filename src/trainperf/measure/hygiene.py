@@ -16,19 +16,15 @@ from typing import Any
 from trainperf.measure.nvml import Nvml
 
 # NVML clocks-event ("throttle") reason bits that mean the card is held below its clocks by
-# something other than its own idleness or a setting we chose (nvmlClocksEventReason*).
+# something other than its own idleness or a setting we chose (nvmlClocksEventReason*). The
+# others are benign and ignored: GPU idle 0x1, application clocks 0x2, sync boost 0x10, display
+# clock 0x100.
 THROTTLE_REASONS = {
     0x4: "sw_power_cap",
     0x8: "hw_slowdown",
     0x20: "sw_thermal_slowdown",
     0x40: "hw_thermal_slowdown",
     0x80: "hw_power_brake_slowdown",
-}
-BENIGN_REASONS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x10: "sync_boost",
-    0x100: "display_clock_setting",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from trainperf.paths import portable
 from trainperf.report.build import write_reports
 from trainperf.report.table import failure_detail, render_text
 from trainperf.result import CaseResult
@@ -27,7 +28,7 @@ def details(
             f"{result.case_id}: {note}" for note in notes.get(result.case_id, result.verdict.get("notes", []))
         ]
         if result.case_id in written:
-            lines.append(f"{result.case_id}: baseline written to {written[result.case_id]}")
+            lines.append(f"{result.case_id}: baseline written to {portable(written[result.case_id])}")
     return lines
 
 

@@ -25,9 +25,10 @@ from trainperf.judge.step_series import step_medians
 from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.multi_gpu import per_gpu_note
 from trainperf.measure.placement import cpu_share
+from trainperf.paths import portable_argv
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
-from trainperf.run.diagnosis import attach_diagnosis, profiled
+from trainperf.run.diagnosis import attach_diagnosis
 from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.run.limits import attach_limits
 from trainperf.run.step_plan import StepCount, memory_limit, step_count
@@ -161,7 +162,7 @@ class CaseRunner:
         measurements: list[RunMeasurement] = []
         # A baseline carries a profile summary: its last run profiles its last steps (cheaper than an
         # extra run; those steps are left out of the timing metrics).
-        profile_last = ctx.settings.update_baselines and ctx.settings.diagnose and profiled(case)
+        profile_last = ctx.settings.update_baselines and ctx.settings.diagnose
         self.add_runs(case, steps, result, measurements, self._repeats(), profile_last=profile_last)
         verdict = self.judge(case, result, baseline)
         confirm = ctx.settings.confirm
@@ -173,7 +174,7 @@ class CaseRunner:
             )
             # The last confirmation run is profiled when a confirmed regression will want a diagnosis:
             # it then costs no extra run (its profiled steps stay out of the timing, as always).
-            diagnosable = ctx.settings.diagnose and profiled(case) and bool(baseline and baseline.profile)
+            diagnosable = ctx.settings.diagnose and bool(baseline and baseline.profile)
             self.add_runs(
                 case, steps, result, measurements, confirm, purpose="confirmation", profile_last=diagnosable
             )
@@ -256,7 +257,7 @@ class CaseRunner:
         if (contamination := Contamination.of_runs(result.runs)) is not None:
             report.notes.append(f"baseline not written: {contamination.note()}; run again on a quiet GPU")
             return
-        source = f"{self.ctx.run_dir.name}: {' '.join(sys.argv)}"
+        source = f"{self.ctx.run_dir.name}: {' '.join(portable_argv(sys.argv))}"
         report.baseline_written = self.ctx.baselines.save(result, source)
 
     def _steps(self, case: Case, baseline: CaseResult | None) -> StepCount:

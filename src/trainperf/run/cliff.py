@@ -28,7 +28,8 @@ from trainperf.run.step_plan import StepCount
 # A cliff probe runs two steps: the optimizer states are allocated in the first, so the second
 # meets them together with a full forward and backward; a fit is not timed. The cliff is that of
 # these first batches of the (deterministic) data. A third step cost ~30 s a probe near a cliff
-# at batch 95 on an H200, and a search there did not finish in a 10-minute slot.
+# at batch 95 on an H200, where a search took over 10 minutes; a session with a time limit of its
+# own gives it as --perf-budget, and a search cut by it goes on with --perf-resume.
 CLIFF_STEPS = 2
 # Probes the estimate puts this far over the device are not launched (its error on the
 # measured cases stayed within 12%).

@@ -17,7 +17,7 @@ from trainperf.measure.host import checkout_commit, host_fingerprint
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.ownership import sweep_orphans
 from trainperf.measure.placement import Placement
-from trainperf.paths import PUBLISHED_DIR
+from trainperf.paths import PUBLISHED_DIR, SQLITE_URL, portable, portable_argv
 from trainperf.run.folder import RunFolder
 from trainperf.run.history import SessionHistory, open_history
 from trainperf.run.settings import Settings
@@ -175,7 +175,7 @@ def _write_run_file(
     the results history, which ``trainperf ingest`` derives from this file alike)."""
     record = {
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "argv": sys.argv,
+        "argv": portable_argv(sys.argv),
         "gpu_class": detection.gpu_class.name if detection.gpu_class else None,
         "class_overridden": detection.overridden,
         "emulated": detection.emulated,
@@ -183,7 +183,27 @@ def _write_run_file(
         "idle_mem_b": idle_mem_b,
         "fingerprint": fingerprint,
         "commit": commit,
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()},
+        "settings": _recorded_settings(settings, folder.root),
     }
     history = folder.record_session(record, worker)
     return str(history[0]["started"])
+
+
+def _recorded_settings(settings: Settings, run_dir: Path) -> dict[str, Any]:
+    """The settings as ``run.json`` records them: paths relative to the run folder or the project
+    (``paths.portable``), the store's URL without a password."""
+    from trainperf.store.db import shown
+
+    recorded = asdict(settings)
+    for key in ("output", "baselines", "resume", "python"):
+        if recorded[key] is not None:
+            recorded[key] = portable(recorded[key], run_dir)
+    if recorded["env"]:  # NAME=PYTHON[,NAME=PYTHON]
+        pairs = (pair.partition("=") for pair in str(recorded["env"]).split(","))
+        recorded["env"] = ",".join(f"{name}={portable(python, run_dir)}" for name, _, python in pairs)
+    store = recorded["store"]
+    if isinstance(store, str) and store.startswith(SQLITE_URL):
+        recorded["store"] = SQLITE_URL + portable(store.removeprefix(SQLITE_URL), run_dir)
+    elif isinstance(store, str):
+        recorded["store"] = shown(store)
+    return {k: str(v) if isinstance(v, Path) else v for k, v in recorded.items()}

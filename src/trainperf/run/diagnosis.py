@@ -19,16 +19,8 @@ if TYPE_CHECKING:
     from trainperf.run.case_runner import CaseRunner
     from trainperf.run.step_plan import StepCount
 
-UNPROFILED_FAMILIES: dict[str, str] = {}
-"""Families whose children cannot say where their training time goes (verl's are profiled through
-verl's own per-role switches, ``workloads.verl.profile``)."""
 MEMORY_METRICS = ("peak_allocated_gib", "peak_reserved_gib", "device_mem_peak_gib", "host_peak_rss_gib")
 ENERGY_METRICS = ("energy_per_token_j", "power_mean_w", "power_peak_w")
-
-
-def profiled(case: Case) -> bool:
-    """Whether a profile of the case's child says where its training time goes."""
-    return case.family not in UNPROFILED_FAMILIES
 
 
 def regressed_kinds(verdict: CaseVerdict) -> set[str]:
@@ -63,8 +55,6 @@ def attach_diagnosis(
         if resumed.get("diagnosis"):
             result.verdict["diagnosis"] = resumed["diagnosis"]
         return None
-    if not profiled(case):
-        return f"no diagnosis: {UNPROFILED_FAMILIES[case.family]}"
     if baseline is None or not baseline.profile:
         return (
             "no diagnosis: the baseline has no profile summary (write it again with "

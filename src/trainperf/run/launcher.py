@@ -25,12 +25,12 @@ from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
 from trainperf.measure.ownership import OWNER_ENV, owner_tag
 from trainperf.measure.placement import Placement, cpu_share, reserve
+from trainperf.paths import portable
 from trainperf.run import interruption, process
 from trainperf.run.bytecode import with_bytecode_cache
 from trainperf.run.context import RunContext
 from trainperf.run.guard import Progress, RunWatch, both, check_before
 from trainperf.run.outcome import classify
-from trainperf.run.process import Exit
 from trainperf.synth.cache import cache_root
 from trainperf.traces.collect import collect
 from trainperf.traces.plan import TracePlan, plan_trace
@@ -62,7 +62,7 @@ class ChildRun:
 class Launched:
     """What the launch itself gave: the exit, each GPU's samples, the GPU facts around it."""
 
-    exit: Exit
+    exit: process.Exit
     samples: dict[str, list[Sample]]
     devices: tuple[str, ...]
     waited_s: float
@@ -211,7 +211,7 @@ def run_info(
         "outcome": outcome.value,
         "timeline": child.get("timeline", {}),
         "environment": environment,
-        "python": interpreter.path,
+        "python": portable(interpreter.path, ctx.run_dir),
     }
     info.update({"data_steps": spec.data_steps} if spec.data_steps else {})
     if child.get("memory_snapshot"):
@@ -340,7 +340,7 @@ class ChildLauncher:
         label: str,
         settled_by: str | None,
         watch: RunWatch,
-    ) -> tuple[Exit, dict[str, list[Sample]]]:
+    ) -> tuple[process.Exit, dict[str, list[Sample]]]:
         """Start the child with a sampler per GPU; the samples are written even when interrupted."""
         ctx = self.ctx
         command = child_command(interpreter.path, case.gpus, out_dir / SPEC_FILE, case.family)

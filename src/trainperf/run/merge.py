@@ -17,7 +17,7 @@ from typing import Any
 
 from trainperf.errors import TrainperfError
 from trainperf.jsonio import append_jsonl, read_jsonl
-from trainperf.paths import CASES_DIR, RESULTS_DIR, SESSION_FILE
+from trainperf.paths import CASES_DIR, RESULTS_DIR, SESSION_FILE, portable
 from trainperf.paths import RESULTS_INDEX_FILE as INDEX_FILE
 from trainperf.result import CaseResult
 from trainperf.run.folder import RunFolder
@@ -183,7 +183,7 @@ def nightly_record(shards: list[ShardRun], runner: str | None) -> tuple[dict[str
         "gpu_class": first.gpu_class,
         "commit": first.commit,
         "shards": [
-            {"shard": str(s.shard), "folder": str(s.folder.resolve()), "run_key": key, "cases": s.cases()}
+            {"shard": str(s.shard), "folder": portable(s.folder), "run_key": key, "cases": s.cases()}
             for s, key in zip(shards, keys)
         ],
     }

@@ -170,10 +170,6 @@ class Store:
     engine: Engine
     url: str
 
-    @property
-    def is_sqlite(self) -> bool:
-        return self.engine.dialect.name == "sqlite"
-
     @contextmanager
     def writing(self) -> Iterator[Connection]:
         with _translated(self.url), self.engine.begin() as conn:

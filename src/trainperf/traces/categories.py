@@ -31,7 +31,6 @@ CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 OTHER = "other"
-NAMES = (*(name for name, _ in CATEGORIES), OTHER)
 
 
 def categorise(name: str) -> str:

@@ -74,13 +74,3 @@ def profile_summary(
         "memory": memory or {"n/a": "no allocator summary (CPU run, or the child recorded none)"},
         **({"scope": scope} if scope else {}),
     }
-
-
-def describe_profile(profile: dict[str, Any]) -> str:
-    """One line for notes: the step and its largest groups."""
-    groups = sorted(profile["device_ms"].items(), key=lambda kv: -kv[1])[:3]
-    parts = ", ".join(f"{name} {ms:.1f}" for name, ms in groups if ms > 0)
-    return (
-        f"profile summary: {profile['step_ms']:.1f} ms/step ({parts}; host-side "
-        f"{profile['host_side_ms']:.1f} ms)"
-    )

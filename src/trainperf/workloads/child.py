@@ -62,7 +62,6 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {
         "child_start": started,
         "pid": os.getpid(),
-        "python": sys.executable,
         "rank": rank,
     }
     attempt = _run_family(spec, out_dir, rank, result)

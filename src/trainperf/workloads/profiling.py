@@ -80,7 +80,7 @@ class StepProfiler:
         prof.export_chrome_trace(str(raw))
         with open(raw, "rb") as source, gzip.open(target, "wb", compresslevel=6) as sink:
             shutil.copyfileobj(source, sink)
-        self.info.update(file=str(target), raw_bytes=raw.stat().st_size, bytes=target.stat().st_size)
+        self.info.update(file=target.name, raw_bytes=raw.stat().st_size, bytes=target.stat().st_size)
         raw.unlink()
 
 
@@ -140,13 +140,14 @@ class MemoryHistory:
             )
 
     def dump(self, out_dir: Path) -> dict[str, Any]:
+        """The snapshot written into ``out_dir``; its files named relative to it (the run's ``dir``)."""
         if not self.on_cuda:
             return {"skipped": "CPU run: a memory snapshot is the CUDA allocator's history, none on the CPU"}
         if self.error:
             return {"error": self.error}
         pickle_path = out_dir / SNAPSHOT_FILE
         torch.cuda.memory._dump_snapshot(str(pickle_path))
-        info: dict[str, Any] = {"file": str(pickle_path), "bytes": pickle_path.stat().st_size}
+        info: dict[str, Any] = {"file": pickle_path.name, "bytes": pickle_path.stat().st_size}
         try:
             import pickle
 
@@ -156,7 +157,7 @@ class MemoryHistory:
                 snapshot = pickle.load(handle)  # written by this very process just now
             html_path = out_dir / SNAPSHOT_HTML
             html_path.write_text(_memory_viz.trace_plot(snapshot))
-            info["html"] = str(html_path)
+            info["html"] = html_path.name
         except Exception as exc:  # noqa: BLE001 - the pickle is what matters; the view is a convenience
             info["html_error"] = f"{type(exc).__name__}: {exc}"[:300]
         return info

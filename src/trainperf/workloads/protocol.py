@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,14 +94,26 @@ class ChildSpec:
         return cls(**{key: value for key, value in data.items() if key in known and value is not None})
 
     def write(self, path: Path) -> None:
-        write_json_atomic(path, self.to_dict())
+        """The spec in the child's folder, its folders named relative to that folder: a run folder
+        records nothing of the machine's layout, and still reads where it is copied."""
+        write_json_atomic(path, _folders(self.to_dict(), lambda folder: os.path.relpath(folder, path.parent)))
 
     @classmethod
     def read(cls, path: Path) -> ChildSpec:
-        return cls.from_dict(json.loads(path.read_text()))
+        """The spec with its folders absolute again (older specs recorded them absolute)."""
+        data = json.loads(path.read_text())
+        return cls.from_dict(_folders(data, lambda folder: os.path.abspath(path.parent / folder)))
 
     def on_cuda(self) -> bool:
         return self.device.startswith("cuda")
+
+
+def _folders(data: dict[str, Any], convert: Callable[[str], str]) -> dict[str, Any]:
+    """A spec's JSON with its folders (``out_dir``, the trace plan's ``trace_dir``) converted."""
+    data = {**data, "out_dir": convert(data["out_dir"])}
+    if isinstance(data.get("trace"), dict) and data["trace"].get("trace_dir"):
+        data["trace"] = {**data["trace"], "trace_dir": convert(data["trace"]["trace_dir"])}
+    return data
 
 
 def rank_file(name: str, rank: int) -> str:

@@ -86,5 +86,5 @@ def place_trace(save_dir: Path, plan: TracePlan) -> dict[str, Any]:
     else:
         with open(source, "rb") as raw, gzip.open(target, "wb", compresslevel=6) as packed:
             shutil.copyfileobj(raw, packed)
-    info.update(file=str(target), bytes=target.stat().st_size, raw_bytes=source.stat().st_size)
+    info.update(file=target.name, bytes=target.stat().st_size, raw_bytes=source.stat().st_size)
     return info
