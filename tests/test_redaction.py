@@ -77,6 +77,13 @@ def test_a_baseline_file_names_its_command_line_without_the_password(tmp_path: P
     assert BaselineStore(tmp_path).load("cpu", result.case_id).source == source.replace("pw5", MASK)  # type: ignore[union-attr]
 
 
+def test_a_training_child_is_not_given_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainperf.run.launcher import child_env
+
+    monkeypatch.setenv("TRAINPERF_STORE", "postgresql://ci:pw6@db/x")
+    assert "TRAINPERF_STORE" not in child_env(None) and "pw6" not in json.dumps(child_env(None))
+
+
 @dataclass(frozen=True)
 class SecretStore:
     """A database owned by a role whose password the server checks."""
