@@ -17,6 +17,7 @@ from typing import Any
 
 from trainperf.judge import stats
 from trainperf.result import CaseResult
+from trainperf.store.redact import redact_argv
 
 FORMAT_VERSION = "5.1.0"
 """The pytest-benchmark format written (its ``version`` key; read by 3.x to 5.x)."""
@@ -114,5 +115,5 @@ def benchmark_json(results: Sequence[CaseResult], run_info: dict[str, Any]) -> d
         "benchmarks": benchmarks,
         "datetime": run_info.get("started") or datetime.now(timezone.utc).isoformat(),
         "version": FORMAT_VERSION,
-        "argv": run_info.get("argv", sys.argv),
+        "argv": redact_argv(run_info.get("argv", sys.argv) or []),
     }

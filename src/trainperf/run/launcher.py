@@ -91,9 +91,9 @@ def child_command(python: str, gpus: int, spec_path: Path, family: str) -> list[
 
 
 def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
-    """The child's environment variables (``isolated``: a workload environment of its own, which
-    gets no PYTHONPATH of the suite's); its bytecode cached where the runner writes none."""
-    env = dict(os.environ)
+    """The child's environment variables, less the store's URL and password (``isolated``: a workload
+    environment of its own, no PYTHONPATH of the suite's); bytecode cached where the runner writes none."""
+    env = {k: v for k, v in os.environ.items() if k != "TRAINPERF_STORE"}
     if isolated:
         env.pop("PYTHONPATH", None)
     env.update(

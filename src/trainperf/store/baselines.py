@@ -8,6 +8,7 @@ from pathlib import Path
 
 from trainperf.errors import TrainperfError
 from trainperf.result import CaseResult
+from trainperf.store.redact import redact_text
 from trainperf.store.results import load_result, save_result
 
 
@@ -41,7 +42,8 @@ class BaselineStore:
             raise TrainperfError(
                 f"{result.case_id} ran with a planted regression: it cannot become a baseline"
             )
-        stored = dataclasses.replace(result, source=source, verdict={})
+        # The source names the command line that measured it; a baseline file is committed and shared.
+        stored = dataclasses.replace(result, source=redact_text(source), verdict={})
         path = self.path(result.gpu_class, result.case_id)
         save_result(path, stored)
         return path

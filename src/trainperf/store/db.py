@@ -23,6 +23,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
 from trainperf.errors import TrainperfError
+from trainperf.store.redact import redact_text
 
 SCHEMA_VERSION = 2
 STORE_ENV = "TRAINPERF_STORE"
@@ -156,11 +157,8 @@ def normalise_url(text: str) -> str:
 
 
 def shown(url: str) -> str:
-    """The URL without its password, fit for a message."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except exc.ArgumentError:
-        return url
+    """The URL without its password, fit for a message (``store.redact``'s rule, as every record)."""
+    return redact_text(url)
 
 
 @dataclass(slots=True)
@@ -281,14 +279,15 @@ def _translated(url: str) -> Iterator[None]:
     except exc.OperationalError as error:
         raise _operational(url, error) from None
     except exc.DatabaseError as error:
-        detail = str(error.orig).splitlines()[0] if error.orig else str(error).splitlines()[0]
+        detail = redact_text(str(error.orig or error).splitlines()[0])
         if "not a database" in detail or "malformed" in detail:
             raise _unreadable(url, detail) from None
         raise StoreError(f"results store {shown(url)}: {detail}") from None
 
 
 def _operational(url: str, error: exc.OperationalError) -> StoreError:
-    detail = (str(error.orig) if error.orig else str(error)).strip().splitlines()[0]
+    # A driver's message may quote the connection string it was given.
+    detail = redact_text(str(error.orig or error).strip().splitlines()[0])
     if "database is locked" in detail:
         return StoreBusy(f"results store {shown(url)} stayed locked by another writer: {detail}")
     if "not a database" in detail or "malformed" in detail:

@@ -21,6 +21,7 @@ from trainperf.judge import stats
 from trainperf.judge.changepoints import median_interval
 from trainperf.result import CaseResult, MetricValue, requested_steps
 from trainperf.store.db import Store, cases, metrics, runs
+from trainperf.store.redact import redact_argv, redacted
 
 RUNNER_ENV = "TRAINPERF_RUNNER"
 # The machine under a runner label: a change of any of these is an environment change, never pooled.
@@ -115,9 +116,10 @@ def write_run(conn: Connection, run: RunInfo) -> int:
         "cpu_model": fp.get("cpu_model"),
         "power_limit_w": fp.get("power_limit_w"),
         "commit_id": run.commit,
-        "fingerprint": fp,
+        "fingerprint": redacted(fp),
         "run_dir": run.run_dir,
-        "argv": run.argv,
+        # Every run row passes here (a live session, an ingest of an older folder, a merge).
+        "argv": redact_argv(run.argv) if run.argv is not None else None,
     }
     conn.execute(_insert(conn, runs).values(**values).on_conflict_do_nothing(index_elements=["run_key"]))
     row = conn.execute(sa.select(runs.c.id, runs.c.ended).where(runs.c.run_key == run.run_key)).one()
