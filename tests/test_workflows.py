@@ -92,7 +92,7 @@ def test_pr_workflow_lints_once() -> None:
     """``.ci/run`` lints before the tests; the workflow does not lint a second time."""
     steps = load("pr.yml")["jobs"]["cpu"]["steps"]
     ci_script = (ROOT / ".ci" / "run").read_text()
-    lint_in_ci = len(re.findall(r"^make lint$", ci_script, flags=re.M))
+    lint_in_ci = len(re.findall(r"^make lint$", ci_script, flags=re.MULTILINE))
     lint_in_steps = sum("make lint" in step.get("run", "") for step in steps)
     assert lint_in_ci + lint_in_steps == 1
 

@@ -17,8 +17,8 @@ import json
 import os
 import re
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainperf.cli.output import PIPE_CLOSED, PipeClosed, emit
