@@ -140,6 +140,8 @@ def test_nightly_takes_the_store_url_from_a_secret_in_the_environment() -> None:
     workflow = load("nightly-gpu.yml")
     text = (ROOT / "ci" / "workflows" / "nightly-gpu.yml").read_text()
     shard = next(s for s in workflow["jobs"]["gpu"]["steps"] if "pytest" in s.get("run", ""))
-    assert shard["env"]["TRAINPERF_STORE"] == "${{ secrets.TRAINPERF_STORE }}"
+    merge = next(s for s in workflow["jobs"]["merge"]["steps"] if "merge" in s.get("run", ""))
+    for step in (shard, merge):  # both write to the results store
+        assert step["env"]["TRAINPERF_STORE"] == "${{ secrets.TRAINPERF_STORE }}"
     assert "--perf-store" not in text and "--store" not in text
     assert shard["env"]["SELECTION"] == "${{ inputs.selection }}" and '"${selection[@]}"' in shard["run"]
