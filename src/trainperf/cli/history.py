@@ -176,8 +176,10 @@ def metric_verdicts(store: Any, case_id: str, metric: str) -> dict[tuple[str, st
         rows = list(conn.execute(query))
     found: dict[tuple[str, str], str | None] = {}
     for run_key, created, detail, result_path in rows:
-        stored = (detail or {}).get("verdict") if isinstance(detail, dict) else None
-        found[(run_key, created)] = stored or _verdict_in_file(result_path, metric)
+        if isinstance(detail, dict) and "verdict" in detail:
+            found[(run_key, created)] = detail["verdict"]
+        else:  # stored before the verdict was kept with the metric
+            found[(run_key, created)] = _verdict_in_file(result_path, metric)
     return found
 
 

@@ -232,12 +232,11 @@ def metric_verdicts(result: CaseResult) -> dict[str, str]:
 
 def metric_row(case_row: int, name: str, value: MetricValue, verdict: str | None = None) -> dict[str, Any]:
     """A metric with its sample summary, 95% interval of the median (where it has samples) and
-    its own verdict (where it was judged)."""
-    detail: dict[str, Any] | None = None
+    its own verdict (None where it was not judged)."""
+    # The verdict is kept even when None (not judged): a reader then knows it was looked for.
+    detail: dict[str, Any] = {"verdict": verdict}
     if value.samples or (value.per_run and len(value.per_run) > 1):
-        detail = {"samples": value.samples, "keys": value.keys, "per_run": value.per_run}
-    if verdict is not None:
-        detail = {**(detail or {}), "verdict": verdict}
+        detail.update(samples=value.samples, keys=value.keys, per_run=value.per_run)
     row: dict[str, Any] = {
         "case_row": case_row,
         "name": name,
