@@ -72,7 +72,7 @@ def case_series(args: argparse.Namespace) -> CaseHistory:
     store = open_store(resolve_url(args.store), create=False)
     try:
         points = history_points(store, [args.metric] if args.metric else _all_metrics(), case_id=args.case)
-        left_out = left_out_results(store, args.case)
+        left_out = [r for r in left_out_results(store, args.case) if args.runner in (None, r.runner)]
         if not points:
             raise TrainperfError(_no_series(store, args.case, left_out))
         metric = args.metric or _default_metric(points)
