@@ -42,8 +42,8 @@ def planted(pytester: pytest.Pytester, plant: str, confirm: str) -> tuple[dict[s
         assert diagnosis["cost"] == f"none: confirmation run cases/{CASE_ID}/r2 was profiled"
     assert f"`{diagnosis['line']}`" in (run_dir / "summary.md").read_text()
     assert "diagnosis: " in (run_dir / "index.html").read_text()
-    properties = {
-        prop.get("name"): prop.get("value")
+    properties = {  # the suite's properties, named <test name>/<figure>
+        prop.get("name", "").rsplit("/", 1)[-1]: prop.get("value")
         for prop in ElementTree.parse(pytester.path / f"{plant}.xml").iter("property")
     }
     assert properties["trainperf_diagnosis"] == diagnosis["line"]

@@ -80,7 +80,7 @@ def test_traced_cpu_run_and_a_planted_slowdown_explained(pytester: pytest.Pytest
     assert split["CPU Exec"] == pytest.approx(summary["busy_fraction"], abs=0.05)
     assert all((run_dir / name).is_file() for name in ("summary.md", "index.html", "benchmark.json"))
     assert "## Traces (profiled steps, not timed)" in (run_dir / "summary.md").read_text()
-    assert 'name="trainperf_trace_busy_fraction"' in (pytester.path / "junit.xml").read_text()
+    assert '/trainperf_trace_busy_fraction"' in (pytester.path / "junit.xml").read_text()
 
     # A planted slowdown sleeps inside each step: the main thread idles, and the diff says so.
     slowed = run(pytester, "--perf-plant-slowdown", "4.0", "--perf-confirm", "0")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import tarfile
 from pathlib import Path
@@ -108,3 +109,33 @@ def test_a_writer_that_cannot_get_the_sqlite_lock_says_so_and_leaves_the_run(tmp
     assert report.deferred == [tmp_path / "reports" / "run0"] and report.cases_added == 0
     assert len(lines) == 1 and "stayed locked" in lines[0] and "trainperf ingest" in lines[0]
     assert ingest(open_store(str(path)), [tmp_path / "reports"], say=lambda _: None).cases_added == 2
+
+
+def test_each_folder_says_why_nothing_was_added_and_the_rest_go_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_store_cli import call
+
+    reports = tmp_path / "reports"
+    write_run_folder(reports / "good", nightly(1), [make_result(CASES[0], nightly(1), 0.5)])
+    (reports / "no-results").mkdir(parents=True)  # a session that ended before its first case
+    (reports / "no-results" / "run.json").write_text(json.dumps({"sessions": [{"started": nightly(2)}]}))
+    (reports / "not-a-run").mkdir()
+    (reports / "damaged").mkdir()
+    (reports / "damaged" / "run.json").write_text("{")
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    folders = [str(reports / name) for name in ("not-a-run", "damaged", "no-results", "good")]
+    assert call("ingest", *folders, "--store", url) == 1
+    out, err = capsys.readouterr()
+    assert (
+        f"{reports / 'no-results'}: 0 added, 0 already stored (no results/*.json: the run recorded no case"
+        in out
+    )
+    assert f"{reports / 'good'}: 1 added" in out
+    assert "2 run(s): 1 case result(s) added, 0 already stored; 1 run(s) with no case result; " in out
+    assert "2 folder(s) not ingested" in out
+    assert f"not ingested: {reports / 'not-a-run'} is not a run folder" in err
+    assert f"not ingested: {reports / 'damaged' / 'run.json'} is not a readable run record" in err
+    # Every folder stored (an empty run is no failure): 0; no folder named held a run: 2.
+    assert call("ingest", folders[2], folders[3], "--store", url, "--quiet") == 0
+    assert call("ingest", folders[0], "--store", url, "--quiet") == 2

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -83,3 +86,62 @@ def test_pr_workflow_runs_the_ci_script_that_exists() -> None:
     steps = load("pr.yml")["jobs"]["cpu"]["steps"]
     assert any(step.get("run") == ".ci/run" for step in steps)
     assert (ROOT / ".ci" / "run").is_file()
+
+
+def test_pr_workflow_lints_once() -> None:
+    """``.ci/run`` lints before the tests; the workflow does not lint a second time."""
+    steps = load("pr.yml")["jobs"]["cpu"]["steps"]
+    ci_script = (ROOT / ".ci" / "run").read_text()
+    lint_in_ci = len(re.findall(r"^make lint$", ci_script, flags=re.MULTILINE))
+    lint_in_steps = sum("make lint" in step.get("run", "") for step in steps)
+    assert lint_in_ci + lint_in_steps == 1
+
+
+def _zizmor() -> str:
+    found = shutil.which("zizmor") or str(Path(sys.executable).with_name("zizmor"))
+    if Path(found).is_file():
+        return found
+    if os.environ.get("CI") == "true":
+        pytest.fail("zizmor is not installed under CI: pip install -e '.[dev]'")
+    pytest.skip("zizmor is not installed: pip install -e '.[dev]'")
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_zizmor_offline_finds_nothing_high(path: Path) -> None:
+    """zizmor's offline audits (template injection, unpinned actions, permissions, persisted
+    credentials ...) at high severity: none."""
+    done = subprocess.run(
+        [_zizmor(), "--offline", "--no-config", "--min-severity", "high", "--format", "json", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode in (0, 10, 11, 12, 13, 14), done.stderr  # 1x: findings, by severity
+    findings = json.loads(done.stdout or "[]")
+    assert [(f["ident"], f["determinations"]["severity"]) for f in findings] == [], done.stderr
+
+
+@pytest.mark.parametrize("name", ["pr.yml", "nightly-gpu.yml"])
+def test_workflows_pin_actions_scope_the_token_and_keep_no_credentials(name: str) -> None:
+    workflow = load(name)
+    assert workflow["permissions"] == {"contents": "read"}
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            uses = step.get("uses")
+            if uses:
+                assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", uses), uses
+            if uses and uses.startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False
+            assert "${{ inputs." not in step.get("run", "")
+
+
+def test_nightly_takes_the_store_url_from_a_secret_in_the_environment() -> None:
+    """A PostgreSQL URL may carry a password: never on a command line, where ``ps`` and logs show it."""
+    workflow = load("nightly-gpu.yml")
+    text = (ROOT / "ci" / "workflows" / "nightly-gpu.yml").read_text()
+    shard = next(s for s in workflow["jobs"]["gpu"]["steps"] if "pytest" in s.get("run", ""))
+    merge = next(s for s in workflow["jobs"]["merge"]["steps"] if "merge" in s.get("run", ""))
+    for step in (shard, merge):  # both write to the results store
+        assert step["env"]["TRAINPERF_STORE"] == "${{ secrets.TRAINPERF_STORE }}"
+    assert "--perf-store" not in text and "--store" not in text
+    assert shard["env"]["SELECTION"] == "${{ inputs.selection }}" and '"${selection[@]}"' in shard["run"]

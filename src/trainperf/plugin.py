@@ -14,7 +14,7 @@ import pytest
 from trainperf import xdist
 from trainperf.errors import TrainperfError
 from trainperf.report.case_outcome import CaseOutcome
-from trainperf.report.junit import property_recorder
+from trainperf.report.junit import property_recorder, wire_junit_figures
 from trainperf.report.terminal import (
     live_line_writer,
     write_deselected_note,
@@ -77,6 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
             state.stamp = xdist.new_stamp(settings.output)
     state.stamp = state.stamp or xdist.shared_stamp(config)
     config.stash[STATE] = state
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    wire_junit_figures(session.config)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -2,8 +2,10 @@
 
 For each runner: every run's value, oldest first, the change points, and at each change point
 what changed in the environment between the runs on either side (driver, CUDA, torch,
-transformers, peft, trl, bitsandbytes, vllm ...). ``--json`` prints one object whose ``runs``
-is the list of runs, oldest first.
+transformers, peft, trl, bitsandbytes, vllm ...). The verdict beside each value is the shown
+metric's own (a memory-only regression leaves step time ``pass``). Results kept out of the series
+(contaminated runs, planted slowdowns) are counted, never silently dropped. ``--json`` prints one
+object whose ``runs`` is the list of runs, oldest first.
 """
 
 from __future__ import annotations
@@ -11,15 +13,24 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainperf.cli.output import PIPE_CLOSED, PipeClosed, emit
 from trainperf.errors import TrainperfError
+from trainperf.judge.changepoints import MIN_SEGMENT
 from trainperf.judge.fingerprint import environment_changes
 
 if TYPE_CHECKING:
-    from trainperf.store.series import Series
+    from trainperf.store.series import Point, Series
 
 DEFAULT_METRIC = "step_time_s"
+RUNS_FOR_A_CHANGE_POINT = 2 * MIN_SEGMENT
+# A case's verdict that holds for every metric (nothing was compared metric by metric).
+CASE_WIDE_VERDICTS = ("outcome-changed", "config-changed", "contaminated", "not-compared", "expected-oom")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -41,7 +52,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def case_series(args: argparse.Namespace) -> tuple[str, list[Series]]:
+@dataclass(slots=True)
+class CaseHistory:
+    """What ``history`` shows of a case: its series of one metric, each run's verdict on that
+    metric, and the stored results kept out of the series."""
+
+    metric: str
+    found: list[Series]
+    verdicts: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    """(run key, created) -> the metric's own verdict in that run."""
+    left_out: list[LeftOut] = field(default_factory=list)
+
+
+def case_series(args: argparse.Namespace) -> CaseHistory:
     # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
     from trainperf.store.db import open_store, resolve_url
     from trainperf.store.series import history_points, series_of
@@ -49,11 +72,13 @@ def case_series(args: argparse.Namespace) -> tuple[str, list[Series]]:
     store = open_store(resolve_url(args.store), create=False)
     try:
         points = history_points(store, [args.metric] if args.metric else _all_metrics(), case_id=args.case)
+        left_out = [r for r in left_out_results(store, args.case) if args.runner in (None, r.runner)]
         if not points:
-            raise TrainperfError(_unknown_case(store, args.case))
+            raise TrainperfError(_no_series(store, args.case, left_out))
+        metric = args.metric or _default_metric(points)
+        verdicts = metric_verdicts(store, args.case, metric)
     finally:
         store.close()
-    metric = args.metric or _default_metric(points)
     found = [s for s in series_of(points, metric) if args.runner in (None, s.runner)]
     if not found:
         have = sorted({name for p in points for name in p.values})
@@ -61,7 +86,7 @@ def case_series(args: argparse.Namespace) -> tuple[str, list[Series]]:
             f"{args.case} has no stored {metric}{' on runner ' + args.runner if args.runner else ''}; "
             f"it has: {', '.join(have) or 'no metric (not measured)'}"
         )
-    return metric, found
+    return CaseHistory(metric, found, verdicts, left_out)
 
 
 def _all_metrics() -> list[str]:
@@ -78,6 +103,20 @@ def _default_metric(points: list[Any]) -> str:
     return cliffs[0] if cliffs else min(have, default=DEFAULT_METRIC)
 
 
+def _no_series(store: Any, case_id: str, left_out: list[LeftOut]) -> str:
+    """Why a case has no series: every stored result was kept out of it, or no such case."""
+    if left_out:
+        kinds = ", ".join(f"{n} {why}" for why, n in sorted(Counter(r.why for r in left_out).items()))
+        last = left_out[-1]
+        return (
+            f"{case_id} has {len(left_out)} stored result(s), none in its series ({kinds}: "
+            f"kept out of every series and baseline); the latest: {last.created[:19]} on runner "
+            f"{last.runner}{' in ' + last.run_dir if last.run_dir else ''}. Re-run it on an idle "
+            "runner to start its series"
+        )
+    return _unknown_case(store, case_id)
+
+
 def _unknown_case(store: Any, case_id: str) -> str:
     import sqlalchemy as sa
 
@@ -90,26 +129,102 @@ def _unknown_case(store: Any, case_id: str) -> str:
     return f"no stored result of case {case_id!r} in the store{hint}"
 
 
-def as_json(case_id: str, metric: str, found: list[Series]) -> dict[str, Any]:
-    runs = []
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """A stored result of the case that no series holds."""
+
+    created: str
+    runner: str
+    run_dir: str | None
+    why: str
+
+
+def left_out_results(store: Any, case_id: str) -> list[LeftOut]:
+    """The case's contaminated results and planted slowdowns, oldest first (the series leave them out)."""
+    import sqlalchemy as sa
+
+    from trainperf.store.db import cases, runs
+
+    query = (
+        sa.select(cases.c.created, runs.c.runner, runs.c.run_dir, cases.c.verdict, cases.c.planted)
+        .join(runs, runs.c.id == cases.c.run_id)
+        .where(cases.c.case_id == case_id, cases.c.variant == "")
+        .where(sa.or_(cases.c.verdict == "contaminated", cases.c.planted != 0))
+        .order_by(runs.c.started, cases.c.seq, cases.c.id)
+    )
+    with store.reading() as conn:
+        return [
+            LeftOut(created, runner, run_dir, "planted slowdown" if planted else "contaminated")
+            for created, runner, run_dir, verdict, planted in conn.execute(query)
+        ]
+
+
+def metric_verdicts(store: Any, case_id: str, metric: str) -> dict[tuple[str, str], str | None]:
+    """(run key, created) -> the metric's own verdict: as stored with the metric, else read from
+    the result file (results stored before the metric's verdict was kept), else None."""
+    import sqlalchemy as sa
+
+    from trainperf.store.db import cases, metrics, runs
+
+    query = (
+        sa.select(runs.c.run_key, cases.c.created, metrics.c.detail, cases.c.result_path)
+        .join(runs, runs.c.id == cases.c.run_id)
+        .join(metrics, metrics.c.case_row == cases.c.id)
+        .where(cases.c.case_id == case_id, metrics.c.name == metric)
+    )
+    with store.reading() as conn:
+        rows = list(conn.execute(query))
+    found: dict[tuple[str, str], str | None] = {}
+    for run_key, created, detail, result_path in rows:
+        if isinstance(detail, dict) and "verdict" in detail:
+            found[(run_key, created)] = detail["verdict"]
+        else:  # stored before the verdict was kept with the metric
+            found[(run_key, created)] = _verdict_in_file(result_path, metric)
+    return found
+
+
+def _verdict_in_file(result_path: str | None, metric: str) -> str | None:
+    try:
+        data = json.loads(Path(result_path).read_text()) if result_path else {}
+    except (OSError, ValueError):
+        return None
+    judged = (data.get("verdict") or {}).get("metrics") or [] if isinstance(data, dict) else []
+    return next(
+        (str(m.get("verdict")) for m in judged if isinstance(m, dict) and m.get("metric") == metric), None
+    )
+
+
+def shown_verdict(history: CaseHistory, point: Point) -> str:
+    """The metric's own verdict; a case-wide one where nothing was judged metric by metric."""
+    own = history.verdicts.get((point.run_key, point.created))
+    if own:
+        return own
+    if point.verdict in CASE_WIDE_VERDICTS or point.outcome != "ok":
+        return point.verdict or point.outcome
+    return f"case {point.verdict}" if point.verdict else "not judged"
+
+
+def as_json(case_id: str, history: CaseHistory) -> dict[str, Any]:
+    metric, found = history.metric, history.found
     points = []
     for series in found:
         for position, point in enumerate(series.points):
             points.append((point.started, series, position, point))
-    for started, series, position, point in sorted(points, key=lambda item: item[0]):
-        runs.append(
-            {
-                "run": point.run_key,
-                "started": started,
-                "created": point.created,
-                "runner": series.runner,
-                "value": point.values[metric],
-                "outcome": point.outcome,
-                "verdict": point.verdict,
-                "run_dir": point.run_dir,
-                "environment_change": [list(c) for c in series.environment.get(position, [])],
-            }
-        )
+    runs = [
+        {
+            "run": point.run_key,
+            "started": started,
+            "created": point.created,
+            "runner": series.runner,
+            "value": point.values[metric],
+            "outcome": point.outcome,
+            "verdict": point.verdict,
+            "metric_verdict": history.verdicts.get((point.run_key, point.created)),
+            "run_dir": point.run_dir,
+            "environment_change": [list(c) for c in series.environment.get(position, [])],
+        }
+        for started, series, position, point in sorted(points, key=lambda item: item[0])
+    ]
     change_points = [
         {
             "runner": series.runner,
@@ -129,16 +244,38 @@ def as_json(case_id: str, metric: str, found: list[Series]) -> dict[str, Any]:
         for series in found
         for cp in series.change_points
     ]
-    return {"case": case_id, "metric": metric, "runs": runs, "change_points": change_points}
+    left_out = [
+        {"created": r.created, "runner": r.runner, "run_dir": r.run_dir, "why": r.why}
+        for r in history.left_out
+    ]
+    return {
+        "case": case_id,
+        "metric": metric,
+        "runs": runs,
+        "change_points": change_points,
+        "runs_for_a_change_point": RUNS_FOR_A_CHANGE_POINT,
+        "left_out": left_out,
+    }
 
 
-def render(case_id: str, metric: str, found: list[Series]) -> str:
-    lines = [f"{case_id}  {metric}"]
-    for series in found:
-        lines.append(
-            f"runner {series.runner}: {len(series.points)} run(s), "
-            f"{len(series.change_points)} change point(s)"
+def _series_line(series: Series) -> str:
+    count = len(series.points)
+    if count < RUNS_FOR_A_CHANGE_POINT:
+        return (
+            f"runner {series.runner}: {count} run(s), too few to look for change points "
+            f"(needs at least {RUNS_FOR_A_CHANGE_POINT}: {MIN_SEGMENT} on each side)"
         )
+    return f"runner {series.runner}: {count} run(s), {len(series.change_points)} change point(s)"
+
+
+def render(case_id: str, history: CaseHistory) -> str:
+    metric = history.metric
+    lines = [f"{case_id}  {metric}  (verdict: {metric}'s own)"]
+    if history.left_out:
+        kinds = ", ".join(f"{n} {why}" for why, n in sorted(Counter(r.why for r in history.left_out).items()))
+        lines.append(f"left out of the series: {kinds} (`--json` lists them)")
+    for series in history.found:
+        lines.append(_series_line(series))
         starts = {cp.index: cp for cp in series.change_points}
         for position, point in enumerate(series.points):
             if position in starts:
@@ -153,15 +290,19 @@ def render(case_id: str, metric: str, found: list[Series]) -> str:
                 lines.append(f"  .... environment: {listed}")
             lines.append(
                 f"  {point.created[:19]}  {point.values[metric]:>12.6g}  "
-                f"{point.verdict or point.outcome:<16s} {point.run_dir or ''}"
+                f"{shown_verdict(history, point):<16s} {point.run_dir or ''}"
             )
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
-    metric, found = case_series(args)
+    history = case_series(args)
     if args.json:
-        print(json.dumps(as_json(args.case, metric, found), indent=1, default=str))
+        text = json.dumps(as_json(args.case, history), indent=1, default=str)
     else:
-        print(render(args.case, metric, found))
+        text = render(args.case, history)
+    try:
+        emit(text + "\n")
+    except PipeClosed:
+        return PIPE_CLOSED
     return 0

@@ -2,11 +2,17 @@
 
 Idempotent: a result already stored is skipped, so a folder can be ingested again after a run
 could not reach the store, or to fill a new store with ``docs/measurements/``.
+
+Each folder goes on its own: one that cannot be ingested is named with why (on stderr) and the
+others are stored. Exit status: 0 when every folder was read and stored (a run with no case
+result says why, and is no failure), 1 when some folder, result file or locked write was left
+out, 2 when no folder named held a run at all.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +45,17 @@ def run(args: argparse.Namespace) -> int:
     store = open_store(url)
     try:
         report = ingest(
-            store, args.run_dirs, runner=args.runner, say=(lambda _line: None) if args.quiet else print
+            store,
+            args.run_dirs,
+            runner=args.runner,
+            say=(lambda _line: None) if args.quiet else print,
+            warn=lambda line: print(f"trainperf: {line}", file=sys.stderr),
         )
     finally:
         store.close()
     print(f"{shown(url)}: {report.line()}")
     for line in report.skipped:
         print(f"  skipped: {line}")
-    return 0
+    if report.complete:
+        return 0
+    return 2 if report.failed and not report.runs_seen else 1

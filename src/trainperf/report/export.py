@@ -3,7 +3,10 @@
 ``benchmark.json`` holds one benchmark per measured case: its per-step times (seconds) as
 ``stats.data`` with pytest-benchmark's summary fields, everything else in ``extra_info``, so
 ``pytest-benchmark compare`` and dashboards that read that format work on a trainperf run.
-Quartiles use ``trainperf.judge.stats.quantile`` (linear interpolation), not pytest-benchmark's own rule.
+Each case is its own ``group``: ``pytest-benchmark compare`` groups by it, so run files compared
+side by side set a case beside itself in earlier runs, never beside another case. The summary
+fields are computed as pytest-benchmark's ``Stats`` computes them (quartiles by Wikipedia's
+methods 2 and 3, not linear interpolation), so a file reads the same as one it wrote itself.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from trainperf.judge import stats
 from trainperf.result import CaseResult
 from trainperf.store.redact import redact_argv
 
@@ -27,7 +29,7 @@ def step_stats(data: Sequence[float]) -> dict[str, Any]:
     """pytest-benchmark's ``stats`` object for these samples."""
     mean = statistics.mean(data)
     stddev = statistics.stdev(data) if len(data) > 1 else 0.0
-    q1, q3 = stats.quantile(data, 0.25), stats.quantile(data, 0.75)
+    q1, q3 = quartiles(data)
     iqr = q3 - q1
     low, high = q1 - 1.5 * iqr, q3 + 1.5 * iqr
     iqr_outliers = sum(1 for v in data if v < low or v > high)
@@ -38,7 +40,7 @@ def step_stats(data: Sequence[float]) -> dict[str, Any]:
         "mean": mean,
         "stddev": stddev,
         "rounds": len(data),
-        "median": stats.median(data),
+        "median": statistics.median(data),
         "iqr": iqr,
         "q1": q1,
         "q3": q3,
@@ -52,6 +54,23 @@ def step_stats(data: Sequence[float]) -> dict[str, Any]:
         "iterations": 1,
         "data": list(data),
     }
+
+
+def quartiles(data: Sequence[float]) -> tuple[float, float]:
+    """Q1 and Q3 the way pytest-benchmark reports them (Wikipedia, "Quartile", computing methods):
+    an even count takes the medians of the lower and upper halves (method 2); an odd count
+    n = 4k + 1 or 4k + 3 weighs the two order statistics around each quarter 1:3 (method 3)."""
+    ordered = sorted(data)
+    n = len(ordered)
+    if n == 1:
+        return ordered[0], ordered[0]
+    if n % 2 == 0:
+        return statistics.median(ordered[: n // 2]), statistics.median(ordered[n // 2 :])
+    k = n // 4
+    if n % 4 == 1:  # 1-based: Q1 = (x[k] + 3 x[k+1]) / 4, Q3 = (3 x[3k+1] + x[3k+2]) / 4
+        return 0.25 * ordered[k - 1] + 0.75 * ordered[k], 0.75 * ordered[3 * k] + 0.25 * ordered[3 * k + 1]
+    # n = 4k + 3, 1-based: Q1 = (3 x[k+1] + x[k+2]) / 4, Q3 = (x[3k+2] + 3 x[3k+3]) / 4
+    return 0.75 * ordered[k] + 0.25 * ordered[k + 1], 0.25 * ordered[3 * k + 1] + 0.75 * ordered[3 * k + 2]
 
 
 def key_figures(result: CaseResult) -> dict[str, Any]:
@@ -85,7 +104,9 @@ def benchmark_json(results: Sequence[CaseResult], run_info: dict[str, Any]) -> d
             continue  # OOM, skipped or cliff: nothing timed
         benchmarks.append(
             {
-                "group": result.gpu_class,
+                # Its own group: pytest-benchmark compare's default (--group-by group) then sets
+                # a case beside itself in other runs' files (the class is in machine_info).
+                "group": result.case_id,
                 "name": result.case_id,
                 "fullname": f"trainperf::{result.case_id}",
                 "params": {"case": result.case_id},

@@ -1,12 +1,25 @@
-"""Exports for other tools: Bencher Metric Format (BMF) JSON and an OpenMetrics text file per run.
+"""Exports for other tools: Bencher Metric Format (BMF) JSON, OpenMetrics, and Prometheus' text
+format for node_exporter's textfile collector.
 
-BMF: ``{benchmark: {measure: {value, lower_value, upper_value}}}``, one benchmark per case, one
-measure per metric (its registry name as the slug); lower and upper are the 95% interval of the
-median where the metric has samples, so Bencher's thresholds see the spread we saw.
+BMF: ``{benchmark: {measure: {value, lower_value, upper_value}}}`` for one run, one benchmark per
+case, one measure per metric (its registry name as the slug); lower and upper are the 95% interval
+of the median where the metric has samples, so Bencher's thresholds see the spread we saw.
 
-OpenMetrics: one gauge family per metric, a sample per case labelled with case, class, runner and
-run, stamped with the run's start. Names carry OpenMetrics base units (seconds, bytes, joules),
-converting GiB to bytes; figures without a base unit keep their name and have no UNIT line.
+OpenMetrics (``openmetrics``): one exposition for any number of runs, ending in one ``# EOF``: a
+gauge family per metric, a sample per case and run labelled with case, class, runner and run,
+stamped with the run's start in seconds (OpenMetrics' unit for timestamps), each family's samples
+oldest first. For ``promtool tsdb create-blocks-from openmetrics`` (backfilling a history) and any
+OpenMetrics reader.
+
+Prometheus text format 0.0.4 (``prometheus_text``): one run, the same families without
+timestamps or ``UNIT`` lines, what node_exporter's textfile collector reads from ``*.prom``
+(it refuses timestamped samples) and ``promtool check metrics`` checks.
+
+Names follow Prometheus' conventions: base units as a suffix (seconds, bytes, joules, watts; GiB
+are converted to bytes, per hour to per second), rates as ``_per_second``. A contaminated result
+(the GPU or host was shared while it ran) measured its neighbour: its figures are left out of
+every export; OpenMetrics and the textfile keep its ``trainperf_case_ok`` and set
+``trainperf_case_contaminated`` to 1, so it is seen, not silently dropped.
 """
 
 from __future__ import annotations
@@ -14,6 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -21,20 +35,29 @@ from trainperf.judge.metrics import METRICS
 from trainperf.store.reads import StoredCase
 
 GIB = 2**30
-# metric-name suffix -> (OpenMetrics unit, factor to that unit)
+CONTAMINATED = "contaminated"
+# metric-name suffix -> (base unit, factor to that unit)
 BASE_UNITS = {
     "_s": ("seconds", 1.0),
     "_gib": ("bytes", float(GIB)),
     "_j": ("joules", 1.0),
     "_w": ("watts", 1.0),
 }
+# Rates and counts whose registry names carry no suffix above: (exposed name, factor).
+RATES = {
+    "tokens_per_s": ("trainperf_tokens_per_second", 1.0),
+    "throughput_per_gpu": ("trainperf_tokens_per_gpu_per_second", 1.0),
+    "samples_per_hour": ("trainperf_samples_per_second", 1 / 3600),
+}
+RunCases = tuple[dict[str, Any], Sequence[StoredCase]]
+"""A stored run (``list_runs``' row) and its cases."""
 
 
 def bmf(cases: Sequence[StoredCase]) -> dict[str, dict[str, dict[str, float]]]:
-    """The Bencher Metric Format of one run's cases (measured cases only)."""
+    """The Bencher Metric Format of one run's cases (measured cases, contaminated ones left out)."""
     report: dict[str, dict[str, dict[str, float]]] = {}
     for case in cases:
-        if case.outcome != "ok" or not case.metrics:
+        if case.outcome != "ok" or not case.metrics or case.verdict == CONTAMINATED:
             continue
         name = case.case_id if not case.variant else f"{case.case_id}[{case.variant}]"
         measures = report.setdefault(name, {})
@@ -49,8 +72,11 @@ def bmf(cases: Sequence[StoredCase]) -> dict[str, dict[str, dict[str, float]]]:
 
 def openmetrics_name(metric: str) -> tuple[str, str | None, float]:
     """The exposed family name, its unit (or None) and the factor from the stored value."""
+    if metric in RATES:
+        name, factor = RATES[metric]
+        return name, None, factor
     base = "trainperf_" + re.sub(r"[^a-zA-Z0-9_]", "_", metric)
-    if metric.endswith("_per_s"):  # a rate (tokens/s), not a duration
+    if metric.endswith("_per_s"):  # a rate a workload defines (samples/s ...), not a duration
         return base.removesuffix("_s") + "_second", None, 1.0
     for suffix, (unit, factor) in BASE_UNITS.items():
         if metric.endswith(suffix):
@@ -58,47 +84,82 @@ def openmetrics_name(metric: str) -> tuple[str, str | None, float]:
     return base, None, 1.0
 
 
+@dataclass(slots=True)
+class _Family:
+    unit: str | None
+    help_text: str
+    samples: list[tuple[str, float, float | None]] = field(default_factory=list)
+    """(labels, value, timestamp in seconds or None)."""
+
+
+def _families(runs: Sequence[RunCases], stamped: bool) -> dict[str, _Family]:
+    """Every family of these runs, each family's samples in run order."""
+    families: dict[str, _Family] = {
+        "trainperf_case_ok": _Family(None, "1 when the case ran to its end (outcome ok), 0 otherwise"),
+        "trainperf_case_contaminated": _Family(
+            None, "1 when the GPU or host was shared while the case ran: its figures are not exported"
+        ),
+    }
+    for run, cases in runs:
+        stamp = _timestamp(str(run.get("started") or "")) if stamped else None
+        for case in cases:
+            labels = (
+                f'case="{_label(case.case_id)}",variant="{_label(case.variant)}",'
+                f'gpu_class="{_label(run.get("gpu_class") or "")}",runner="{_label(case.runner)}",'
+                f'run="{_label(case.run_key[:12])}"'
+            )
+            contaminated = case.verdict == CONTAMINATED
+            families["trainperf_case_ok"].samples.append((labels, float(case.outcome == "ok"), stamp))
+            families["trainperf_case_contaminated"].samples.append((labels, float(contaminated), stamp))
+            for metric, value in sorted(case.metrics.items()) if not contaminated else ():
+                name, unit, factor = openmetrics_name(metric)
+                described = METRICS[metric].description if metric in METRICS else metric
+                family = families.setdefault(name, _Family(unit, described))
+                family.samples.append((labels, value.value * factor, stamp))
+    return families
+
+
+def openmetrics(runs: Sequence[RunCases]) -> str:
+    """These runs as one OpenMetrics exposition (a single ``# EOF``), stamped with each run's start."""
+    lines: list[str] = []
+    for name, family in sorted(_families(runs, stamped=True).items()):
+        lines.append(f"# TYPE {name} gauge")
+        if family.unit:
+            lines.append(f"# UNIT {name} {family.unit}")
+        lines.append(f"# HELP {name} {_label(family.help_text)}")
+        for labels, value, stamp in family.samples:
+            stamped = f" {stamp:.3f}" if stamp is not None else ""
+            lines.append(f"{name}{{{labels}}} {_number(value)}{stamped}")
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def prometheus_text(run: dict[str, Any], cases: Sequence[StoredCase]) -> str:
+    """One run in Prometheus' text format 0.0.4 without timestamps (node_exporter's textfile collector)."""
+    lines: list[str] = []
+    for name, family in sorted(_families([(run, cases)], stamped=False).items()):
+        lines.append(f"# HELP {name} {_help(family.help_text)}")
+        lines.append(f"# TYPE {name} gauge")
+        lines.extend(f"{name}{{{labels}}} {_number(value)}" for labels, value, _ in family.samples)
+    return "\n".join(lines) + "\n"
+
+
 def _label(value: Any) -> str:
+    """A label value (and OpenMetrics' HELP): backslash, quote and newline escaped."""
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _help(text: str) -> str:
+    """HELP in the 0.0.4 text format escapes only backslash and newline (a quote stays as it is)."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def _number(value: float) -> str:
     return "NaN" if math.isnan(value) else repr(float(value))
 
 
-def openmetrics(run: dict[str, Any], cases: Sequence[StoredCase]) -> str:
-    """One run as an OpenMetrics text exposition (ends with ``# EOF``)."""
-    stamp = _timestamp(str(run.get("started") or ""))
-    families: dict[str, list[str]] = {}
-    meta: dict[str, tuple[str | None, str]] = {}
-    for case in cases:
-        labels = (
-            f'case="{_label(case.case_id)}",variant="{_label(case.variant)}",'
-            f'gpu_class="{_label(run.get("gpu_class") or "")}",runner="{_label(case.runner)}",'
-            f'run="{_label(case.run_key[:12])}"'
-        )
-        verdicts = families.setdefault("trainperf_case_ok", [])
-        meta["trainperf_case_ok"] = (None, "1 when the case ran to its end (outcome ok), 0 otherwise")
-        verdicts.append(f"trainperf_case_ok{{{labels}}} {1 if case.outcome == 'ok' else 0}{stamp}")
-        for metric, value in sorted(case.metrics.items()):
-            name, unit, factor = openmetrics_name(metric)
-            described = METRICS[metric].description if metric in METRICS else metric
-            meta[name] = (unit, described)
-            families.setdefault(name, []).append(f"{name}{{{labels}}} {_number(value.value * factor)}{stamp}")
-    lines: list[str] = []
-    for name in sorted(families):
-        unit, help_text = meta[name]
-        lines.append(f"# TYPE {name} gauge")
-        if unit:
-            lines.append(f"# UNIT {name} {unit}")
-        lines.append(f"# HELP {name} {_label(help_text)}")
-        lines.extend(families[name])
-    lines.append("# EOF")
-    return "\n".join(lines) + "\n"
-
-
-def _timestamp(started: str) -> str:
+def _timestamp(started: str) -> float | None:
     try:
-        return f" {datetime.fromisoformat(started).timestamp():.3f}"
+        return datetime.fromisoformat(started).timestamp()
     except ValueError:
-        return ""
+        return None

@@ -5,6 +5,8 @@ Three shapes of folder are runs: a pytest run folder (``run.json`` or ``run.gw*.
 child is stored as a result of the case, labelled with its role, planted ones never accepted),
 and a folder of result files copied out of a run (``*.json`` with a trainperf result schema).
 A folder that is none of these is searched below for runs; with none found, one line says so.
+Each folder is ingested on its own: one that is not a run, or whose record cannot be read, is
+reported with the reason and the others go on; a run that adds nothing says why.
 """
 
 from __future__ import annotations
@@ -50,16 +52,27 @@ class IngestReport:
     skipped: list[str] = field(default_factory=list)
     deferred: list[Path] = field(default_factory=list)
     """Runs whose write found the store locked too long: their folders stay for a later ingest."""
+    failed: list[str] = field(default_factory=list)
+    """Folders not ingested, each with why (not a run, an unreadable run record)."""
+    empty: list[str] = field(default_factory=list)
+    """Runs read whole that hold no case result, each with why."""
 
     def line(self) -> str:
         text = (
             f"{self.runs_seen} run(s): {self.cases_added} case result(s) added, "
             f"{self.cases_known} already stored"
         )
+        text += f"; {len(self.empty)} run(s) with no case result" if self.empty else ""
         text += f"; {len(self.skipped)} file(s) skipped" if self.skipped else ""
+        text += f"; {len(self.failed)} folder(s) not ingested" if self.failed else ""
         return text + (
             f"; {len(self.deferred)} run(s) left for a later ingest (store locked)" if self.deferred else ""
         )
+
+    @property
+    def complete(self) -> bool:
+        """Every folder named was read and stored (a run with no case result is not a failure)."""
+        return not (self.failed or self.deferred or self.skipped)
 
 
 def find_runs(path: Path) -> list[Path]:
@@ -124,25 +137,73 @@ def _load_results(files: Sequence[Path], skipped: list[str]) -> list[tuple[Path,
 
 
 def ingest(
-    store: Store, paths: Sequence[Path], *, runner: str | None = None, say: Callable[[str], None] = print
+    store: Store,
+    paths: Sequence[Path],
+    *,
+    runner: str | None = None,
+    say: Callable[[str], None] = print,
+    warn: Callable[[str], None] | None = None,
 ) -> IngestReport:
-    """Ingest every run at or below ``paths``; each run in its own transaction."""
+    """Ingest every run at or below ``paths``, each run in its own transaction; a folder that
+    cannot be ingested is reported with why (through ``warn``, default ``say``), and the rest go on."""
     report = IngestReport()
-    for run_dir in [run for path in paths for run in find_runs(path)]:
-        report.runs_seen += 1
+    for path in paths:
         try:
-            if (run_dir / FIDELITY_STATE).is_file():
-                added, known = _ingest_fidelity(store, run_dir, runner)
-            else:
-                added, known = _ingest_results(store, run_dir, runner, report.skipped)
-        except StoreBusy as busy:
-            report.deferred.append(run_dir)
-            say(f"{run_dir}: not stored, {busy}; it stays on disk: `trainperf ingest {run_dir}` later")
+            found = find_runs(path)
+        except TrainperfError as exc:
+            report.failed.append(str(exc))
+            (warn or say)(f"not ingested: {exc}")
             continue
-        report.cases_added += added
-        report.cases_known += known
-        say(f"{run_dir}: {added} added, {known} already stored")
+        for run_dir in found:
+            _ingest_one(store, run_dir, runner, report, say, warn or say)
     return report
+
+
+def _ingest_one(
+    store: Store,
+    run_dir: Path,
+    runner: str | None,
+    report: IngestReport,
+    say: Callable[[str], None],
+    warn: Callable[[str], None],
+) -> None:
+    skipped_before = len(report.skipped)
+    try:
+        if (run_dir / FIDELITY_STATE).is_file():
+            added, known = _ingest_fidelity(store, run_dir, runner)
+        else:
+            added, known = _ingest_results(store, run_dir, runner, report.skipped)
+    except StoreBusy as busy:
+        report.runs_seen += 1
+        report.deferred.append(run_dir)
+        warn(f"{run_dir}: not stored, {busy}; it stays on disk: `trainperf ingest {run_dir}` later")
+        return
+    except TrainperfError as exc:
+        report.failed.append(str(exc))
+        warn(f"not ingested: {exc}")
+        return
+    report.runs_seen += 1
+    report.cases_added += added
+    report.cases_known += known
+    why = "" if added or known else _why_nothing(run_dir, len(report.skipped) - skipped_before)
+    if why:
+        report.empty.append(f"{run_dir}: {why}")
+    say(f"{run_dir}: {added} added, {known} already stored" + (f" ({why})" if why else ""))
+
+
+def _why_nothing(run_dir: Path, unreadable: int) -> str:
+    """Why a run folder gave no case result to store."""
+    if unreadable:
+        return f"{unreadable} result file(s) could not be read (listed below)"
+    folder = RunFolder(run_dir)
+    if (run_dir / FIDELITY_STATE).is_file():
+        return "no fidelity child ended ok"
+    if folder.session_files() and not _candidates(folder.results_dir):
+        return (
+            f"no {folder.results_dir.name}/*.json: the run recorded no case; "
+            "it was interrupted before its first case ended, or selected none"
+        )
+    return "its JSON files are not case results"
 
 
 def sessions_of(run_dir: Path) -> list[dict[str, Any]]:

@@ -188,7 +188,7 @@ def write_cases(conn: Connection, run_row: int, items: Sequence[CaseItem]) -> in
     )
     inserted = conn.execute(statement, new).all()
     metric_rows = [
-        metric_row(case_row, name, value)
+        metric_row(case_row, name, value, verdict=metric_verdicts(rows[key][0].result).get(name))
         for case_row, key in inserted
         for name, value in rows[key][0].result.metrics.items()
     ]
@@ -226,11 +226,19 @@ def _step_times(result: CaseResult) -> list[float] | None:
     return list(step.samples) if step is not None and step.samples else None
 
 
-def metric_row(case_row: int, name: str, value: MetricValue) -> dict[str, Any]:
-    """A metric with its sample summary and 95% interval of the median (where it has samples)."""
-    detail = None
+def metric_verdicts(result: CaseResult) -> dict[str, str]:
+    """Each judged metric's own verdict (a memory-only regression leaves step time ``pass``)."""
+    judged = result.verdict.get("metrics") or []
+    return {m["metric"]: str(m["verdict"]) for m in judged if isinstance(m, dict) and m.get("verdict")}
+
+
+def metric_row(case_row: int, name: str, value: MetricValue, verdict: str | None = None) -> dict[str, Any]:
+    """A metric with its sample summary, 95% interval of the median (where it has samples) and
+    its own verdict (None where it was not judged)."""
+    # The verdict is kept even when None (not judged): a reader then knows it was looked for.
+    detail: dict[str, Any] = {"verdict": verdict}
     if value.samples or (value.per_run and len(value.per_run) > 1):
-        detail = {"samples": value.samples, "keys": value.keys, "per_run": value.per_run}
+        detail.update(samples=value.samples, keys=value.keys, per_run=value.per_run)
     row: dict[str, Any] = {
         "case_row": case_row,
         "name": name,
