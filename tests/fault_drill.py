@@ -64,6 +64,9 @@ def seconds_until_gone(owner_pid: int, limit_s: float = 15.0) -> float:
     return time.monotonic() - started
 
 
+MOST_NEIGHBOURS = 16  # the most cores the drills fill with busy loops
+
+
 def busy_neighbours(count: int, lifetime_s: int = 300) -> list[int]:
     """Busy loops that are not the suite's: detached from this process (their parent is not it),
     without a suite tag. The caller kills them (``kill_all``); each also ends by itself after

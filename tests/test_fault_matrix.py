@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from fault_drill import (
     FIRST,
+    MOST_NEIGHBOURS,
     SECOND,
     Drill,
     busy_neighbours,
@@ -311,9 +312,6 @@ def test_two_pytest_processes_on_one_gpu_are_serialised(tmp_path: Path, row: Row
     )
     assert said_first == "waiting" and second_start >= first_end, (said_first, second_out)
     assert first.returncode == second.returncode == 0 and left == []
-
-
-MOST_NEIGHBOURS = 16
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) > MOST_NEIGHBOURS, reason="fills at most 16 cores with busy loops")
