@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import required
 from test_e2e_cpu import write_catalogue
 
 CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
@@ -31,8 +32,8 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def tensorboard_plugin_step_split(trace: Path) -> dict[str, float]:
     """The TensorBoard profiler plugin's own parse of the trace: its overview's share per step phase."""
-    data_mod = pytest.importorskip(
-        "torch_tb_profiler.profiler.data", reason="torch-tb-profiler not installed (dev extra)"
+    data_mod = required.module(
+        "torch_tb_profiler.profiler.data", "pip install -e '.[dev]' (torch-tb-profiler)"
     )
     from torch_tb_profiler import consts
     from torch_tb_profiler.profiler.run_generator import RunGenerator

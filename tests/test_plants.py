@@ -9,8 +9,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import required
 
-torch = pytest.importorskip("torch")
+torch = required.module("torch", "make setup (torch from ci/envs/cpu.txt or ci/envs/hf.txt)")
 
 from trainperf.workloads import plants
 from trainperf.workloads.plants import Plant, composite_attention

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+import required
 import yaml
 
 from trainperf.measure.hardware import CPU_CLASS, load_classes
@@ -27,9 +25,7 @@ def test_there_are_the_three_workflows() -> None:
 
 
 def test_workflows_validate_against_the_github_schema() -> None:
-    checker = shutil.which("check-jsonschema") or str(Path(sys.executable).with_name("check-jsonschema"))
-    if not Path(checker).is_file():
-        pytest.skip("check-jsonschema is not installed: pip install -e '.[dev]'")
+    checker = required.program("check-jsonschema", install="pip install -e '.[dev]'")
     done = subprocess.run(
         [checker, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
         check=False,

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import required
 
-pytest.importorskip("xdist")
+required.module("xdist", "pip install -e '.[dev]' (pytest-xdist)")
 
 CATALOGUE = """
 import pytest
