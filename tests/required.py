@@ -26,9 +26,12 @@ def under_ci() -> bool:
 
 def missing(what: str, reason: str) -> NoReturn:
     """Skip (fail under CI) the test or module that needs ``what``: ``reason`` says how to get it."""
+    # pytest reports a skip at the line that raised it (here): the reason names the test instead.
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rpartition(" ")[0]
+    where = f"{test}: " if test else ""
     if under_ci():
-        pytest.fail(f"{what} cannot run under CI (CI=true): {reason}", pytrace=False)
-    pytest.skip(f"{what}: {reason}", allow_module_level=True)
+        pytest.fail(f"{where}{what} cannot run under CI (CI=true): {reason}", pytrace=False)
+    pytest.skip(f"{where}{what}: {reason}", allow_module_level=True)
 
 
 def module(name: str, install: str) -> ModuleType:
@@ -36,7 +39,8 @@ def module(name: str, install: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        missing(f"the checks that use {name}", f"{exc}; {install}")
+        error = str(exc)
+    missing(f"the checks that use {name}", f"{error}; {install}")  # outside the except: no chained report
 
 
 def program(*names: str, install: str) -> str:

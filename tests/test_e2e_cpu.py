@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from crowded import planted_verdict, written_baseline
+from crowded import crowding, planted_verdict, result_of, written_baseline
 
 CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 CATALOGUE = """
@@ -198,11 +198,16 @@ def test_baselines_pool_several_runs_and_progress_is_live(pytester: pytest.Pytes
         pytester, "--perf-update-baselines", "--perf-baseline-repeats", "2", "--perf-progress-interval", "1"
     )
     result.assert_outcomes(passed=1)
-    stored = json.loads(
-        (pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4.json").read_text()
-    )
-    assert [run["purpose"] for run in stored["runs"]] == ["measurement", "measurement"]
-    assert len(stored["metrics"]["step_time_s"]["per_run"]) == 2
+    pooled = result_of(latest_run(pytester), CASE_ID)
+    assert [run["purpose"] for run in pooled["runs"]] == ["measurement", "measurement"]
+    assert len(pooled["metrics"]["step_time_s"]["per_run"]) == 2
+    # Stored as the baseline, unless the host CPU watch found the host crowded (crowded.py).
+    baseline = pytester.path / "baselines" / "cpu" / f"{CASE_ID}.json"
+    if crowding(pooled) is None:
+        stored = json.loads(baseline.read_text())
+        assert stored["metrics"]["step_time_s"]["per_run"] == pooled["metrics"]["step_time_s"]["per_run"]
+    else:
+        assert not baseline.exists()
     output = result.stdout.str()
     # Progress is written past pytest's capture, before the test's own outcome line.
     assert "run 2/2: started" in output
