@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -291,7 +292,12 @@ def test_two_pytest_processes_on_one_gpu_are_serialised(tmp_path: Path, row: Row
         assert first.stdout is not None and first.stdout.readline().startswith("start")
         second = subprocess.Popen([*holder, "go"], **pipes)
         assert second.stdout is not None
-        said_first = second.stdout.readline().strip()  # returns once the second has found the GPU taken
+        # Returns once the second has found the GPU taken; should it wait without a word, the
+        # watchdog ends the first, and the second's first line is then "start", which fails below.
+        watchdog = threading.Timer(120, first.kill)
+        watchdog.start()
+        said_first = second.stdout.readline().strip()
+        watchdog.cancel()
         first_out = first.communicate("release\n", timeout=60)[0]
         second_out = second.communicate(timeout=60)[0]
     finally:
