@@ -64,6 +64,7 @@ def seconds_until_gone(owner_pid: int, limit_s: float = 15.0) -> float:
     return time.monotonic() - started
 
 
+STARTED: list[int] = []  # every drill session of this test process: what a row's teardown sweeps
 MOST_NEIGHBOURS = 16  # the most cores the drills fill with busy loops
 
 
@@ -124,6 +125,7 @@ class Drill:
             text=True,
         )
         self.sessions.append(process.pid)
+        STARTED.append(process.pid)
         return process
 
     def run(self, *extra: str, select: str = "", timeout: float = 300) -> subprocess.CompletedProcess[str]:

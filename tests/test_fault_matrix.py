@@ -24,6 +24,7 @@ from fault_drill import (
     FIRST,
     MOST_NEIGHBOURS,
     SECOND,
+    STARTED,
     Drill,
     busy_neighbours,
     kill_all,
@@ -53,6 +54,9 @@ def row(request: pytest.FixtureRequest) -> Iterator[Row]:
 
     failed_before = request.session.testsfailed
     yield note
+    # Whatever the row found or where it failed, nothing of its runs stays on the machine (the row's
+    # own figure was taken before, by settle).
+    kill_all([pid for session in STARTED for pid in tagged_by(session)])
     # The call's report is counted before its fixtures are torn down: a red row is written as red.
     figures["row_passed"] = request.session.testsfailed == failed_before
     target = os.environ.get("TRAINPERF_FAULT_MATRIX")
@@ -73,8 +77,9 @@ def test_kill_9_of_the_parent_mid_case_leaves_no_child_and_resume_completes(tmp_
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
         gone_s = seconds_until_gone(process.pid)
-    finally:
-        kill_all(tagged_by(process.pid))
+    except BaseException:
+        kill_all(tagged_by(process.pid))  # the row failed on the way
+        raise
     row(fault="kill -9 of pytest mid-case", exit_status=process.returncode, tree_gone_s=round(gone_s, 2))
     assert process.returncode == -signal.SIGKILL
     assert gone_s < 5.0, f"{tagged_by(process.pid)} still running {gone_s:.1f}s after kill -9"
@@ -93,8 +98,9 @@ def test_a_run_killed_between_cases_resumes_with_the_finished_case_kept(tmp_path
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
         gone_s = seconds_until_gone(process.pid)
-    finally:
-        kill_all(tagged_by(process.pid))
+    except BaseException:
+        kill_all(tagged_by(process.pid))  # the row failed on the way
+        raise
     row(fault="kill -9 between cases", exit_status=process.returncode, tree_gone_s=round(gone_s, 2))
     assert process.returncode == -signal.SIGKILL
     kept = stored_runs(drill.run_dir())
@@ -240,8 +246,9 @@ def test_disk_full_after_a_finished_case_keeps_it_and_says_so(
         wait_for(process, f"{SECOND} run 1/1: started")
         _fill(small_disk)
         rest, _ = process.communicate(timeout=300)
-    finally:
-        kill_all(tagged_by(process.pid))
+    except BaseException:
+        kill_all(tagged_by(process.pid))  # the row failed on the way
+        raise
     said = _line_with(rest, "cannot write")
     row(fault="disk full during the second case", exit_status=process.returncode, user_sees=said)
     kept = stored_runs(drill.run_dir())
