@@ -18,14 +18,19 @@ lines = [
     f"Measured {datetime.date.today()} on {platform.node() or 'this host'} ({cpu}, {len(open('/proc/cpuinfo').read().split('processor')) - 1} CPUs), "
     f"Python {platform.python_version()}, by `bash benchmarks/fault_matrix.sh`.",
     "",
-    "| fault | exit status | processes left | finished results | completed by | figure | what the user sees |",
-    "|---|---|---|---|---|---|---|",
+    "| fault | row | exit status | verdicts | processes left | results | completed by | figure | what the user sees |",
+    "|---|---|---|---|---|---|---|---|---|",
 ]
 for r in rows:
+    # Every word below is the row's own measurement; a figure the row did not take shows as "not measured".
     figure = ", ".join(f"{k} {r[k]}" for k in ("tree_gone_s", "run_s", "overlap_s") if k in r) or "-"
     resumed = f"--perf-resume (exit {r['resumed_exit']})" if "resumed_exit" in r else "the run itself"
+    verdicts = ", ".join(f"{case.rsplit('-', 1)[-1]} {v}" for case, v in sorted(r.get("verdicts", {}).items())) or "none"
     seen = str(r.get("user_sees", "")).replace("|", "\\|")[:160]
-    lines.append(f"| {r['fault']} | {r['exit_status']} | {r['processes_left']} | intact | {resumed} | {figure} | {seen} |")
+    cells = [r.get("fault", r["row"]), "passed" if r.get("row_passed") else "FAILED", r.get("exit_status", "not measured"),
+             verdicts, r.get("processes_left", "not measured"), str(r.get("results", "not measured")).replace("|", "\\|"),
+             resumed, figure, seen]
+    lines.append("| " + " | ".join(map(str, cells)) + " |")
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

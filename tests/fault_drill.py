@@ -10,11 +10,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from trainperf.errors import TrainperfError
 from trainperf.measure.ownership import tag_of
+from trainperf.store.results import load_result
 
 CATALOGUE = """
 import pytest
@@ -33,6 +36,12 @@ FIRST, SECOND = "sft_hf-qwen3_tiny-lora-short-b4", "sft_hf-qwen3_tiny-lora-short
 
 def tagged_by(owner_pid: int) -> list[int]:
     """Live processes started by the session ``owner_pid`` (their TRAINPERF_OWNER tag names it)."""
+    return tagged_with(f"{owner_pid}:")
+
+
+def tagged_with(prefix: str) -> list[int]:
+    """Live processes whose TRAINPERF_OWNER tag starts with ``prefix`` (zombies are not counted:
+    they hold nothing and are gone once their parent reaps them)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -42,7 +51,7 @@ def tagged_by(owner_pid: int) -> list[int]:
             state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
         except (OSError, IndexError):
             continue
-        if state != "Z" and tag is not None and tag.startswith(f"{owner_pid}:"):
+        if state != "Z" and tag is not None and tag.startswith(prefix):
             found.append(int(entry.name))
     return found
 
@@ -53,6 +62,10 @@ def seconds_until_gone(owner_pid: int, limit_s: float = 15.0) -> float:
     while tagged_by(owner_pid) and time.monotonic() - started < limit_s:
         time.sleep(0.05)
     return time.monotonic() - started
+
+
+STARTED: list[int] = []  # every drill session of this test process: what a row's teardown sweeps
+MOST_NEIGHBOURS = 16  # the most cores the drills fill with busy loops
 
 
 def busy_neighbours(count: int, lifetime_s: int = 300) -> list[int]:
@@ -85,6 +98,7 @@ class Drill:
     root: Path
     env: dict[str, str] = field(default_factory=dict)
     output: Path | None = None
+    sessions: list[int] = field(default_factory=list)  # the pid of every pytest session it started
 
     def __post_init__(self) -> None:
         (self.root / "test_catalogue.py").write_text(CATALOGUE)
@@ -102,7 +116,7 @@ class Drill:
         return {**os.environ, **self.env}
 
     def start(self, *extra: str, select: str = "") -> subprocess.Popen[str]:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             self.command(*extra, select=select),
             cwd=self.root,
             env=self._env(),
@@ -110,17 +124,30 @@ class Drill:
             stderr=subprocess.STDOUT,
             text=True,
         )
+        self.sessions.append(process.pid)
+        STARTED.append(process.pid)
+        return process
 
     def run(self, *extra: str, select: str = "", timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(*extra, select=select),
-            cwd=self.root,
-            env=self._env(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        """A whole session, output and error together (as the user's terminal shows them)."""
+        process = self.start(*extra, select=select)
+        try:
+            out, _ = process.communicate(timeout=timeout)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        return subprocess.CompletedProcess(process.args, process.returncode, out, "")
+
+    def processes_left(self, grace_s: float = 15.0) -> list[int]:
+        """Processes of this drill's sessions still alive after ``grace_s`` (found by their suite
+        tag, which everything a session starts inherits): what a fault left behind."""
+        deadline = time.monotonic() + grace_s
+        while True:
+            left = [pid for session in self.sessions for pid in tagged_by(session)]
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.05)
 
     def run_dir(self) -> Path:
         assert self.output is not None
@@ -163,3 +190,88 @@ def one_line_error(output: str) -> bool:
         and "INTERNALERROR" not in output
         and not pytest_repr
     )
+
+
+def run_folder(output: Path) -> Path | None:
+    """The newest run folder under ``output``; None when the run made none."""
+    folders = sorted(p for p in output.iterdir() if p.is_dir()) if output.is_dir() else []
+    return folders[-1] if folders else None
+
+
+def stored_runs(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each finished case's measured runs, read before a fault: what must survive it unchanged."""
+    return {
+        path.stem: json.loads(path.read_text())["runs"]
+        for path in sorted((run_dir / "results").glob("*.json"))
+    }
+
+
+def damaged_results(run_dir: Path, kept: Mapping[str, list[dict[str, Any]]]) -> tuple[int, list[str]]:
+    """How many result files the folder holds, and what is wrong with its results: a file the suite's own
+    reader refuses or that names another case, a result finished before the fault (``kept``, from
+    ``stored_runs``) that is gone or whose measured runs changed."""
+    files = sorted((run_dir / "results").glob("*.json"))
+    problems = []
+    for path in files:
+        try:
+            result = load_result(path)
+        except TrainperfError as exc:
+            problems.append(f"{path.name} unreadable: {str(exc)[-120:]}")
+            continue
+        if result.case_id != path.stem:
+            problems.append(f"{path.name} holds the result of {result.case_id}")
+        elif path.stem in kept and result.runs != kept[path.stem]:
+            problems.append(f"{path.name}: the runs measured before the fault changed")
+    problems += [
+        f"{case}: finished before the fault, now missing"
+        for case in kept
+        if not (run_dir / "results" / f"{case}.json").is_file()
+    ]
+    return len(files), problems
+
+
+def case_verdicts(run_dir: Path) -> dict[str, str]:
+    """Each readable result's verdict (its outcome when it has no verdict)."""
+    found = {}
+    for path in sorted((run_dir / "results").glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            continue
+        found[path.stem] = str((data.get("verdict") or {}).get("verdict") or data.get("outcome"))
+    return found
+
+
+def settle(
+    drill: Drill,
+    note: Callable[..., None],
+    kept: Mapping[str, list[dict[str, Any]]] | None = None,
+    grace_s: float = 15.0,
+) -> None:
+    """What a fault left, measured: the processes of the drill's sessions still alive after
+    ``grace_s`` (by their suite tag), the run folder's results (each must read back whole, those
+    finished before the fault unchanged) and each case's verdict. A row that left a process or
+    damaged a result fails here, after its figures went to ``note``; the processes are ended."""
+    left = drill.processes_left(grace_s)
+    described = [f"pid {pid} ({_command(pid)})" for pid in left]
+    kill_all(left)
+    assert drill.output is not None
+    folder = run_folder(drill.output)
+    count, problems = damaged_results(folder, kept or {}) if folder else (0, [])
+    results = f"{count} of {count} intact" if not problems else f"damaged: {'; '.join(problems)}"
+    if kept:
+        results += f" ({len(kept)} finished before the fault)"
+    note(
+        processes_left=len(left),
+        results=results if folder else "no run folder",
+        verdicts=case_verdicts(folder) if folder else {},
+    )
+    assert not left, f"processes left by the run: {described}"
+    assert not problems, f"results damaged: {problems}"
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120]
+    except OSError:
+        return "gone"

@@ -18,9 +18,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from ports import free_port
+from required import missing
 
 SERVICE_USER = "postgres"
 
@@ -33,10 +35,8 @@ def _bin_dir() -> Path | None:
     return Path(candidates[-1]).parent if candidates else None
 
 
-def _missing(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"PostgreSQL tests cannot run under CI: {reason}", pytrace=False)
-    pytest.skip(reason)
+def _missing(reason: str) -> NoReturn:
+    missing("the PostgreSQL tests", reason)
 
 
 def _as_service_user(command: list[str]) -> list[str]:

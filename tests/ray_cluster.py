@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from ports import free_port
+from required import missing
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,7 @@ def _ray_command() -> str:
         return str(command)
     found = shutil.which("ray")
     if found is None:
-        reason = "Ray is not installed: pip install -e '.[ray]'"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the Ray tests cannot run under CI: {reason}", pytrace=False)
-        pytest.skip(reason)
+        missing("the Ray tests", "Ray is not installed: pip install -e '.[ray]'")
     return found
 
 

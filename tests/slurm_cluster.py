@@ -20,9 +20,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from ports import free_port
+from required import missing
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo")
 
@@ -34,10 +36,8 @@ class SlurmCluster:
     """The environment a client (sbatch, squeue) needs: SLURM_CONF."""
 
 
-def _missing(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the Slurm test cannot run under CI: {reason}", pytrace=False)
-    pytest.skip(reason)
+def _missing(reason: str) -> NoReturn:
+    missing("the Slurm test", reason)
 
 
 def _binary(name: str) -> str | None:

@@ -63,10 +63,20 @@ def test_a_crashing_probe_stops_the_search() -> None:
 
 
 @pytest.mark.parametrize(
-    ("axis", "low", "high"), [("batch_size", 8, 4), ("batch_size", 0, 4), ("layers", 1, 4)]
+    ("axis", "low", "high", "says"),
+    [
+        ("batch_size", 8, 4, "^cliff range 8..4 on batch_size is empty: give 1 <= low <= high$"),
+        ("batch_size", 0, 4, "^cliff range 0..4 on batch_size is empty: give 1 <= low <= high$"),
+        (
+            "layers",
+            1,
+            4,
+            "^cliff axis 'layers' is not one of batch_size, max_seq_len, grad_accum, micro_batch_size$",
+        ),
+    ],
 )
-def test_bad_ranges_are_one_line_errors(axis: str, low: int, high: int) -> None:
-    with pytest.raises(TrainperfError):
+def test_bad_ranges_are_one_line_errors(axis: str, low: int, high: int, says: str) -> None:
+    with pytest.raises(TrainperfError, match=says):
         find_cliff(axis, low, high, prober(3, []))
 
 

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from trainperf.judge.metrics import with_tolerances
 from trainperf.measure.contamination import ForeignWatch, throttled_during, wait_until_clean
 from trainperf.measure.hygiene import GpuState, judge
 from trainperf.measure.nvml import Sample
-from trainperf.measure.ownership import OWNER_ENV, owner_tag
+from trainperf.measure.ownership import OWNER_ENV, owner_tag, tag_of
 from trainperf.result import MetricValue
 from trainperf.store.db import open_store
 from trainperf.store.history import RunInfo, accepted, record_case, run_key
@@ -136,19 +137,32 @@ def _stranger() -> int:
     return int(shell.stdout.strip())
 
 
+def _state(pid: int) -> str:
+    """A process's state letter in /proc (``Z``: exited, not yet reaped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+def _wait_until(condition: Callable[[], bool], limit_s: float = 60) -> None:
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not so after {limit_s} s"
+        time.sleep(0.02)
+
+
 def test_the_watch_tells_our_processes_from_foreign_and_unseen_ones() -> None:
     ours = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(30)"], env={**os.environ, OWNER_ENV: owner_tag()}
     )
     stranger = _stranger()
     try:
-        time.sleep(0.3)  # the environment is readable once exec is done
+        _wait_until(lambda: tag_of(ours.pid) == owner_tag())  # its environment is readable once exec is done
         watch = ForeignWatch(("0",), owner_tag())
         watch.see("0", ours.pid, 20 << 30)
         watch.see("0", stranger, 3 << 30)
         watch.see("0", 2**22 + 12345, 1 << 30)  # not in this pid namespace
         ours.kill()
-        time.sleep(0.3)  # not reaped yet: exiting, as NVML may still list it while /proc shows no environment
+        # Dead but not reaped (a zombie), as NVML may still list it while /proc shows no environment.
+        _wait_until(lambda: _state(ours.pid) == "Z")
         watch.see("0", ours.pid, 20 << 30)
     finally:
         ours.kill()

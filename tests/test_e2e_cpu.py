@@ -13,7 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from crowded import crowding, planted_verdict, result_of, written_baseline
 
+CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
@@ -49,12 +51,16 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
 
 
+def latest_run(pytester: pytest.Pytester) -> Path:
+    return max((pytester.path / "reports").iterdir())
+
+
 def test_baseline_then_pass_then_planted_slowdown_fails(pytester: pytest.Pytester) -> None:
     write_catalogue(pytester)
     first = run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "1")
     first.assert_outcomes(passed=1)
-    baseline = pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4.json"
-    stored = json.loads(baseline.read_text())
+    baseline = pytester.path / "baselines" / "cpu" / f"{CASE_ID}.json"
+    stored = written_baseline(pytester.path / "baselines", latest_run(pytester), CASE_ID)
     assert stored["outcome"] == "ok"
     assert stored["effective_config"]["lora_layers"] == 14  # 7 projections x 2 layers
     assert stored["effective_config"]["gradient_checkpointing"] is True
@@ -62,15 +68,19 @@ def test_baseline_then_pass_then_planted_slowdown_fails(pytester: pytest.Pyteste
 
     second = run(pytester)
     second.assert_outcomes(passed=1)
-    assert "sft_hf-qwen3_tiny-lora-short-b4" in second.stdout.str()
+    assert CASE_ID in second.stdout.str()
 
     # 6x: far beyond what a noisy shared CPU does to a run (back-to-back runs moved by up to 27%).
+    # Where the host CPU watch saw another job crowd the run, it is `contaminated` and passes: its
+    # slowdown is shown, never judged (crowded.py); otherwise it is `regressed` and fails.
     slowed = run(pytester, "--perf-plant-slowdown", "5.0", "--perf-confirm", "1")
-    slowed.assert_outcomes(failed=1)
     output = slowed.stdout.str()
-    assert "regressed" in output and "step_time_s" in output
-    # A timing regression is confirmed by a fresh child before it fails the build.
-    assert "confirmed by 1 more fresh run(s)" in output and "not confirmed" not in output
+    if planted_verdict(slowed, latest_run(pytester), CASE_ID) == "regressed":
+        assert "regressed" in output and "step_time_s" in output
+        # A timing regression is confirmed by a fresh child before it fails the build.
+        assert "confirmed by 1 more fresh run(s)" in output and "not confirmed" not in output
+    else:
+        assert f"{CASE_ID}: contaminated" in output and "host CPU:" in output, output[-3000:]
     # A planted run never becomes a baseline.
     assert json.loads(baseline.read_text())["created"] == stored["created"]
     # Results name paths relative to their run folder or the project, nothing of this machine's.
@@ -141,11 +151,8 @@ def test_local_checkpoint_and_local_dataset(pytester: pytest.Pytester, tmp_path:
     write_catalogue(pytester, extra=f'model_path="{checkpoint}", dataset_path="{data}"')
     result = run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "1")
     result.assert_outcomes(passed=1)
-    stored = json.loads(
-        (
-            pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4-localmodel-localdata.json"
-        ).read_text()
-    )
+    case_id = f"{CASE_ID}-localmodel-localdata"
+    stored = written_baseline(pytester.path / "baselines", latest_run(pytester), case_id)
     assert stored["effective_config"]["model_source"] == f"local:{checkpoint}"
     assert stored["effective_config"]["dataset_source"] == str(data)
     assert stored["metrics"]["tokens_per_s"]["value"] > 0
@@ -198,11 +205,16 @@ def test_baselines_pool_several_runs_and_progress_is_live(pytester: pytest.Pytes
         pytester, "--perf-update-baselines", "--perf-baseline-repeats", "2", "--perf-progress-interval", "1"
     )
     result.assert_outcomes(passed=1)
-    stored = json.loads(
-        (pytester.path / "baselines" / "cpu" / "sft_hf-qwen3_tiny-lora-short-b4.json").read_text()
-    )
-    assert [run["purpose"] for run in stored["runs"]] == ["measurement", "measurement"]
-    assert len(stored["metrics"]["step_time_s"]["per_run"]) == 2
+    pooled = result_of(latest_run(pytester), CASE_ID)
+    assert [run["purpose"] for run in pooled["runs"]] == ["measurement", "measurement"]
+    assert len(pooled["metrics"]["step_time_s"]["per_run"]) == 2
+    # Stored as the baseline, unless the host CPU watch found the host crowded (crowded.py).
+    baseline = pytester.path / "baselines" / "cpu" / f"{CASE_ID}.json"
+    if crowding(pooled) is None:
+        stored = json.loads(baseline.read_text())
+        assert stored["metrics"]["step_time_s"]["per_run"] == pooled["metrics"]["step_time_s"]["per_run"]
+    else:
+        assert not baseline.exists()
     output = result.stdout.str()
     # Progress is written past pytest's capture, before the test's own outcome line.
     assert "run 2/2: started" in output

@@ -10,6 +10,8 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from crowded import crowding, planted_verdict, written_baseline
+from required import missing
 from test_e2e_cpu import run as e2e_cpu_run
 from test_e2e_cpu import write_catalogue
 
@@ -27,8 +29,11 @@ def latest_result(pytester: pytest.Pytester) -> tuple[Path, dict[str, Any]]:
 
 def planted(pytester: pytest.Pytester, plant: str, confirm: str) -> tuple[dict[str, Any], str]:
     slowed = run(pytester, "--perf-plant", plant, "--perf-confirm", confirm, "--junitxml", f"{plant}.xml")
-    slowed.assert_outcomes(failed=1)
     run_dir, result = latest_result(pytester)
+    # `regressed` and failed; or, where the host CPU watch saw another job crowd the run,
+    # `contaminated`: shown, never judged, so never diagnosed, and nothing here to check (crowded.py).
+    if planted_verdict(slowed, run_dir, CASE_ID) == "contaminated":
+        missing("the diagnosis checks", f"the host was crowded during the planted run ({crowding(result)})")
     diagnosis = result["verdict"]["diagnosis"]
     assert diagnosis["line"] in slowed.stdout.str()
     if confirm == "0":
@@ -59,7 +64,7 @@ def test_a_baseline_profile_then_host_and_attention_regressions_diagnosed(
     write_catalogue(pytester)
     first = run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "1")
     first.assert_outcomes(passed=1)
-    baseline = json.loads((pytester.path / "baselines" / "cpu" / f"{CASE_ID}.json").read_text())
+    baseline = written_baseline(pytester.path / "baselines", latest_result(pytester)[0], CASE_ID)
     profile = baseline["profile"]
     assert profile["kind"] == "cpu" and profile["steps"] == 3
     assert profile["device_ms"]["GEMM"] > 0 and profile["device_ms"]["attention"] > 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import required
 
 CATALOGUE = """
 import pytest
@@ -25,7 +26,7 @@ def test_case(case, trainperf):
 
 
 def test_two_ranks_on_the_cpu(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("trl")
+    required.module("trl", "pip install -e '.[hf]'")
     pytester.makepyfile(test_catalogue=CATALOGUE)
     result = pytester.runpytest_subprocess(
         "-m",

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from crowded import written_baseline
 from test_e2e_cpu import write_catalogue
 
 CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
@@ -31,7 +32,8 @@ def test_planned_run_is_shorter_and_pairs_with_the_baselines_first_batches(pytes
     write_catalogue(pytester)
     # Two fresh runs of the default 16 steps: the plan needs each step's run-to-run noise.
     run(pytester, "--perf-update-baselines", "--perf-baseline-repeats", "2").assert_outcomes(passed=1)
-    baseline = json.loads((Path(pytester.path) / "baselines" / "cpu" / f"{CASE_ID}.json").read_text())
+    runs = sorted((pytester.path / "reports").iterdir(), key=lambda p: p.stat().st_mtime)
+    baseline = written_baseline(Path(pytester.path) / "baselines", runs[-1], CASE_ID)
     assert [r["memory_peak_step"] for r in baseline["runs"]] == [0, 0]  # no gated memory on the CPU
 
     planned_run = run(pytester, "--perf-plan-steps")

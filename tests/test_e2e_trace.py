@@ -8,6 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+import required
+from crowded import crowding, planted_verdict, written_baseline
+from required import missing
 from test_e2e_cpu import write_catalogue
 
 CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
@@ -31,8 +34,8 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def tensorboard_plugin_step_split(trace: Path) -> dict[str, float]:
     """The TensorBoard profiler plugin's own parse of the trace: its overview's share per step phase."""
-    data_mod = pytest.importorskip(
-        "torch_tb_profiler.profiler.data", reason="torch-tb-profiler not installed (dev extra)"
+    data_mod = required.module(
+        "torch_tb_profiler.profiler.data", "pip install -e '.[dev]' (torch-tb-profiler)"
     )
     from torch_tb_profiler import consts
     from torch_tb_profiler.profiler.run_generator import RunGenerator
@@ -73,7 +76,7 @@ def test_traced_cpu_run_and_a_planted_slowdown_explained(pytester: pytest.Pytest
     assert result["runs"][0]["profiled_steps"] == 4
     assert len(result["metrics"]["step_time_s"]["samples"]) <= 6
     # The trace summary is stored with the baseline, for later diffs.
-    baseline = json.loads((pytester.path / "baselines" / "cpu" / f"{CASE_ID}.json").read_text())
+    baseline = written_baseline(pytester.path / "baselines", run_dir, CASE_ID)
     assert baseline["trace"]["summary"]["busy_fraction"] == summary["busy_fraction"]
     # The plugin's "CPU Exec" share agrees with our main-thread busy fraction.
     split = tensorboard_plugin_step_split(trace)
@@ -84,6 +87,11 @@ def test_traced_cpu_run_and_a_planted_slowdown_explained(pytester: pytest.Pytest
 
     # A planted slowdown sleeps inside each step: the main thread idles, and the diff says so.
     slowed = run(pytester, "--perf-plant-slowdown", "4.0", "--perf-confirm", "0")
-    slowed.assert_outcomes(failed=1)
+    # `regressed` and failed; or, where the host CPU watch saw another job crowd the run,
+    # `contaminated`: shown, never judged, so its trace is not diffed (crowded.py).
+    slowed_dir = max((pytester.path / "reports").iterdir())
+    if planted_verdict(slowed, slowed_dir, CASE_ID) == "contaminated":
+        crowded = crowding(json.loads((slowed_dir / "results" / f"{CASE_ID}.json").read_text()))
+        missing("the trace diff checks", f"the host was crowded during the planted run ({crowded})")
     output = slowed.stdout.str()
     assert "trace diff: idle slowdown" in output, output[-3000:]

@@ -40,7 +40,7 @@ def test_known_environments_and_the_unsloth_resolutions() -> None:
 def test_unknown_environment_is_one_line() -> None:
     with pytest.raises(TrainperfError, match="unknown environment 'nope'.*known: hf, unsloth"):
         load_spec("nope")
-    with pytest.raises(TrainperfError):
+    with pytest.raises(TrainperfError, match=r"^unknown environment 'cpu'.*\(known: hf, unsloth[^\n]*$"):
         load_spec("cpu")  # the CPU torch pin is not an environment
 
 

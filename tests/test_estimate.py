@@ -32,10 +32,22 @@ def test_parameter_counts_match_the_built_models(model: str) -> None:
     assert counts is not None and counts.total == META_BUILD_COUNTS[model]
 
 
-def test_lora_adapter_count_matches_the_trainable_parameters_peft_reported() -> None:
-    counts = param_counts(load_model_fixture("qwen3_8b")["config"])
+# One GPU's LoRA baselines that trained (a cliff search keeps its probes, not one run's config).
+LORA_BASELINES = sorted(
+    p
+    for p in (REPO_ROOT / "baselines").glob("h*/sft_hf-*-lora-*.json")
+    if "-gpus" not in p.name and "-cliff-" not in p.name
+)
+
+
+@pytest.mark.parametrize("path", LORA_BASELINES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_lora_adapter_count_matches_the_trainable_parameters_peft_reported(path: Path) -> None:
+    # The trainable parameters peft reported when the baseline ran, against the count from the config.
+    baseline = load_result(path)
+    case = Case.from_dict(baseline.case)
+    counts = param_counts(load_model_fixture(case.model)["config"])
     assert counts is not None
-    assert counts.lora_per_rank * 8 == 21_823_488  # trainable_params in baselines/h200 (r 8, 7 projections)
+    assert counts.lora_per_rank * case.lora_r == baseline.effective_config["trainable_params"]
 
 
 def test_moe_models_are_not_estimated() -> None:
@@ -85,6 +97,16 @@ def test_estimate_command_keeps_the_expected_oom_out_of_its_error(capsys: pytest
 
     assert main(["estimate", "--baselines", str(REPO_ROOT / "baselines")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    oom_row = next(line for line in lines if "sft_hf-qwen3_32b-full-short-b2" in line)
-    assert ">=78.16" in oom_row and "lower bound (OOM): consistent" in oom_row
-    assert "max 290" not in lines[-1] and "1 OOM lower bound(s), 1 consistent" in lines[-1]
+    ooms = [b for b in map(load_result, BASELINES) if b.outcome == "oom" and b.case["family"] == "sft_hf"]
+    assert ooms, "the committed GPU baselines hold an expected OOM"
+    for oom in ooms:
+        # What it held when it ran out, from its file: a lower bound, which the estimate must exceed.
+        oom_row = next(line for line in lines if oom.case_id in line)
+        held = oom.metrics["peak_allocated_gib"].value
+        assert f">={held:.2f}" in oom_row and "lower bound (OOM): consistent" in oom_row, oom_row
+        estimated = family_of("sft_hf").memory_estimate(
+            Case.from_dict(oom.case), oom.runs[0]["steps_requested"]
+        )
+        assert estimated is not None
+        assert f"max {abs(estimated.total_gib / held - 1):.0%}" not in lines[-1]  # kept out of the error
+    assert f"{len(ooms)} OOM lower bound(s), {len(ooms)} consistent" in lines[-1]

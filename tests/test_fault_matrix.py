@@ -1,7 +1,9 @@
 """The fault matrix: each row a fault a nightly meets, on real runs of the tiny CPU cases. For each:
-what the user sees, the exit status, that finished results are intact, that the run can be
-completed, and that no process is left behind. Each row's figures go to the file named by
-TRAINPERF_FAULT_MATRIX when it is set (``scripts/fault-matrix.sh`` renders them for docs/)."""
+what the user sees, the exit status, each case's verdict, that the run can be completed, and, as
+measured by ``fault_drill.settle``, that no process of the run is left (by the suite's tag) and
+that every result file reads back whole, those finished before the fault unchanged. Each row's
+figures go to the file named by TRAINPERF_FAULT_MATRIX when it is set
+(``benchmarks/fault_matrix.sh`` renders them for docs/)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,15 +22,24 @@ from typing import Any
 import pytest
 from fault_drill import (
     FIRST,
+    MOST_NEIGHBOURS,
     SECOND,
+    STARTED,
     Drill,
     busy_neighbours,
     kill_all,
     one_line_error,
     seconds_until_gone,
+    settle,
+    stored_runs,
     tagged_by,
+    tagged_with,
     wait_for,
 )
+
+from trainperf.measure.ownership import owner_tag
+from trainperf.result import CaseResult
+from trainperf.store.results import save_result
 
 Row = Callable[..., None]
 
@@ -39,7 +52,13 @@ def row(request: pytest.FixtureRequest) -> Iterator[Row]:
     def note(**values: Any) -> None:
         figures.update(values)
 
+    failed_before = request.session.testsfailed
     yield note
+    # Whatever the row found or where it failed, nothing of its runs stays on the machine (the row's
+    # own figure was taken before, by settle).
+    kill_all([pid for session in STARTED for pid in tagged_by(session)])
+    # The call's report is counted before its fixtures are torn down: a red row is written as red.
+    figures["row_passed"] = request.session.testsfailed == failed_before
     target = os.environ.get("TRAINPERF_FAULT_MATRIX")
     if target:
         with open(target, "a") as handle:
@@ -58,21 +77,17 @@ def test_kill_9_of_the_parent_mid_case_leaves_no_child_and_resume_completes(tmp_
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
         gone_s = seconds_until_gone(process.pid)
-        left = tagged_by(process.pid)
-    finally:
-        kill_all(tagged_by(process.pid))
-    assert left == [] and gone_s < 5.0, f"{left} still running {gone_s:.1f}s after kill -9"
+    except BaseException:
+        kill_all(tagged_by(process.pid))  # the row failed on the way
+        raise
+    row(fault="kill -9 of pytest mid-case", exit_status=process.returncode, tree_gone_s=round(gone_s, 2))
+    assert process.returncode == -signal.SIGKILL
+    assert gone_s < 5.0, f"{tagged_by(process.pid)} still running {gone_s:.1f}s after kill -9"
     resumed = drill.run("--perf-steps", "3", "--perf-resume", str(drill.run_dir()), select=FIRST)
+    row(resumed_exit=resumed.returncode, user_sees="(shell) Killed; the resumed run re-runs the cut case")
+    settle(drill, row)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert drill.result(FIRST)["outcome"] == "ok"
-    row(
-        fault="kill -9 of pytest mid-case",
-        exit_status=-9,
-        processes_left=len(left),
-        tree_gone_s=round(gone_s, 2),
-        resumed_exit=resumed.returncode,
-        user_sees="(shell) Killed; the resumed run re-runs the cut case",
-    )
 
 
 def test_a_run_killed_between_cases_resumes_with_the_finished_case_kept(tmp_path: Path, row: Row) -> None:
@@ -83,22 +98,19 @@ def test_a_run_killed_between_cases_resumes_with_the_finished_case_kept(tmp_path
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
         gone_s = seconds_until_gone(process.pid)
-    finally:
-        kill_all(tagged_by(process.pid))
-    kept = json.loads((drill.run_dir() / "results" / f"{FIRST}.json").read_text())
+    except BaseException:
+        kill_all(tagged_by(process.pid))  # the row failed on the way
+        raise
+    row(fault="kill -9 between cases", exit_status=process.returncode, tree_gone_s=round(gone_s, 2))
+    assert process.returncode == -signal.SIGKILL
+    kept = stored_runs(drill.run_dir())
+    assert list(kept) == [FIRST]
     resumed = drill.run("--perf-steps", "3", "--perf-resume", str(drill.run_dir()))
+    row(resumed_exit=resumed.returncode, user_sees="resumed: judged from the stored result, not re-run")
+    settle(drill, row, kept)  # the finished case's runs unchanged: it was judged, not re-run
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert "resumed: judged from the stored result" in json.dumps(drill.result(FIRST)["verdict"])
-    assert drill.result(FIRST)["runs"] == kept["runs"]  # the finished case was not re-run
     assert drill.result(SECOND)["outcome"] == "ok"
-    row(
-        fault="kill -9 between cases",
-        exit_status=-9,
-        processes_left=0,
-        tree_gone_s=round(gone_s, 2),
-        resumed_exit=resumed.returncode,
-        user_sees="resumed: judged from the stored result, not re-run",
-    )
 
 
 @pytest.mark.parametrize(
@@ -116,16 +128,17 @@ def test_a_child_that_dies_fails_its_case_in_one_line_and_leaves_nothing(
     drill = Drill(tmp_path, env={"TRAINPERF_INJECT_FAULT": fault})
     done = drill.run("--perf-steps", "4", select=FIRST)
     result = drill.result(FIRST)
-    assert done.returncode == 1, done.stdout[-3000:]
-    assert result["outcome"] == outcome and says in str(result["message"]), result["message"]
-    assert one_line_error(done.stdout), done.stdout[-3000:]
-    assert (drill.run_dir() / "summary.md").is_file()
     row(
         fault=f"child {fault.split('@')[0]} at step 2",
         exit_status=done.returncode,
-        processes_left=0,
         user_sees=_line_with(done.stdout, f"{FIRST}: outcome-changed") or str(result["message"]),
     )
+    settle(drill, row)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert result["outcome"] == outcome and says in str(result["message"]), result["message"]
+    assert drill.result(FIRST)["verdict"]["verdict"] == "outcome-changed"  # type: ignore[index]
+    assert one_line_error(done.stdout), done.stdout[-3000:]
+    assert (drill.run_dir() / "summary.md").is_file()
 
 
 def test_a_hung_child_is_killed_for_silence_with_its_stacks(tmp_path: Path, row: Row) -> None:
@@ -134,29 +147,36 @@ def test_a_hung_child_is_killed_for_silence_with_its_stacks(tmp_path: Path, row:
     done = drill.run("--perf-steps", "4", "--perf-silent-timeout", "10", select=FIRST)
     took = time.monotonic() - started
     result = drill.result(FIRST)
+    row(
+        fault="child hangs at step 2 (--perf-silent-timeout 10)",
+        exit_status=done.returncode,
+        run_s=round(took, 1),
+        user_sees=str(result["message"]),
+    )
+    settle(drill, row)
     assert done.returncode == 1 and result["outcome"] == "timeout", done.stdout[-3000:]
     assert "hung: no step and no output" in str(result["message"])
     stderr = (drill.run_dir() / str(result["runs"][0]["dir"]) / "stderr.log").read_text()  # type: ignore[index]
     assert "most recent call first" in stderr and "at_step" in stderr, stderr[-2000:]
-    row(
-        fault="child hangs at step 2 (--perf-silent-timeout 10)",
-        exit_status=done.returncode,
-        processes_left=0,
-        run_s=round(took, 1),
-        user_sees=str(result["message"]),
-    )
 
 
 def test_a_corrupt_baseline_is_one_line_naming_the_file(tmp_path: Path, row: Row) -> None:
     drill = Drill(tmp_path)
     baseline = tmp_path / "baselines" / "cpu" / f"{FIRST}.json"
     baseline.parent.mkdir(parents=True)
-    baseline.write_text('{"case_id": "' + FIRST + '", "metr')
+    truncated = '{"case_id": "' + FIRST + '", "metr'
+    baseline.write_text(truncated)
     done = drill.run("--perf-steps", "3", select=FIRST)
-    assert one_line_error(done.stdout), done.stdout[-3000:]
     said = _line_with(done.stdout, str(baseline.name))
-    assert said, done.stdout[-3000:]
-    row(fault="truncated baseline file", exit_status=done.returncode, processes_left=0, user_sees=said)
+    row(fault="truncated baseline file", exit_status=done.returncode, user_sees=said)
+    settle(drill, row)
+    assert said and "is corrupt" in said, done.stdout[-3000:]
+    assert one_line_error(done.stdout), done.stdout[-3000:]
+    # The case cannot be judged: it fails, is not run (no result, no time spent), and the user's file
+    # is left as it was for them to mend, never overwritten.
+    assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout[-3000:]
+    assert not (drill.run_dir() / "results" / f"{FIRST}.json").exists()
+    assert baseline.read_text() == truncated
 
 
 def test_a_truncated_result_in_a_resumed_folder_is_run_again(tmp_path: Path, row: Row) -> None:
@@ -166,15 +186,13 @@ def test_a_truncated_result_in_a_resumed_folder_is_run_again(tmp_path: Path, row
     stored = drill.run_dir() / "results" / f"{FIRST}.json"
     stored.write_text(stored.read_text()[:200])
     resumed = drill.run("--perf-steps", "3", "--perf-resume", str(drill.run_dir()), select=FIRST)
+    said = _line_with(resumed.stdout, "the stored result is unreadable")
+    row(fault="truncated result file, then --perf-resume", exit_status=resumed.returncode, user_sees=said)
+    settle(drill, row)  # readable again: the case was run again
     assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert said, resumed.stdout[-3000:]
     assert one_line_error(resumed.stdout)
-    assert drill.result(FIRST)["outcome"] == "ok"  # readable again: the case was re-run
-    row(
-        fault="truncated result file, then --perf-resume",
-        exit_status=resumed.returncode,
-        processes_left=0,
-        user_sees=_line_with(resumed.stdout, "unreadable") or "the case is run again",
-    )
+    assert drill.result(FIRST)["outcome"] == "ok"
 
 
 def test_a_corrupt_results_store_keeps_every_result_in_the_folder(tmp_path: Path, row: Row) -> None:
@@ -182,11 +200,13 @@ def test_a_corrupt_results_store_keeps_every_result_in_the_folder(tmp_path: Path
     store.write_bytes(b"this is not a database" * 100)
     drill = Drill(tmp_path, env={"TRAINPERF_STORE": f"sqlite:///{store}"})
     done = drill.run("--perf-steps", "3", select=FIRST)
+    said = _line_with(done.stdout, "results history not written")
+    row(fault="corrupt results store (SQLite)", exit_status=done.returncode, user_sees=said)
+    settle(drill, row)
     assert done.returncode == 0, done.stdout[-3000:]
+    assert said and "not a readable SQLite database" in said, done.stdout[-3000:]
     assert one_line_error(done.stdout), done.stdout[-3000:]
     assert drill.result(FIRST)["outcome"] == "ok"
-    said = _line_with(done.stdout, "history")
-    row(fault="corrupt results store (SQLite)", exit_status=done.returncode, processes_left=0, user_sees=said)
 
 
 def _tmpfs(path: Path, size: str) -> bool:
@@ -226,35 +246,33 @@ def test_disk_full_after_a_finished_case_keeps_it_and_says_so(
         wait_for(process, f"{SECOND} run 1/1: started")
         _fill(small_disk)
         rest, _ = process.communicate(timeout=300)
-    finally:
-        kill_all(tagged_by(process.pid))
-    kept = json.loads((drill.run_dir() / "results" / f"{FIRST}.json").read_text())
-    assert kept["outcome"] == "ok"
+    except BaseException:
+        kill_all(tagged_by(process.pid))  # the row failed on the way
+        raise
+    said = _line_with(rest, "cannot write")
+    row(fault="disk full during the second case", exit_status=process.returncode, user_sees=said)
+    kept = stored_runs(drill.run_dir())
+    assert drill.result(FIRST)["outcome"] == "ok"
     assert process.returncode != 0
     assert one_line_error(rest), rest[-3000:]
-    said = _line_with(rest, "cannot write")
     assert said, rest[-3000:]
     (small_disk / "filler").unlink()
     resumed = drill.run("--perf-steps", "3", "--perf-resume", str(drill.run_dir()))
+    row(resumed_exit=resumed.returncode)
+    settle(drill, row, {FIRST: kept[FIRST]})
     assert resumed.returncode == 0, resumed.stdout[-3000:]
-    row(
-        fault="disk full during the second case",
-        exit_status=process.returncode,
-        processes_left=0,
-        resumed_exit=resumed.returncode,
-        user_sees=said,
-    )
 
 
 def test_a_read_only_output_folder_is_one_line(tmp_path: Path, small_disk: Path, row: Row) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     drill = Drill(tmp_path, output=small_disk / "reports")
     done = drill.run("--perf-steps", "3", select=FIRST)
+    said = _line_with(done.stdout, "cannot create the run folder")
+    row(fault="read-only output folder", exit_status=done.returncode, user_sees=said)
+    settle(drill, row)
     assert done.returncode != 0
     assert one_line_error(done.stdout), done.stdout[-3000:]
-    said = _line_with(done.stdout, "cannot create the run folder")
     assert said, done.stdout[-3000:]
-    row(fault="read-only output folder", exit_status=done.returncode, processes_left=0, user_sees=said)
 
 
 HOLDER = """
@@ -262,51 +280,118 @@ import sys, time
 from trainperf.measure.placement import reserve
 with reserve(("0",), ("0",), on_wait=lambda gpu: print("waiting", flush=True)):
     print("start", time.time(), flush=True)
-    time.sleep(float(sys.argv[1]))
+    if sys.argv[1] == "hold":
+        sys.stdin.readline()  # held until the test says: no sleep that a slow start could outlast
     print("end", time.time(), flush=True)
 """
 
 
 def test_two_pytest_processes_on_one_gpu_are_serialised(tmp_path: Path, row: Row) -> None:
     # Two separate processes (two pytest sessions on one runner), not two xdist workers of one.
-    env = {**os.environ, "TRAINPERF_GPU_LOCK_DIR": str(tmp_path / "locks")}
-    first = subprocess.Popen([sys.executable, "-c", HOLDER, "2"], env=env, stdout=subprocess.PIPE, text=True)
-    assert first.stdout is not None and first.stdout.readline().startswith("start")
-    second = subprocess.run(
-        [sys.executable, "-c", HOLDER, "0"], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-    first_out = first.communicate(timeout=60)[0]
+    # Their tag is not a pid: no run of the suite takes them for its orphans; the row counts them by it.
+    tag = f"fault-matrix-{uuid.uuid4().hex}"
+    env = {**os.environ, "TRAINPERF_GPU_LOCK_DIR": str(tmp_path / "locks"), "TRAINPERF_OWNER": tag}
+    holder = [sys.executable, "-c", HOLDER]
+    pipes: dict[str, Any] = {"env": env, "stdout": subprocess.PIPE, "text": True}
+    first = subprocess.Popen([*holder, "hold"], stdin=subprocess.PIPE, **pipes)
+    second = None
+    try:
+        assert first.stdout is not None and first.stdout.readline().startswith("start")
+        second = subprocess.Popen([*holder, "go"], **pipes)
+        assert second.stdout is not None
+        # Returns once the second has found the GPU taken; should it wait without a word, the
+        # watchdog ends the first, and the second's first line is then "start", which fails below.
+        watchdog = threading.Timer(120, first.kill)
+        watchdog.start()
+        said_first = second.stdout.readline().strip()
+        watchdog.cancel()
+        first_out = first.communicate("release\n", timeout=60)[0]
+        second_out = second.communicate(timeout=60)[0]
+    finally:
+        kill_all([p.pid for p in (first, second) if p is not None and p.poll() is None])
     first_end = float(first_out.split()[-1])
-    lines = second.stdout.split("\n")
-    second_start = float(next(line for line in lines if line.startswith("start")).split()[1])
-    assert lines[0] == "waiting" and second_start >= first_end
+    second_start = float(
+        next(line for line in second_out.splitlines() if line.startswith("start")).split()[1]
+    )
+    left = tagged_with(tag)
+    kill_all(left)
     row(
         fault="two pytest sessions on one GPU",
-        exit_status=0,
-        processes_left=0,
+        exit_status=max(first.returncode, second.returncode),
+        processes_left=len(left),
+        results="no results (no case runs)",
         user_sees="[trainperf] <case>: waiting for GPU 0",
-        overlap_s=max(0.0, first_end - second_start),
+        overlap_s=round(max(0.0, first_end - second_start), 3),
     )
-
-
-MOST_NEIGHBOURS = 16
+    assert said_first == "waiting" and second_start >= first_end, (said_first, second_out)
+    assert first.returncode == second.returncode == 0 and left == []
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) > MOST_NEIGHBOURS, reason="fills at most 16 cores with busy loops")
 def test_a_neighbour_filling_the_host_cpu_makes_the_run_contaminated(tmp_path: Path, row: Row) -> None:
     neighbours = busy_neighbours(os.cpu_count() or 1)
+    drill = Drill(tmp_path)
     try:
-        done = Drill(tmp_path).run("--perf-steps", "4", "--perf-confirm", "0", select=FIRST)
+        done = drill.run("--perf-steps", "4", "--perf-confirm", "0", select=FIRST)
     finally:
         kill_all(neighbours)
-    result = Drill(tmp_path).result(FIRST)
-    verdict = result["verdict"]
-    assert isinstance(verdict, dict) and verdict["verdict"] == "contaminated", done.stdout[-3000:]
-    assert "host CPU: other processes used" in verdict["reason"], verdict["reason"]
-    assert done.returncode == 0, done.stdout[-3000:]
     row(
         fault=f"{len(neighbours)} busy loops beside the run, one per core",
         exit_status=done.returncode,
-        processes_left=0,
         user_sees=_line_with(done.stdout, "host CPU:"),
     )
+    settle(drill, row)
+    verdict = drill.result(FIRST)["verdict"]
+    assert isinstance(verdict, dict) and verdict["verdict"] == "contaminated", done.stdout[-3000:]
+    assert "host CPU: other processes used" in verdict["reason"], verdict["reason"]
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+# The row check itself: a row planted to leave a process or damage a result must go red.
+
+
+def _case_result(case_id: str, runs: list[dict[str, Any]]) -> CaseResult:
+    return CaseResult(case_id=case_id, case={"family": "sft_hf"}, gpu_class="cpu", outcome="ok", runs=runs)
+
+
+def test_the_row_check_fails_a_row_that_left_a_process(tmp_path: Path) -> None:
+    drill = Drill(tmp_path)
+    session = subprocess.Popen(["sleep", "60"])  # stands for a pytest session the drill started
+    planted = subprocess.Popen(["sleep", "60"], env={**os.environ, "TRAINPERF_OWNER": owner_tag(session.pid)})
+    drill.sessions.append(session.pid)
+    figures: dict[str, Any] = {}
+    try:
+        with pytest.raises(
+            AssertionError, match=rf"processes left by the run: \['pid {planted.pid} \(sleep 60"
+        ):
+            settle(drill, figures.update, grace_s=0.5)
+    finally:
+        kill_all([session.pid, planted.pid])
+    assert figures["processes_left"] == 1 and figures["results"] == "no run folder"
+    assert planted.wait(timeout=10) == -signal.SIGKILL  # the check ended what it found
+    session.wait(timeout=10)
+
+
+def test_the_row_check_fails_a_row_that_damaged_a_result(tmp_path: Path) -> None:
+    drill = Drill(tmp_path)
+    results = tmp_path / "reports" / "20260101-000000-cpu" / "results"
+    save_result(results / f"{FIRST}.json", _case_result(FIRST, [{"returncode": 0, "steps": 3}]))
+    kept = stored_runs(results.parent)
+    figures: dict[str, Any] = {}
+    settle(drill, figures.update, kept, grace_s=0)
+    assert figures["results"] == "1 of 1 intact (1 finished before the fault)"
+    assert figures["verdicts"] == {FIRST: "ok"}
+
+    save_result(results / f"{FIRST}.json", _case_result(FIRST, [{"returncode": 0, "steps": 2}]))
+    with pytest.raises(AssertionError, match="the runs measured before the fault changed"):
+        settle(drill, figures.update, kept, grace_s=0)
+    save_result(results / f"{SECOND}.json", _case_result(SECOND, []))
+    truncated = (results / f"{SECOND}.json").read_text()[:40]
+    (results / f"{SECOND}.json").write_text(truncated)
+    with pytest.raises(AssertionError, match=rf"results damaged: .*{SECOND}.json unreadable"):
+        settle(drill, figures.update, grace_s=0)
+    assert figures["results"].startswith("damaged: ") and figures["processes_left"] == 0
+    (results / f"{SECOND}.json").unlink()
+    (results / f"{FIRST}.json").unlink()
+    with pytest.raises(AssertionError, match="finished before the fault, now missing"):
+        settle(drill, figures.update, kept, grace_s=0)

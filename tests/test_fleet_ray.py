@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet_runs import CASES, ROOT, SELECTION, assert_merged_like_one_session, verdicts
+from fleet_runs import ROOT, SELECTION, assert_every_case_trained, assert_merged_like_one_session
 from ray_cluster import RayCluster, ray_cluster  # noqa: F401  (the fixture)
 
 from trainperf.case import Case
@@ -40,8 +40,7 @@ def test_a_nightly_on_a_real_ray_cluster(ray_cluster: RayCluster, tmp_path: Path
         submit(ray_cluster, runs), env=env, capture_output=True, text=True, timeout=900, check=False
     )
     logs = "\n".join(f"{p.name}:\n{p.read_text()[-2500:]}" for p in sorted((runs / "logs").glob("*.log")))
-    assert done.returncode in (0, 1), done.stdout + done.stderr + logs
-    assert "2 shards of cpu submitted to Ray" in done.stdout
+    assert "2 shards of cpu submitted to Ray" in done.stdout, done.stdout + done.stderr + logs
     for k in (1, 2):
         assert f"trainperf: shard {k}/2 ended, exit" in done.stdout
         log = (runs / "logs" / f"shard-{k}.log").read_text()
@@ -50,7 +49,7 @@ def test_a_nightly_on_a_real_ray_cluster(ray_cluster: RayCluster, tmp_path: Path
         assert f"nice {os.getpriority(os.PRIO_PROCESS, 0)})" in log.splitlines()[0]
     assert "merged 2 shard(s), 2 case(s)" in done.stdout, done.stdout
     merged = runs / "merged"
-    assert sorted(verdicts(merged)) == CASES
+    assert_every_case_trained(merged, done.returncode)
     record = json.loads((merged / "run.json").read_text())["merged"]
     assert [(s["shard"], len(s["cases"])) for s in record["shards"]] == [("1/2", 1), ("2/2", 1)]
     assert_merged_like_one_session(merged, tmp_path)

@@ -9,10 +9,16 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_drill import busy_neighbours, kill_all
+from fault_drill import MOST_NEIGHBOURS, busy_neighbours, kill_all
 
 from trainperf.measure.host_load import HostLoadWatch, HostTimes, read_host_times
 from trainperf.run.guard import contamination
+
+
+def _ticks_seen(watch: HostLoadWatch) -> dict[int, int]:
+    """CPU ticks the watch has seen each foreign process use, by pid."""
+    return {pid: last - first for (pid, _), (first, last, _) in watch.foreign.items()}
+
 
 linux_only = pytest.mark.skipif(not Path("/proc/stat").is_file(), reason="reads Linux's /proc")
 
@@ -55,27 +61,29 @@ def test_proc_stat_is_read_as_busy_steal_and_total(tmp_path: Path) -> None:
 
 
 @linux_only
+@pytest.mark.skipif((os.cpu_count() or 1) > MOST_NEIGHBOURS, reason="fills at most 16 cores with busy loops")
 def test_a_real_busy_neighbour_is_found_and_the_runs_own_child_is_not() -> None:
-    (burner,) = busy_neighbours(1)
+    # One busy loop per core beside a busy child of the run's own: the host is saturated whatever
+    # else runs on it, so the watch must call it crowded. No wall-clock bound: the watch reads on
+    # until every loop has used a second of CPU, however slowly a loaded host gives it that.
+    burners = busy_neighbours(os.cpu_count() or 1)
+    ticks_per_s = os.sysconf("SC_CLK_TCK")
+    own = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         watch = HostLoadWatch(interval_s=0.2)
         watch.begin()
-        own = subprocess.Popen(
-            [sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"]
-        )
         began = time.monotonic()
-        while own.poll() is None:
+        while min(_ticks_seen(watch).get(pid, 0) for pid in burners) < ticks_per_s:
+            assert time.monotonic() - began < 240, f"the loops got {_ticks_seen(watch)} ticks in 240 s"
             watch(time.monotonic() - began)
             time.sleep(0.05)
         watch.finish()
     finally:
-        kill_all([burner])
-    by_pid = {pid: last - first for (pid, _), (first, last, _) in watch.foreign.items()}
-    ticks_per_s = os.sysconf("SC_CLK_TCK")
-    assert by_pid.get(burner, 0) >= 0.5 * 1.5 * ticks_per_s
-    assert own.pid not in by_pid and os.getpid() not in by_pid
-    assert f"pid {burner}" in watch.top_foreign()
+        kill_all([*burners, own.pid])
+    assert own.pid not in _ticks_seen(watch) and os.getpid() not in _ticks_seen(watch)
+    assert all(_ticks_seen(watch)[pid] >= ticks_per_s for pid in burners)
+    # The heaviest foreign processes are named; on a shared host they need not be the loops.
+    assert " pid " in watch.top_foreign()
     assert set(watch.figures()) == {"busy", "steal", "foreign_cores", "cores"}
-    busy = (watch.ended.busy - watch.started.busy) / (watch.ended.total - watch.started.total)  # type: ignore[union-attr]
-    # Crowded or not is the host's business: on a 2-core host the two loops fill it.
-    assert bool(watch.reasons()) == (busy >= 0.9)
+    reasons = watch.reasons()  # the hypervisor's steal may add a second reason on a virtual machine
+    assert any(reason.startswith("host CPU: other processes used") for reason in reasons), reasons

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,23 @@ def job_env(tmp_path: Path) -> dict[str, str]:
 
 
 def job(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
-def test_a_finished_job_hands_over_its_files_log_and_exit_code(job_env: dict[str, str], tmp_path: Path) -> None:
-    command = 'echo "[trainperf] step 1/1"; test -f pyproject.toml && echo packed > "$OUT/results.tgz"; exit 3'
+def test_a_finished_job_hands_over_its_files_log_and_exit_code(
+    job_env: dict[str, str], tmp_path: Path
+) -> None:
+    command = (
+        'echo "[trainperf] step 1/1"; test -f pyproject.toml && echo packed > "$OUT/results.tgz"; exit 3'
+    )
     assert job(job_env, "start", "j", command).returncode == 0
     waited = job(job_env, "wait", "j", "30")
     assert waited.returncode == 1, waited.stdout  # the job's own failure reaches the caller
@@ -37,14 +50,27 @@ def test_a_finished_job_hands_over_its_files_log_and_exit_code(job_env: dict[str
 
 
 def test_a_running_job_leaves_a_snapshot_and_keeps_running(job_env: dict[str, str], tmp_path: Path) -> None:
-    command = "mkdir -p reports/r baselines && echo partial > reports/r/summary.md; sleep 8; echo done"
-    job(job_env, "start", "slow", command)
-    waited = job(job_env, "wait", "slow", "2")
-    assert waited.returncode == 0 and "still running" in waited.stdout
-    with tarfile.open(tmp_path / "out" / "results-partial.tgz") as tar:
-        assert "reports/r/summary.md" in tar.getnames()
-    assert "running" in job(job_env, "list").stdout
-    assert "already running" in job(job_env, "start", "slow", "true").stdout
+    # The job says when it has written its partial result and runs on until the test releases it
+    # (at most 300 s): no sleep that a slow start on a loaded host could outlast.
+    wrote, release = tmp_path / "wrote", tmp_path / "release"
+    command = (
+        f"mkdir -p reports/r baselines && echo partial > reports/r/summary.md && touch {wrote}; "
+        f"for _ in $(seq 3000); do [ -e {release} ] && break; sleep 0.1; done; echo done"
+    )
+    try:
+        job(job_env, "start", "slow", command)
+        deadline = time.monotonic() + 120
+        while not wrote.exists():
+            assert time.monotonic() < deadline, job(job_env, "list").stdout
+            time.sleep(0.1)
+        waited = job(job_env, "wait", "slow", "2")
+        assert waited.returncode == 0 and "still running" in waited.stdout
+        with tarfile.open(tmp_path / "out" / "results-partial.tgz") as tar:
+            assert "reports/r/summary.md" in tar.getnames()
+        assert "running" in job(job_env, "list").stdout
+        assert "already running" in job(job_env, "start", "slow", "true").stdout
+    finally:
+        release.touch()
     final = job(job_env, "wait", "slow", "30")
     assert final.returncode == 0 and "rc 0" in final.stdout
 

@@ -8,9 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
+import required
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("bitsandbytes")
+torch = required.module("torch", "make setup (torch from ci/envs/cpu.txt or ci/envs/hf.txt)")
+required.module("bitsandbytes", "pip install -e '.[qlora]'")
 
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.quantized_checkpoint import (

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import required
 
 from trainperf.cli import main as cli_main
 from trainperf.measure.nvml import Sample, write_samples
@@ -22,7 +22,6 @@ from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
 
 TRACES = Path(__file__).parent / "data" / "traces"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -227,28 +226,19 @@ def test_benchmark_json_is_read_by_pytest_benchmark(tmp_path: Path) -> None:
     assert stats["median"] == pytest.approx(0.81) and stats["rounds"] == 5
     assert data["benchmarks"][0]["extra_info"]["trace_diff_verdict"] == "host-bound"
     assert data["benchmarks"][0]["extra_info"]["mfu"] == 0.0258  # JUnit properties carry the same figures
-    storage_mod = pytest.importorskip(
-        "pytest_benchmark.storage.file", reason="pytest-benchmark not installed (dev extra)"
-    )
+    benchmark_install = "pip install -e '.[dev]' (pytest-benchmark)"
+    storage_mod = required.module("pytest_benchmark.storage.file", benchmark_install)
     from pytest_benchmark.logger import Logger
 
     storage = storage_mod.FileStorage(str(run_dir), default_machine_id="m", logger=Logger(Logger.QUIET))
     loaded = list(storage.load_benchmarks(str(run_dir / "benchmark.json")))
     assert {b["name"] for b in loaded} == {"sft_hf-qwen3_8b-lora-short-b4", "grpo-qwen3_tiny-lora-short-b4"}
     # Its own command line compares the file (as a CI step would).
-    cli = shutil.which("pytest-benchmark") or str(
-        Path(shutil.which("pytest") or "pytest").with_name("pytest-benchmark")
-    )
-    if Path(cli).is_file():
-        shown = subprocess.run(
-            [cli, "compare", str(run_dir / "benchmark.json")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert shown.returncode == 0, shown.stderr
-        assert "sft_hf-qwen3_8b-lora-short-b4" in shown.stdout
+    cli = required.program("pytest-benchmark", install=benchmark_install)
+    compare = [cli, "compare", str(run_dir / "benchmark.json")]
+    shown = subprocess.run(compare, capture_output=True, text=True, timeout=60, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert "sft_hf-qwen3_8b-lora-short-b4" in shown.stdout
 
 
 def test_step_stats_follow_pytest_benchmark_fields() -> None:
@@ -257,15 +247,12 @@ def test_step_stats_follow_pytest_benchmark_fields() -> None:
     assert s["iqr_outliers"] == 1 and s["hd15iqr"] == 4.0 and s["outliers"] == "1;1"
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; .ci/run does)"
-)
 def test_html_renders_in_headless_chromium_without_script_errors(tmp_path: Path) -> None:
+    chromium = required.chromium()
     run_dir = tmp_path / "run"
     write_reports(run_dir, make_run(run_dir), "trainperf h100: run")
     page = (run_dir / "index.html").resolve().as_uri()
-    assert CHROMIUM is not None
-    base = [CHROMIUM, *CHROMIUM_FLAGS]
+    base = [chromium, *CHROMIUM_FLAGS]
     dom = subprocess.run(
         [
             *base,

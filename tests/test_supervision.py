@@ -8,11 +8,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from trainperf.measure.ownership import OWNER_ENV, find_orphans, owner_alive, owner_tag, sweep_orphans, tag_of
+from trainperf.run import process
 from trainperf.run.process import SilenceWatch, supervised
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
@@ -49,10 +52,7 @@ def _tree_pids() -> list[int]:
 def test_kill_9_of_the_parent_ends_the_whole_tree_within_seconds() -> None:
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None and parent.stdout.readline().strip() == "started"
-    deadline = time.monotonic() + 10
-    while len(_tree_pids()) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(_tree_pids()) >= 3  # two sleeps (one in a session of its own) and a python
+    _wait_until(lambda: len(_tree_pids()) >= 3)  # two sleeps (one in a session of its own) and a python
     parent.kill()
     parent.wait()
     killed_at = time.monotonic()
@@ -85,8 +85,9 @@ def test_orphans_are_found_by_their_tag_only_and_ended() -> None:
     adopted = subprocess.Popen(["sleep", "322"], env={**os.environ, OWNER_ENV: owner_tag(os.getppid())})
     untagged = subprocess.Popen(["sleep", "323"])
     try:
-        time.sleep(0.3)
-        assert tag_of(orphan.pid) == dead_owner and not owner_alive(dead_owner)
+        # Each process shows its tag once it has exec'd: wait for that, however long a loaded host takes.
+        _wait_until(lambda: tag_of(orphan.pid) == dead_owner and tag_of(adopted.pid) is not None)
+        assert not owner_alive(dead_owner)
         found = {o.pid for o in find_orphans()}
         assert orphan.pid in found and adopted.pid not in found and untagged.pid not in found
         ended = sweep_orphans()
@@ -98,16 +99,29 @@ def test_orphans_are_found_by_their_tag_only_and_ended() -> None:
             process.kill()
 
 
-def test_silence_is_counted_from_the_last_byte_and_longer_before_the_first_step(tmp_path: Path) -> None:
-    watch = SilenceWatch(tmp_path, limit_s=0.2)
+def test_silence_is_counted_from_the_last_byte_and_longer_before_the_first_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1000.0]  # the watch's clock, moved by the test: no real sleep for a loaded host to stretch
+    monkeypatch.setattr(process, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    watch = SilenceWatch(tmp_path, limit_s=10)
     (tmp_path / "stderr.log").write_text("loading")
     assert not watch.expired()
-    time.sleep(0.3)
+    now[0] += 15
     assert not watch.expired()  # before the first step: three times the limit
-    time.sleep(0.4)
+    now[0] += 16
     assert watch.expired()
     (tmp_path / "steps.jsonl").write_text('{"step": 1}\n')
     assert not watch.expired()  # a byte more: alive again
-    time.sleep(0.3)
+    now[0] += 9
+    assert not watch.expired()
+    now[0] += 2
     assert watch.expired()
     assert not SilenceWatch(tmp_path, limit_s=0).expired()
+
+
+def _wait_until(condition: Callable[[], bool], limit_s: float = 60) -> None:
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not so after {limit_s} s"
+        time.sleep(0.02)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
+import required
 
 from trainperf.run.folder import RunFolder
 from trainperf.traces.collect import collect
 from trainperf.traces.plan import TracePlan, plan_trace
 
-torch = pytest.importorskip("torch")
+torch = required.module("torch", "make setup (torch from ci/envs/cpu.txt or ci/envs/hf.txt)")
 
 
 def toy_run(tmp_path: Path, plan: TracePlan) -> tuple[list[dict], dict]:

@@ -121,13 +121,20 @@ def test_baseline_holding_another_case_raises(tmp_path: Path) -> None:
 def test_baseline_in_wrong_class_folder_raises(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
     save_result(store.path("h100", CASE_ID), _result())  # gpu_class "cpu" inside h100/
-    with pytest.raises(TrainperfError):
+    with pytest.raises(
+        TrainperfError, match=f"holds case '{CASE_ID}' of class 'cpu'; move it to the right file"
+    ):
         store.load("h100", CASE_ID)
 
 
 @pytest.mark.parametrize("changes", [{"emulated": "h100"}, {"planted_slowdown": 0.2}])
 def test_emulated_or_planted_result_is_never_a_baseline(tmp_path: Path, changes: dict[str, Any]) -> None:
     store = BaselineStore(tmp_path)
-    with pytest.raises(TrainperfError):
+    says = (
+        "emulated results are never stored"
+        if "emulated" in changes
+        else "planted regression: it cannot become"
+    )
+    with pytest.raises(TrainperfError, match=says):
         store.save(_result(**changes), source="run")
     assert not store.path("cpu", CASE_ID).exists()

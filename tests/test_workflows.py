@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import required
 import yaml
 
 from trainperf.measure.hardware import CPU_CLASS, load_classes
@@ -30,9 +28,7 @@ def test_there_are_the_three_workflows() -> None:
 
 
 def test_workflows_validate_against_the_github_schema() -> None:
-    checker = shutil.which("check-jsonschema") or str(Path(sys.executable).with_name("check-jsonschema"))
-    if not Path(checker).is_file():
-        pytest.skip("check-jsonschema is not installed: pip install -e '.[dev]'")
+    checker = required.program("check-jsonschema", install="pip install -e '.[dev]'")
     done = subprocess.run(
         [checker, "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
         check=False,
@@ -98,12 +94,7 @@ def test_pr_workflow_lints_once() -> None:
 
 
 def _zizmor() -> str:
-    found = shutil.which("zizmor") or str(Path(sys.executable).with_name("zizmor"))
-    if Path(found).is_file():
-        return found
-    if os.environ.get("CI") == "true":
-        pytest.fail("zizmor is not installed under CI: pip install -e '.[dev]'")
-    pytest.skip("zizmor is not installed: pip install -e '.[dev]'")
+    return required.program("zizmor", install="pip install -e '.[dev]'")
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)

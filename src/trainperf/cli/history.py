@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
