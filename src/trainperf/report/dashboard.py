@@ -197,9 +197,11 @@ def _cause(finding: Finding, runs_root: Path | None) -> str:
     if run.outcome != "ok":
         parts.append(f"outcome {run.outcome}")
     parts += [text for text in (said.diagnosis, said.reason, run.message or "") if text]
-    if not (said.diagnosis or said.reason) and run.judged_against:
-        parts.append(f"judged against {run.judged_against.split(';')[0]}")
-    return "; ".join(parts) or "no reason stored (the run folder was not found: pass --runs DIR)"
+    if not said.found:
+        # The store keeps what the run was judged against (or the reason where it had none).
+        parts += [run.judged_against.split(";")[0]] if run.judged_against else []
+        parts.append("the run folder was not found for its diagnosis: pass --runs DIR")
+    return "; ".join(parts)
 
 
 def _environment(trend: CaseTrend, index: int, since: int | None = None) -> str:

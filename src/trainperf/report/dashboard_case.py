@@ -30,9 +30,10 @@ KINDS = (
 )
 TOOLTIP = """
 (function () {
-  var tip = document.getElementById('tip');
+  var tip = document.getElementById('tip'), total = 0;
   document.querySelectorAll('section.runner').forEach(function (section) {
     var data = JSON.parse(section.querySelector('script.runs').textContent);
+    total += data.r.length;
     function nearest(svg, event) {
       var box = svg.getBoundingClientRect(), x = (event.clientX - box.left) * WIDTH_PX / box.width, best = 0;
       data.x.forEach(function (value, i) {
@@ -55,6 +56,7 @@ TOOLTIP = """
       });
     });
   });
+  document.documentElement.setAttribute('data-runs', String(total));
 })();
 """.replace("WIDTH_PX", str(WIDTH))
 

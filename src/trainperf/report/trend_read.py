@@ -121,6 +121,8 @@ class Explanation:
 
     reason: str = ""
     diagnosis: str = ""
+    found: bool = False
+    """Whether the result file was found (a passing run has no reason to give)."""
 
 
 def explanation(run: StoredRun, runs_root: Path | None) -> Explanation:
@@ -135,4 +137,4 @@ def explanation(run: StoredRun, runs_root: Path | None) -> Explanation:
         return Explanation()
     diagnosis = verdict.get("diagnosis") or {}
     line = diagnosis.get("line", "") if isinstance(diagnosis, dict) else ""
-    return Explanation(str(verdict.get("reason") or ""), str(line).removeprefix("diagnosis: "))
+    return Explanation(str(verdict.get("reason") or ""), str(line).removeprefix("diagnosis: "), True)

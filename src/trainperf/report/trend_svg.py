@@ -145,9 +145,10 @@ def _environment(frame: Frame, trend: CaseTrend, metric: MetricTrend, times: Seq
     for index, changed in metric.environment.items():
         x = frame.x(_between(times, index))
         what = ", ".join(f"{k} {a} -> {b}" for k, a, b in changed)
+        when = trend.runs[index].started[:16].replace("T", " ")
         out.append(
             f"<line class='env' x1='{x:.1f}' x2='{x:.1f}' y1='{TOP}' y2='{HEIGHT - BOTTOM}' stroke='#15c' "
-            f"stroke-dasharray='2 3'><title>environment from {escape(trend.runs[index].started[:16].replace('T', ' '))}: "
+            f"stroke-dasharray='2 3'><title>environment from {escape(when)}: "
             f"{escape(what)}</title></line>"
         )
     return out
