@@ -87,7 +87,7 @@ def make_site(tmp_path: Path, **options: object) -> Path:
 
 def _text(html: str) -> str:
     """The page's words, without markup, styles and scripts."""
-    html = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)
+    html = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.DOTALL)
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).replace("&gt;", ">").replace("&rarr;", "->")
 
 
@@ -123,7 +123,7 @@ def test_every_stored_run_is_drawn_with_its_verdict(tmp_path: Path) -> None:
     site = make_site(tmp_path)
     page = (site / "cases" / f"{CASES[0]}.html").read_text()
     assert "24 stored runs (21 pass, 1 contaminated, 1 noisy, 1 regressed)" in _text(page)
-    step = re.search(r"<svg class='plot trend'[^>]*data-metric='step_time_s'.*?</svg>", page, re.S)
+    step = re.search(r"<svg class='plot trend'[^>]*data-metric='step_time_s'.*?</svg>", page, re.DOTALL)
     assert step is not None
     for kind in ("contaminated", "noisy", "regressed"):
         assert step.group(0).count(f"class='mark {kind}'") == 1, kind
@@ -140,7 +140,7 @@ def test_every_stored_run_is_drawn_with_its_verdict(tmp_path: Path) -> None:
 def test_a_plot_reads_in_percent_of_the_reference_with_band_levels_and_dates(tmp_path: Path) -> None:
     site = make_site(tmp_path)
     page = (site / "cases" / f"{CASES[0]}.html").read_text()
-    step = re.search(r"<svg class='plot trend'[^>]*data-metric='step_time_s'.*?</svg>", page, re.S)
+    step = re.search(r"<svg class='plot trend'[^>]*data-metric='step_time_s'.*?</svg>", page, re.DOTALL)
     assert step is not None
     plot = step.group(0)
     assert "class='band'" in plot and ">100%</text>" in plot and "tolerance \u00b13.0%" in plot
