@@ -27,6 +27,7 @@ from trainperf.report.trend_model import (
     environment_at,
     epoch,
     kind_of,
+    on_line,
     red_streaks,
 )
 from trainperf.report.trend_read import explanation, read_runs
@@ -246,7 +247,7 @@ def _all_cases(trends: Sequence[CaseTrend], pages: dict[str, str]) -> str:
         counts = trend.counts()
         summary = ", ".join(f"{n} {kind}" for kind, n in counts.most_common())
         cells = "".join(f"<i class='{kind_of(run)}'></i>" for run in trend.runs[-RECENT_CELLS:])
-        found = sum(len(m.change_points) for m in trend.metrics.values())
+        found = len({index for m in trend.metrics.values() for index, _ in m.change_points})
         rows.append(
             f"<tr><td><a href='{escape(pages[trend.case_id])}'>{escape(trend.case_id)}</a></td>"
             f"<td>{escape(trend.runner)}</td>"
@@ -257,7 +258,7 @@ def _all_cases(trends: Sequence[CaseTrend], pages: dict[str, str]) -> str:
     return (
         f"<h2>All cases</h2><table><tr><th>case</th><th>runner</th><th>stored runs</th>"
         f"<th>last {RECENT_CELLS} verdicts (oldest left)</th><th>step time, % of reference</th>"
-        f"<th>change points</th></tr>{''.join(rows)}</table>"
+        f"<th>runs with a change point</th></tr>{''.join(rows)}</table>"
     )
 
 
@@ -268,7 +269,13 @@ def sparkline(trend: CaseTrend) -> str:
     if name is None:
         return "-"
     metric = trend.metrics[name]
-    points = [(epoch(r.started), metric.percent(r.values[name])) for r in trend.runs if name in r.values]
+    points = [
+        (epoch(r.started), metric.percent(r.values[name]))
+        for r in trend.runs
+        if name in r.values and on_line(r)
+    ]
+    if not points:
+        return "-"
     t0, t1 = points[0][0], points[-1][0]
     span_t = (t1 - t0) or 1.0
     buckets: dict[int, list[float]] = {}

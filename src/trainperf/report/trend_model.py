@@ -93,6 +93,8 @@ class CaseTrend:
     metrics: dict[str, MetricTrend] = field(default_factory=dict)
     times: list[float] = field(default_factory=list)
     """Each run's start, seconds since the epoch (the plots' x)."""
+    kinds: list[str] = field(default_factory=list)
+    """Each run's ``kind_of``."""
 
     def counts(self) -> Counter[str]:
         return Counter(kind_of(run) for run in self.runs)
@@ -138,6 +140,7 @@ def build_trends(runs: Sequence[StoredRun], metric_names: Sequence[str]) -> list
             trend.metrics[name].environment = {positions[k]: v for k, v in series.environment.items()}
     for trend in groups.values():
         trend.times = [epoch(run.started) for run in trend.runs]
+        trend.kinds = [kind_of(run) for run in trend.runs]
     return [groups[key] for key in sorted(groups)]
 
 

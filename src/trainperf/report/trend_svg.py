@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from html import escape
 
 from trainperf.report.svg import nice_ticks
-from trainperf.report.trend_model import RED, CaseTrend, MetricTrend, kind_of
+from trainperf.report.trend_model import RED, CaseTrend, MetricTrend
 
 WIDTH, HEIGHT = 600, 210
 LEFT, RIGHT, TOP, BOTTOM = 50, 14, 34, 30
@@ -68,18 +68,16 @@ def _time_frame(times: Sequence[float], y0: float = 0.0, y1: float = 1.0) -> Fra
 
 def trend_plot(trend: CaseTrend, metric: MetricTrend, title: str) -> str:
     """The plot of one metric of a case: an empty string where it has no value."""
-    times = trend.times
-    having = [i for i, run in enumerate(trend.runs) if metric.metric in run.values]
-    if not having:
+    times, name = trend.times, metric.metric
+    factor = 100.0 / metric.reference if metric.reference else 0.0
+    percents = {i: run.values[name] * factor for i, run in enumerate(trend.runs) if name in run.values}
+    if not percents:
         return ""
-    percents = {i: metric.percent(trend.runs[i].values[metric.metric]) for i in having}
     frame = _percent_frame(_time_frame(times), metric, percents.values())
     reference = f"100% = {_fmt(metric.reference)}"
     learned = " (learned from the runner's history)" if metric.tolerance_note.startswith("learned") else ""
     band = f", tolerance \u00b1{metric.tolerance:.1%}{learned}" if metric.tolerance else ""
-    shown = ",".join(
-        _fmt(run.values[metric.metric]) if i in percents else "" for i, run in enumerate(trend.runs)
-    )
+    shown = ",".join([_short(run.values[name]) if i in percents else "" for i, run in enumerate(trend.runs)])
     parts = [
         (
             f"<svg class='plot trend' width='{WIDTH}' height='{HEIGHT}' viewBox='0 0 {WIDTH} {HEIGHT}' "
@@ -184,15 +182,21 @@ def _levels(frame: Frame, trend: CaseTrend, metric: MetricTrend, times: Sequence
 def _line(
     frame: Frame, trend: CaseTrend, metric: MetricTrend, times: Sequence[float], percents: dict[int, float]
 ) -> list[str]:
-    on_line = [i for i in percents if kind_of(trend.runs[i]) in ("pass", "regressed", "noisy", "improved")]
-    coords = " ".join(f"{frame.x(times[i]):.0f},{frame.y(percents[i]):.0f}" for i in on_line)
+    kinds = trend.kinds
+    on_line = [i for i in percents if kinds[i] in ("pass", "regressed", "noisy", "improved")]
+    # Inlined Frame.x and Frame.y: a year of runs is ~25,000 points per site.
+    x_scale = (WIDTH - LEFT - RIGHT) / (frame.t1 - frame.t0)
+    y_scale = (HEIGHT - TOP - BOTTOM) / (frame.y1 - frame.y0)
+    t0, low, high = frame.t0, frame.y0, frame.y1
+    ys = {i: TOP + (high - min(max(percents[i], low), high)) * y_scale for i in on_line}
+    coords = " ".join([f"{LEFT + (times[i] - t0) * x_scale:.0f},{ys[i]:.0f}" for i in on_line])
     out = [f"<polyline fill='none' stroke='{COLOURS['pass']}' stroke-width='1' points='{coords}'/>"]
     if len(on_line) <= DOTS_UP_TO:
         out += [
             f"<circle cx='{frame.x(times[i]):.1f}' cy='{frame.y(percents[i]):.1f}' r='2' "
             f"fill='{COLOURS['pass']}'/>"
             for i in on_line
-            if kind_of(trend.runs[i]) == "pass"
+            if kinds[i] == "pass"
         ]
     return out
 
@@ -224,7 +228,7 @@ def _markers(
 ) -> list[str]:
     out = []
     for i, run in enumerate(trend.runs):
-        kind = kind_of(run)
+        kind = trend.kinds[i]
         if kind == "pass":
             continue
         x = frame.x(times[i])
@@ -240,6 +244,11 @@ def _markers(
             tip += f" (planted +{run.planted:.0%} slowdown, verdict {run.verdict})"
         out.append(marker(kind, x, y, tip, judged_red=run.verdict in RED))
     return out
+
+
+def _short(value: float) -> str:
+    """A value for the tooltip: 4 significant digits, whole numbers from 1000."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def _fmt(value: float) -> str:
