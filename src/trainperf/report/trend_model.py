@@ -20,7 +20,7 @@ from trainperf.judge import stats
 from trainperf.judge.changepoints import ChangePoint
 from trainperf.judge.metrics import METRICS, Direction
 from trainperf.report.trend_read import StoredRun
-from trainperf.store.series import Point, all_series
+from trainperf.store.series import Point, all_series, environment_steps
 
 RED = ("regressed", "outcome-changed", "config-changed")
 BASELINE_RUNS = 10
@@ -49,8 +49,12 @@ def _classified(run: StoredRun) -> str:
     return "pass"
 
 
+LINE_KINDS = frozenset(("pass", "regressed", "noisy", "improved"))
+"""Runs whose values are trusted as the case's level (a noisy run is flagged, not dropped)."""
+
+
 def on_line(run: StoredRun) -> bool:
-    return kind_of(run) in ("pass", "regressed", "noisy", "improved")
+    return kind_of(run) in LINE_KINDS
 
 
 @dataclass(slots=True)
@@ -122,26 +126,46 @@ def build_trends(runs: Sequence[StoredRun], metric_names: Sequence[str]) -> list
     groups: dict[tuple[str, str], CaseTrend] = {}
     for run in runs:
         groups.setdefault((run.case_id, run.runner), CaseTrend(run.case_id, run.runner, [])).runs.append(run)
-    # Each point on a line knows its run's index in its case's runs (all_series keeps the objects).
-    index_of: dict[int, int] = {}
-    points = []
-    for trend in groups.values():
-        for i, run in enumerate(trend.runs):
-            if on_line(run):
-                points.append(_point(run))
-                index_of[id(points[-1])] = i
-    found = all_series(points, list(metric_names))
-    for name in metric_names:
-        for series in found[name]:
-            trend = groups[(series.case_id, series.runner)]
-            positions = [index_of[id(point)] for point in series.points]
-            values = [point.values[name] for point in series.points]
-            trend.metrics[name] = _metric_trend(name, trend.runs, positions, values, series.change_points)
-            trend.metrics[name].environment = {positions[k]: v for k, v in series.environment.items()}
     for trend in groups.values():
         trend.times = [epoch(run.started) for run in trend.runs]
         trend.kinds = [kind_of(run) for run in trend.runs]
+        _add_metrics(trend, metric_names)
     return [groups[key] for key in sorted(groups)]
+
+
+def _add_metrics(trend: CaseTrend, metric_names: Sequence[str]) -> None:
+    """Each metric's trend over the runs on the line. A metric with one value throughout (memory
+    figures often are) has no change point by definition: only the others go through detection."""
+    line = [(i, _point(run)) for i, run in enumerate(trend.runs) if trend.kinds[i] in LINE_KINDS]
+    index_of = {id(point): i for i, point in line}
+    varying: list[str] = []
+    constant: list[str] = []
+    for name in metric_names:
+        seen = {point.values[name] for _, point in line if name in point.values}
+        if seen:
+            (varying if len(seen) > 1 else constant).append(name)
+    found = all_series([point for _, point in line], varying) if varying else {}
+    for name in varying:
+        for series in found[name]:
+            positions = [index_of[id(point)] for point in series.points]
+            values = [point.values[name] for point in series.points]
+            metric = _metric_trend(name, trend.runs, positions, values, series.change_points)
+            metric.environment = {positions[k]: v for k, v in series.environment.items()}
+            trend.metrics[name] = metric
+    whole: dict[int, list[tuple[str, Any, Any]]] | None = None
+    for name in constant:
+        having = [(i, point) for i, point in line if name in point.values]
+        positions, values = [i for i, _ in having], [point.values[name] for _, point in having]
+        metric = _metric_trend(name, trend.runs, positions, values, [])
+        if len(having) == len(line):  # the usual case: worked out once for all such metrics
+            whole = environment_steps([point for _, point in line]) if whole is None else whole
+        shifts = (
+            whole
+            if len(having) == len(line) and whole is not None
+            else environment_steps([p for _, p in having])
+        )
+        metric.environment = {positions[k]: v for k, v in shifts.items()}
+        trend.metrics[name] = metric
 
 
 @functools.lru_cache(maxsize=65536)

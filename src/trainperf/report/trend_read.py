@@ -7,6 +7,7 @@ Result files are read only for the few runs the first page explains (their reaso
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,7 +67,8 @@ def read_runs(store: Store, metric_names: list[str], since: str | None = None) -
             cases.c.message,
             runs.c.run_dir,
             cases.c.result_path,
-            cases.c.fingerprint,
+            # As text: the cases of one run share their fingerprint, decoded once (``_decoded``).
+            sa.cast(cases.c.fingerprint, sa.Text),
             cases.c.steps,
         )
         .join(runs, runs.c.id == cases.c.run_id)
@@ -80,15 +82,23 @@ def read_runs(store: Store, metric_names: list[str], since: str | None = None) -
     if since:
         query = query.where(runs.c.started >= since)
     with store.reading() as conn:
-        by_row = {row[0]: StoredRun(*list(row[1:])) for row in conn.execute(query)}
-        for case_row, name, value in conn.execute(values):
+        by_row = {row[0]: StoredRun(*list(row[1:])) for row in conn.execute(query).all()}
+        # A year is ~250,000 metric rows: fetched in one go as plain tuples.
+        for case_row, name, value in conn.execute(values).tuples().all():
             run = by_row.get(case_row)
             if run is not None:
                 run.values[name] = value
     for run in by_row.values():
         run.planted = float(run.planted or 0.0)
-        run.fingerprint = run.fingerprint or {}
+        run.fingerprint = _decoded(run.fingerprint) if isinstance(run.fingerprint, str) else {}
     return list(by_row.values())
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded(text: str) -> dict[str, Any]:
+    """A stored fingerprint; equal texts give the one dict (never changed by its readers)."""
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}
 
 
 def result_file(run: StoredRun, runs_root: Path | None) -> Path | None:

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from html import escape
 
 from trainperf.report.svg import nice_ticks
-from trainperf.report.trend_model import RED, CaseTrend, MetricTrend
+from trainperf.report.trend_model import LINE_KINDS, RED, CaseTrend, MetricTrend
 
 WIDTH, HEIGHT = 600, 210
 LEFT, RIGHT, TOP, BOTTOM = 50, 14, 34, 30
@@ -77,7 +77,9 @@ def trend_plot(trend: CaseTrend, metric: MetricTrend, title: str) -> str:
     reference = f"100% = {_fmt(metric.reference)}"
     learned = " (learned from the runner's history)" if metric.tolerance_note.startswith("learned") else ""
     band = f", tolerance \u00b1{metric.tolerance:.1%}{learned}" if metric.tolerance else ""
-    shown = ",".join([_short(run.values[name]) if i in percents else "" for i, run in enumerate(trend.runs)])
+    # Each run's value for the tooltip: 4 significant digits, whole numbers from 1000.
+    values = [run.values.get(name) for run in trend.runs]
+    shown = ",".join(["" if v is None else f"{v:.0f}" if abs(v) >= 1000 else f"{v:.4g}" for v in values])
     parts = [
         (
             f"<svg class='plot trend' width='{WIDTH}' height='{HEIGHT}' viewBox='0 0 {WIDTH} {HEIGHT}' "
@@ -96,9 +98,10 @@ def trend_plot(trend: CaseTrend, metric: MetricTrend, title: str) -> str:
 
 
 def _percent_frame(times: Frame, metric: MetricTrend, percents: Iterable[float]) -> Frame:
-    values = [min(max(p, CLAMP[0]), CLAMP[1]) for p in percents]
+    values = list(percents)
+    clamped = (min(max(min(values), CLAMP[0]), CLAMP[1]), min(max(max(values), CLAMP[0]), CLAMP[1]))
     half = max(MIN_HALF_SPAN, 150 * metric.tolerance)
-    low, high = min([100 - half, *values]), max([100 + half, *values])
+    low, high = min(100 - half, clamped[0]), max(100 + half, clamped[1])
     pad = (high - low) * 0.06
     return Frame(times.t0, times.t1, low - pad, high + pad)
 
@@ -183,13 +186,18 @@ def _line(
     frame: Frame, trend: CaseTrend, metric: MetricTrend, times: Sequence[float], percents: dict[int, float]
 ) -> list[str]:
     kinds = trend.kinds
-    on_line = [i for i in percents if kinds[i] in ("pass", "regressed", "noisy", "improved")]
+    on_line = [i for i in percents if kinds[i] in LINE_KINDS]
     # Inlined Frame.x and Frame.y: a year of runs is ~25,000 points per site.
     x_scale = (WIDTH - LEFT - RIGHT) / (frame.t1 - frame.t0)
     y_scale = (HEIGHT - TOP - BOTTOM) / (frame.y1 - frame.y0)
     t0, low, high = frame.t0, frame.y0, frame.y1
-    ys = {i: TOP + (high - min(max(percents[i], low), high)) * y_scale for i in on_line}
-    coords = " ".join([f"{LEFT + (times[i] - t0) * x_scale:.0f},{ys[i]:.0f}" for i in on_line])
+    coords = " ".join(
+        [
+            f"{LEFT + (times[i] - t0) * x_scale:.0f},{TOP + (high - min(max(p, low), high)) * y_scale:.0f}"
+            for i in on_line
+            for p in (percents[i],)
+        ]
+    )
     out = [f"<polyline fill='none' stroke='{COLOURS['pass']}' stroke-width='1' points='{coords}'/>"]
     if len(on_line) <= DOTS_UP_TO:
         out += [
@@ -244,11 +252,6 @@ def _markers(
             tip += f" (planted +{run.planted:.0%} slowdown, verdict {run.verdict})"
         out.append(marker(kind, x, y, tip, judged_red=run.verdict in RED))
     return out
-
-
-def _short(value: float) -> str:
-    """A value for the tooltip: 4 significant digits, whole numbers from 1000."""
-    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def _fmt(value: float) -> str:
