@@ -83,8 +83,8 @@ def read_runs(store: Store, metric_names: list[str], since: str | None = None) -
         query = query.where(runs.c.started >= since)
     with store.reading() as conn:
         by_row = {row[0]: StoredRun(*list(row[1:])) for row in conn.execute(query).all()}
-        # A year is ~250,000 metric rows: fetched in one go as plain tuples.
-        for case_row, name, value in conn.execute(values).tuples().all():
+        # A year is ~250,000 metric rows: fetched in one go.
+        for case_row, name, value in conn.execute(values).all():
             run = by_row.get(case_row)
             if run is not None:
                 run.values[name] = value
