@@ -143,7 +143,11 @@ def _changes_cell(finding: Finding) -> str:
     (name, change), rest = finding.changes[0], _beyond(finding, finding.changes[1:])[:2]
     metric = finding.trend.metrics.get(name)
     tone = "bad" if metric is not None and metric.adverse(change) else "good"
-    more = "".join(f"<br><small>{escape(LABELS.get(n, n))} {c:+.1%}</small>" for n, c in rest)
+    more = "".join(
+        f"<br><small class='{'bad' if finding.trend.metrics[n].adverse(c) else 'good'}'>"
+        f"{escape(LABELS.get(n, n))} {c:+.1%}</small>"
+        for n, c in rest
+    )
     return f"<td class='size {tone}'>{change:+.1%} <small>{escape(LABELS.get(name, name))}</small>{more}</td>"
 
 

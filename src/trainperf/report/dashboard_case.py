@@ -142,7 +142,7 @@ def _runner_section(trend: CaseTrend, links: Links, labels: dict[str, str]) -> s
     return (
         f"<section class='runner'><h2>runner {escape(trend.runner)}: "
         f"{len(trend.runs)} stored runs ({escape(counts)})</h2>"
-        f"{_change_list(trend)}<div class='plots'>{''.join(plots)}</div>{_flagged_runs(trend, links)}"
+        f"{_change_list(trend, labels)}<div class='plots'>{''.join(plots)}</div>{_flagged_runs(trend, links)}"
         f"<script type='application/json' class='runs'>{data}</script></section>"
     )
 
@@ -168,7 +168,7 @@ def _runs_json(trend: CaseTrend, links: Links) -> str:
     return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
 
 
-def _change_list(trend: CaseTrend) -> str:
+def _change_list(trend: CaseTrend, labels: dict[str, str]) -> str:
     items = []
     for name, metric in trend.metrics.items():
         for index, cp in metric.change_points:
@@ -176,7 +176,7 @@ def _change_list(trend: CaseTrend) -> str:
             changed = environment_at(trend, index)
             what = ", ".join(f"{k} {a} -> {b}" for k, a, b in changed) or "no environment change"
             items.append(
-                f"<li><b class='bad'>{escape(name)} {(cp.ratio - 1) * 100:+.1f}%</b> from "
+                f"<li><b class='bad'>{escape(labels.get(name, name))} {(cp.ratio - 1) * 100:+.1f}%</b> from "
                 f"{escape(shown_time(run.started))} {escape(run.commit_short)} (median {cp.before:.4g} -> "
                 f"{cp.after:.4g}): <span class='env'>{escape(what)}</span></li>"
             )

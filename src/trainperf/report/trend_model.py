@@ -145,14 +145,16 @@ def _add_metrics(trend: CaseTrend, metric_names: Sequence[str]) -> None:
         if seen:
             (varying if len(seen) > 1 else constant).append(name)
     found = all_series([point for _, point in line], varying) if varying else {}
+    whole: dict[int, list[tuple[str, Any, Any]]] | None = None
     for name in varying:
         for series in found[name]:
+            if len(series.points) == len(line):
+                whole = series.environment  # the line's own, reused below
             positions = [index_of[id(point)] for point in series.points]
             values = [point.values[name] for point in series.points]
             metric = _metric_trend(name, trend.runs, positions, values, series.change_points)
             metric.environment = {positions[k]: v for k, v in series.environment.items()}
             trend.metrics[name] = metric
-    whole: dict[int, list[tuple[str, Any, Any]]] | None = None
     for name in constant:
         having = [(i, point) for i, point in line if name in point.values]
         positions, values = [i for i, _ in having], [point.values[name] for _, point in having]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
 
-from trainperf.report.svg import nice_ticks
+from trainperf.report.svg import CHAR_W, nice_ticks
 from trainperf.report.trend_model import LINE_KINDS, RED, CaseTrend, MetricTrend
 
 WIDTH, HEIGHT = 600, 210
@@ -33,6 +33,8 @@ COLOURS = {
     "failed": "#d62728",
     "pass": "#3a6fb0",
 }
+ENV_LABELS_UP_TO = 3
+"""Environment changes are named on the plot up to this many (more would overlap; each has a tooltip)."""
 DOTS_UP_TO = 60
 """A series with at most this many runs on its line gets a dot per run, not only the line."""
 
@@ -90,8 +92,8 @@ def trend_plot(trend: CaseTrend, metric: MetricTrend, title: str) -> str:
     ]
     parts += _band_and_axes(frame, metric)
     parts += _environment(frame, trend, metric, times)
-    parts += _levels(frame, trend, metric, times)
     parts += _line(frame, trend, metric, times, percents)
+    parts += _levels(frame, trend, metric, times)  # over the line: a level reads through the noise
     parts += _markers(frame, trend, metric, times, percents)
     parts.append("</svg>")
     return "".join(parts)
@@ -152,6 +154,15 @@ def _environment(frame: Frame, trend: CaseTrend, metric: MetricTrend, times: Seq
             f"stroke-dasharray='2 3'><title>environment from {escape(when)}: "
             f"{escape(what)}</title></line>"
         )
+        if len(metric.environment) <= ENV_LABELS_UP_TO:
+            key, _, after = changed[0]
+            label = f"{key} {after}"[:28]
+            right = x + 3 + CHAR_W * len(label) <= WIDTH - RIGHT
+            anchor, shift = ("start", 3) if right else ("end", -3)
+            out.append(
+                f"<text x='{x + shift:.1f}' y='{HEIGHT - BOTTOM - 4}' text-anchor='{anchor}' font-size='9' "
+                f"fill='#15c'>{escape(label)}</text>"
+            )
     return out
 
 
@@ -163,7 +174,7 @@ def _levels(frame: Frame, trend: CaseTrend, metric: MetricTrend, times: Sequence
         y = frame.y(metric.percent(segment.median))
         out.append(
             f"<line class='level' x1='{x0:.1f}' x2='{max(x1, x0 + 2):.1f}' y1='{y:.1f}' y2='{y:.1f}' "
-            f"stroke='#222' stroke-width='2' opacity='0.75'><title>median {_fmt(segment.median)} "
+            f"stroke='#111' stroke-width='2.5'><title>median {_fmt(segment.median)} "
             f"({metric.percent(segment.median):.1f}%)</title></line>"
         )
     for index, cp in metric.change_points:
