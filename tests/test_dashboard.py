@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 from store_data import GPU, make_result, nightly, write_run_folder
 
 from trainperf.cli.dashboard import since_of
@@ -48,11 +49,11 @@ def _maxlen(day: int, fingerprint: dict[str, object]) -> CaseResult:
     return result
 
 
-def make_store(tmp_path: Path) -> Store:
-    """24 nights of two cases, written as each case ends (with the checkout's commit) into SQLite,
-    each night also a run folder; transformers moves on with the maxlen case's step. The short
-    case ran out of memory on the last night."""
-    store = open_store(str(tmp_path / "h.sqlite"))
+def make_store(tmp_path: Path, url: str | None = None) -> Store:
+    """24 nights of two cases, written as each case ends (with the checkout's commit) into the
+    store (SQLite by default), each night also a run folder; transformers moves on with the maxlen
+    case's step. The short case ran out of memory on the last night."""
+    store = open_store(url or str(tmp_path / "h.sqlite"))
     for day in range(NIGHTS):
         fp = GPU if day < STEP_NIGHT else {**GPU, "transformers": "5.18.0"}
         outcome = "oom" if day == LAST else "ok"
@@ -163,6 +164,17 @@ def test_run_folders_moved_since_they_were_stored_are_found_under_runs(tmp_path:
     assert "host-side delay" not in lost and "pass --runs DIR" in lost
     found = (tmp_path / "found" / "index.html").read_text()
     assert "host-side delay" in found and "href='../archive/n23/index.html'" in found
+
+
+def test_a_postgresql_store_gives_the_same_site(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+    sqlite_site = make_site(tmp_path / "lite")
+    store = make_store(tmp_path / "pg", pg_url)
+    try:
+        assert build_site(store, tmp_path / "pg" / "site") == 2
+    finally:
+        store.close()
+    lite, pg = (_text((site / "index.html").read_text()) for site in (sqlite_site, tmp_path / "pg" / "site"))
+    assert pg.replace("/pg/", "/lite/") == lite and "host-side delay" in pg
 
 
 def test_the_window_starts_where_since_says(tmp_path: Path) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from trainperf.store.db import Store, cases, metrics, runs
 
@@ -75,23 +77,35 @@ def read_runs(store: Store, metric_names: list[str], since: str | None = None) -
         .where(cases.c.variant == "")
         .order_by(runs.c.started, cases.c.seq, cases.c.id)
     )
-    # No join: the rows of results not read above (variants, earlier runs) are skipped below.
-    values = sa.select(metrics.c.case_row, metrics.c.name, metrics.c.value).where(
-        metrics.c.name.in_(metric_names)
-    )
     if since:
         query = query.where(runs.c.started >= since)
     with store.reading() as conn:
         by_row = {row[0]: StoredRun(*list(row[1:])) for row in conn.execute(query).all()}
-        # A year is ~250,000 metric rows: fetched in one go.
-        for case_row, name, value in conn.execute(values).all():
+        for case_row, name, value in _metric_rows(conn, metric_names):
             run = by_row.get(case_row)
-            if run is not None:
+            if run is not None:  # the rows of results not read above (variants, earlier runs)
                 run.values[name] = value
     for run in by_row.values():
         run.planted = float(run.planted or 0.0)
         run.fingerprint = _decoded(run.fingerprint) if isinstance(run.fingerprint, str) else {}
     return list(by_row.values())
+
+
+def _metric_rows(conn: Connection, names: list[str]) -> list[Any]:
+    """(case row, name, value) of the named metrics, through the driver's own cursor: a year is
+    ~250,000 rows, and SQLAlchemy's row objects took half the time of the whole read. The names
+    are the dashboard's own, written into the statement as literals (checked to be plain words)."""
+    if not all(re.fullmatch(r"\w+", name) for name in names):
+        raise ValueError(f"metric names must be plain words: {names}")
+    listed = ", ".join(f"'{name}'" for name in names)
+    driver = conn.connection.dbapi_connection
+    assert driver is not None  # an open connection of the store
+    cursor = driver.cursor()
+    try:
+        cursor.execute(f"SELECT case_row, name, value FROM {metrics.name} WHERE name IN ({listed})")
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 @functools.lru_cache(maxsize=4096)
