@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from trainperf.run.folder import RunFolder
 from trainperf.store.db import Store, cases, metrics, runs
 
 
@@ -121,11 +122,10 @@ def result_file(run: StoredRun, runs_root: Path | None) -> Path | None:
     candidates = []
     if run.result_path:
         candidates.append(Path(run.result_path))
-    name = f"{run.case_id}.json"
     if run.run_dir:
-        candidates.append(Path(run.run_dir) / "results" / name)
+        candidates.append(RunFolder(Path(run.run_dir)).result_path(run.case_id))
         if runs_root is not None:
-            candidates.append(runs_root / Path(run.run_dir).name / "results" / name)
+            candidates.append(RunFolder(runs_root / Path(run.run_dir).name).result_path(run.case_id))
     return next((path for path in candidates if path.is_file()), None)
 
 
