@@ -138,6 +138,22 @@ def test_every_stored_run_is_drawn_with_its_verdict(tmp_path: Path) -> None:
     assert "24 (21 pass, 1 contaminated, 1 noisy, 1 regressed)" in index
 
 
+def test_a_case_whose_only_run_was_contaminated_is_drawn_and_listed(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "h.sqlite"))
+    result = make_result(CASES[0], nightly(0), 0.65, verdict="contaminated")
+    folder = write_run_folder(tmp_path / "reports" / "n00", nightly(0), [result])
+    run = RunInfo("night-0", "pytest", nightly(0), GPU, "nightly-h100", "h100", run_dir=str(folder))
+    record_case(store, run, result)
+    try:
+        assert build_site(store, tmp_path / "site") == 1
+    finally:
+        store.close()
+    index = _text((tmp_path / "site" / "index.html").read_text())
+    assert "Not a pass on the latest run: 1 case(s)" in index and "1 (1 contaminated)" in index
+    page = (tmp_path / "site" / "cases" / f"{CASES[0]}.html").read_text()
+    assert page.count("class='mark contaminated'") >= 4  # on each metric's plot
+
+
 def test_a_plot_reads_in_percent_of_the_reference_with_band_levels_and_dates(tmp_path: Path) -> None:
     site = make_site(tmp_path)
     page = (site / "cases" / f"{CASES[0]}.html").read_text()
@@ -190,6 +206,26 @@ def test_since_takes_a_date_or_days_and_says_what_it_wants_otherwise() -> None:
     assert since_of("30d") is not None and since_of("30d") < since_of("1d")  # type: ignore[operator]
     with pytest.raises(TrainperfError, match="YYYY-MM-DD or a number of days"):
         since_of("last week")
+
+
+def test_the_command_builds_the_site_and_names_a_missing_runs_folder(tmp_path: Path) -> None:
+    import argparse
+
+    from trainperf.cli import dashboard
+
+    make_store(tmp_path).close()
+    parser = argparse.ArgumentParser(prog="trainperf")
+    dashboard.add_parser(parser.add_subparsers(dest="command", required=True))
+    store = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    args = parser.parse_args(
+        ["dashboard", "--store", store, "--output", str(tmp_path / "s"), "--since", "10d"]
+    )
+    assert args.func(args) == 0 and (tmp_path / "s" / "index.html").is_file()
+    missing = parser.parse_args(
+        ["dashboard", "--store", store, "--output", "x", "--runs", str(tmp_path / "no")]
+    )
+    with pytest.raises(TrainperfError, match="is not a folder: name the folder that holds the run folders"):
+        missing.func(missing)
 
 
 def test_time_ticks_read_as_clock_times_within_a_day_and_months_over_a_year() -> None:

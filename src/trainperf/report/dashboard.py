@@ -120,7 +120,10 @@ def index_body(
     trends: Sequence[CaseTrend], pages: dict[str, str], links: Links, runs_root: Path | None
 ) -> str:
     if not trends:
-        return "<h1>trainperf history</h1><p>No stored run in this window: run `trainperf ingest` first.</p>"
+        return (
+            "<h1>trainperf history</h1><p>No stored run in this window: load run folders with "
+            "`trainperf ingest`, or start the window earlier (--since).</p>"
+        )
     runs = [run for trend in trends for run in trend.runs]
     first, last = min(r.started for r in runs), max(r.started for r in runs)
     header = (

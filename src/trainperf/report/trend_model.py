@@ -168,6 +168,20 @@ def _add_metrics(trend: CaseTrend, metric_names: Sequence[str]) -> None:
         )
         metric.environment = {positions[k]: v for k, v in shifts.items()}
         trend.metrics[name] = metric
+    _off_line_only(trend, metric_names)
+
+
+def _off_line_only(trend: CaseTrend, metric_names: Sequence[str]) -> None:
+    """Metrics only runs off the line have (a case whose only run was contaminated): drawn too,
+    as markers around their own median, with no level or change point."""
+    for name in metric_names:
+        values = [run.values[name] for run in trend.runs if name in run.values]
+        if name in trend.metrics or not values:
+            continue
+        tolerance, note = tolerance_of(name, trend.runs[-1].judged_against)
+        metric = METRICS.get(name)
+        lower = None if metric is None or not metric.tolerance else metric.direction is Direction.LOWER
+        trend.metrics[name] = MetricTrend(name, stats.median(values), tolerance, note, lower, [], [], {})
 
 
 @functools.lru_cache(maxsize=65536)
