@@ -1,26 +1,38 @@
-"""The trend site: a static dashboard of the results history (like asv's published site).
+"""The trend site: the page an on-call engineer opens first, then one page per case.
 
-``index.html`` has one row per case and runner with a sparkline per headline metric (step time,
-tokens/s, peak memory, energy per token, OOM cliff); ``cases/<case>.html`` plots each metric's
-series with its change points (red) and environment changes (blue) marked, every point a link to
-its run's report. Inline SVG and CSS only: no CDN, so it reads offline. A marker script records
-load and script errors on the page for a headless browser check.
+``index.html`` answers "what went red, when, by how much": the cases whose latest run is not a
+pass (largest first, with the stored verdict, the diagnosis line, the environment diff since the
+case's last good run and a link to the run folder), then every change point in the window (not
+only recent ones), then all cases with their latest verdicts as coloured cells. ``cases/<case>.html``
+draws each metric over time as % of its reference level with the tolerance band, segment medians
+between change points and a marker per verdict (``dashboard_case``). Static files, inline SVG and
+CSS, one small inline script for tooltips: nothing is fetched, so it reads offline.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
 from trainperf.paths import PAGE_FILE
+from trainperf.report.dashboard_case import Links, case_page, kind_chip, legend, shown_time
 from trainperf.report.html import MARKER
-from trainperf.run.folder import RunFolder
+from trainperf.report.trend_model import (
+    CaseTrend,
+    Finding,
+    build_trends,
+    change_findings,
+    environment_at,
+    epoch,
+    kind_of,
+    on_line,
+    red_streaks,
+)
+from trainperf.report.trend_read import explanation, read_runs
+from trainperf.report.trend_svg import COLOURS
 from trainperf.store.db import Store
-from trainperf.store.series import Series, all_series, history_points
 
 HEADLINE = (
     ("step_time_s", "step time (s)"),
@@ -28,197 +40,266 @@ HEADLINE = (
     ("peak_allocated_gib", "peak allocated (GiB)"),
     ("energy_per_token_j", "energy/token (J)"),
 )
-CLIFF_PREFIX = "cliff_"
 CLIFF_AXES = ("cliff_batch_size", "cliff_max_seq_len", "cliff_grad_accum", "cliff_micro_batch_size")
 OTHER = (
-    "device_mem_peak_gib",
-    "peak_reserved_gib",
-    "host_peak_rss_gib",
-    "warmup_s",
-    "power_mean_w",
-    "throughput_per_gpu",
+    ("device_mem_peak_gib", "device memory peak, NVML (GiB)"),
+    ("peak_reserved_gib", "peak reserved (GiB)"),
+    ("host_peak_rss_gib", "host peak RSS (GiB)"),
+    ("warmup_s", "warm-up (s)"),
+    ("power_mean_w", "mean board power (W)"),
+    ("throughput_per_gpu", "throughput per GPU (tok/s)"),
 )
+LABELS = (
+    dict(HEADLINE)
+    | {name: f"OOM cliff: largest {name.removeprefix('cliff_')}" for name in CLIFF_AXES}
+    | dict(OTHER)
+)
+RECENT_CELLS = 20
+SPARK_W, SPARK_H, SPARK_BUCKETS = 140, 26, 70
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 20px; color: #222; }
-table { border-collapse: collapse; font-size: 12px; } td, th { border: 1px solid #ddd; padding: 2px 6px; }
-th { background: #f3f3f3; } td.v { text-align: right; white-space: nowrap; }
-.cp { color: #c00; font-weight: bold; } .env { color: #15c; }
-svg { background: #fff; } .plots { display: flex; flex-wrap: wrap; gap: 16px; }
+body { font-family: system-ui, sans-serif; margin: 18px; color: #222; font-size: 14px; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 22px 0 6px; }
+table { border-collapse: collapse; font-size: 13px; } td, th { border-bottom: 1px solid #e3e3e3;
+  padding: 4px 8px; text-align: left; vertical-align: top; } th { background: #f3f3f3; }
+td.size { font-weight: bold; white-space: nowrap; font-size: 15px; } td.size small { font-weight: normal; }
+.bad { color: #c0262d; } .good { color: #23882d; } .muted { color: #666; } .nowrap { white-space: nowrap; }
+.chip { display: inline-block; padding: 1px 7px; border-radius: 9px; color: #fff; font-size: 12px; }
+.cause { max-width: 520px; } .env { color: #15c; }
+.cells i { display: inline-block; width: 7px; height: 14px; margin-right: 1px; background: #3a6fb0; }
+.cells i.regressed, .cells i.failed { background: #d62728; } .cells i.improved { background: #2ca02c; }
+.cells i.noisy { background: #e08a00; } .cells i.contaminated { background: #999; }
+.cells i.planted { background: #8e44ad; }
+.legend { font-size: 12px; color: #444; } .legend svg { vertical-align: middle; }
+.plots { display: flex; flex-wrap: wrap; gap: 10px; } svg { background: #fff; }
+#tip { position: fixed; display: none; background: #fff; border: 1px solid #888; padding: 3px 6px;
+  font-size: 12px; pointer-events: none; box-shadow: 1px 1px 3px #aaa; }
 """
-SPARK_W, SPARK_H = 120, 24
-PLOT_W, PLOT_H, PAD = 640, 220, 46
 
 
-def build_site(store: Store, output: Path, *, reports_url: str | None = None) -> int:
-    """Write the site under ``output``; returns the number of case pages."""
-    names = [m for m, _ in HEADLINE] + list(CLIFF_AXES) + list(OTHER)
-    points = history_points(store, names)
-    per_metric = {
-        name: {(s.case_id, s.runner): s for s in found} for name, found in all_series(points, names).items()
-    }
-    keys = sorted({key for table in per_metric.values() for key in table})
+def metric_names() -> list[str]:
+    return list(LABELS)
+
+
+def build_site(
+    store: Store,
+    output: Path,
+    *,
+    reports_url: str | None = None,
+    runs_root: Path | None = None,
+    since: str | None = None,
+) -> int:
+    """Write the site under ``output`` for the runs started at or after ``since`` (all by default);
+    returns the number of case pages."""
+    trends = build_trends(read_runs(store, metric_names(), since), metric_names())
     (output / "cases").mkdir(parents=True, exist_ok=True)
-    rows = []
-    for case_id in sorted({case for case, _ in keys}):
-        runners = [runner for case, runner in keys if case == case_id]
-        page = f"cases/{_slug(case_id)}.html"
-        sections = []
-        for runner in runners:
-            found = {
-                name: per_metric[name][(case_id, runner)]
-                for name in names
-                if (case_id, runner) in per_metric[name]
-            }
-            rows.append(_index_row(case_id, runner, page, found))
-            sections.append(_runner_section(runner, found, output / "cases", reports_url))
-        (output / page).write_text(
-            _page(
-                f"trainperf history: {case_id}",
-                f"<p><a href='../{PAGE_FILE}'>all cases</a></p><h1>{escape(case_id)}</h1>{''.join(sections)}",
-            )
-        )
-    head = "".join(f"<th>{escape(label)}</th>" for _, label in HEADLINE)
-    table = (
-        f"<table><tr><th>case</th><th>runner</th><th>runs</th>{head}<th>OOM cliff</th></tr>"
-        f"{''.join(rows)}</table>"
-    )
-    legend = (
-        "<p>Latest value beside each sparkline; <span class='cp'>&#9650;</span> "
-        "a change point in the last 10 runs.</p>"
-    )
-    (output / PAGE_FILE).write_text(_page("trainperf history", f"<h1>trainperf history</h1>{legend}{table}"))
-    return len({case for case, _ in keys})
+    links = Links(output / "cases", reports_url, runs_root)
+    pages = {}
+    for case_id in dict.fromkeys(trend.case_id for trend in trends):
+        own = [trend for trend in trends if trend.case_id == case_id]
+        page = f"cases/{slug(case_id)}.html"
+        pages[case_id] = page
+        (output / page).write_text(page_html(f"trainperf history: {case_id}", case_page(own, links, LABELS)))
+    index_links = Links(output, reports_url, runs_root)
+    body = index_body(trends, pages, index_links, runs_root)
+    (output / PAGE_FILE).write_text(page_html("trainperf history", body))
+    return len(pages)
 
 
-def _slug(case_id: str) -> str:
+def slug(case_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", case_id)
 
 
-def _page(title: str, body: str) -> str:
+def page_html(title: str, body: str) -> str:
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
         f"<script>{MARKER}</script><style>{STYLE}</style></head><body>{body}</body></html>"
     )
 
 
-def _index_row(case_id: str, runner: str, page: str, found: dict[str, Series]) -> str:
-    count = max((len(s.points) for s in found.values()), default=0)
-    cells = [
-        f"<td><a href='{escape(page)}'>{escape(case_id)}</a></td>",
-        f"<td>{escape(runner)}</td><td class='v'>{count}</td>",
-    ]
-    cliff = next((found[name] for name in CLIFF_AXES if name in found), None)
-    for series in [found.get(name) for name, _ in HEADLINE] + [cliff]:
-        cells.append(_spark_cell(series))
-    return f"<tr>{''.join(cells)}</tr>"
-
-
-def _spark_cell(series: Series | None) -> str:
-    if series is None or not series.points:
-        return "<td class='v'>-</td>"
-    values = [p.values[series.metric] for p in series.points]
-    recent = any(cp.index >= len(values) - 10 for cp in series.change_points)
-    flag = " <span class='cp' title='change point in the last 10 runs'>&#9650;</span>" if recent else ""
-    return f"<td class='v'>{_sparkline(values)} {_fmt(values[-1])}{flag}</td>"
-
-
-def _sparkline(values: Sequence[float]) -> str:
-    low, high = min(values), max(values)
-    span = (high - low) or abs(high) or 1.0
-    step = SPARK_W / max(1, len(values) - 1)
-    coords = " ".join(
-        f"{i * step:.1f},{SPARK_H - 2 - (v - low) / span * (SPARK_H - 4):.1f}" for i, v in enumerate(values)
+def index_body(
+    trends: Sequence[CaseTrend], pages: dict[str, str], links: Links, runs_root: Path | None
+) -> str:
+    if not trends:
+        return (
+            "<h1>trainperf history</h1><p>No stored run in this window: load run folders with "
+            "`trainperf ingest`, or start the window earlier (--since).</p>"
+        )
+    runs = [run for trend in trends for run in trend.runs]
+    first, last = min(r.started for r in runs), max(r.started for r in runs)
+    header = (
+        f"<h1>trainperf history</h1><p class='muted'>{len(runs)} stored results of {len(pages)} case(s) "
+        f"on {len({t.runner for t in trends})} runner(s), {escape(shown_time(first))} .. "
+        f"{escape(shown_time(last))} "
+        f"(UTC). Sizes are relative to the case's good runs before.</p>{legend()}"
     )
     return (
-        f"<svg class='plot spark' width='{SPARK_W}' height='{SPARK_H}' viewBox='0 0 {SPARK_W} {SPARK_H}'>"
-        f"<polyline fill='none' stroke='#36c' stroke-width='1.2' points='{coords}'/></svg>"
+        header
+        + _red_section(red_streaks(trends), pages, links, runs_root)
+        + _change_section(change_findings(trends), pages, links, first, last)
+        + _all_cases(trends, pages)
     )
 
 
-def _fmt(value: float) -> str:
+def _changes_cell(finding: Finding) -> str:
+    if not finding.changes:
+        return "<td class='size bad'>no value</td>"
+    (name, change), rest = finding.changes[0], _beyond(finding, finding.changes[1:])[:2]
+    metric = finding.trend.metrics.get(name)
+    tone = "bad" if metric is not None and metric.adverse(change) else "good"
+    more = "".join(
+        f"<br><small class='{'bad' if finding.trend.metrics[n].adverse(c) else 'good'}'>"
+        f"{escape(LABELS.get(n, n))} {c:+.1%}</small>"
+        for n, c in rest
+    )
+    return f"<td class='size {tone}'>{change:+.1%} <small>{escape(LABELS.get(name, name))}</small>{more}</td>"
+
+
+def _beyond(finding: Finding, changes: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The changes beyond their metric's tolerance (the others are the runs' usual spread)."""
+    metrics = finding.trend.metrics
+    return [(n, c) for n, c in changes if n in metrics and abs(c) > metrics[n].tolerance > 0]
+
+
+def _case_cell(finding: Finding, pages: dict[str, str]) -> str:
+    trend = finding.trend
+    page = escape(pages[trend.case_id])
+    runner = f"<br><small class='muted'>{escape(trend.runner)}</small>"
+    return f"<td><a href='{page}'>{escape(trend.case_id)}</a>{runner}</td>"
+
+
+def _red_section(
+    found: Sequence[Finding], pages: dict[str, str], links: Links, runs_root: Path | None
+) -> str:
+    if not found:
+        return "<h2 class='good'>Every case passed its latest run</h2>"
+    rows = []
+    for finding in found:
+        trend, run = finding.trend, finding.trend.runs[finding.run]
+        first = trend.runs[finding.since]
+        good = trend.runs[finding.since - 1] if finding.since > 0 else None
+        count = finding.run - finding.since + 1
+        when = f"{shown_time(first.started)} {first.commit_short}".strip()
+        good_text = f"last good {shown_time(good.started)}" if good else "no good run before"
+        rows.append(
+            f"<tr>{_changes_cell(finding)}{_case_cell(finding, pages)}<td>{kind_chip(run)}</td>"
+            f"<td class='nowrap'>since {escape(when)}<br><small class='muted'>{count} run(s); "
+            f"{escape(good_text)}</small></td><td class='cause'>{escape(_cause(finding, runs_root))}</td>"
+            f"<td class='env'>{escape(_environment(trend, finding.run, finding.since))}</td>"
+            f"<td><a href='{escape(links.run(run))}'>run folder</a></td></tr>"
+        )
+    return (
+        f"<h2 class='bad'>Not a pass on the latest run: {len(found)} case(s), largest change first</h2>"
+        "<table><tr><th>change</th><th>case</th><th>verdict</th><th>when</th><th>cause</th>"
+        f"<th>environment since last good</th><th>run</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def _cause(finding: Finding, runs_root: Path | None) -> str:
+    """The diagnosis line where the run folder has it, else the verdict's reason, else what the
+    store kept (the message, what it was judged against)."""
+    run = finding.trend.runs[finding.run]
+    said = explanation(run, runs_root)
+    parts = []
+    if run.planted:
+        parts.append(f"planted +{run.planted:.0%} slowdown (a check of the gate, not a change of the code)")
+    if run.outcome != "ok":
+        parts.append(f"outcome {run.outcome}")
+    parts += [text for text in (said.diagnosis, said.reason, run.message or "") if text]
+    if not said.found:
+        # The store keeps what the run was judged against (or the reason where it had none).
+        parts += [run.judged_against.split(";")[0]] if run.judged_against else []
+        parts.append("the run folder was not found for its diagnosis: pass --runs DIR")
+    return "; ".join(parts)
+
+
+def _environment(trend: CaseTrend, index: int, since: int | None = None) -> str:
+    changed = environment_at(trend, index, since)
+    return ", ".join(f"{k} {a} -> {b}" for k, a, b in changed) or "none"
+
+
+def _change_section(
+    found: Sequence[Finding], pages: dict[str, str], links: Links, first: str, last: str
+) -> str:
+    title = f"Change points from {first[:10]} to {last[:10]}: {len(found)}, largest first"
+    if not found:
+        return f"<h2>{escape(title)}</h2><p>No change point in the window.</p>"
+    rows = []
+    for finding in found:
+        trend, run = finding.trend, finding.trend.runs[finding.run]
+        name = finding.changes[0][0]
+        cp = next(cp for index, cp in trend.metrics[name].change_points if index == finding.run)
+        rows.append(
+            f"<tr>{_changes_cell(finding)}{_case_cell(finding, pages)}"
+            f"<td class='nowrap'>{escape(shown_time(run.started))}<br><small class='muted'>"
+            f"{escape(run.commit_short or 'no commit')}</small></td>"
+            f"<td class='nowrap'>{_num(cp.before)} &rarr; {_num(cp.after)}</td><td>{kind_chip(run)}</td>"
+            f"<td class='env'>{escape(_environment(trend, finding.run))}</td>"
+            f"<td><a href='{escape(links.run(run))}'>run folder</a></td></tr>"
+        )
+    return (
+        f"<h2>{escape(title)}</h2><table><tr><th>change</th><th>case</th><th>first run at the new level</th>"
+        "<th>median before &rarr; after</th><th>its verdict</th><th>environment change there</th>"
+        "<th>run</th></tr>"
+        f"{''.join(rows)}</table>"
+    )
+
+
+def _num(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
-def _runner_section(runner: str, found: dict[str, Series], pages: Path, reports_url: str | None) -> str:
-    plots = [_plot(series, pages, reports_url) for series in found.values()]
-    notes = _change_notes(found)
+def _all_cases(trends: Sequence[CaseTrend], pages: dict[str, str]) -> str:
+    rows = []
+    for trend in trends:
+        counts = trend.counts()
+        summary = ", ".join(f"{n} {kind}" for kind, n in counts.most_common())
+        cells = "".join(f"<i class='{kind_of(run)}'></i>" for run in trend.runs[-RECENT_CELLS:])
+        found = len({index for m in trend.metrics.values() for index, _ in m.change_points})
+        rows.append(
+            f"<tr><td><a href='{escape(pages[trend.case_id])}'>{escape(trend.case_id)}</a></td>"
+            f"<td>{escape(trend.runner)}</td>"
+            f"<td>{len(trend.runs)} <small class='muted'>({escape(summary)})</small></td>"
+            f"<td class='cells'>{cells}</td><td>{sparkline(trend)}</td>"
+            f"<td class='{'bad' if found else 'muted'}'>{found or '-'}</td></tr>"
+        )
     return (
-        f"<section><h2>runner {escape(runner)}</h2><div class='plots'>{''.join(plots)}</div>{notes}</section>"
+        f"<h2>All cases</h2><table><tr><th>case</th><th>runner</th><th>stored runs</th>"
+        f"<th>last {RECENT_CELLS} verdicts (oldest left)</th><th>step time, % of reference</th>"
+        f"<th>runs with a change point</th></tr>{''.join(rows)}</table>"
     )
 
 
-def _change_notes(found: dict[str, Series]) -> str:
-    """Each change point with the environment diff between the runs on either side of it."""
-    items = []
-    for series in found.values():
-        for cp in series.change_points:
-            before, after = series.points[cp.index - 1], series.points[cp.index]
-            diff = env_diff_text(series, cp.index)
-            items.append(
-                f"<li><span class='cp'>{escape(series.metric)} {(cp.ratio - 1) * 100:+.1f}%</span> at run "
-                f"{escape(after.started)} (after {escape(before.started)}): {escape(diff)}</li>"
-            )
-    return f"<h3>change points</h3><ul>{''.join(items)}</ul>" if items else "<p>no change point</p>"
-
-
-def env_diff_text(series: Series, index: int) -> str:
-    from trainperf.judge.fingerprint import environment_changes
-
-    changed = environment_changes(series.points[index - 1].fingerprint, series.points[index].fingerprint)
-    return ", ".join(f"{k} {a} -> {b}" for k, a, b in changed) or "no environment change"
-
-
-def _plot(series: Series, pages: Path, reports_url: str | None) -> str:
-    values = [p.values[series.metric] for p in series.points]
-    low, high = min(values), max(values)
-    span = (high - low) or abs(high) * 0.01 or 1.0
-    low, high = low - 0.05 * span, high + 0.05 * span
-    inner_w, inner_h = PLOT_W - 2 * PAD, PLOT_H - 2 * PAD
-    step = inner_w / max(1, len(values) - 1)
-
-    def x(i: float) -> float:
-        return PAD + i * step
-
-    def y(v: float) -> float:
-        return PAD + inner_h - (v - low) / (high - low) * inner_h
-
-    parts = [
-        f"<svg class='plot series' width='{PLOT_W}' height='{PLOT_H}' viewBox='0 0 {PLOT_W} {PLOT_H}'>",
-        f"<text x='{PAD}' y='18' font-size='13'>{escape(series.metric)}</text>",
-        f"<text x='4' y='{PAD}' font-size='10'>{_fmt(high)}</text>",
-        f"<text x='4' y='{PAD + inner_h}' font-size='10'>{_fmt(low)}</text>",
+def sparkline(trend: CaseTrend) -> str:
+    """The case's first headline metric as % of its reference, bucket medians over the window, red
+    ticks at change points; '-' where it has none."""
+    name = next((n for n, _ in HEADLINE if n in trend.metrics), None)
+    if name is None:
+        return "-"
+    metric = trend.metrics[name]
+    points = [
+        (epoch(r.started), metric.percent(r.values[name]))
+        for r in trend.runs
+        if name in r.values and on_line(r)
     ]
-    for position, changed in series.environment.items():
-        title = escape(", ".join(f"{k} {a} -> {b}" for k, a, b in changed))
-        parts.append(
-            f"<line class='env' x1='{x(position - 0.5):.1f}' x2='{x(position - 0.5):.1f}' "
-            f"y1='{PAD}' y2='{PAD + inner_h}' stroke='#15c' stroke-dasharray='2,3'>"
-            f"<title>environment: {title}</title></line>"
-        )
-    for cp in series.change_points:
-        parts.append(
-            f"<line class='cp' x1='{x(cp.index - 0.5):.1f}' x2='{x(cp.index - 0.5):.1f}' "
-            f"y1='{PAD - 6}' y2='{PAD + inner_h}' stroke='#c00' stroke-width='2'>"
-            f"<title>change point {(cp.ratio - 1) * 100:+.1f}%</title></line>"
-        )
-    coords = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
-    parts.append(f"<polyline fill='none' stroke='#36c' stroke-width='1' points='{coords}'/>")
-    page_dir = str(pages.resolve())
-    for i, (point, value) in enumerate(zip(series.points, values)):
-        href = escape(_report_link(point.run_dir, page_dir, reports_url))
-        parts.append(
-            f"<a href='{href}'><circle cx='{x(i):.1f}' cy='{y(value):.1f}' r='2.5' fill='#36c'>"
-            f"<title>{escape(point.started)}: {_fmt(value)}</title></circle></a>"
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-@functools.lru_cache(maxsize=4096)
-def _report_link(run_dir: str | None, pages: str, reports_url: str | None) -> str:
-    """The run's report: under ``reports_url`` by the run folder's name, else a path relative to the page."""
-    if not run_dir:
-        return "#"
-    if reports_url:
-        return f"{reports_url.rstrip('/')}/{Path(run_dir).name}/{PAGE_FILE}"
-    return os.path.relpath(RunFolder(Path(run_dir)).page_path, pages)
+    if not points:
+        return "-"
+    t0, t1 = points[0][0], points[-1][0]
+    span_t = (t1 - t0) or 1.0
+    buckets: dict[int, list[float]] = {}
+    for t, p in points:
+        buckets.setdefault(int((t - t0) / span_t * (SPARK_BUCKETS - 1)), []).append(p)
+    medians = {b: sorted(v)[len(v) // 2] for b, v in buckets.items()}
+    half = max(2.0, 150 * metric.tolerance, *(abs(p - 100) for p in medians.values()))
+    coords = " ".join(
+        f"{b * SPARK_W / (SPARK_BUCKETS - 1):.0f},{SPARK_H / 2 - (p - 100) / half * (SPARK_H / 2 - 2):.0f}"
+        for b, p in sorted(medians.items())
+    )
+    ticks = "".join(
+        f"<line x1='{x:.0f}' x2='{x:.0f}' y1='0' y2='{SPARK_H}' stroke='{COLOURS['regressed']}'/>"
+        for x in ((epoch(trend.runs[i].started) - t0) / span_t * SPARK_W for i, _ in metric.change_points)
+    )
+    return (
+        f"<svg class='spark' width='{SPARK_W}' height='{SPARK_H}' viewBox='0 0 {SPARK_W} {SPARK_H}'>"
+        f"<line x1='0' x2='{SPARK_W}' y1='{SPARK_H / 2}' y2='{SPARK_H / 2}' stroke='#cdc'/>{ticks}"
+        f"<polyline fill='none' stroke='{COLOURS['pass']}' stroke-width='1.2' points='{coords}'/></svg>"
+    )

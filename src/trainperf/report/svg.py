@@ -52,7 +52,8 @@ class Bar:
     parts: list[tuple[str, float]] = field(default_factory=list)
 
 
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round values (1, 2 or 5 times a power of ten apart) from low to high, about ``count`` of them."""
     if high <= low:
         return [low]
     raw = (high - low) / count
@@ -128,7 +129,7 @@ def _axes(plot: _Plot, x_label: str, y_label: str) -> list[str]:
     """The plot's border, its horizontal grid lines, the ticks' values and both axes' labels."""
     sx, sy, plot_w, plot_h = plot.sx, plot.sy, plot.width, plot.height
     out = [f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
-    for tick in _ticks(plot.y0, plot.y1):
+    for tick in nice_ticks(plot.y0, plot.y1):
         out.append(
             f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{sy(tick):.1f}" y2="{sy(tick):.1f}" stroke="#eee"/>'
         )
@@ -136,7 +137,7 @@ def _axes(plot: _Plot, x_label: str, y_label: str) -> list[str]:
             f'<text x="{LEFT - 4}" y="{sy(tick) + 4:.1f}" text-anchor="end" '
             f'font-size="10">{_fmt(tick)}</text>'
         )
-    for tick in _ticks(plot.x0, plot.x1):
+    for tick in nice_ticks(plot.x0, plot.x1):
         out.append(
             f'<text x="{sx(tick):.1f}" y="{TOP + plot_h + 14}" text-anchor="middle" '
             f'font-size="10">{_fmt(tick)}</text>'
@@ -304,7 +305,7 @@ def grouped_ratio_chart(
                 f"<title>{escape(name)} {escape(label)}: {ratio:.3f}</title></circle>"
             )
             y += row_h
-    for tick in _ticks(low, high):
+    for tick in nice_ticks(low, high):
         out.append(
             f'<text x="{sx(tick):.1f}" y="{height - 10}" text-anchor="middle" '
             f'font-size="10">{tick:.2f}</text>'
