@@ -61,15 +61,23 @@ class WithPth(build_py):
 setup(
     name="tpbisect-probe",
     version={version!r},
-    py_modules=["_tpbisect_probe_hook"],
+    py_modules=["_tpbisect_probe_hook", "tpbisect_probe"],
     cmdclass={{"build_py": WithPth}},
 )
 '''
 
 
-def build_versions(folder: Path, versions: list[str], slow_from: str, cost_s: float) -> Path:
+# The public module; a broken version fails to import it the way a library fails beside a newer
+# release of one it builds on (an API that was removed).
+PUBLIC = "from transformers import PreTrainedModel\n"
+BROKEN = "from transformers import HybridCacheRemovedLongAgo  # noqa: F401\n"
+
+
+def build_versions(
+    folder: Path, versions: list[str], slow_from: str, cost_s: float, broken: frozenset[str] = frozenset()
+) -> Path:
     """Wheels of every version in ``folder/wheelhouse``; versions from ``slow_from`` on sleep ``cost_s``
-    per forward of a causal LM. Returns the wheelhouse."""
+    per forward of a causal LM; ``broken`` versions cannot be imported. Returns the wheelhouse."""
     wheelhouse = folder / "wheelhouse"
     wheelhouse.mkdir(parents=True, exist_ok=True)
     slow = False
@@ -78,6 +86,7 @@ def build_versions(folder: Path, versions: list[str], slow_from: str, cost_s: fl
         source = folder / f"src-{version}"
         source.mkdir(parents=True, exist_ok=True)
         (source / "_tpbisect_probe_hook.py").write_text(HOOK.format(cost_s=cost_s if slow else 0.0))
+        (source / "tpbisect_probe.py").write_text(BROKEN if version in broken else PUBLIC)
         (source / "setup.py").write_text(SETUP.format(version=version))
         (source / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\n')
         subprocess.run(

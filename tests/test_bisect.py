@@ -146,3 +146,104 @@ def test_good_already_slow_is_one_line(
     assert err[0].startswith("trainperf: error: no regression between GOOD and BAD at this selection")
     assert [version for version, _ in probed] == ["1.3.0", "1.4.0"]
     assert all(python.is_file() for _, python in probed)
+
+
+@pytest.fixture(scope="module")
+def broken_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tpbisect-probe 1.0.0 .. 1.5.0, of which GOOD (1.0.0), a middle version (1.3.0) and BAD (1.5.0)
+    cannot be imported beside this environment's transformers."""
+    folder = tmp_path_factory.mktemp("bisect-broken")
+    versions = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0"]
+    return build_versions(folder, versions, "9.9.9", 0.0, broken=frozenset({"1.0.0", "1.3.0", "1.5.0"}))
+
+
+def test_broken_ends_and_middle_are_said_and_never_judged(
+    broken_wheelhouse: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A GOOD that cannot run is said first, naming the package, the cause and what it ran beside,
+    and the oldest version that runs becomes GOOD; a BAD that cannot run gives way to the newest that
+    runs; a middle version that cannot run is stepped over, never read as good, and the answer says
+    the first bad version may be it. The A/B step is replaced by its outcome (bad from 1.4.0 on)."""
+    from trainperf.cli import bisect as bisect_cli
+    from trainperf.cli import main
+
+    measured: list[tuple[str, str]] = []
+
+    def bad_from_1_4(args, good_python: Path, python: Path, version: str, output: Path) -> Judgement:
+        measured.append((good_python.parent.parent.name, version))
+        bad = version >= "1.4.0"
+        return Judgement(version, bad, 1.5 if bad else 1.0, "regressed" if bad else "pass")
+
+    monkeypatch.setattr(bisect_cli, "ab_step", bad_from_1_4)
+    status = main(
+        ["bisect", PACKAGE, "1.0.0..1.5.0", "--wheelhouse", str(broken_wheelhouse), "--envs",
+         str(tmp_path / "envs"), "--output", str(tmp_path / "out"), "--", *TINY_CASE]
+    )  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    said = [line for line in out if "cannot run here" in line or " is now " in line]
+    assert said[0].startswith(f"[trainperf bisect] GOOD {PACKAGE} 1.0.0 cannot run here beside torch ")
+    assert "transformers " in said[0] and "ImportError" in said[0] and "HybridCacheRemovedLongAgo" in said[0]
+    assert f"GOOD is now {PACKAGE} 1.1.0" in said[1]
+    assert said[2].startswith(f"[trainperf bisect] BAD {PACKAGE} 1.5.0 cannot run here")
+    assert f"BAD is now {PACKAGE} 1.4.0" in said[3] and "1.5.0 is the first version after it" in said[3]
+    assert status == 0
+    assert all(good.endswith("1.1.0") for good, _ in measured)  # every step against the GOOD that runs
+    assert "1.3.0" not in [version for _, version in measured]
+    assert any("1.3.0: cannot run, stepped over" in line for line in out)
+    assert "the first bad version is one of 1.3.0 (which cannot run here) or 1.4.0" in out
+    record = json.loads((tmp_path / "out" / "bisect.json").read_text())
+    assert record["good"] == "1.1.0" and record["bad"] == "1.4.0" and record["range"] == ["1.0.0", "1.5.0"]
+    assert record["first_bad"] == "1.4.0" and record["unresolved"] == ["1.3.0"]
+    assert sorted(record["broken"]) == ["1.0.0", "1.3.0", "1.5.0"]
+    assert [s["version"] for s in record["steps"] if s["broken"]] == ["1.3.0"]
+
+
+def test_an_interrupted_bisection_goes_on_from_its_steps(
+    wheelhouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C mid-way: one line with the interval narrowed so far, the steps kept in bisect.json, and
+    the same command goes on without measuring them again."""
+    from trainperf.cli import bisect as bisect_cli
+    from trainperf.cli import main
+
+    calls: list[str] = []
+
+    def interrupted_at_second(args, good_python: Path, python: Path, version: str, output: Path) -> Judgement:
+        calls.append(version)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        bad = version >= "1.2.0"
+        return Judgement(version, bad, 2.0 if bad else 1.0, "regressed" if bad else "pass")
+
+    monkeypatch.setattr(bisect_cli, "ab_step", interrupted_at_second)
+    argv = ["bisect", PACKAGE, "1.0.0..1.4.0", "--wheelhouse", str(wheelhouse), "--envs", str(tmp_path / "envs"),
+            "--output", str(tmp_path / "out"), "--", *TINY_CASE]  # fmt: skip
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "interrupted after 1 step(s)" in err[0] and "between 1.0.0 and 1.2.0" in err[0]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert calls[2:] == ["1.1.0"]  # 1.2.0 was not measured again
+    assert "measured earlier" in out and f"first bad version: {PACKAGE} 1.2.0" in out
+
+
+def test_ab_with_a_b_that_cannot_run_is_its_verdict(
+    broken_wheelhouse: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """B cannot import beside this environment: nothing is measured, the verdict is
+    broken-environment naming the package and the cause, status 1 (an upgrade check goes red)."""
+    from trainperf.cli import main
+
+    status = main(
+        ["ab", "--pin-b", f"{PACKAGE}==1.3.0", "--wheelhouse", str(broken_wheelhouse), "--envs",
+         str(tmp_path / "envs"), "--output", str(tmp_path / "out"), "--", *TINY_CASE]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 1
+    assert f"environment B: broken-environment: {PACKAGE} 1.3.0: import tpbisect_probe: ImportError" in out
+    record = json.loads((tmp_path / "out" / "ab.json").read_text())
+    assert record["verdict"] == "broken-environment" and record["broken"]["package"] == f"{PACKAGE} 1.3.0"
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith("round")]  # nothing measured

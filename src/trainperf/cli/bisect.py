@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -37,7 +38,9 @@ from trainperf.plan.bisect import (
     Judgement,
     bisect,
     max_environments,
+    narrowed,
     parse_range,
+    recorded_steps,
     versions_between,
 )
 
@@ -242,10 +245,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     )
     good = build(args.good)
     assert isinstance(good, Candidate)  # runnable_ends kept only ends that run
+    earlier = _earlier_steps(output, args, say)
 
     def judge(version: str) -> Judgement:
-        built = build(version)
-        if isinstance(built, BrokenEnvironment):
+        if version in earlier:
+            step = earlier[version]
+        elif isinstance(built := build(version), BrokenEnvironment):
             step = Judgement(version, False, None, str(built), broken=True)
         else:
             step = ab_step(args, good.python, built.python, version, output)
@@ -255,9 +260,47 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     result = Bisection(versions)
     try:
         result = bisect(versions, judge, into=result)
+    except KeyboardInterrupt:
+        return _interrupted(args, result, output)
     finally:
         _write(output, args, result, build)  # the steps measured so far are kept, whatever stops it
     return _conclude(args, result, bound)
+
+
+def _identity(args: argparse.Namespace) -> dict[str, object]:
+    """What makes two runs the same bisection, so that the later one may reuse the earlier's steps."""
+    return {
+        "package": args.package,
+        "good": args.good,
+        "bad": args.bad,
+        "selection": args.selection,
+        "rounds": args.rounds,
+        "look_for": args.look_for,
+    }
+
+
+def _earlier_steps(output: Path, args: argparse.Namespace, say: Say) -> dict[str, Judgement]:
+    path = output / "bisect.json"
+    try:
+        record = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    steps = recorded_steps(record, _identity(args)) if isinstance(record, dict) else {}
+    if steps:
+        say(f"going on from {path}: {len(steps)} step(s) measured earlier ({', '.join(steps)})")
+    return steps
+
+
+def _interrupted(args: argparse.Namespace, result: Bisection, output: Path) -> int:
+    last_good, first_bad = narrowed(result.versions, result.steps)
+    where = f"between {last_good} and {first_bad or args.bad + ' (or none)'}"
+    print(
+        f"trainperf bisect: interrupted after {len(result.steps)} step(s); the first "
+        f"{'change' if args.look_for == 'change' else 'bad version'} lies {where}; the same command with "
+        f"--output {output} goes on from there",
+        file=sys.stderr,
+    )
+    return 130
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:

@@ -139,3 +139,31 @@ def _next_probe(low: int, high: int, count: int, broken: set[int]) -> int | None
         return None
     middle = (low + high) // 2
     return min(untried, key=lambda i: (abs(i - middle), i))
+
+
+def narrowed(versions: Sequence[str], steps: Sequence[Judgement]) -> tuple[str, str | None]:
+    """The interval the steps so far leave: the newest version judged good (GOOD if none) and the
+    oldest judged bad (None: none yet). What an interrupted bisection reports."""
+    index = {version: i for i, version in enumerate(versions)}
+    goods = [index[s.version] for s in steps if not s.bad and not s.broken and s.version in index]
+    bads = [index[s.version] for s in steps if s.bad and s.version in index]
+    return versions[max(goods, default=0)], versions[min(bads)] if bads else None
+
+
+def recorded_steps(record: dict[str, object], identity: dict[str, object]) -> dict[str, Judgement]:
+    """The measured steps of an earlier run of the same bisection (same ``identity`` fields in its
+    ``bisect.json``), by version; a broken step is tried again, the environment may be fixed since."""
+    if any(record.get(key) != value for key, value in identity.items()):
+        return {}
+    steps = record.get("steps")
+    found: dict[str, Judgement] = {}
+    for step in steps if isinstance(steps, list) else []:
+        if isinstance(step, dict) and not step.get("broken"):
+            ratio = step.get("ratio")
+            found[str(step["version"])] = Judgement(
+                str(step["version"]),
+                bool(step.get("bad")),
+                float(ratio) if isinstance(ratio, (int, float)) else None,
+                f"{step.get('verdict', '')} (measured earlier)",
+            )
+    return found
