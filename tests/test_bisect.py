@@ -220,7 +220,8 @@ def test_an_interrupted_bisection_goes_on_from_its_steps(
 
     monkeypatch.setattr(bisect_cli, "ab_step", interrupted_at_second)
     argv = ["bisect", PACKAGE, "1.0.0..1.4.0", "--wheelhouse", str(wheelhouse),
-            "--envs", str(tmp_path / "envs"), "--output", str(tmp_path / "out"), "--", *TINY_CASE]  # fmt: skip
+            "--envs", str(tmp_path / "envs"), "--output", str(tmp_path / "out"),
+            "--", *TINY_CASE]  # fmt: skip
     assert main(argv) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "interrupted after 1 step(s)" in err[0] and "between 1.0.0 and 1.2.0" in err[0]
