@@ -69,13 +69,14 @@ def test_nightly_runs_each_class_in_shards_and_merges_them() -> None:
     assert 'trainperf" merge "${folders[@]}" --output merged' in merge_script
 
 
-def test_upgrade_check_builds_two_environments_and_runs_ab() -> None:
+def test_upgrade_check_builds_the_current_environment_and_runs_ab_on_the_candidate() -> None:
+    """A is the current pins' environment; trainperf ab builds B from it with the candidate's pins
+    (its measuring step is run for real in test_upgrade_check.py)."""
     workflow = load("upgrade-check.yml")
     inputs = workflow[True]["workflow_dispatch"]["inputs"]  # YAML 1.1 reads the key 'on' as True
-    assert {"gpu_class", "candidate_pins"} <= set(inputs)
+    assert {"gpu_class", "candidate_pins", "wheelhouse"} <= set(inputs)
     script = "\n".join(step.get("run", "") for step in workflow["jobs"]["ab"]["steps"])
-    assert ".venvs/current" in script and ".venvs/candidate" in script
-    assert "trainperf ab --env-a .venvs/current/bin/python --env-b .venvs/candidate/bin/python" in script
+    assert ".venvs/current" in script and 'trainperf ab "${pins[@]}"' in script and "--pin-b" in script
 
 
 def test_pr_workflow_runs_the_ci_script_that_exists() -> None:
