@@ -17,6 +17,7 @@ from typing import Any
 
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import BrokenEnvironment
+from trainperf.paths import portable, portable_argv
 
 BROKEN = "broken-environment"
 
@@ -36,10 +37,15 @@ def _study_record(args: argparse.Namespace, sides: dict[str, Any], pytest_args: 
         "kind": "ab",
         "created": datetime.now().astimezone().isoformat(timespec="seconds"),
         "rounds": args.rounds,
-        "selection": pytest_args,
+        "selection": portable_argv(["pytest", *pytest_args])[1:],
         "a": sides.get("a"),
         "b": sides.get("b"),
     }
+
+
+def _pin_items(pins: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The pins as (name, version), for the record of a side that may not get built."""
+    return [(name.strip(), version.strip()) for name, _, version in (p.partition("==") for p in pins)]
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -54,12 +60,18 @@ def cmd_ab(args: argparse.Namespace) -> int:
     output = Path(args.output or f"reports/ab-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
     settings = CandidateSettings(args.base_python, args.wheelhouse, args.envs, args.allow_conflicts)
     request_a, request_b = side_requests(args)
+    record = _study_record(args, {"a": {"pins": dict(_pin_items(request_a.pins))}}, pytest_args)
+    record["b"] = {"pins": dict(_pin_items(request_b.pins))}
     try:
         side_a = prepare_side(request_a, settings, say=_say)
     except BrokenEnvironment as exc:
+        # Kept as a study of its own: an older end that cannot run beside today's stack is a finding.
+        broken = {"side": "a", "package": exc.package, "cause": exc.cause}
+        _write(output, f"environment A: {BROKEN}: {exc.package}: {exc.cause}", {**record, "verdict": BROKEN,
+               "broken": broken})  # fmt: skip
         raise TrainperfError(f"environment A cannot run, nothing was measured: {exc}") from exc
     print(f"environment A: {side_a.python}: {side_a.description}")
-    record = _study_record(args, {"a": side_a.to_dict()}, pytest_args)
+    record["a"] = side_a.to_dict()
     try:
         side_b = prepare_side(request_b, settings, say=_say)
     except BrokenEnvironment as exc:
@@ -70,7 +82,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
         _write(
             output,
             text,
-            {**record, "verdict": BROKEN, "broken": {"package": exc.package, "cause": exc.cause}},
+            {
+                **record,
+                "verdict": BROKEN,
+                "broken": {"side": "b", "package": exc.package, "cause": exc.cause},
+            },
         )
         return 1
     print(f"environment B: {side_b.python}: {side_b.description}")
@@ -95,7 +111,11 @@ def _measure(
         listed = "; ".join(f"{case}: {why}" for case, why in sorted(not_run_a.items()))
         raise TrainperfError(f"environment A did not run every case, nothing to judge B against ({listed})")
     comparison = comparison_of(
-        results_a, results_b, args.label_a or python_a, args.label_b or python_b, args.strict
+        results_a,
+        results_b,
+        args.label_a or portable(python_a),
+        args.label_b or portable(python_b),
+        args.strict,
     )
     text, status = render(comparison), comparison.exit_status
     broken = broken_cases(results_a, results_b)

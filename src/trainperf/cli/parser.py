@@ -23,12 +23,13 @@ from trainperf.cli import (
     report,
     side_by_side,
     slurm,
+    upgrade_report,
     verl_metrics,
 )
 
 COMMANDS = (
-    env, baselines, estimate, report, side_by_side, engines, ab, bisect, compare, fidelity, verl_metrics,
-    ingest, history, dashboard, export, merge, slurm, ray_submit, cost,
+    env, baselines, estimate, report, side_by_side, engines, ab, bisect, upgrade_report, compare, fidelity,
+    verl_metrics, ingest, history, dashboard, export, merge, slurm, ray_submit, cost,
 )  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from trainperf.families.candidates import (
     ensure_candidate,
     parse_pins,
 )
+from trainperf.paths import portable
 from trainperf.run.ab import check_environment
 
 
@@ -45,7 +46,7 @@ class Side:
     candidate: Candidate | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"python": self.python, "description": self.description}
+        record: dict[str, Any] = {"python": portable(self.python), "description": self.description}
         if self.candidate is not None:
             record["pins"] = self.candidate.pins
             record["moved"] = [list(m) for m in self.candidate.moved]

@@ -1,0 +1,110 @@
+"""``trainperf upgrade-report DIR... --output docs/upgrades.md``: the upgrade report, generated from
+the folders ``trainperf ab`` and ``trainperf bisect`` wrote (``trainperf.report.upgrades``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import TrainperfError
+
+STACK_KEYS = {
+    "gpu_name": "GPU", "driver": "driver", "torch": "torch", "transformers": "transformers", "peft": "peft",
+    "trl": "trl", "accelerate": "accelerate", "datasets": "datasets", "python": "Python",
+}  # fmt: skip
+
+
+def _results(folder: Path) -> list[Any]:
+    from trainperf.run.folder import RunFolder
+
+    found = []
+    for run in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+        if RunFolder(run).is_run():
+            found.extend(RunFolder.open(run).results())
+    return found
+
+
+def _side_value(results: list[Any], metric: str) -> float | None:
+    values = [r.metrics[metric].value for r in results if metric in r.metrics and r.metrics[metric].value]
+    return statistics.median(values) if values else None
+
+
+def step_figures(study: Path, version: str) -> dict[str, tuple[float | None, float | None]]:
+    """A bisection step's figures, GOOD's and the version's, from its rounds' result files."""
+    from trainperf.report.upgrades import STEP_FIGURES
+
+    rounds = sorted((study / version).glob("round*-*")) if (study / version).is_dir() else []
+    sides = {
+        label: [r for p in rounds if p.name.endswith(f"-{label}") for r in _results(p)] for label in "AB"
+    }
+    return {m: (_side_value(sides["A"], m), _side_value(sides["B"], m)) for m in STEP_FIGURES if sides["A"]}
+
+
+def _stack(study: Path, studied: set[str]) -> str:
+    """The runs' machine and stack from a result's fingerprint, less the packages the study varies."""
+    for path in sorted(study.rglob("results/*.json"))[:1]:
+        fingerprint = json.loads(path.read_text()).get("fingerprint", {})
+        return ", ".join(
+            f"{label} {fingerprint[key]}"
+            for key, label in STACK_KEYS.items()
+            if fingerprint.get(key) and key not in studied
+        )
+    return ""
+
+
+def _studied(record: dict[str, Any]) -> set[str]:
+    if "package" in record:
+        return {str(record["package"])}
+    return {name for side in ("a", "b") for name in ((record.get(side) or {}).get("pins") or {})}
+
+
+def load_study(folder: Path) -> Any:
+    from trainperf.report.upgrades import Study
+
+    explanation = (folder / "explanation.md").read_text() if (folder / "explanation.md").is_file() else ""
+    for kind in ("ab", "bisect"):
+        path = folder / f"{kind}.json"
+        if path.is_file():
+            try:
+                record = json.loads(path.read_text())
+            except ValueError as exc:
+                raise TrainperfError(f"{path} is not readable JSON ({exc}); run the study again") from exc
+            figures = {}
+            if kind == "bisect":
+                figures = {
+                    str(s["version"]): step_figures(folder, str(s["version"])) for s in record["steps"]
+                }
+            return Study(folder.name, kind, record, figures, explanation, _stack(folder, _studied(record)))
+    raise TrainperfError(
+        f"{folder} holds neither ab.json nor bisect.json: give the folders of trainperf ab or bisect"
+    )
+
+
+def cmd_upgrade_report(args: argparse.Namespace) -> int:
+    from trainperf.report.upgrades import render_page
+
+    folders = [Path(f) for f in args.folders]
+    studies = [load_study(folder) for folder in folders]
+    command = "trainperf upgrade-report " + " ".join(shlex.quote(str(f)) for f in args.folders)
+    if args.output:
+        command += f" --output {args.output}"
+    page = render_page(studies, command)
+    if args.output:
+        Path(args.output).write_text(page)
+        print(f"wrote {args.output}: {len(studies)} studies")
+    else:
+        print(page, end="")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "upgrade-report", help="the upgrade report (Markdown) from trainperf ab and bisect folders"
+    )
+    parser.add_argument("folders", nargs="+", help="folders written by trainperf ab or trainperf bisect")
+    parser.add_argument("--output", default=None, help="write the page here (default: print it)")
+    parser.set_defaults(func=cmd_upgrade_report)

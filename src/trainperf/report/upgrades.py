@@ -1,0 +1,215 @@
+"""The upgrade report: A/B studies and bisections of real releases as one Markdown page (no I/O).
+
+Its input is what ``trainperf ab`` and ``trainperf bisect`` write into their folders (``ab.json``,
+``bisect.json``), with the figures of each bisection step read from its rounds' result files where
+the folder still holds them; ``trainperf upgrade-report`` loads them and writes the page. Every
+figure on the page comes from those files: nothing is typed by hand. A study folder may carry an
+``explanation.md``: the reading of the release's notes or source that explains a change, shown
+under the study as written, apart from the measured figures.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainperf.plan.bisect import Judgement, narrowed
+
+STEP_FIGURES = ("step_time_s", "peak_allocated_gib", "device_mem_peak_gib")
+
+
+@dataclass(frozen=True, slots=True)
+class Study:
+    name: str
+    kind: str
+    """``ab`` or ``bisect``."""
+    record: dict[str, Any]
+    step_figures: dict[str, dict[str, tuple[float | None, float | None]]] = field(default_factory=dict)
+    """Bisections: per probed version, metric -> (GOOD's value, the version's value)."""
+    explanation: str = ""
+    stack: str = ""
+    """GPU, driver and key packages of the runs, from their fingerprints."""
+
+
+def _pct(ratio: float | None) -> str:
+    if ratio is None or not math.isfinite(ratio):
+        return "-"
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _metric(case: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    return next((m for m in case.get("metrics", []) if m.get("metric") == name), {})
+
+
+def _pins(side: Mapping[str, Any] | None) -> dict[str, str]:
+    return dict((side or {}).get("pins") or {})
+
+
+def change_label(record: Mapping[str, Any]) -> str:
+    """``transformers 5.0.0 -> 5.24.0``: each package B pins, with A's version of it."""
+    a, b = _pins(record.get("a")), _pins(record.get("b"))
+    if not b:
+        return str((record.get("b") or {}).get("description", "B"))
+    return "; ".join(f"{name} {a.get(name, 'base')} -> {version}" for name, version in b.items())
+
+
+def reproduce_ab(record: Mapping[str, Any]) -> str:
+    pins = [f"--pin-a {n}=={v}" for n, v in _pins(record.get("a")).items()]
+    pins += [f"--pin-b {n}=={v}" for n, v in _pins(record.get("b")).items()]
+    selection = " ".join(shlex.quote(str(s)) for s in record.get("selection", []))
+    return f"trainperf ab {' '.join(pins)} --rounds {record.get('rounds')} -- {selection}"
+
+
+def ab_rows(study: Study) -> list[list[str]]:
+    """One row per case of an A/B: verdict, step ratio with its interval, throughput, memory, energy."""
+    record = study.record
+    label = change_label(record)
+    if record.get("verdict") == "broken-environment" and "comparison" not in record:
+        broken = record.get("broken", {})
+        side = str(broken.get("side", "b")).upper()
+        cause = f"{side} cannot run: {broken.get('package', '')}: {broken.get('cause', '')}"
+        return [[label, "(all)", "broken-environment", "-", "-", "-", "-", "-", cause]]
+    rows = []
+    broken_cases = record.get("broken_cases") or {}
+    for case in record.get("comparison", {}).get("cases", []):
+        step, tps = _metric(case, "step_time_s"), _metric(case, "tokens_per_s")
+        alloc, energy = _metric(case, "peak_allocated_gib"), _metric(case, "energy_per_token_j")
+        interval = step.get("interval")
+        verdict = "broken-environment" if case["case_id"] in broken_cases else case["verdict"]
+        rows.append([
+            label,
+            case["case_id"],
+            verdict,
+            f"{_pct(step.get('ratio'))} [{_pct(interval[0])}, {_pct(interval[1])}]" if interval else "-",
+            _pct(tps.get("ratio")),
+            f"{_num(alloc.get('a'), 1)} -> {_num(alloc.get('b'), 1)}",
+            _pct(energy.get("ratio")),
+            f"{_num(step.get('a'), 3)} -> {_num(step.get('b'), 3)}",
+            broken_cases.get(case["case_id"]) or (case.get("reason") if case["verdict"] != "pass" else ""),
+        ])  # fmt: skip
+    return rows
+
+
+AB_COLUMNS = (
+    "upgrade", "case", "verdict", "B/A step, 95% interval", "tokens/s", "peak alloc GiB A -> B",
+    "energy/token", "step s A -> B", "diagnosis",
+)  # fmt: skip
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    escape = [[str(cell).replace("|", "\\|") for cell in row] for row in rows]
+    return [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---" for _ in columns) + "|",
+        *("| " + " | ".join(row) + " |" for row in escape),
+    ]
+
+
+def _steps(record: Mapping[str, Any]) -> list[Judgement]:
+    return [
+        Judgement(str(s["version"]), bool(s.get("bad")), s.get("ratio"), str(s.get("verdict", "")),
+                  broken=bool(s.get("broken")))
+        for s in record.get("steps", [])
+    ]  # fmt: skip
+
+
+def bisect_conclusion(record: Mapping[str, Any]) -> str:
+    """What the bisection established, in one sentence, from its recorded steps alone."""
+    what = "the change" if record.get("look_for") == "change" else "the regression"
+    unresolved = list(record.get("unresolved") or [])
+    if record.get("first_bad"):
+        tail = f" (or one of {', '.join(unresolved)}, which cannot run here)" if unresolved else ""
+        return f"{what} came with {record['package']} {record['first_bad']}{tail}"
+    versions = list(record.get("versions", []))
+    last_good, first_bad = narrowed(versions, _steps(record))
+    if first_bad is None:
+        return f"no {what.split()[-1]} between {record.get('good')} and {record.get('bad')} at this selection"
+    between = versions[versions.index(last_good) + 1 : versions.index(first_bad)]
+    return f"stopped before the end: {what} came after {last_good} and at or before {first_bad}" + (
+        f" (not yet measured: {', '.join(between)})" if between else ""
+    )
+
+
+def bisect_lines(study: Study) -> list[str]:
+    record = study.record
+    moved_ends = ""
+    requested = record.get("range") or [record.get("good"), record.get("bad")]
+    if list(requested) != [record.get("good"), record.get("bad")]:
+        moved_ends = f" (asked {requested[0]}..{requested[1]}; the ends that run here)"
+    look_for = record.get("look_for", "regression")
+    lines = [
+        f"### {record['package']} {record.get('good')}..{record.get('bad')}{moved_ends}",
+        "",
+        (
+            f"Looking for: {look_for}; {len(record.get('versions', []))} "
+            f"versions, {record.get('environments')} environments measured, "
+            f"{record.get('rounds')} round(s) a step."
+        ),
+        "",
+    ]
+    for version, cause in sorted((record.get("broken") or {}).items()):
+        lines.append(f"- {record['package']} {version} cannot run here: {cause}")
+    rows = []
+    for step in record.get("steps", []):
+        figures = study.step_figures.get(str(step["version"]), {})
+        cells = [f"{_num(a, 3 if m == 'step_time_s' else 1)} -> {_num(b, 3 if m == 'step_time_s' else 1)}"
+                 for m in STEP_FIGURES for a, b in [figures.get(m, (None, None))]]  # fmt: skip
+        judged = "cannot run" if step.get("broken") else ("changed" if step.get("bad") else "as GOOD")
+        rows.append(
+            [str(step["version"]), judged, str(step.get("verdict", "")), _pct(step.get("ratio")), *cells]
+        )
+    columns = ("version", "judged", "verdict", "B/A step", "step s", "peak alloc GiB", "device peak GiB")
+    lines += ["", *_table(columns, rows), "", f"**Result:** {bisect_conclusion(record)}.", ""]
+    selection = " ".join(shlex.quote(str(s)) for s in record.get("selection", []))
+    lines.append(
+        f"Reproduce: `trainperf bisect {record['package']} {requested[0]}..{requested[1]} --rounds "
+        f"{record.get('rounds')} --look-for {record.get('look_for', 'regression')} -- {selection}`"
+    )
+    return lines
+
+
+def render_page(studies: Sequence[Study], command: str) -> str:
+    """The whole page: the A/B table, then each bisection, then each study's explanation."""
+    ab = [s for s in studies if s.kind == "ab"]
+    bisections = [s for s in studies if s.kind == "bisect"]
+    stacks = sorted({s.stack for s in studies if s.stack})
+    dates = sorted({str(s.record.get("created", ""))[:10] for s in studies} - {""})
+    lines = [
+        "# Upgrades measured",
+        "",
+        f"Generated by `{command}` from the studies' own files; do not edit by hand.",
+        "",
+        f"Measured: {', '.join(dates) or 'undated'}.",
+        *(f"Runs on: {stack}; the package under study as each side pins it." for stack in stacks),
+        "",
+        "## A/B of release pairs",
+        "",
+        (
+            "B/A step: the median of per-step ratios (each step of B over the same step of A), with its "
+            "95% bootstrap interval. Verdicts as `trainperf ab` gives them, against the class's tolerances."
+        ),
+        "",
+        *_table(AB_COLUMNS, [row for study in ab for row in ab_rows(study)]),
+        "",
+        "Reproduce a row:",
+        "",
+        *(f"- `{reproduce_ab(study.record)}`" for study in ab),
+        "",
+    ]
+    if bisections:
+        lines += ["## Bisections", ""]
+        for study in bisections:
+            lines += [*bisect_lines(study), ""]
+    explained = [s for s in studies if s.explanation.strip()]
+    if explained:
+        lines += ["## What the releases say", ""]
+        for study in explained:
+            lines += [f"### {study.name}", "", study.explanation.strip(), ""]
+    return "\n".join(lines).rstrip() + "\n"
