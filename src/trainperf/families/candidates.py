@@ -217,8 +217,8 @@ def _missing_offline(error: str, options: CandidateOptions) -> str | None:
     return (
         f"{wanted} is not in the wheelhouse {options.wheelhouse}: add "
         f"{normalise(name).replace('-', '_')}-{exact}-*.whl "
-        "(and any requirement of it the base environment lacks), or build the wheelhouse with "
-        "scripts/offline-wheels.sh --pin"
+        "and any requirement of it the base environment lacks (on a machine with internet: pip download "
+        "--no-deps --only-binary=:all: -d DIR NAME==VERSION)"
     )
 
 
