@@ -37,7 +37,10 @@ def check_environment(python: str, label: str) -> str:
         raise TrainperfError(
             f"--env-{label} {python} is not a Python interpreter: give the path of its bin/python"
         )
-    check_runs(path, {}, STACK_IMPORTS)
+    try:
+        check_runs(path, {}, STACK_IMPORTS)
+    except BrokenEnvironment as exc:
+        raise BrokenEnvironment(f"--env-{label} {python}", exc.cause) from None
     versions = probe_versions(str(path))
     if isinstance(versions, str):
         raise BrokenEnvironment(f"environment {label.upper()}", versions)
