@@ -9,8 +9,8 @@
 # connections, which may refresh the repo and copy in other folders (the next stack's parts),
 # cannot disturb it. Its COMMAND sees OUT=$TRAINPERF_JOBS/NAME/out (offline-run.sh packs
 # results.tgz there).
-# `wait` returns when the job ends or after SECONDS (default 540, inside a 10-minute connection
-# limit), and copies into the output folder (TRAINPERF_OUT or OUT, default ./reports/out) the
+# `wait` returns when the job ends or after SECONDS (default: when it ends; give SECONDS where a
+# connection to the runner is cut after a while, to return inside it), and copies into the output folder (TRAINPERF_OUT or OUT, default ./reports/out) the
 # job's out/ files, its log and, while it still runs, a snapshot of its reports/ and baselines/
 # (results-partial.tgz), so that nothing is lost if the runner goes away before the job ends.
 # Variables: TRAINPERF_JOBS (default /tmp/trainperf-jobs), TRAINPERF_JOBS_POLL_S (default 10).
@@ -50,8 +50,8 @@ case "$verb" in
     [[ -n "$name" ]] || usage
     job="$jobs_root/$name"
     [[ -d "$job" ]] || { echo "no job named $name: start it first (offline-job.sh list shows the jobs here)"; exit 2; }
-    limit=${3:-540}; waited=0; last=""
-    while running "$job" && (( waited < limit )); do
+    limit=${3:-0}; waited=0; last=""
+    while running "$job" && (( limit == 0 || waited < limit )); do
       sleep "$poll_s"; waited=$((waited + poll_s))
       # The suite's own progress lines ([trainperf] ... step k/n), one per change.
       line=$(grep -a '^\[trainperf\]' "$job/log" | tail -n 1)

@@ -6,12 +6,13 @@
 #          bash scripts/offline-run.sh trainperf fidelity CASE ...  (a trainperf command instead)
 # Wheelhouses it installs, when present (made elsewhere with scripts/offline-wheels.sh and
 # scripts/offline-verl-stack.sh):
-#   .whl/ or .whl-hf/   the suite's own 'hf' stack             -> $TRAINPERF_SITE_ROOT/site
+#   .whl/ or .whl-hf/ (or its parts .whl-hf-a/, ...)  the 'hf' stack and the suite's own
+#                       dependencies                       -> $TRAINPERF_SITE_ROOT/site
 #   .whl-unsloth-*/     the 'unsloth' workload environment     -> $TRAINPERF_SITE_ROOT/site-unsloth
 #   unpacked verl sites (offline-verl-stack.sh --unpack)       -> the 'verl-vllm' / 'verl-sglang' environments
 # Variables:
 #   TRAINPERF_OUT (or OUT)  where results.tgz and the log go (default ./reports/out)
-#   PERF_WALL_S             wall-clock limit of the whole run in seconds (default 540): pytest is
+#   PERF_WALL_S             wall-clock limit of the whole run in seconds (default: none): pytest is
 #                           stopped with SIGINT before a connection's or a CI step's own limit cuts
 #                           it, so that it still prints its summary and the results are packed
 #   LOG_NAME                the log's file name under the output folder (default pytest)
@@ -26,7 +27,8 @@ site_root=${TRAINPERF_SITE_ROOT:-/tmp}
 # so a run that brings none still finds it. .whl/ is a superset of .whl-hf/: when the repo copy
 # holds both (one copied for an earlier run, one for this), pip refuses the same wheel twice, so
 # take .whl/ alone.
-hf_wheels=$(ls .whl/*.whl 2>/dev/null || ls .whl-hf/*.whl 2>/dev/null)
+# scripts/offline-wheels.sh hf writes its parts as .whl-hf-a/, .whl-hf-b/, ...: those count as .whl-hf/.
+hf_wheels=$(ls .whl/*.whl 2>/dev/null || ls .whl-hf/*.whl .whl-hf-?/*.whl 2>/dev/null)
 if [ -n "$hf_wheels" ]; then
   # shellcheck disable=SC2086
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site_root/site" $hf_wheels || exit 1
@@ -92,7 +94,8 @@ else
     2>/dev/null && plugin=()
   command=(python3 -m pytest "${plugin[@]}" -m "$gpu_class" -rA "$@")
 fi
-timeout --signal=INT "${PERF_WALL_S:-540}" "${command[@]}" 2>&1 | tee "$out/${LOG_NAME:-pytest}.log"
+limit=(); [ -n "${PERF_WALL_S:-}" ] && limit=(timeout --signal=INT "$PERF_WALL_S")
+"${limit[@]}" "${command[@]}" 2>&1 | tee "$out/${LOG_NAME:-pytest}.log"
 rc=${PIPESTATUS[0]}
 # Profiler traces (--perf-trace) are large: packed only when asked (PERF_PACK_TRACES=1);
 # their analysis is in the result files either way.

@@ -15,8 +15,8 @@
 # Parts cut to another limit are re-cut (same tarball, no rebuild):
 #   bash scripts/offline-verl-stack.sh [--engine sglang] --resplit
 # Variables:
-#   TRAINPERF_PART_MIB      largest part in MiB (default 48: a part and a repository of up to
-#                           16 MiB stay under a 64 MiB transfer limit)
+#   TRAINPERF_PART_MIB      largest part in MiB, where copies to the runner are limited in size
+#                           (default 0: one part)
 #   TRAINPERF_WHEEL_PYTHON  the runner's Python version (default 3.12)
 #   TRAINPERF_SITE_ROOT     where the runner keeps parts and unpacked sites (default /tmp)
 # Pruned, each worth a whole part; add a file back here if a run says it is missing.
@@ -47,13 +47,15 @@ case "$engine" in
   *) echo "--engine takes vllm or sglang, not '$engine'"; exit 2 ;;
 esac
 prune+=(ray/jars/ray_dist.jar)
-PART_LIMIT_B=$((${TRAINPERF_PART_MIB:-48} * 1024 * 1024))
+PART_LIMIT_B=$((${TRAINPERF_PART_MIB:-0} * 1024 * 1024))
 # Cut one tarball into equal parts of at most PART_LIMIT_B, with their checksums.
 split_parts() {
   local tarball=$1 out=$2 size
   size=$(stat -c %s "$tarball")
   rm -f "$out"/part-* "$out"/SHA256SUMS
-  split -n $(((size + PART_LIMIT_B - 1) / PART_LIMIT_B)) -d "$tarball" "$out/part-"
+  local count=1
+  [ "$PART_LIMIT_B" -gt 0 ] && count=$(((size + PART_LIMIT_B - 1) / PART_LIMIT_B))
+  split -n "$count" -d "$tarball" "$out/part-"
   (cd "$out" && sha256sum part-* > SHA256SUMS)
   ls -la "$out"
   echo "$(ls "$out"/part-* | wc -l) parts under $out: copy one part (and SHA256SUMS with the last) at a time"

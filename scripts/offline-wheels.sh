@@ -8,8 +8,8 @@
 # scripts/offline-run.sh installs them.
 #   usage: bash scripts/offline-wheels.sh NAME [DEST_ROOT]      (default DEST_ROOT: the repository)
 # Variables:
-#   TRAINPERF_PART_MB        largest part in MB (default 60: one part and the repository stay under
-#                            a 64 MiB transfer limit)
+#   TRAINPERF_PART_MB        largest part in MB, where copies to the runner are limited in size
+#                            (default 0: one part, .whl-NAME-a/)
 #   TRAINPERF_WHEEL_PYTHON   the runner's Python version (default 3.12; platform manylinux x86_64)
 #   PYTHON                   the interpreter that runs pip here (default python3)
 set -euo pipefail
@@ -22,11 +22,19 @@ python=${PYTHON:-python3}
 pyver=${TRAINPERF_WHEEL_PYTHON:-3.12}
 abi=cp${pyver//./}
 pins=$(grep -E '^[A-Za-z0-9_.-]+==' "$spec" | sed 's/[[:space:]].*//' | sort -u)
+# The suite's own dependencies travel too (the results store needs SQLAlchemy, the default store
+# folder platformdirs): a runner image without them would record no history. Pinned to the
+# versions this machine's suite runs with, where it has them.
+# dill and multiprocess: what the hf stack's datasets needs that a runner image may lack.
+for dep in sqlalchemy platformdirs dill multiprocess; do
+  version=$("$python" -c "import importlib.metadata as m; print(m.version('$dep'))" 2>/dev/null) || version=""
+  if [ -n "$version" ]; then pins="$pins $dep==$version"; else pins="$pins $dep"; fi
+done
 have=$(grep -E '^[A-Za-z0-9_.-]+==' "$root/ci/envs/gpu-image.txt" | sed 's/[[:space:]].*//')
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 for pin in $pins; do
-  pkg=${pin%%==*}; ver=${pin#*==}
+  pkg=${pin%%==*}; ver=${pin#*==}; [ "$ver" = "$pin" ] && ver=""
   if echo "$have" | grep -qix "$pin"; then echo "skip $pin (in the GPU image)"; continue; fi
   if compgen -G "$dest_root/.whl/$(echo "$pkg" | tr '-' '_')-$ver-*.whl" >/dev/null \
      || compgen -G "$dest_root/.whl/$pkg-$ver-*.whl" >/dev/null; then echo "skip $pin (in .whl/)"; continue; fi
@@ -36,11 +44,11 @@ for pin in $pins; do
     -d "$stage" "$pin"
 done
 # First-fit into parts of at most TRAINPERF_PART_MB, largest first.
-limit=$((${TRAINPERF_PART_MB:-60} * 1000 * 1000)); group=0; used=0
+limit=$((${TRAINPERF_PART_MB:-0} * 1000 * 1000)); group=0; used=0
 rm -rf "$dest_root"/.whl-"$name"-?
 for wheel in $(ls -S "$stage"/*.whl); do
   size=$(stat -c %s "$wheel")
-  if [ "$used" -gt 0 ] && [ $((used + size)) -gt "$limit" ]; then group=$((group + 1)); used=0; fi
+  if [ "$limit" -gt 0 ] && [ "$used" -gt 0 ] && [ $((used + size)) -gt "$limit" ]; then group=$((group + 1)); used=0; fi
   dir="$dest_root/.whl-$name-$(printf "\\x$(printf %x $((97 + group)))")"
   mkdir -p "$dir"; mv "$wheel" "$dir/"; used=$((used + size))
 done
