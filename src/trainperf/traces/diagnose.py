@@ -219,7 +219,7 @@ def diagnose(baseline: dict[str, Any], current: dict[str, Any], *, memory: bool 
         f"{window} {float(baseline.get('step_ms', 0.0)):.1f} -> {float(current.get('step_ms', 0.0)):.1f} ms"
     )
     if scale > UNIFORM_NOTE_SCALE:
-        parts.append(f"every group x{scale:.1f} alike (a slower or contended host)")
+        parts.append(_uniform_part(nature, scale))
     line = f"diagnosis: {_headline(nature, grown, current)}: " + "; ".join(parts) + f" ({step} profiled)"
     return {
         "nature": nature,
@@ -270,6 +270,14 @@ def _top_grown(
     """The kernel that grew most within the group that grew most, else the one that grew most."""
     group_of = {kernel["name"]: kernel.get("group") for kernel in current.get("top_kernels") or []}
     return next((item for item in grown if group_of.get(item[0]) == group), grown[0])
+
+
+def _uniform_part(nature: str, scale: float) -> str:
+    """Every group grew alike as well. Where the headline names its own cause, the growth is said as
+    what the sizes above are measured beyond, so that the line names one cause, not two."""
+    if nature in ("host", "unclear"):
+        return f"every group x{scale:.1f} alike (a slower or contended host)"
+    return f"sizes beyond the x{scale:.1f} every group grew alike (the run's host was slower too)"
 
 
 def _headline(nature: str, grown: list[tuple[str, float, float]], current: dict[str, Any]) -> str:
