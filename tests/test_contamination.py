@@ -105,6 +105,11 @@ def test_contaminated_runs_stay_out_of_history_baselines_and_series(tmp_path: Pa
         run = RunInfo(run_key(started, GPU), "pytest", started, GPU, "h100-a", "h100")
         record_case(store, run, make_result(CASE, started, 0.5, seed=day, verdict=verdict))
     assert not accepted(make_result(CASE, nightly(5), 0.5, verdict="contaminated"))
+    # A planted regression (--perf-plant) reads pass where its gate is widened or ungated: a drill,
+    # never pooled as the runner's normal.
+    drill = make_result(CASE, nightly(6), 2.25, verdict="pass")
+    drill.planted = "host:4.5"
+    assert accepted(make_result(CASE, nightly(6), 0.5, verdict="pass")) and not accepted(drill)
     points = history_points(store, ["step_time_s"], CASE)
     assert [point.verdict for point in points] == ["pass", "pass"]
     store.close()
