@@ -4,6 +4,9 @@ Each night is a run folder as a pytest session leaves it (``run.json``, ``result
 with 16 keyed step times per case. Noise follows the runners: step-time CV 0.3% on GPU-bound
 cases, 2-8% on host-bound ones; from night 200 every fifth case is 3% slower, and on night 120
 transformers moves from 5.17.0 to 5.18.0 (an environment change for the dashboard to mark).
+Each result's stored verdict is the one a gate with a 2% step-time tolerance gives it: the slowed
+cases read `regressed` from night 200 on (a regressed run is never accepted, so nothing makes the
+slower level the new normal until the baseline is re-taken), every other result `pass`.
 """
 
 from __future__ import annotations
@@ -48,9 +51,8 @@ def _result(
     case_id: str, index: int, night: int, rng: random.Random, fingerprint: dict[str, object]
 ) -> CaseResult:
     cv = 0.003 if index % 2 == 0 else 0.02 + 0.06 * rng.random()
-    level = (0.5 + 0.01 * index) * (
-        SLOWDOWN if night >= SLOWER_FROM_NIGHT and index % SLOWER_EVERY == 0 else 1.0
-    )
+    slowed = night >= SLOWER_FROM_NIGHT and index % SLOWER_EVERY == 0
+    level = (0.5 + 0.01 * index) * (SLOWDOWN if slowed else 1.0)
     level *= 1 + rng.gauss(0, cv)
     tokens = 4096
     steps = [level * (1 + rng.gauss(0, 0.01)) for _ in range(STEPS)]
@@ -84,7 +86,11 @@ def _result(
         metrics=metrics,
         effective_config={"trainable_params": 43_646_976},
         fingerprint=fingerprint,
-        verdict={"verdict": "pass"},
+        verdict=(
+            {"verdict": "regressed", "reason": f"regressed: step_time_s {100 * (SLOWDOWN - 1):+.1f}%"}
+            if slowed
+            else {"verdict": "pass"}
+        ),
         created=created,
     )
 

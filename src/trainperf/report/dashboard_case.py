@@ -20,6 +20,8 @@ from trainperf.report.trend_model import CaseTrend, environment_at, kind_of
 from trainperf.report.trend_read import StoredRun, run_folder
 from trainperf.report.trend_svg import COLOURS, WIDTH, marker, run_xs, trend_plot
 
+FLAGGED_ROWS = 40
+"""The newest runs that are not a plain pass listed under a case's plots."""
 KINDS = (
     ("regressed", "regressed (or outcome/config changed)"),
     ("noisy", "noisy"),
@@ -200,7 +202,11 @@ def _flagged_runs(trend: CaseTrend, links: Links) -> str:
         )
     if not rows:
         return "<p class='muted'>Every stored run of this case passed.</p>"
+    # A case red for months would list every night: the newest are the ones an on-call engineer
+    # reads, and the plot above marks every run.
+    newest, older = rows[-FLAGGED_ROWS:][::-1], max(0, len(rows) - FLAGGED_ROWS)
+    more = f"<p class='muted'>and {older} older ones, marked on the plot</p>" if older else ""
     return (
-        f"<h3>Runs that are not a plain pass ({len(rows)})</h3><table><tr><th>started</th><th>commit</th>"
-        f"<th>verdict</th><th>step time</th><th>run</th></tr>{''.join(rows)}</table>"
+        f"<h3>Runs that are not a plain pass ({len(rows)}, newest first)</h3><table><tr><th>started</th>"
+        f"<th>commit</th><th>verdict</th><th>step time</th><th>run</th></tr>{''.join(newest)}</table>{more}"
     )

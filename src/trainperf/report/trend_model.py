@@ -255,7 +255,8 @@ def red_streaks(trends: Sequence[CaseTrend]) -> list[Finding]:
 
 def streak_changes(trend: CaseTrend, since: int, latest: int) -> list[tuple[str, float]]:
     """Each metric's change of the latest run against the median of the good runs before the
-    streak; adverse changes beyond their tolerance first, then by size."""
+    streak; adverse changes beyond their tolerance first, then gated metrics (what a verdict can
+    rest on) before reported ones such as warm-up, each by its size in tolerances."""
     run = trend.runs[latest]
     before = [r for r in trend.runs[:since] if kind_of(r) in ("pass", "improved")][-BASELINE_RUNS:]
     changes = []
@@ -265,8 +266,9 @@ def streak_changes(trend: CaseTrend, since: int, latest: int) -> list[tuple[str,
             continue
         change = run.values[name] / stats.median(earlier) - 1
         beyond = metric.adverse(change) and abs(change) > metric.tolerance
-        changes.append((not beyond, -abs(change), name, change))
-    return [(name, change) for _, _, name, change in sorted(changes)]
+        gated = METRICS[name].gated if name in METRICS else True
+        changes.append((not beyond, not gated, -abs(change) / (metric.tolerance or 1.0), name, change))
+    return [(name, change) for *_, name, change in sorted(changes)]
 
 
 def change_findings(trends: Sequence[CaseTrend]) -> list[Finding]:

@@ -220,6 +220,10 @@ def _line(
     return out
 
 
+TITLED_MARKERS = 60
+"""The newest runs whose markers carry their own tooltip."""
+
+
 def marker(kind: str, x: float, y: float, tip: str = "", judged_red: bool = False) -> str:
     """A run's verdict as a shape of its own (also used by the legend)."""
     colour = COLOURS[kind]
@@ -246,6 +250,10 @@ def _markers(
     frame: Frame, trend: CaseTrend, metric: MetricTrend, times: Sequence[float], percents: dict[int, float]
 ) -> list[str]:
     out = []
+    flagged = [i for i, kind in enumerate(trend.kinds) if kind != "pass"]
+    # Each marker carries its tooltip; past the newest TITLED_MARKERS a case red for months would
+    # spend most of its page on them, and the page's script shows any run's on hover anyway.
+    titled = set(flagged[-TITLED_MARKERS:])
     for i, run in enumerate(trend.runs):
         kind = trend.kinds[i]
         if kind == "pass":
@@ -261,7 +269,7 @@ def _markers(
             y = HEIGHT - BOTTOM
         if run.planted:
             tip += f" (planted +{run.planted:.0%} slowdown, verdict {run.verdict})"
-        out.append(marker(kind, x, y, tip, judged_red=run.verdict in RED))
+        out.append(marker(kind, x, y, tip if i in titled else "", judged_red=run.verdict in RED))
     return out
 
 
