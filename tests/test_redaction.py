@@ -238,7 +238,7 @@ def test_a_planted_store_password_is_in_no_file_log_or_row(tmp_path: Path, secre
         done = _trainperf(tmp_path, *command)
         logs.append(done.stdout + done.stderr)
         assert done.returncode == 0 and one_line_error(logs[-1]), logs[-1]
-    bmf = ("export", "--format", "bmf", "--run", "all", "--output", "exported/bmf.json")
+    bmf = ("export", "--format", "bmf", "--run", "all", "--output", "exported/bmf")
     exported = _trainperf(tmp_path, *bmf, env={"TRAINPERF_STORE": url})
     logs.append(exported.stdout + exported.stderr)
     assert exported.returncode == 0, logs[-1]

@@ -46,8 +46,13 @@ def step_figures(study: Path, version: str) -> dict[str, tuple[float | None, flo
 
 def _stack(study: Path, studied: set[str]) -> str:
     """The runs' machine and stack from a result's fingerprint, less the packages the study varies."""
-    for path in sorted(study.rglob("results/*.json"))[:1]:
-        fingerprint = json.loads(path.read_text()).get("fingerprint", {})
+    from trainperf.run.folder import RunFolder
+
+    for folder in sorted(p for p in study.rglob("*") if p.is_dir() and RunFolder(p).is_run()):
+        results = RunFolder.open(folder).results()
+        if not results:
+            continue
+        fingerprint = results[0].fingerprint
         return ", ".join(
             f"{label} {fingerprint[key]}"
             for key, label in STACK_KEYS.items()
