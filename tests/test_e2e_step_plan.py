@@ -10,6 +10,8 @@ import pytest
 from crowded import written_baseline
 from test_e2e_cpu import write_catalogue
 
+from trainperf.judge.compare import MIN_PAIRS
+
 CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 
 
@@ -44,7 +46,11 @@ def test_planned_run_is_shorter_and_pairs_with_the_baselines_first_batches(pytes
     assert f"steps planned: {steps} of 16" in planned_run.stdout.str()
     # Every steady step of the planned run is one of the baseline's (same step, same tokens).
     assert step_keys(planned) <= step_keys(baseline)
-    assert "paired over" in json.dumps(planned["verdict"])
+    # The gate pairs them wherever there are enough steps to pair: a plan as short as the noise allows
+    # (it follows the two baseline runs' spread) may leave fewer than MIN_PAIRS, judged unpaired.
+    step = next(m for m in planned["verdict"]["metrics"] if m["metric"] == "step_time_s")
+    if len(step_keys(planned)) >= MIN_PAIRS:
+        assert step["note"].startswith("paired over"), step
 
     # Judged against the runner's history (which pools results, not runs), the plan comes from the file.
     from_history = run(pytester, "--perf-plan-steps", "--perf-baseline", "history")
