@@ -1,6 +1,6 @@
 """A store password never lands in a run folder, an artifact, a log or the store's rows.
 
-The rule itself (``trainperf.store.redact``), then the fault drill: a real PostgreSQL role with a
+The rule itself (``trainperf.redact``), then the fault drill: a real PostgreSQL role with a
 real password (scram-sha-256, checked by the server), given to two shards of a tiny CPU nightly,
 once on the command line (``--perf-store``) and once in ``TRAINPERF_STORE``; the shards are merged,
 ingested, exported and their reports rebuilt, and every file those wrote, everything they printed
@@ -22,7 +22,7 @@ import pytest
 from fault_drill import FIRST, SECOND, Drill, one_line_error
 from pg_server import postgres_server  # noqa: F401 - the session's server, a fixture
 
-from trainperf.store.redact import MASK, is_credential_name, redact_argv, redact_text, redacted
+from trainperf.redact import MASK, is_credential_name, redact_argv, redact_text, redacted
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,9 @@ runner's own catalogue).
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
+
+from trainperf.redact import redact_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES_DIR = Path(os.environ.get("TRAINPERF_FIXTURES", REPO_ROOT / "fixtures"))
@@ -41,7 +42,6 @@ BENCHMARK_FILE = "benchmark.json"
 REPORT_FILES = (SUMMARY_FILE, PAGE_FILE, BENCHMARK_FILE)
 
 SQLITE_URL = "sqlite:///"
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
 """A password in a URL (``postgresql://user:secret@host/db``): never recorded."""
 
 
@@ -83,4 +83,4 @@ def _portable_arg(arg: str) -> str:
         return f"{option}={_portable_arg(value)}"
     if arg.startswith(SQLITE_URL):  # a store's URL names a file
         return SQLITE_URL + portable(arg.removeprefix(SQLITE_URL))
-    return _URL_PASSWORD.sub(r"\1***@", portable(arg))
+    return redact_text(portable(arg))

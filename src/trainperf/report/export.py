@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from trainperf.redact import redact_argv
 from trainperf.result import CaseResult
-from trainperf.store.redact import redact_argv
 
 FORMAT_VERSION = "5.1.0"
 """The pytest-benchmark format written (its ``version`` key; read by 3.x to 5.x)."""

@@ -35,8 +35,8 @@ from trainperf.paths import (
     SUMMARY_FILE,
     TRACES_DIR,
 )
+from trainperf.redact import redacted
 from trainperf.result import CaseResult
-from trainperf.store.redact import redacted
 from trainperf.store.results import load_result, save_result
 from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, STEPS_FILE, read_steps
 
@@ -88,7 +88,7 @@ class RunFolder:
 
     def record_session(self, record: dict[str, Any], worker: str | None = None) -> list[dict[str, Any]]:
         """Append a session to its record file; every session it now holds, this one last. The record
-        is written as ``store.redact`` shows it: argv and settings (a store URL from the command line
+        is written as ``trainperf.redact`` shows it: argv and settings (a store URL from the command line
         or TRAINPERF_STORE) never keep a password, and nothing built from this file can."""
         sessions = [*self.session_records(worker), redacted(record)]
         self.session_path(worker).write_text(json.dumps({"sessions": sessions}, indent=1, default=str))

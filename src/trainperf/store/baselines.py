@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainperf.errors import TrainperfError
+from trainperf.redact import redact_text
 from trainperf.result import CaseResult
-from trainperf.store.redact import redact_text
 from trainperf.store.results import load_result, save_result
 
 

@@ -23,7 +23,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, Engine
 
 from trainperf.errors import TrainperfError
-from trainperf.store.redact import redact_text
+from trainperf.redact import redact_text
 
 SCHEMA_VERSION = 2
 STORE_ENV = "TRAINPERF_STORE"
@@ -157,7 +157,7 @@ def normalise_url(text: str) -> str:
 
 
 def shown(url: str) -> str:
-    """The URL without its password, fit for a message (``store.redact``'s rule, as every record)."""
+    """The URL without its password, fit for a message (``trainperf.redact``'s rule, as every record)."""
     return redact_text(url)
 
 

@@ -19,9 +19,9 @@ from sqlalchemy.engine import Connection
 
 from trainperf.judge import stats
 from trainperf.judge.changepoints import median_interval
+from trainperf.redact import redact_argv, redacted
 from trainperf.result import CaseResult, MetricValue, requested_steps
 from trainperf.store.db import Store, cases, metrics, runs
-from trainperf.store.redact import redact_argv, redacted
 
 RUNNER_ENV = "TRAINPERF_RUNNER"
 # The machine under a runner label: a change of any of these is an environment change, never pooled.
