@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
-from trainperf.families.candidates import BrokenEnvironment
+from trainperf.families.candidates import BrokenEnvironment, parse_pins
 from trainperf.paths import portable, portable_argv
 
 BROKEN = "broken-environment"
@@ -43,11 +43,6 @@ def _study_record(args: argparse.Namespace, sides: dict[str, Any], pytest_args: 
     }
 
 
-def _pin_items(pins: tuple[str, ...]) -> list[tuple[str, str]]:
-    """The pins as (name, version), for the record of a side that may not get built."""
-    return [(name.strip(), version.strip()) for name, _, version in (p.partition("==") for p in pins)]
-
-
 def cmd_ab(args: argparse.Namespace) -> int:
     from trainperf.run.ab_sides import CandidateSettings, prepare_side, side_requests
 
@@ -60,8 +55,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     output = Path(args.output or f"reports/ab-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
     settings = CandidateSettings(args.base_python, args.wheelhouse, args.envs, args.allow_conflicts)
     request_a, request_b = side_requests(args)
-    record = _study_record(args, {"a": {"pins": dict(_pin_items(request_a.pins))}}, pytest_args)
-    record["b"] = {"pins": dict(_pin_items(request_b.pins))}
+    record = _study_record(args, {"a": {"pins": parse_pins(request_a.pins)}}, pytest_args)
+    record["b"] = {"pins": parse_pins(request_b.pins)}
     try:
         side_a = prepare_side(request_a, settings, say=_say)
     except BrokenEnvironment as exc:
@@ -100,16 +95,11 @@ def _measure(
 ) -> int:  # fmt: skip
     from trainperf.cli.compare import comparison_of
     from trainperf.report.compare_runs import render
-    from trainperf.run.ab import broken_cases, pool_rounds, run_rounds, unmeasured_cases
-    from trainperf.run.folder import RunFolder
+    from trainperf.run.ab import broken_cases, measured_sides
 
-    folders_a, folders_b = run_rounds(python_a, python_b, args.rounds, pytest_args, output)
-    results_a = pool_rounds([RunFolder.open(f).results() for f in folders_a])
-    results_b = pool_rounds([RunFolder.open(f).results() for f in folders_b])
-    not_run_a = unmeasured_cases(results_a)
-    if not_run_a:
-        listed = "; ".join(f"{case}: {why}" for case, why in sorted(not_run_a.items()))
-        raise TrainperfError(f"environment A did not run every case, nothing to judge B against ({listed})")
+    results_a, results_b = measured_sides(
+        python_a, python_b, args.rounds, pytest_args, output, "environment A"
+    )
     comparison = comparison_of(
         results_a,
         results_b,

@@ -12,6 +12,7 @@ run is stepped over, never judged good; every conclusion rests on measured pairs
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -56,21 +57,12 @@ def ab_step(
     against A as ``trainperf ab`` does. Bad when any case fails that judgement (an OOM included);
     broken when B crashed in a case that GOOD ran; GOOD failing to run a case stops the bisection."""
     from trainperf.cli.compare import comparison_of
-    from trainperf.run.ab import broken_cases, pool_rounds, run_rounds, unmeasured_cases
-    from trainperf.run.folder import RunFolder
+    from trainperf.run.ab import broken_cases, measured_sides
 
-    folders_a, folders_b = run_rounds(
-        str(good_python), str(python), args.rounds, args.selection, output / version
+    good = f"GOOD {args.package} {args.good} (in the step against {version})"
+    results_a, results_b = measured_sides(
+        str(good_python), str(python), args.rounds, args.selection, output / version, good
     )
-    results_a = pool_rounds([RunFolder.open(f).results() for f in folders_a])
-    results_b = pool_rounds([RunFolder.open(f).results() for f in folders_b])
-    not_run = unmeasured_cases(results_a)
-    if not_run:
-        listed = "; ".join(f"{case}: {why}" for case, why in sorted(not_run.items()))
-        raise TrainperfError(
-            f"GOOD {args.package} {args.good} did not run every case in the step against {version}, so "
-            f"nothing can be judged against it ({listed})"
-        )
     broken = broken_cases(results_a, results_b)
     if broken:
         case, why = min(broken.items())
@@ -123,8 +115,9 @@ class Builder:
                 self.broken[version] = exc
         return self.built.get(version) or self.broken[version]
 
+    @functools.cached_property
     def beside(self) -> str:
-        """The base's key packages, which a broken version could not run beside."""
+        """The base's key packages, which a broken version could not run beside (read once)."""
         base = installed_versions(self.options.base_python)
         return ", ".join(f"{n} {base[n]}" for n in STACK_IMPORTS if n in base and n != self.args.package)
 
@@ -136,7 +129,7 @@ def _first_runnable(indices: range, versions: list[str], build: Builder, end: st
         if isinstance(built, Candidate):
             return index
         say(
-            f"{end} {build.args.package} {versions[index]} cannot run here beside {build.beside()}: "
+            f"{end} {build.args.package} {versions[index]} cannot run here beside {build.beside}: "
             f"{built.cause}"
         )
     return None

@@ -19,8 +19,8 @@ range (``unresolved``): the first bad version is one of them or the known bad on
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from packaging.version import InvalidVersion, Version
 
@@ -150,20 +150,32 @@ def narrowed(versions: Sequence[str], steps: Sequence[Judgement]) -> tuple[str, 
     return versions[max(goods, default=0)], versions[min(bads)] if bads else None
 
 
-def recorded_steps(record: dict[str, object], identity: dict[str, object]) -> dict[str, Judgement]:
+def recorded_steps(record: Mapping[str, object], identity: Mapping[str, object]) -> dict[str, Judgement]:
     """The measured steps of an earlier run of the same bisection (same ``identity`` fields in its
     ``bisect.json``), by version; a broken step is tried again, the environment may be fixed since."""
     if any(record.get(key) != value for key, value in identity.items()):
         return {}
+    return {
+        step.version: replace(step, verdict=f"{step.verdict} (measured earlier)")
+        for step in steps_of(record)
+        if not step.broken
+    }
+
+
+def steps_of(record: Mapping[str, object]) -> list[Judgement]:
+    """The steps a ``bisect.json`` records, as the judgements they were."""
     steps = record.get("steps")
-    found: dict[str, Judgement] = {}
+    judged = []
     for step in steps if isinstance(steps, list) else []:
-        if isinstance(step, dict) and not step.get("broken"):
+        if isinstance(step, dict):
             ratio = step.get("ratio")
-            found[str(step["version"])] = Judgement(
-                str(step["version"]),
-                bool(step.get("bad")),
-                float(ratio) if isinstance(ratio, (int, float)) else None,
-                f"{step.get('verdict', '')} (measured earlier)",
+            judged.append(
+                Judgement(
+                    str(step["version"]),
+                    bool(step.get("bad")),
+                    float(ratio) if isinstance(ratio, (int, float)) else None,
+                    str(step.get("verdict", "")),
+                    broken=bool(step.get("broken")),
+                )
             )
-    return found
+    return judged

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.plan.bisect import Judgement, narrowed
+from trainperf.plan.bisect import narrowed, steps_of
 
 STEP_FIGURES = ("step_time_s", "peak_allocated_gib", "device_mem_peak_gib")
 
@@ -112,14 +112,6 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
-def _steps(record: Mapping[str, Any]) -> list[Judgement]:
-    return [
-        Judgement(str(s["version"]), bool(s.get("bad")), s.get("ratio"), str(s.get("verdict", "")),
-                  broken=bool(s.get("broken")))
-        for s in record.get("steps", [])
-    ]  # fmt: skip
-
-
 def bisect_conclusion(record: Mapping[str, Any]) -> str:
     """What the bisection established, in one sentence, from its recorded steps alone."""
     what = "the change" if record.get("look_for") == "change" else "the regression"
@@ -128,7 +120,7 @@ def bisect_conclusion(record: Mapping[str, Any]) -> str:
         tail = f" (or one of {', '.join(unresolved)}, which cannot run here)" if unresolved else ""
         return f"{what} came with {record['package']} {record['first_bad']}{tail}"
     versions = list(record.get("versions", []))
-    last_good, first_bad = narrowed(versions, _steps(record))
+    last_good, first_bad = narrowed(versions, steps_of(record))
     if first_bad is None:
         return f"no {what.split()[-1]} between {record.get('good')} and {record.get('bad')} at this selection"
     between = versions[versions.index(last_good) + 1 : versions.index(first_bad)]

@@ -122,3 +122,18 @@ def run_rounds(
                 )
             folders[label].append(runs[-1])
     return folders["A"], folders["B"]
+
+
+def measured_sides(
+    python_a: str, python_b: str, rounds: int, pytest_args: Sequence[str], output: Path, a_name: str
+) -> tuple[list[CaseResult], list[CaseResult]]:
+    """Run the rounds and pool each side's results per case. A (``a_name``, the reference) must have
+    measured every case: otherwise nothing can be judged against it, one line naming the cases."""
+    folders_a, folders_b = run_rounds(python_a, python_b, rounds, pytest_args, output)
+    results_a = pool_rounds([RunFolder.open(f).results() for f in folders_a])
+    results_b = pool_rounds([RunFolder.open(f).results() for f in folders_b])
+    not_run = unmeasured_cases(results_a)
+    if not_run:
+        listed = "; ".join(f"{case}: {why}" for case, why in sorted(not_run.items()))
+        raise TrainperfError(f"{a_name} did not run every case, nothing can be judged against it ({listed})")
+    return results_a, results_b
