@@ -18,6 +18,7 @@ from trainperf.paths import REPO_ROOT
 from trainperf.plan.bisect import Judgement, bisect, max_environments, parse_range, versions_between
 
 TINY_CASE = ["perf_tests/test_sft_hf.py", "-m", "cpu", "-k", "qwen3_tiny and lora and short and not qlora"]
+TINY_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 
 
 def _fake(first_bad: int | None, versions: list[str]):
@@ -224,7 +225,11 @@ def test_an_interrupted_bisection_goes_on_from_its_steps(
             "--", *TINY_CASE]  # fmt: skip
     assert main(argv) == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "interrupted after 1 step(s)" in err[0] and "between 1.0.0 and 1.2.0" in err[0]
+    assert (
+        len(err) == 1
+        and "interrupted; after 1 judged step(s)" in err[0]
+        and "between 1.0.0 and 1.2.0" in err[0]
+    )
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert calls[2:] == ["1.1.0"]  # 1.2.0 was not measured again
@@ -248,3 +253,39 @@ def test_ab_with_a_b_that_cannot_run_is_its_verdict(
     record = json.loads((tmp_path / "out" / "ab.json").read_text())
     assert record["verdict"] == "broken-environment" and record["broken"]["package"] == f"{PACKAGE} 1.3.0"
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith("round")]  # nothing measured
+
+
+def test_a_step_a_busy_host_left_unjudged_is_measured_again_then_stops(
+    wheelhouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A contaminated step that found nothing failing is neither good nor bad: it is measured once
+    more; contaminated again, the bisection stops with one line (status 3) naming the busy host and
+    the interval so far, and the same command goes on from the steps judged."""
+    from trainperf.cli import bisect as bisect_cli
+    from trainperf.cli import main
+
+    attempts: list[tuple[str, str]] = []
+    busy_for = {"1.2.0": 1, "1.1.0": 2}  # attempts a busy host spoils, per version
+
+    def busy_host(args, good_python: Path, python: Path, version: str, output: Path) -> Judgement:
+        attempts.append((version, output.name))
+        if busy_for.get(version, 0) >= sum(1 for v, _ in attempts if v == version):
+            raise bisect_cli.Unjudged(
+                "sft_hf-qwen3_tiny-lora-short-b4: contaminated: host CPU: other processes"
+            )
+        bad = version >= "1.2.0"
+        return Judgement(version, bad, 2.0 if bad else 1.0, "regressed" if bad else "pass")
+
+    monkeypatch.setattr(bisect_cli, "ab_step", busy_host)
+    argv = ["bisect", PACKAGE, "1.0.0..1.4.0", "--wheelhouse", str(wheelhouse), "--envs",
+            str(tmp_path / "envs"), "--output", str(tmp_path / "out"), "--", *TINY_CASE]  # fmt: skip
+    assert main(argv) == 3
+    captured = capsys.readouterr()
+    assert "1.2.0: not judged, the host was busy" in captured.out  # measured again, then judged
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and f"the host was busy ({TINY_ID}: contaminated" in err[0]
+    assert "between 1.0.0 and 1.2.0" in err[0] and f"--output {tmp_path / 'out'}" in err[0]
+    record = json.loads((tmp_path / "out" / "bisect.json").read_text())
+    assert "1.1.0" not in [step["version"] for step in record["steps"]]  # never recorded as judged
+    busy_for.clear()
+    assert main(argv) == 0 and f"first bad version: {PACKAGE} 1.2.0" in capsys.readouterr().out

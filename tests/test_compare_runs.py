@@ -285,3 +285,26 @@ def test_cli_empty_results_folder_one_line_error(tmp_path: Path, capsys: pytest.
     b = write_run(tmp_path, "b")
     code, _, err = run_cli(capsys, str(a), str(b))
     assert code == 2 and err == f"trainperf: error: {b} has no result files (results/ is empty)\n"
+
+
+def test_a_contaminated_run_on_either_side_is_not_judged_on_its_timing() -> None:
+    """A 2x slower B whose rounds (or A's) shared the host with a busy neighbour: contaminated, its
+    timing shown, not gated, and nothing failing but under --strict; memory from the case's own
+    allocator still gates. The same rule as a nightly run's (judge.contamination)."""
+    import dataclasses
+
+    busy = {"contamination": {"reasons": ["host CPU: other processes used 1.6 of 2 cores"]}}
+    for side in ("a", "b"):
+        a, b = result(), result(slowdown=2.0)
+        if side == "a":
+            a = dataclasses.replace(a, runs=[busy])
+        else:
+            b = dataclasses.replace(b, runs=[busy])
+        case = compare([a], [b]).cases[0]
+        assert case.verdict.verdict is Verdict.CONTAMINATED and not case.fails, side
+        assert "host CPU: other processes used 1.6 of 2 cores" in case.timing_note
+        step = case.metric("step_time_s")
+        assert step is not None and not step.gated and step.ratio == pytest.approx(2.0)
+        assert compare([a], [b], strict=True).cases[0].fails
+    grown = compare([result()], [dataclasses.replace(result(alloc=20.0), runs=[busy])]).cases[0]
+    assert grown.verdict.verdict is Verdict.REGRESSED and grown.fails  # the case's own memory stands

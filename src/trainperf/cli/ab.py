@@ -164,6 +164,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ab.add_argument("--rounds", type=int, default=3, help="A/B rounds (default 3)")
     ab.add_argument("--output", default=None, help="folder for the rounds (default reports/ab-<time>)")
     ab.add_argument("--json", action="store_true")
-    ab.add_argument("--strict", action="store_true", help="noisy cases fail too")
+    ab.add_argument("--strict", action="store_true", help="noisy and contaminated cases fail too")
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="the pytest selection, after --")
     ab.set_defaults(func=cmd_ab)

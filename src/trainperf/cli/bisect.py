@@ -76,7 +76,15 @@ def ab_step(
         case.fails or (args.look_for == "change" and case.verdict.verdict is Verdict.IMPROVED)
         for case in comparison.cases
     )
+    busy = [case for case in comparison.cases if case.verdict.verdict is Verdict.CONTAMINATED]
+    if busy and not changed:  # nothing failed, but a busy host's timing cannot say "good" either
+        raise Unjudged(f"{busy[0].case_id}: {busy[0].verdict.reason}")
     return Judgement(version, changed, max(ratios, default=None), verdicts)
+
+
+class Unjudged(Exception):
+    """A step whose rounds were contaminated (a busy host, a foreign process on the GPU) and that
+    found nothing failing: its timing says neither good nor bad."""
 
 
 def step_line(number: int, step: Judgement, good: str, look_for: str = "regression") -> str:
@@ -246,7 +254,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         elif isinstance(built := build(version), BrokenEnvironment):
             step = Judgement(version, False, None, str(built), broken=True)
         else:
-            step = ab_step(args, good.python, built.python, version, output)
+            step = _measured_step(args, good.python, built.python, version, output, say)
         say(step_line(len(result.steps) + 1, step, args.good, args.look_for))
         return step
 
@@ -255,6 +263,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         result = bisect(versions, judge, into=result)
     except KeyboardInterrupt:
         return _interrupted(args, result, output)
+    except Unjudged as busy:
+        return _interrupted(args, result, output, why=f"the host was busy ({busy})")
     finally:
         _write(output, args, result, build)  # the steps measured so far are kept, whatever stops it
     return _conclude(args, result, bound)
@@ -284,16 +294,31 @@ def _earlier_steps(output: Path, args: argparse.Namespace, say: Say) -> dict[str
     return steps
 
 
-def _interrupted(args: argparse.Namespace, result: Bisection, output: Path) -> int:
+def _measured_step(
+    args: argparse.Namespace, good_python: Path, python: Path, version: str, output: Path, say: Say
+) -> Judgement:
+    """An A/B step, measured once more when a busy host left it unjudged; ``Unjudged`` when the
+    second attempt was contaminated too."""
+    try:
+        return ab_step(args, good_python, python, version, output)
+    except Unjudged as busy:
+        say(f"{version}: not judged, the host was busy ({busy}); measuring the step again")
+        return ab_step(args, good_python, python, version, output / "again")
+
+
+def _interrupted(args: argparse.Namespace, result: Bisection, output: Path, why: str = "") -> int:
+    """One line: where the first bad version lies so far, and how to go on. 130 for Ctrl-C, 3 for a
+    step that a busy host left unjudged twice (run again where the host is quiet)."""
     last_good, first_bad = narrowed(result.versions, result.steps)
     where = f"between {last_good} and {first_bad or args.bad + ' (or none)'}"
+    stopped = f"stopped at step {len(result.steps) + 1}: {why}" if why else "interrupted"
     print(
-        f"trainperf bisect: interrupted after {len(result.steps)} step(s); the first "
+        f"trainperf bisect: {stopped}; after {len(result.steps)} judged step(s) the first "
         f"{'change' if args.look_for == 'change' else 'bad version'} lies {where}; the same command with "
         f"--output {output} goes on from there",
         file=sys.stderr,
     )
-    return 130
+    return 3 if why else 130
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:

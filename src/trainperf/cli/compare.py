@@ -65,5 +65,5 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     compare.add_argument("run_a", metavar="RUN_A", help="reports/<run> playing the baseline (before)")
     compare.add_argument("run_b", metavar="RUN_B", help="reports/<run> judged against it (after)")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    compare.add_argument("--strict", action="store_true", help="noisy cases fail too")
+    compare.add_argument("--strict", action="store_true", help="noisy and contaminated cases fail too")
     compare.set_defaults(func=cmd_compare)

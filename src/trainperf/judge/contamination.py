@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict
+from trainperf.case import Outcome
+from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case
+from trainperf.judge.metrics import Metric
+from trainperf.result import CaseResult
 
 DEVICE_WIDE_METRICS = ("device_mem_peak_gib",)
 """Read from NVML for the whole GPU: a foreign process's memory is in them."""
@@ -74,3 +77,33 @@ def apply_contamination(
         verdict.config_changes,
         verdict.environment_changes,
     )
+
+
+def judge_case(
+    result: CaseResult,
+    reference: CaseResult | None,
+    metrics: dict[str, Metric],
+    *,
+    expectation: str,
+    timing: tuple[bool, str],
+    strict: bool,
+) -> CaseVerdict:
+    """``compare_case`` with contamination applied: where a run of either side was contaminated
+    (a reference pooled from rounds, as an A/B's A is, can be), timing is shown, not judged.
+    ``timing`` is whether timing is otherwise comparable, and why not."""
+    comparable, why = timing
+    runs = [*result.runs, *(reference.runs if reference is not None else [])]
+    contamination = Contamination.of_runs(runs)
+    if contamination is not None and comparable:
+        comparable, why = False, contamination.note()
+    verdict = compare_case(
+        result,
+        reference,
+        metrics,
+        expectation=expectation,
+        timing_comparable=comparable,
+        strict=strict,
+        timing_note=why,
+    )
+    out_of_memory = result.outcome == Outcome.OOM.value
+    return apply_contamination(verdict, contamination, strict=strict, out_of_memory=out_of_memory)

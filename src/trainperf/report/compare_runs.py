@@ -15,15 +15,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainperf.errors import TrainperfError
-from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case, timing_comparable
+from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, timing_comparable
+from trainperf.judge.contamination import judge_case
 from trainperf.judge.fingerprint import environment_changes
 from trainperf.judge.metrics import with_tolerances
 from trainperf.measure.hardware import GpuClass
 from trainperf.report.table import align, format_value
 from trainperf.result import CaseResult
 
-# Case verdicts that fail a comparison; with strict, noisy ones too.
+# Case verdicts that fail a comparison; with strict, noisy and contaminated ones too (a busy host
+# measured nothing that can be judged: a strict gate does not let it pass).
 FAILING = (Verdict.REGRESSED, Verdict.OUTCOME_CHANGED, Verdict.CONFIG_CHANGED)
+STRICTLY_FAILING = (Verdict.NOISY, Verdict.CONTAMINATED)
 
 ENVIRONMENT_LABELS = {
     "gpu_name": "GPU name",
@@ -130,6 +133,8 @@ def compare_runs(
     ``classes`` is ``hardware.load_classes()``, ``tolerances`` is ``[tool.trainperf.tolerances]``.
     Verdicts are reached without ``compare_case``'s strict mode, which would fail every case
     on an environment change, the very thing compared here; ``strict`` makes noisy cases fail.
+    A case with a contaminated run on either side (a busy host, a foreign process on the GPU) is
+    ``contaminated``: its timing is shown, not judged, as in a nightly run.
     """
     class_a, class_b = _run_class(results_a, label_a), _run_class(results_b, label_b)
     if class_a != class_b:
@@ -151,12 +156,11 @@ def compare_runs(
     cases = []
     for case_id in common:
         a, b = by_id_a[case_id], by_id_b[case_id]
-        comparable, why = timing_comparable(a, b, gpu_class.timing_comparable_only_on_same)
-        verdict = compare_case(
-            b, a, metrics, expectation="ok", timing_comparable=comparable, strict=False, timing_note=why
-        )
-        fails = verdict.verdict in FAILING or (strict and verdict.verdict is Verdict.NOISY)
-        cases.append(CaseComparison(case_id, a, b, verdict, fails, why))
+        timing = timing_comparable(a, b, gpu_class.timing_comparable_only_on_same)
+        verdict = judge_case(b, a, metrics, expectation="ok", timing=timing, strict=False)
+        fails = verdict.verdict in FAILING or (strict and verdict.verdict in STRICTLY_FAILING)
+        note = timing[1] or (verdict.reason if verdict.verdict is Verdict.CONTAMINATED else "")
+        cases.append(CaseComparison(case_id, a, b, verdict, fails, note))
     first = common[0]
     return RunComparison(
         label_a=label_a,
@@ -199,7 +203,7 @@ def _row(case: CaseComparison) -> list[str]:
         _pct(tps.ratio if tps else None),
         "-" if alloc_a is None and alloc_b is None else f"{format_value(alloc_a)} -> {format_value(alloc_b)}",
         case.verdict.verdict.value
-        + (" (fails)" if case.fails and case.verdict.verdict is Verdict.NOISY else ""),
+        + (" (fails)" if case.fails and case.verdict.verdict in STRICTLY_FAILING else ""),
     ]
 
 
@@ -241,7 +245,7 @@ def render(comparison: RunComparison) -> str:
     for case in comparison.cases:
         if case.verdict.verdict not in (Verdict.PASS, Verdict.EXPECTED_OOM):
             details.append(f"{case.case_id}: {case.verdict.verdict.value} - {case.verdict.reason}")
-        if case.timing_note:
+        if case.timing_note and case.verdict.verdict is not Verdict.CONTAMINATED:
             details.append(f"{case.case_id}: timing shown, not gated ({case.timing_note})")
     if details:
         lines += ["", *details]

@@ -17,8 +17,8 @@ from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of, preflight
 from trainperf.families.envs import Interpreter, missing_message
-from trainperf.judge.compare import CaseVerdict, Verdict, compare_case, timing_comparable
-from trainperf.judge.contamination import Contamination, apply_contamination
+from trainperf.judge.compare import CaseVerdict, Verdict, timing_comparable
+from trainperf.judge.contamination import Contamination, judge_case
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, resolve_metric
 from trainperf.judge.step_series import step_medians
@@ -201,22 +201,13 @@ class CaseRunner:
         return report
 
     def judge(self, case: Case, result: CaseResult, baseline: CaseResult | None) -> CaseVerdict:
-        comparable, why = self._timing_comparable(baseline, result)
-        contamination = Contamination.of_runs(result.runs)
-        if contamination is not None and comparable:
-            comparable, why = False, contamination.note()
-        verdict = compare_case(
+        return judge_case(
             result,
             baseline,
             self.metrics,
             expectation=case.expectation(self.ctx.gpu_class.name),
-            timing_comparable=comparable,
+            timing=self._timing_comparable(baseline, result),
             strict=self.ctx.settings.strict,
-            timing_note=why,
-        )
-        out_of_memory = result.outcome == Outcome.OOM.value
-        return apply_contamination(
-            verdict, contamination, strict=self.ctx.settings.strict, out_of_memory=out_of_memory
         )
 
     def _repeats(self) -> int:
