@@ -11,11 +11,14 @@ figures=$(mktemp)
 TRAINPERF_FAULT_MATRIX="$figures" "${PYTHON:-.venv/bin/python}" -m pytest tests/test_fault_matrix.py -q -p no:cacheprovider
 rc=$?
 "${PYTHON:-.venv/bin/python}" - "$figures" "$out" <<'PY'
-import json, platform, subprocess, sys, datetime
+import json, platform, re, subprocess, sys, datetime, tempfile
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+# A row's message names the test's own temporary folder: shown as <tmp>, the table describes the
+# fault, not this machine's layout.
+TMP = re.compile(re.escape(tempfile.gettempdir()) + r"/pytest-of-[^/]+/pytest-\d+/[^/\s]+")
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 lines = [
-    f"Measured {datetime.date.today()} on {platform.node() or 'this host'} ({cpu}, {len(open('/proc/cpuinfo').read().split('processor')) - 1} CPUs), "
+    f"Measured {datetime.date.today()} on an {cpu} host with {len(open('/proc/cpuinfo').read().split('processor')) - 1} CPUs, "
     f"Python {platform.python_version()}, by `bash benchmarks/fault_matrix.sh`.",
     "",
     "| fault | row | exit status | verdicts | processes left | results | completed by | figure | what the user sees |",
@@ -26,7 +29,7 @@ for r in rows:
     figure = ", ".join(f"{k} {r[k]}" for k in ("tree_gone_s", "run_s", "overlap_s") if k in r) or "-"
     resumed = f"--perf-resume (exit {r['resumed_exit']})" if "resumed_exit" in r else "the run itself"
     verdicts = ", ".join(f"{case.rsplit('-', 1)[-1]} {v}" for case, v in sorted(r.get("verdicts", {}).items())) or "none"
-    seen = str(r.get("user_sees", "")).replace("|", "\\|")[:160]
+    seen = TMP.sub("<tmp>", str(r.get("user_sees", ""))).replace("|", "\\|")[:160]
     cells = [r.get("fault", r["row"]), "passed" if r.get("row_passed") else "FAILED", r.get("exit_status", "not measured"),
              verdicts, r.get("processes_left", "not measured"), str(r.get("results", "not measured")).replace("|", "\\|"),
              resumed, figure, seen]

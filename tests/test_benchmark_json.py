@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import required
 from store_data import make_result, nightly
 
 from trainperf.report.export import benchmark_json, step_stats
@@ -24,7 +23,7 @@ FIELDS = (
 
 @pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 20, 37, 40])
 def test_the_summary_is_pytest_benchmarks_own(count: int) -> None:
-    stats_module = pytest.importorskip("pytest_benchmark.stats", reason="pytest-benchmark (dev extra)")
+    stats_module = required.module("pytest_benchmark.stats", install="pip install -e '.[dev]'")
     rng = random.Random(count)
     data = [0.5 * (1 + rng.gauss(0, 0.02)) + (0.3 if rng.random() < 0.1 else 0.0) for _ in range(count)]
     theirs = stats_module.Stats()
@@ -52,9 +51,7 @@ def test_the_default_compare_sets_a_case_beside_itself_across_runs(tmp_path: Pat
     first = _run_file(tmp_path / "a", 1, 1.0)
     second = _run_file(tmp_path / "b", 2, 1.10)
     assert [b["group"] for b in json.loads(first.read_text())["benchmarks"]] == list(CASES)
-    cli = shutil.which("pytest-benchmark") or str(Path(sys.executable).with_name("pytest-benchmark"))
-    if not Path(cli).is_file():
-        pytest.skip("pytest-benchmark is not installed (dev extra)")
+    cli = required.program("pytest-benchmark", install="pip install -e '.[dev]'")
     done = subprocess.run(
         [cli, "compare", str(first), str(second), "--columns", "median", "--sort", "name"],
         capture_output=True,

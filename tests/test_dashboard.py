@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import required
 from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 from store_data import GPU, make_result, nightly, write_run_folder
 
@@ -21,7 +21,6 @@ from trainperf.result import CaseResult
 from trainperf.store.db import Store, open_store
 from trainperf.store.history import RunInfo, record_case
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -237,16 +236,13 @@ def test_time_ticks_read_as_clock_times_within_a_day_and_months_over_a_year() ->
     assert [label for _, label in year][:2] == ["Mar 2026", "May"]  # every other month
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; .ci/run does)"
-)
 @pytest.mark.parametrize("page", ["index.html", f"cases/{CASES[0]}.html"])
 def test_pages_render_in_headless_chromium_without_script_errors(tmp_path: Path, page: str) -> None:
     site = make_site(tmp_path)
-    assert CHROMIUM is not None
+    chromium = required.chromium()
     dom = subprocess.run(
         [
-            CHROMIUM,
+            chromium,
             *FLAGS,
             f"--user-data-dir={tmp_path / 'profile'}",
             "--window-size=1400,1200",

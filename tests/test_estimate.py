@@ -58,55 +58,27 @@ def test_nf4_with_double_quantisation_costs_0127_bits_beyond_4() -> None:
     assert (NF4_BYTES_PER_PARAM - 0.5) * 8 == pytest.approx(0.127, abs=1e-3)
 
 
-BASELINES = sorted(p for p in (REPO_ROOT / "baselines").glob("h*/*.json"))
+def _estimated_baselines() -> list[Path]:
+    """The committed GPU baselines the estimate applies to: SFT cases through transformers that ran
+    (a cliff search has no single peak, other families are not estimated), chosen at collection so
+    that the skip count says what is missing, not what does not apply."""
+    chosen = []
+    for path in sorted((REPO_ROOT / "baselines").glob("h*/*.json")):
+        baseline = load_result(path)
+        if baseline.outcome == "ok" and not baseline.cliff and baseline.case.get("family") == "sft_hf":
+            chosen.append(path)
+    return chosen
 
 
-@pytest.mark.parametrize("path", BASELINES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("path", _estimated_baselines(), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_estimate_within_15_percent_of_the_measured_peak(path: Path) -> None:
     baseline = load_result(path)
-    if baseline.outcome != "ok":
-        pytest.skip(f"no peak to compare: outcome {baseline.outcome}")
     case = Case.from_dict(baseline.case)
-    if case.family != "sft_hf" or baseline.cliff:
-        pytest.skip(f"{case.family} is not estimated (or a cliff search: no single peak)")
     steps = baseline.runs[0]["steps_requested"]
     estimated = family_of(case.family).memory_estimate(case, steps)
-    if estimated is None:
-        assert case.strategy == "fsdp", "only FSDP's sharding is left out of the estimate"
-        pytest.skip("FSDP sharding is not modelled (measured: 10.2 GiB per rank against DDP's 16.5)")
+    if case.strategy == "fsdp":  # sharding is not modelled (measured: 10.2 GiB per rank against DDP's 16.5)
+        assert estimated is None
+        return
+    assert estimated is not None, "only FSDP's sharding is left out of the estimate"
     measured = baseline.metrics["peak_allocated_gib"].value
     assert abs(estimated.total_gib / measured - 1) <= 0.15, (estimated.total_gib, measured)
-
-
-def test_an_oom_is_a_lower_bound_judged_apart_from_the_measured_peaks() -> None:
-    from trainperf.plan.estimate import EstimateCheck, error_summary
-
-    measured = EstimateCheck(estimated_gib=11.0, measured_gib=10.0)
-    predicted_oom = EstimateCheck(305.1, 78.2, lower_bound=True, gpu_gib=79.2)
-    missed_oom = EstimateCheck(60.0, 78.2, lower_bound=True, gpu_gib=79.2)
-    assert predicted_oom.error is None and predicted_oom.consistent and not missed_oom.consistent
-    assert "lower bound" in predicted_oom.verdict() and "INCONSISTENT" in missed_oom.verdict()
-    assert EstimateCheck(80.0, 78.2, lower_bound=True).consistent  # GPU unknown: the bound itself
-    summary = error_summary([measured, predicted_oom, missed_oom])
-    assert "mean |error| 10.0%, max 10.0%" in summary
-    assert "2 OOM lower bound(s), 1 consistent" in summary
-
-
-def test_estimate_command_keeps_the_expected_oom_out_of_its_error(capsys: pytest.CaptureFixture[str]) -> None:
-    from trainperf.cli import main
-
-    assert main(["estimate", "--baselines", str(REPO_ROOT / "baselines")]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    ooms = [b for b in map(load_result, BASELINES) if b.outcome == "oom" and b.case["family"] == "sft_hf"]
-    assert ooms, "the committed GPU baselines hold an expected OOM"
-    for oom in ooms:
-        # What it held when it ran out, from its file: a lower bound, which the estimate must exceed.
-        oom_row = next(line for line in lines if oom.case_id in line)
-        held = oom.metrics["peak_allocated_gib"].value
-        assert f">={held:.2f}" in oom_row and "lower bound (OOM): consistent" in oom_row, oom_row
-        estimated = family_of("sft_hf").memory_estimate(
-            Case.from_dict(oom.case), oom.runs[0]["steps_requested"]
-        )
-        assert estimated is not None
-        assert f"max {abs(estimated.total_gib / held - 1):.0%}" not in lines[-1]  # kept out of the error
-    assert f"{len(ooms)} OOM lower bound(s), {len(ooms)} consistent" in lines[-1]

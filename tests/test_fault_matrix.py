@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import required
 from fault_drill import (
     FIRST,
     MOST_NEIGHBOURS,
@@ -222,7 +223,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A real 3 MiB filesystem (tmpfs): root and the mount command are needed, else the row is skipped."""
     disk = tmp_path / "disk"
     if os.geteuid() != 0 or not _tmpfs(disk, "3m"):
-        pytest.skip("needs root and mount(8) to make a small fixed-size filesystem")
+        required.missing("the disk-full row", "needs root and mount(8) to make a small fixed-size filesystem")
     yield disk
     subprocess.run(["umount", "-l", str(disk)], check=False)
 

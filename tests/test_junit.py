@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import required
 from store_data import make_result, nightly
 
 from trainperf.report.junit import junit_xml, property_recorder
@@ -18,12 +18,7 @@ SCHEMA = Path(__file__).parent / "data" / "junit" / "junit-10.xsd"
 
 def assert_valid_junit(path: Path) -> None:
     """Valid under junit-10.xsd, with the time, timestamp and hostname CI systems read."""
-    try:
-        import xmlschema
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("xmlschema is not installed under CI: pip install -e '.[dev]'")
-        pytest.skip("xmlschema is not installed: pip install -e '.[dev]'")
+    xmlschema = required.module("xmlschema", install="pip install -e '.[dev]'")
     xmlschema.XMLSchema(str(SCHEMA)).validate(str(path))
     for suite in ET.parse(path).getroot().iter("testsuite"):
         assert {"time", "timestamp", "hostname"} <= set(suite.attrib), suite.attrib
