@@ -124,6 +124,7 @@ def pytest_collection_modifyitems(
             case_of,
             lambda out: config.hook.pytest_deselected(items=out),
             config.option.markexpr,
+            (state.rootdir, bool(config.option.collectonly)),
         )
         state.settings = state.plan.settings
 
