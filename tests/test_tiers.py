@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -236,3 +237,14 @@ def test_items_the_catalogue_does_not_declare_are_planned_after_its_own(tmp_path
     planned = [entry.key for entry in class_entries(ROOT, "cpu", [(case.id, case)])]
     assert planned[-1] == case.id and len(planned) == len(class_entries(ROOT, "cpu")) + 1
     assert [entry.key for entry in class_entries(tmp_path, "cpu", [(case.id, case)])] == [case.id]
+
+
+def test_under_xdist_the_controller_says_the_workers_night_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "perf_tests", "-m", "cpu", "-k", "tiny-full-long", "-n", "2",
+         "-p", "no:cacheprovider", "--perf-night", "2026-11-26", "--perf-store", "off",
+         "--perf-output", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 5, done.stdout + done.stderr  # its night is a Wednesday: nothing runs
+    assert "trainperf: night 2026-11-26 Thu: 0 core + 0 rotating + 0 promoted of 1 cases" in done.stdout
