@@ -23,6 +23,15 @@ def pytest_run(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     )  # fmt: skip
 
 
+def collect(marker: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``pytest perf_tests -m MARKER --collect-only`` with the results history off."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "perf_tests", "-m", marker, "--collect-only", "-q",
+         "-p", "no:cacheprovider", "--perf-store", "off", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
 # The verdicts of two tiny cases that trained to the end, judged against baselines/cpu/: what this
 # host's speed against the baseline's host (or a neighbour, which the host CPU watch calls
 # `contaminated`) makes of them. These tests check the fleet (shards, merge, scheduler), not the

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fleet_runs import collect
 from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 
 from trainperf.cli import main
@@ -130,13 +131,19 @@ def make_shard(
     *,
     gpu_class: str = "cpu",
     commit: str = "c0ffee",
+    night: str | None = None,
 ) -> Path:
     run_dir = root / f"shard-{index}" / f"20261124-020000-{gpu_class}"
     (run_dir / "results").mkdir(parents=True)
     for path in CPU_BASELINES:
         if split_of.get(path.stem) == index:
             (run_dir / "results" / path.name).write_text(path.read_text())
-    fleet = {"shard": f"{index}/{count}", "split": {k: [v, 60.0, "baseline"] for k, v in split_of.items()}}
+    fleet: dict[str, Any] = {
+        "shard": f"{index}/{count}",
+        "split": {k: [v, 60.0, "baseline"] for k, v in split_of.items()},
+    }
+    if night is not None:
+        fleet["night"] = {"date": night, "tonight": sorted(split_of), "promoted": {}}
     session = {
         "started": f"2026-11-24T02:00:0{index}+00:00",
         "gpu_class": gpu_class,
@@ -161,6 +168,13 @@ def test_merge_refuses_shards_of_other_classes_or_checkouts(tmp_path: Path) -> N
     other = {key: 3 - index for key, index in halves().items()}
     with pytest.raises(TrainperfError, match="split the selection differently"):
         read_shards([one, make_shard(tmp_path / "d", 2, 2, other)])
+    friday = make_shard(tmp_path / "e", 1, 2, halves(), night="2026-11-27")
+    with pytest.raises(
+        TrainperfError, match=r"^shards of different nights: 2026-11-27 \(.*\) and 2026-11-28"
+    ):
+        read_shards([friday, make_shard(tmp_path / "f", 2, 2, halves(), night="2026-11-28")])
+    with pytest.raises(TrainperfError, match=r"^shards of different nights: 2026-11-27 \(.*\) and none"):
+        read_shards([friday, make_shard(tmp_path / "g", 2, 2, halves())])
 
 
 def test_merge_names_a_missing_shard_and_one_that_crashed(tmp_path: Path) -> None:
@@ -222,19 +236,11 @@ def test_merge_of_built_shards_writes_one_run_with_every_report(tmp_path: Path) 
     assert read_timeline(store, "cpu")[1] is False
 
 
-def collect(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "perf_tests", "-m", "cpu", "--collect-only", "-q",
-         "-p", "no:cacheprovider", "--perf-store", "off", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-
-
 def test_shards_of_the_cpu_cases_are_disjoint_and_cover_the_selection() -> None:
-    whole = {line for line in collect().stdout.splitlines() if "::" in line}
+    whole = {line for line in collect("cpu").stdout.splitlines() if "::" in line}
     parts: list[set[str]] = []
     for k in (1, 2, 3):
-        done = collect("--perf-shard", f"{k}/3")
+        done = collect("cpu", "--perf-shard", f"{k}/3")
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"trainperf: shard {k}/3: " in done.stdout and "expected" in done.stdout
         parts.append({line for line in done.stdout.splitlines() if "::" in line})
@@ -244,7 +250,7 @@ def test_shards_of_the_cpu_cases_are_disjoint_and_cover_the_selection() -> None:
 
 @pytest.mark.parametrize("text", ["3/2", "0/2", "a/b"])
 def test_a_bad_shard_stops_pytest_with_one_line(text: str) -> None:
-    done = collect("--perf-shard", text)
+    done = collect("cpu", "--perf-shard", text)
     assert done.returncode == 4
     errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and "--perf-shard" in errors[0]

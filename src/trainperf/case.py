@@ -18,6 +18,8 @@ Method = Literal["lora", "qlora", "full"]
 Strategy = Literal["ddp", "fsdp"]
 STRATEGIES = ("ddp", "fsdp")
 Expectation = Literal["ok", "oom", "config_error", "unknown"]
+Tier = Literal["core", "rotating"]
+TIERS = ("core", "rotating")
 
 
 class Outcome(str, Enum):
@@ -86,6 +88,10 @@ class Case:
     """Profile the last steps of every run of this case (as ``--perf-trace`` does for all cases).
     How a case is observed, not what it does: never part of the id."""
     notes: str = ""
+    tier: Tier | None = None
+    """How often a nightly plan (``--perf-night``) runs the case: ``core`` every night, ``rotating``
+    once a week; None takes the suite's rule (``plan.tiers``). How a case is scheduled, not what it
+    does: never part of the id."""
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     """Family-specific knobs as sorted (key, value) pairs; appended to the id when present."""
 
@@ -102,6 +108,8 @@ class Case:
             raise ValueError(f"unknown method {self.method!r}: use lora, qlora or full")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}: use {' or '.join(STRATEGIES)}")
+        if self.tier is not None and self.tier not in TIERS:
+            raise ValueError(f"unknown tier {self.tier!r}: use core, rotating or leave it to the rule (None)")
 
     @property
     def id(self) -> str:

@@ -22,7 +22,7 @@ from trainperf.report.terminal import (
     write_workers_summary,
 )
 from trainperf.run import interruption
-from trainperf.run.fleet import plan_session
+from trainperf.run.fleet import SessionPlan, plan_session
 from trainperf.run.session import (
     BaselinesFromWorkers,
     CaseCheck,
@@ -92,6 +92,14 @@ def pytest_configure_node(node: Any) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: the night's, shard's and budget's lines, from the first worker to finish."""
+    state = node.config.stash[STATE]
+    if state.plan is None and (lines := xdist.received_plan_lines(node)):
+        state.plan = SessionPlan(state.settings, lines)
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` for a run that selects trainperf cases on a GPU machine: one worker per visible GPU
     (xdist's default, one per core, for any other run)."""
@@ -124,8 +132,10 @@ def pytest_collection_modifyitems(
             case_of,
             lambda out: config.hook.pytest_deselected(items=out),
             config.option.markexpr,
+            (state.rootdir, bool(config.option.collectonly)),
         )
         state.settings = state.plan.settings
+        xdist.send_plan_lines(config, state.plan.lines)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from trainperf.measure.placement import visible_devices
 from trainperf.run.settings import Settings
 
 STAMP_KEY = "trainperf_run_stamp"
+PLAN_LINES_KEY = "trainperf_plan_lines"
 
 
 def worker_id(config: Any) -> str | None:
@@ -54,6 +55,19 @@ def shared_stamp(config: Any) -> str | None:
     """The controller's stamp as a worker sees it."""
     workerinput = getattr(config, "workerinput", None)
     return str(workerinput[STAMP_KEY]) if workerinput and STAMP_KEY in workerinput else None
+
+
+def send_plan_lines(config: Any, lines: list[str]) -> None:
+    """A worker: its session plan's lines (the night, the shard, the budget) go to the controller
+    with the output it sends as it finishes; the controller's terminal is the one shown."""
+    output = getattr(config, "workeroutput", None)
+    if output is not None:
+        output[PLAN_LINES_KEY] = list(lines)
+
+
+def received_plan_lines(node: Any) -> list[str]:
+    """The controller: the plan lines a finished worker sent (every worker plans alike)."""
+    return list((getattr(node, "workeroutput", None) or {}).get(PLAN_LINES_KEY) or [])
 
 
 def auto_workers() -> int | None:

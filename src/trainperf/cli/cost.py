@@ -4,12 +4,17 @@
 FOLDER: run folders (reports/<run>, the shards of one nightly, or a merged one), or a baselines class
 folder (baselines/<class>: one run per case, as a nightly would make). Give the folders of one
 nightly together; run it once per nightly to compare two.
+
+``--night DATE``: a baselines class folder's week of nights from DATE as ``--perf-night`` plans them
+(``run.night``): each case's tier and detection latency, each night's GPU-minutes; exit 1 when a night
+is projected over ``--night-budget``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="a baselines folder's cost if the nightly ran with --perf-plan-steps (each case's planned "
         "steps, the steps left out at the baseline's step time)",
+    )
+    parser.add_argument(
+        "--night",
+        metavar="DATE",
+        help="the week of nights from DATE (YYYY-MM-DD or today) as --perf-night plans them: each case's "
+        "tier and detection latency, each night's GPU-minutes (a baselines class folder)",
+    )
+    parser.add_argument(
+        "--night-budget",
+        type=float,
+        metavar="GPU_MINUTES",
+        help="with --night: the GPU-minutes a night may take; exit 1 when a night is projected over it",
+    )
+    parser.add_argument(
+        "--night-promote",
+        metavar="SOURCE",
+        help="with --night: count the cases these promote on every night (a run folder, a folder of run "
+        "folders, a file of case ids, or store: the results history)",
     )
     parser.add_argument("--json", action="store_true", help="the figures as JSON")
     parser.set_defaults(func=run)
@@ -71,10 +94,12 @@ def run(args: argparse.Namespace) -> int:
     cost = nightly_cost(results, counts, {case_id: plan.steps for case_id, plan in plans.items()})
     if plans and not args.json:
         print("\n".join(f"{case_id}: {plan.note}" for case_id, plan in sorted(plans.items()) if plan.note))
+    week = _week(args, results) if args.night else None
     if args.json:
         print(
             json.dumps(
                 {
+                    **({"night": week.figures} if week else {}),
                     "gpu_minutes": round(cost.total_min, 2),
                     "by_family": {k: round(v, 2) for k, v in cost.by_family.items()},
                     "wall_minutes_on": {str(k): round(v, 2) for k, v in cost.makespan_min.items()},
@@ -88,5 +113,27 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print("\n".join(cost_lines(cost)))
-    return 0
+        print("\n".join(cost_lines(cost) + (week.lines if week else [])))
+    return 1 if week and week.over else 0
+
+
+def _week(args: argparse.Namespace, results: list[Any]) -> Any:
+    from trainperf.plan.tiers import parse_night
+    from trainperf.run.night import project_week
+
+    folders = {folder.resolve() for folder in args.folders}
+    if len(folders) != 1 or not all(one_run for _result, one_run in results) or args.plan_steps:
+        raise TrainperfError(
+            "--night projects one baselines class folder (baselines/<class>) at full length: give one, "
+            "without --plan-steps"
+        )
+    try:
+        night = parse_night(args.night, datetime.now(timezone.utc).date())
+    except ValueError as exc:
+        raise TrainperfError(f"--night {exc}") from None
+    if args.night_budget is not None and args.night_budget <= 0:
+        raise TrainperfError(f"--night-budget {args.night_budget:g}: give the GPU-minutes a night may take")
+    return project_week(
+        [result for result, _ in results], folders.pop().name, night, args.night_budget, args.night_promote,
+        Path.cwd(),
+    )  # fmt: skip

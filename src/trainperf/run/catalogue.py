@@ -39,20 +39,27 @@ def params(cases: Iterable[Case]) -> list[Any]:
 def load_catalogue(root: Path) -> dict[str, Case]:
     """Every case the catalogue under ``root/perf_tests`` declares (its ``CASES`` lists and the
     cases of its ``CLIFFS``), by id: lets a command outside pytest name a case."""
+    return {case.id: case for _key, case in catalogue_items(root)}
+
+
+def catalogue_items(root: Path) -> list[tuple[str, Case]]:
+    """The catalogue's pytest items in the order pytest collects them: each case of a ``CASES`` list
+    by its id, then each ``CLIFFS`` entry's search by ``<case id>-cliff-<axis>``, file by file."""
     import importlib.util
 
     folder = root / "perf_tests"
     if not folder.is_dir():
         raise TrainperfError(f"no perf_tests/ under {root}: run this from the trainperf checkout")
-    cases: dict[str, Case] = {}
+    items: list[tuple[str, Case]] = []
     for path in sorted(folder.glob("test_*.py")):
         spec = importlib.util.spec_from_file_location(f"_trainperf_catalogue_{path.stem}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        declared = [*getattr(module, "CASES", []), *(entry[0] for entry in getattr(module, "CLIFFS", []))]
-        cases.update((case.id, case) for case in declared if isinstance(case, Case))
-    return cases
+        items += [(case.id, case) for case in getattr(module, "CASES", []) if isinstance(case, Case)]
+        cliffs = [entry for entry in getattr(module, "CLIFFS", []) if isinstance(entry[0], Case)]
+        items += [(f"{entry[0].id}-cliff-{entry[1]}", entry[0]) for entry in cliffs]
+    return items
 
 
 def find_case(root: Path, case_id: str) -> Case:

@@ -8,11 +8,13 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case
 from trainperf.families import family_of
 from trainperf.run.budget import Budget, by_value, values_from_timeline
+from trainperf.run.night import NightSession, keep_night
 from trainperf.run.ray_task import IN_RAY_TASK
 from trainperf.run.settings import Settings
 from trainperf.run.shard import (
@@ -45,9 +47,11 @@ def plan_session(
     case_of: Callable[[Any], Case | None],
     deselect: Callable[[list[Any]], None],
     markexpr: str = "",
+    night: tuple[Path, bool] | None = None,
 ) -> SessionPlan:
-    """Keep this shard's items (in ``items``, in place) and order them for the budget."""
-    if settings.shard is None and settings.budget is None:
+    """Keep the night's items (``--perf-night``; ``night``: the catalogue's root and whether the session
+    only lists), then this shard's (in ``items``, in place), and order them for the budget."""
+    if settings.shard is None and settings.budget is None and settings.night is None:
         return SessionPlan(settings)
     keyed = {id(item): item_key(case, item.callspec.params) for item in items if (case := case_of(item))}
     weighed_class = durations_class(gpu_class, markexpr, [c for item in items if (c := case_of(item))])
@@ -63,8 +67,11 @@ def plan_session(
 
     plan = SessionPlan(settings)
     record: dict[str, Any] = {}
+    if settings.night is not None:
+        session = NightSession(settings, weighed_class, *(night or (Path.cwd(), False)))
+        record["night"] = keep_night(items, keyed, case_of, session, deselect, plan.lines)
     if settings.shard is not None:
-        record = _keep_shard(items, keyed, parse_shard(settings.shard), weigh(shared), deselect, plan.lines)
+        record |= _keep_shard(items, keyed, parse_shard(settings.shard), weigh(shared), deselect, plan.lines)
     if settings.budget is not None:
         plan.budget = _order_for_budget(items, keyed, settings.budget, weigh(True), rows, plan.lines)
         record["budget_min"] = settings.budget

@@ -36,6 +36,8 @@ class ShardRun:
     """Every case of the whole selection and its shard."""
     sessions: list[dict[str, Any]]
     results: list[CaseResult]
+    night: str = ""
+    """``--perf-night``'s date, "" without one."""
 
     def cases(self) -> list[str]:
         return sorted(key for key, index in self.split.items() if index == self.shard.index)
@@ -72,6 +74,7 @@ def read_shard(run_dir: Path) -> ShardRun:
         split={key: int(entry[0]) for key, entry in fleet["split"].items()},
         sessions=sessions,
         results=results,
+        night=str((fleet.get("night") or {}).get("date") or ""),
     )
 
 
@@ -119,6 +122,7 @@ def _check_same(shards: list[ShardRun]) -> None:
             ("classes", first.gpu_class, other.gpu_class),
             ("checkouts", first.commit[:12], other.commit[:12]),
             ("shard counts", first.shard.count, other.shard.count),
+            ("nights", first.night or "none", other.night or "none"),
         ):
             if mine != theirs:
                 raise TrainperfError(

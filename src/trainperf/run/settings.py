@@ -70,6 +70,14 @@ def _shard(text: str) -> str:
     return str(parse_shard(text))
 
 
+def _night(text: str) -> str:
+    from datetime import datetime, timezone
+
+    from trainperf.plan.tiers import parse_night
+
+    return parse_night(text, datetime.now(timezone.utc).date()).isoformat()
+
+
 def _plant(text: str) -> str:
     from trainperf.traces.plant import parse_plant
 
@@ -219,6 +227,25 @@ OPTIONS: tuple[OptionSpec, ...] = (
         None,
         _positive_float,
     ),
+    OptionSpec(
+        "night",
+        "run the class's plan for this night (YYYY-MM-DD or today, UTC): its core tier, the rotating cases "
+        "of its weekday and the promoted ones; the rest is deselected (docs/fleet.md)",
+        None,
+        _night,
+    ),
+    OptionSpec(
+        "night_budget",
+        "GPU-minutes a night should take: the night's line says when its plan is over",
+        None,
+        _positive_float,
+    ),
+    OptionSpec(
+        "night_promote",
+        "where the night's promoted cases come from: store (the results history), a run folder, a folder of "
+        "run folders, a file of case ids, or off (default: store)",
+        None,
+    ),
 )
 
 
@@ -253,6 +280,10 @@ class Settings:
     history_runs: int = 10
     shard: str | None = None
     budget: float | None = None
+    night: str | None = None
+    """``--perf-night``: the night's date (ISO), ``today`` resolved."""
+    night_budget: float | None = None
+    night_promote: str | None = None
     fleet: dict[str, Any] | None = None
     """Recorded in run.json: the shard and the whole split (``run.fleet``), set at collection."""
 
