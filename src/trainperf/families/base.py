@@ -29,9 +29,15 @@ class LaunchMode(str, Enum):
 
 
 class Family:
-    """Rules shared by every family; a family overrides what its library does differently."""
+    """Rules shared by every family; a family overrides what its library does differently.
+
+    A family is added here alone: registered in ``FAMILIES`` (``families/__init__.py``), it names
+    its child module, and the child (``workloads/child.py``) finds it through the registry."""
 
     name: str = ""
+    child: str
+    """The child side's module, with ``run(spec, recorder) -> dict``: named, never imported by the
+    parent, so the parent never loads a training stack."""
     launch_mode: LaunchMode = LaunchMode.TORCHRUN
 
     def preflight(self, case: Case, python: str | None) -> None:

@@ -111,6 +111,7 @@ def trl_version_supported(version: str) -> bool:
 
 class RlTrl(Family):
     name = FAMILY
+    child = "trainperf.workloads.rl_trl"
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)
