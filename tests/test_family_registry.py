@@ -26,7 +26,7 @@ def _defines_run(path: Path) -> bool:
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_a_family_names_a_child_module_that_runs_it(name: str) -> None:
     family = FAMILIES[name]
-    assert family.name == name
+    assert family.name == name and family.kind in ("sft", "rl") and family.label
     # Found without importing it: the child modules import their training stack.
     spec = importlib.util.find_spec(family.child)
     assert spec is not None and spec.origin, f"{name}: no module {family.child}"
@@ -49,6 +49,7 @@ def test_a_family_registered_once_is_run_by_the_child(
     class Toy(Family):
         name = "toy"
         child = "toy_workload"
+        kind = "sft"
 
     monkeypatch.setitem(FAMILIES, "toy", Toy())
     result: dict[str, object] = {}
