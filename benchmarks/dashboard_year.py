@@ -25,7 +25,7 @@ from synthetic_history import write_nights
 
 from trainperf.report.dashboard import build_site
 from trainperf.run.ingest import ingest
-from trainperf.store.db import open_store
+from trainperf.store.interface import open_history_store
 
 BUILD_BUDGET_S = 3.0
 SITE_BUDGET_MB = 10.0
@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     write_nights(args.work / "runs", args.nights, args.cases)
-    store = open_store(f"sqlite:///{args.work / 'dashboard-year.sqlite'}")
+    store = open_history_store(f"sqlite:///{args.work / 'dashboard-year.sqlite'}")
     ingest(store, [args.work / "runs"], say=lambda _: None)  # adds nothing when already stored
     from trainperf.judge.changepoints import change_points
 

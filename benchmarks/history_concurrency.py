@@ -22,12 +22,11 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from synthetic_history import write_nights
 
 from trainperf.run.ingest import ingest
-from trainperf.store.db import open_store
-from trainperf.store.reads import list_runs
+from trainperf.store.interface import open_history_store
 
 
 def writer(url: str, folders: list[str]) -> tuple[int, list[str]]:
-    store = open_store(url, lock_timeout_s=30)
+    store = open_history_store(url, lock_timeout_s=30)
     try:
         report = ingest(store, [Path(f) for f in folders], say=lambda line: None)
         return report.cases_added, [str(p) for p in report.deferred]
@@ -41,14 +40,14 @@ def measure(url: str, label: str, groups: list[list[str]], cases: int) -> bool:
         done = pool.starmap(writer, [(url, group) for group in groups])
     seconds = time.perf_counter() - start
     left = [folder for _added, deferred in done for folder in deferred]
-    store = open_store(url)
-    stored = list_runs(store)
+    store = open_history_store(url)
+    stored = store.list_runs()
     expected = sum(len(g) for g in groups)
     keys = [run["run_key"] for run in stored]
     ok = len(stored) + len(left) == expected and len(set(keys)) == len(keys)
     if left:
         ingest(store, [Path(f) for f in left], say=lambda _: None)
-    final = len(list_runs(store))
+    final = len(store.list_runs())
     store.close()
     print(
         f"{label:11s} {len(groups)} writers x {len(groups[0])} runs ({cases} cases each): {seconds:6.1f} s; "

@@ -24,7 +24,7 @@ from synthetic_history import case_ids, write_nights
 
 from trainperf.report.dashboard import build_site
 from trainperf.run.ingest import ingest
-from trainperf.store.db import open_store
+from trainperf.store.interface import open_history_store
 
 
 def timed(label: str, action, target_s: float) -> float:  # type: ignore[no-untyped-def]
@@ -42,7 +42,7 @@ def timed(label: str, action, target_s: float) -> float:  # type: ignore[no-unty
 def measure(
     url: str, label: str, folders: list[Path], work: Path, ingest_target: float, cases: list[str]
 ) -> None:
-    store = open_store(url)
+    store = open_history_store(url)
     timed(
         f"ingest {len(folders)} runs into {label}",
         lambda: ingest(store, [work / "runs"], say=lambda _: None),
@@ -55,12 +55,12 @@ def measure(
     )
     timed(f"dashboard from {label}", lambda: build_site(store, work / f"site-{label}"), 15)
     from trainperf.judge.changepoints import change_points
-    from trainperf.store.series import history_points, series_of
+    from trainperf.store.series import series_of
 
     change_points([1.0] * 10)  # the libraries are imported before the clock starts, as in a warm process
     timed(
         f"history of {cases[0][:20]}... ({label}, query + change points)",
-        lambda: series_of(history_points(store, ["step_time_s"], case_id=cases[0]), "step_time_s"),
+        lambda: series_of(store.history_points(["step_time_s"], case_id=cases[0]), "step_time_s"),
         1,
     )
     store.close()

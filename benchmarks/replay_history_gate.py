@@ -28,9 +28,11 @@ from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
 from trainperf.measure.hardware import load_classes
 from trainperf.result import CaseResult
-from trainperf.store.db import Store, cases, open_store, runs
+from trainperf.store.db import Store, open_store
 from trainperf.store.history_baseline import pooled_baseline
-from trainperf.store.reads import StoredCase, stored_cases
+from trainperf.store.reads import stored_cases
+from trainperf.store.records import StoredCase
+from trainperf.store.schema import cases, runs
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,8 +24,9 @@ from trainperf.measure.nvml import Sample
 from trainperf.measure.ownership import OWNER_ENV, owner_tag, tag_of
 from trainperf.result import MetricValue
 from trainperf.store.db import open_store
-from trainperf.store.history import RunInfo, accepted, record_case, run_key
-from trainperf.store.series import history_points
+from trainperf.store.history import record_case
+from trainperf.store.records import RunInfo, accepted, run_key
+from trainperf.store.series_reads import history_points
 
 CASE = "sft_hf-qwen3_8b-lora-maxlen-b4"
 FOREIGN = {

@@ -19,7 +19,8 @@ from trainperf.report.dashboard import build_site
 from trainperf.report.trend_svg import time_ticks
 from trainperf.result import CaseResult
 from trainperf.store.db import Store, open_store
-from trainperf.store.history import RunInfo, record_case
+from trainperf.store.history import record_case
+from trainperf.store.records import RunInfo
 
 FLAGS = (
     "--headless",

@@ -186,3 +186,42 @@ def test_the_name_check_sees_a_spelled_path() -> None:
         'message = "rebuild summary.md from results/*.json"\n'
     )
     assert _spelled_names(source) == {"index.html", "results"}
+
+
+# The results history is reached through ``store.interface.HistoryStore``: only ``store/`` speaks
+# SQL, so a second back end replaces modules there and nothing else.
+SQL_LIBRARIES = ("sqlalchemy", "psycopg", "sqlite3")
+
+
+def _sql_imports(source: str) -> set[str]:
+    """The SQL libraries a module imports, at its top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found |= {name.split(".")[0] for name in names if name.split(".")[0] in SQL_LIBRARIES}
+    return found
+
+
+def test_only_the_store_speaks_sql() -> None:
+    speaking = {_name(path) for path in _modules() if _sql_imports(path.read_text())}
+    outside = sorted(name for name in speaking if not name.startswith("store."))
+    assert not outside, f"SQL outside store/: {outside}: go through trainperf.store.interface.HistoryStore"
+    # Nor does anything outside store/ import the modules that hold the SQL.
+    reaching = {}
+    for path in _modules():
+        if not _name(path).startswith("store.") and (names := sorted(set(_imports(path)) & speaking)):
+            reaching[_name(path)] = names
+    assert not reaching, f"SQL modules imported outside store/: {reaching}: use store.interface"
+
+
+def test_the_sql_check_sees_an_import() -> None:
+    source = (
+        "import sqlalchemy as sa\n"
+        "from sqlalchemy.engine import Connection\n"
+        "def read():\n    import psycopg\n"
+        "import json\n"
+        "from trainperf.store import db\n"
+    )
+    assert _sql_imports(source) == {"sqlalchemy", "psycopg"}

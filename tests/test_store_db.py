@@ -9,14 +9,8 @@ import pytest
 import sqlalchemy as sa
 from pg_server import pg_url, postgres_server  # noqa: F401
 
-from trainperf.store.db import (
-    SCHEMA_VERSION,
-    StoreError,
-    default_store_path,
-    open_store,
-    resolve_url,
-    schema_info,
-)
+from trainperf.store.db import SCHEMA_VERSION, open_store, schema_info
+from trainperf.store.interface import StoreError, default_store_path, resolve_url
 
 
 def test_url_precedence_reads_straight_down(tmp_path: Path) -> None:

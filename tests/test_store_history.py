@@ -11,9 +11,10 @@ from store_data import GPU, make_result, nightly
 from trainperf.judge.compare import compare_case
 from trainperf.judge.metrics import METRICS
 from trainperf.store.db import Store, open_store
-from trainperf.store.history import RunInfo, record_case, run_key, runner_label
+from trainperf.store.history import record_case
 from trainperf.store.history_baseline import choose_baseline, history_baseline
 from trainperf.store.reads import stored_cases
+from trainperf.store.records import RunInfo, run_key, runner_label
 
 CASE = "sft_hf-qwen3_8b-lora-maxlen-b4"
 
@@ -102,7 +103,7 @@ def test_a_new_driver_under_the_same_label_is_an_environment_change_not_pooled(s
 
 
 def test_a_planted_slowdown_is_stored_but_kept_out_of_the_series(store: Store) -> None:
-    from trainperf.store.series import history_points
+    from trainperf.store.series_reads import history_points
 
     for day in range(3):
         _night(store, day, 0.5)
@@ -141,7 +142,8 @@ def _night_of(store: Store, day: int, step_s: float, steps: int) -> None:
 
 
 def test_a_series_breaks_where_the_measured_steps_change_and_finds_changes_within(store: Store) -> None:
-    from trainperf.store.series import history_points, series_of
+    from trainperf.store.series import series_of
+    from trainperf.store.series_reads import history_points
 
     # 40-step nights, then planned 12-step nights whose first-steps rate reads 20% lower by itself,
     # then a real 15% drop within the 12-step stretch.

@@ -81,6 +81,7 @@ def test_attention_length_weights_long_samples() -> None:
 def _inputs(**changes) -> LimitInputs:
     base = {
         "family": "sft_hf",
+        "kind": "sft",
         "method": "full",
         "gpus": 1,
         "shape": _shape("qwen3_tiny"),
@@ -120,7 +121,7 @@ def test_cpu_class_has_no_peak_so_mfu_is_not_made_up() -> None:
 
 
 def test_rl_and_emulated_cases_say_why() -> None:
-    rl = case_limits(_inputs(family="rl_verl", framework_mfu=0.412))
+    rl = case_limits(_inputs(family="rl_verl", kind="rl", framework_mfu=0.412))
     assert rl["mfu"] is None and "generation" in rl["mfu_note"]
     assert mfu_cell(rl) == "41.2% (verl)"
     emulated = case_limits(_inputs(emulated="maxq"))

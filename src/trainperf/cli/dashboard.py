@@ -9,6 +9,7 @@ from typing import Any
 
 from trainperf.errors import TrainperfError
 from trainperf.paths import PAGE_FILE
+from trainperf.store.interface import open_history_store, resolve_url
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -60,19 +61,15 @@ def since_of(text: str | None, now: datetime | None = None) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
+    # Imported here: the parser imports every subcommand, and only this one draws the site.
     from trainperf.report.dashboard import build_site
-    from trainperf.store.db import open_store, resolve_url
 
     since = since_of(args.since)
     if args.runs is not None and not args.runs.is_dir():
         raise TrainperfError(
             f"--runs {args.runs} is not a folder: name the folder that holds the run folders"
         )
-    store = open_store(resolve_url(args.store), create=False)
-    try:
+    with open_history_store(resolve_url(args.store), create=False) as store:
         count = build_site(store, args.output, reports_url=args.reports_url, runs_root=args.runs, since=since)
-    finally:
-        store.close()
     print(f"{args.output / PAGE_FILE}: {count} case page(s)")
     return 0

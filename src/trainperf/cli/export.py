@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from trainperf.cli.output import PIPE_CLOSED, PipeClosed, emit
 from trainperf.errors import TrainperfError
+from trainperf.store.interface import HistoryStore, open_history_store, resolve_url
 
 if TYPE_CHECKING:
     from trainperf.report.interchange import RunCases
-    from trainperf.store.db import Store
 
 TEXTFILE_NAME = "trainperf.prom"
 
@@ -55,10 +55,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def selected_runs(store: Store, which: str) -> list[dict[str, Any]]:
-    from trainperf.store.reads import list_runs
-
-    stored = list_runs(store)
+def selected_runs(store: HistoryStore, which: str) -> list[dict[str, Any]]:
+    stored = store.list_runs()
     if not stored:
         raise TrainperfError("the results store holds no run: `trainperf ingest RUN_DIR` first")
     if which == "latest":
@@ -88,16 +86,9 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
-    from trainperf.store.db import open_store, resolve_url
-    from trainperf.store.reads import run_cases
-
     _check(args)
-    store = open_store(resolve_url(args.store), create=False)
-    try:
-        chosen = [(r, run_cases(store, r["run_key"])) for r in selected_runs(store, args.run)]
-    finally:
-        store.close()
+    with open_history_store(resolve_url(args.store), create=False) as store:
+        chosen = [(r, store.run_cases(r["run_key"])) for r in selected_runs(store, args.run)]
     left_out = sum(case.verdict == "contaminated" for _run, found in chosen for case in found)
     if left_out:
         print(f"{left_out} contaminated result(s): their figures are not exported", file=sys.stderr)

@@ -16,15 +16,15 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trainperf.cli.output import PIPE_CLOSED, PipeClosed, emit
 from trainperf.errors import TrainperfError
 from trainperf.judge.changepoints import MIN_SEGMENT
 from trainperf.judge.fingerprint import environment_changes
-
-if TYPE_CHECKING:
-    from trainperf.store.series import Point, Series
+from trainperf.store.interface import HistoryStore, open_history_store, resolve_url
+from trainperf.store.records import LeftOut, Point
+from trainperf.store.series import Series, series_of
 
 DEFAULT_METRIC = "step_time_s"
 RUNS_FOR_A_CHANGE_POINT = 2 * MIN_SEGMENT
@@ -64,20 +64,13 @@ class CaseHistory:
 
 
 def case_series(args: argparse.Namespace) -> CaseHistory:
-    # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
-    from trainperf.store.db import open_store, resolve_url
-    from trainperf.store.series import history_points, series_of
-
-    store = open_store(resolve_url(args.store), create=False)
-    try:
-        points = history_points(store, [args.metric] if args.metric else _all_metrics(), case_id=args.case)
-        left_out = [r for r in left_out_results(store, args.case) if args.runner in (None, r.runner)]
+    with open_history_store(resolve_url(args.store), create=False) as store:
+        points = store.history_points([args.metric] if args.metric else _all_metrics(), case_id=args.case)
+        left_out = [r for r in store.left_out(args.case) if args.runner in (None, r.runner)]
         if not points:
             raise TrainperfError(_no_series(store, args.case, left_out))
         metric = args.metric or _default_metric(points)
         verdicts = metric_verdicts(store, args.case, metric)
-    finally:
-        store.close()
     found = [s for s in series_of(points, metric) if args.runner in (None, s.runner)]
     if not found:
         have = sorted({name for p in points for name in p.values})
@@ -94,7 +87,7 @@ def _all_metrics() -> list[str]:
     return list(METRICS)
 
 
-def _default_metric(points: list[Any]) -> str:
+def _default_metric(points: list[Point]) -> str:
     have = {name for p in points for name in p.values}
     if DEFAULT_METRIC in have:
         return DEFAULT_METRIC
@@ -102,7 +95,7 @@ def _default_metric(points: list[Any]) -> str:
     return cliffs[0] if cliffs else min(have, default=DEFAULT_METRIC)
 
 
-def _no_series(store: Any, case_id: str, left_out: list[LeftOut]) -> str:
+def _no_series(store: HistoryStore, case_id: str, left_out: list[LeftOut]) -> str:
     """Why a case has no series: every stored result was kept out of it, or no such case."""
     if left_out:
         kinds = ", ".join(f"{n} {why}" for why, n in sorted(Counter(r.why for r in left_out).items()))
@@ -116,70 +109,22 @@ def _no_series(store: Any, case_id: str, left_out: list[LeftOut]) -> str:
     return _unknown_case(store, case_id)
 
 
-def _unknown_case(store: Any, case_id: str) -> str:
-    import sqlalchemy as sa
-
-    from trainperf.store.db import cases
-
-    with store.reading() as conn:
-        known = [row[0] for row in conn.execute(sa.select(cases.c.case_id).distinct())]
+def _unknown_case(store: HistoryStore, case_id: str) -> str:
+    known = store.case_ids()
     close = difflib.get_close_matches(case_id, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}" if close else f" ({len(known)} cases stored)"
     return f"no stored result of case {case_id!r} in the store{hint}"
 
 
-@dataclass(frozen=True, slots=True)
-class LeftOut:
-    """A stored result of the case that no series holds."""
-
-    created: str
-    runner: str
-    run_dir: str | None
-    why: str
-
-
-def left_out_results(store: Any, case_id: str) -> list[LeftOut]:
-    """The case's contaminated results and planted slowdowns, oldest first (the series leave them out)."""
-    import sqlalchemy as sa
-
-    from trainperf.store.db import cases, runs
-
-    query = (
-        sa.select(cases.c.created, runs.c.runner, runs.c.run_dir, cases.c.verdict, cases.c.planted)
-        .join(runs, runs.c.id == cases.c.run_id)
-        .where(cases.c.case_id == case_id, cases.c.variant == "")
-        .where(sa.or_(cases.c.verdict == "contaminated", cases.c.planted != 0))
-        .order_by(runs.c.started, cases.c.seq, cases.c.id)
-    )
-    with store.reading() as conn:
-        return [
-            LeftOut(created, runner, run_dir, "planted slowdown" if planted else "contaminated")
-            for created, runner, run_dir, verdict, planted in conn.execute(query)
-        ]
-
-
-def metric_verdicts(store: Any, case_id: str, metric: str) -> dict[tuple[str, str], str | None]:
+def metric_verdicts(store: HistoryStore, case_id: str, metric: str) -> dict[tuple[str, str], str | None]:
     """(run key, created) -> the metric's own verdict: as stored with the metric, else read from
     the result file (results stored before the metric's verdict was kept), else None."""
-    import sqlalchemy as sa
-
-    from trainperf.store.db import cases, metrics, runs
-
-    query = (
-        sa.select(runs.c.run_key, cases.c.created, metrics.c.detail, cases.c.result_path)
-        .join(runs, runs.c.id == cases.c.run_id)
-        .join(metrics, metrics.c.case_row == cases.c.id)
-        .where(cases.c.case_id == case_id, metrics.c.name == metric)
-    )
-    with store.reading() as conn:
-        rows = list(conn.execute(query))
-    found: dict[tuple[str, str], str | None] = {}
-    for run_key, created, detail, result_path in rows:
-        if isinstance(detail, dict) and "verdict" in detail:
-            found[(run_key, created)] = detail["verdict"]
-        else:  # stored before the verdict was kept with the metric
-            found[(run_key, created)] = _verdict_in_file(result_path, metric)
-    return found
+    return {
+        (found.run_key, found.created): found.verdict
+        if found.stored
+        else _verdict_in_file(found.result_path, metric)
+        for found in store.metric_verdicts(case_id, metric)
+    }
 
 
 def _verdict_in_file(result_path: str | None, metric: str) -> str | None:

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainperf.store.interface import open_history_store, resolve_url, shown
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -37,13 +39,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
+    # Imported here: the parser imports every subcommand, and only this one needs the run side.
     from trainperf.run.ingest import ingest
-    from trainperf.store.db import open_store, resolve_url, shown
 
     url = resolve_url(args.store)
-    store = open_store(url)
-    try:
+    with open_history_store(url) as store:
         report = ingest(
             store,
             args.run_dirs,
@@ -51,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
             say=(lambda _line: None) if args.quiet else print,
             warn=lambda line: print(f"trainperf: {line}", file=sys.stderr),
         )
-    finally:
-        store.close()
     print(f"{shown(url)}: {report.line()}")
     for line in report.skipped:
         print(f"  skipped: {line}")

@@ -67,18 +67,14 @@ def _store(url: str | None, shards: list[Any], nightly: Any) -> str:
         return ""
     from trainperf.errors import TrainperfError
     from trainperf.run.ingest import ingest
-    from trainperf.store.db import open_store, resolve_url, shown
-    from trainperf.store.history import write_run
+    from trainperf.store.interface import open_history_store, resolve_url, shown
 
     resolved = resolve_url(url)
     try:
-        store = open_store(resolved)
+        store = open_history_store(resolved)
     except TrainperfError as exc:
         return f"; not recorded in the results history ({exc}): `trainperf ingest` the shards later"
-    try:
+    with store:
         report = ingest(store, [s.folder for s in shards], say=lambda _line: None)
-        with store.writing() as conn:
-            write_run(conn, nightly)
-    finally:
-        store.close()
+        store.write_run(nightly)
     return f", recorded in {shown(resolved)} ({report.line()})"

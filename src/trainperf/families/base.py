@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
@@ -28,10 +28,27 @@ class LaunchMode(str, Enum):
     """One process that sees every GPU of the case and spreads over them itself (verl's Ray workers)."""
 
 
+FamilyKind = Literal["sft", "rl"]
+
+
 class Family:
-    """Rules shared by every family; a family overrides what its library does differently."""
+    """Rules shared by every family; a family overrides what its library does differently.
+
+    A family is added under ``families/`` alone: registered in ``FAMILIES`` (``__init__.py``), it names
+    its child module, and the child (``workloads/child.py``) finds it through the registry."""
 
     name: str = ""
+    child: str
+    """The child side's module, with ``run(spec, recorder) -> dict``: named, never imported by the
+    parent, so the parent never loads a training stack."""
+    kind: FamilyKind
+    """``sft``: a step trains on the batch it is given; ``rl``: a step also generates its batch
+    (rollouts), which a training FLOPs count does not describe."""
+    label: str = ""
+    """The family's library as the reports name it (``HF``, ``unsloth``)."""
+    compared_methods: tuple[str, ...] = ()
+    """The methods E2's side-by-side comparison (``report/side_by_side.py``) shows this family in,
+    a row each."""
     launch_mode: LaunchMode = LaunchMode.TORCHRUN
 
     def preflight(self, case: Case, python: str | None) -> None:

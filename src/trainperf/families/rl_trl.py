@@ -111,6 +111,9 @@ def trl_version_supported(version: str) -> bool:
 
 class RlTrl(Family):
     name = FAMILY
+    child = "trainperf.workloads.rl_trl"
+    kind = "rl"
+    label = "TRL"
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)

@@ -14,6 +14,10 @@ from trainperf.synth.profiles import load_profile
 
 class SftHf(Family):
     name = "sft_hf"
+    child = "trainperf.workloads.sft_hf"
+    kind = "sft"
+    label = "HF"
+    compared_methods: tuple[str, ...] = ("lora", "qlora")
     data_sized_by_steps = True
 
     def preflight(self, case: Case, python: str | None) -> None:
@@ -31,6 +35,9 @@ class SftHf(Family):
 
 class SftUnsloth(SftHf):
     name = "sft_unsloth"
+    child = "trainperf.workloads.sft_unsloth"
+    label = "unsloth"
+    compared_methods = ("qlora",)
 
     def memory_estimate(self, case: Case, steps: int) -> MemoryEstimate | None:
         # Not modelled: unsloth offloads checkpointed activations to the host (its Qwen3-8B QLoRA

@@ -16,14 +16,14 @@ from typing import Any
 
 from trainperf.plan.flops import ModelShape, TokenFlops, kwh_per_million_tokens, mfu, token_flops
 
-SFT_FAMILIES = ("sft_hf", "sft_unsloth")
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LimitInputs:
     """What the limits of one measured case are computed from."""
 
     family: str
+    kind: str
+    """The family's kind (``Family.kind``): only an ``sft`` step is the training the formula counts."""
     method: str
     gpus: int
     shape: ModelShape | None
@@ -42,7 +42,7 @@ class LimitInputs:
 
 
 def _flops(inputs: LimitInputs) -> tuple[TokenFlops | None, str]:
-    if inputs.family not in SFT_FAMILIES:
+    if inputs.kind != "sft":
         return (
             None,
             f"n/a: a {inputs.family} step includes generation, which the training formula does not count",

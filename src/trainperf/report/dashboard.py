@@ -30,9 +30,9 @@ from trainperf.report.trend_model import (
     on_line,
     red_streaks,
 )
-from trainperf.report.trend_read import explanation, read_runs
+from trainperf.report.trend_read import explanation
 from trainperf.report.trend_svg import COLOURS
-from trainperf.store.db import Store
+from trainperf.store.interface import HistoryStore
 
 HEADLINE = (
     ("step_time_s", "step time (s)"),
@@ -81,7 +81,7 @@ def metric_names() -> list[str]:
 
 
 def build_site(
-    store: Store,
+    store: HistoryStore,
     output: Path,
     *,
     reports_url: str | None = None,
@@ -90,7 +90,7 @@ def build_site(
 ) -> int:
     """Write the site under ``output`` for the runs started at or after ``since`` (all by default);
     returns the number of case pages."""
-    trends = build_trends(read_runs(store, metric_names(), since), metric_names())
+    trends = build_trends(store.stored_runs(metric_names(), since=since), metric_names())
     (output / "cases").mkdir(parents=True, exist_ok=True)
     links = Links(output / "cases", reports_url, runs_root)
     pages = {}

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from trainperf.paths import PAGE_FILE
 from trainperf.report.trend_model import CaseTrend, environment_at, kind_of
-from trainperf.report.trend_read import StoredRun, run_folder
+from trainperf.report.trend_read import run_folder
 from trainperf.report.trend_svg import COLOURS, WIDTH, marker, run_xs, trend_plot
+from trainperf.store.records import StoredRun
 
 FLAGGED_ROWS = 40
 """The newest runs that are not a plain pass listed under a case's plots."""

@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from trainperf.judge.metrics import METRICS
-from trainperf.store.reads import StoredCase
+from trainperf.store.records import StoredCase
 
 GIB = 2**30
 CONTAMINATED = "contaminated"

@@ -11,13 +11,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainperf.errors import TrainperfError
+from trainperf.families import FAMILIES
 from trainperf.report.table import align, format_value
 from trainperf.result import CaseResult
 
-METHODS = (
-    ("sft_hf", "lora", "HF LoRA"),
-    ("sft_hf", "qlora", "HF QLoRA"),
-    ("sft_unsloth", "qlora", "unsloth QLoRA"),
+METHOD_LABELS = {"lora": "LoRA", "qlora": "QLoRA"}
+# (family, method, row label): each SFT family in the methods it is compared in, as it declares.
+METHODS = tuple(
+    (family.name, method, f"{family.label} {METHOD_LABELS[method]}")
+    for family in FAMILIES.values()
+    if family.kind == "sft"
+    for method in family.compared_methods
 )
 REFERENCE = "HF QLoRA"
 SHOWN = ("step_time_s", "tokens_per_s", "samples_per_hour", "peak_allocated_gib", "energy_per_token_j")
@@ -113,9 +117,11 @@ def table(results: Sequence[CaseResult]) -> list[list[str]]:
 def render(results: Sequence[CaseResult]) -> str:
     body = table(results)
     if not body:
+        labels = [label for _, _, label in METHODS]
+        families = list(dict.fromkeys(family for family, _, _ in METHODS))
         raise TrainperfError(
-            "no HF LoRA, HF QLoRA or unsloth QLoRA results to put side by side: give runs with sft_hf and "
-            "sft_unsloth cases"
+            f"no {', '.join(labels[:-1])} or {labels[-1]} results to put side by side: give runs with "
+            f"{' and '.join(families)} cases"
         )
     gpu_class = results[0].gpu_class
     note = (

@@ -1,8 +1,9 @@
 """The dashboard's reading of a case's stored runs: levels, change points, tolerance, what went red.
 
-Pure: it takes the runs ``trend_read`` found and returns what the pages draw. A run is drawn on
-its case's line when it measured something trustworthy (it ran, was not contaminated, no slowdown
-was planted in it); every other stored run is still drawn, as a marker of its own kind.
+Pure: it takes the runs the store found (``HistoryStore.stored_runs``) and returns what the pages
+draw. A run is drawn on its case's line when it measured something trustworthy (it ran, was not
+contaminated, no slowdown was planted in it); every other stored run is still drawn, as a marker of
+its own kind.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 from trainperf.judge import stats
 from trainperf.judge.changepoints import ChangePoint
 from trainperf.judge.metrics import METRICS, Direction
-from trainperf.report.trend_read import StoredRun
-from trainperf.store.series import Point, all_series, environment_steps
+from trainperf.store.records import StoredRun
+from trainperf.store.series import all_series, environment_steps
 
 RED = ("regressed", "outcome-changed", "config-changed")
 BASELINE_RUNS = 10
@@ -136,7 +137,7 @@ def build_trends(runs: Sequence[StoredRun], metric_names: Sequence[str]) -> list
 def _add_metrics(trend: CaseTrend, metric_names: Sequence[str]) -> None:
     """Each metric's trend over the runs on the line. A metric with one value throughout (memory
     figures often are) has no change point by definition: only the others go through detection."""
-    line = [(i, _point(run)) for i, run in enumerate(trend.runs) if trend.kinds[i] in LINE_KINDS]
+    line = [(i, run) for i, run in enumerate(trend.runs) if trend.kinds[i] in LINE_KINDS]
     index_of = {id(point): i for i, point in line}
     varying: list[str] = []
     constant: list[str] = []
@@ -191,23 +192,6 @@ def epoch(started: str) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.timestamp()
-
-
-def _point(run: StoredRun) -> Point:
-    return Point(
-        run_key=run.run_key,
-        started=run.started,
-        runner=run.runner,
-        runner_env=run.runner_env,
-        case_id=run.case_id,
-        created=run.created,
-        outcome=run.outcome,
-        verdict=run.verdict,
-        run_dir=run.run_dir,
-        fingerprint=run.fingerprint,
-        steps=run.steps,
-        values=run.values,
-    )
 
 
 def _metric_trend(

@@ -192,7 +192,7 @@ def _write_run_file(
 def _recorded_settings(settings: Settings, run_dir: Path) -> dict[str, Any]:
     """The settings as ``run.json`` records them: paths relative to the run folder or the project
     (``paths.portable``), the store's URL without a password."""
-    from trainperf.store.db import shown
+    from trainperf.store.interface import shown
 
     recorded = asdict(settings)
     for key in ("output", "baselines", "resume", "python"):

@@ -19,8 +19,8 @@ from trainperf.run.settings import Settings
 from trainperf.store.baselines import describe_file_baseline
 
 if TYPE_CHECKING:
-    from trainperf.store.db import Store
-    from trainperf.store.history import RunInfo
+    from trainperf.store.interface import HistoryStore
+    from trainperf.store.records import RunInfo
 
 STORE_OFF = ("off", "none")
 """``--perf-store off``: no results history at all (the run folder only)."""
@@ -33,7 +33,7 @@ class SessionHistory:
     settings: Settings
     """The session's settings: --perf-store, --perf-baseline, --perf-runner, --perf-history-runs."""
     run_dir: Path
-    store: Store | None = None
+    store: HistoryStore | None = None
     run: RunInfo | None = None
     problem: str | None = None
     """Why nothing is read from or written to the store (one line), None while it works."""
@@ -69,10 +69,8 @@ class SessionHistory:
         """Write a finished case; on failure, say once how to load the run folder later."""
         if self.store is None or self.run is None:
             return
-        from trainperf.store.history import record_case
-
         try:
-            record_case(self.store, self.run, result, str(result_path) if result_path else None)
+            self.store.record_case(self.run, result, str(result_path) if result_path else None)
             self.recorded += 1
         except TrainperfError as exc:
             self._lost(str(exc))
@@ -93,11 +91,8 @@ class SessionHistory:
             return
         from dataclasses import replace
 
-        from trainperf.store.history import write_run
-
         try:
-            with self.store.writing() as conn:
-                write_run(conn, replace(self.run, ended=ended))
+            self.store.write_run(replace(self.run, ended=ended))
         except TrainperfError as exc:
             self._lost(str(exc))
 
@@ -106,7 +101,7 @@ class SessionHistory:
         self.finish(ended)
         lines = list(self.lines)
         if self.store is not None and self.run is not None and self.recorded:
-            from trainperf.store.db import shown
+            from trainperf.store.interface import shown
 
             lines.append(
                 f"trainperf: {self.recorded} case(s) recorded in the results history {shown(self.store.url)} "
@@ -130,14 +125,14 @@ def open_history(
     if (settings.store or "").strip().lower() in STORE_OFF:
         history.problem = "--perf-store off"
         return history
+    from trainperf.store.interface import open_history_store, resolve_url
+    from trainperf.store.records import RunInfo, run_key, runner_label
+
     try:
-        from trainperf.store.db import open_store, resolve_url
-        from trainperf.store.history import RunInfo, run_key, runner_label
+        history.store = open_history_store(resolve_url(settings.store))
     except ImportError as exc:  # the store's libraries are an install away
         history._lost(f"{exc.name} is not installed: pip install 'trainperf[store]'")
         return history
-    try:
-        history.store = open_store(resolve_url(settings.store))
     except TrainperfError as exc:
         history._lost(str(exc))
         return history

@@ -25,16 +25,8 @@ from trainperf.measure.nvml import read_samples
 from trainperf.paths import BENCHMARK_FILE, CASES_DIR, TRACES_DIR
 from trainperf.result import SCHEMA_VERSION, CaseResult
 from trainperf.run.folder import RunFolder
-from trainperf.store.db import Store, StoreBusy
-from trainperf.store.history import (
-    CaseItem,
-    RunInfo,
-    run_key,
-    runner_label,
-    stored_case_count,
-    write_cases,
-    write_run,
-)
+from trainperf.store.interface import HistoryStore, StoreBusy
+from trainperf.store.records import CaseItem, RunInfo, run_key, runner_label
 from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, read_child_result
 
 FIDELITY_STATE = "fidelity.json"
@@ -137,7 +129,7 @@ def _load_results(files: Sequence[Path], skipped: list[str]) -> list[tuple[Path,
 
 
 def ingest(
-    store: Store,
+    store: HistoryStore,
     paths: Sequence[Path],
     *,
     runner: str | None = None,
@@ -160,7 +152,7 @@ def ingest(
 
 
 def _ingest_one(
-    store: Store,
+    store: HistoryStore,
     run_dir: Path,
     runner: str | None,
     report: IngestReport,
@@ -257,23 +249,22 @@ def run_info(
     )
 
 
-def _ingest_results(store: Store, run_dir: Path, runner: str | None, skipped: list[str]) -> tuple[int, int]:
+def _ingest_results(
+    store: HistoryStore, run_dir: Path, runner: str | None, skipped: list[str]
+) -> tuple[int, int]:
     run = RunFolder(run_dir)
     files = _candidates(run.results_dir if run.is_run() else run_dir)
     if sessions_of(run_dir):
         info = run_info(run_dir, [], runner)
-        with store.reading() as conn:
-            if stored_case_count(conn, info.run_key) >= len(files) > 0:
-                return 0, len(files)  # every result of this run is stored: nothing to parse
+        if store.stored_case_count(info.run_key) >= len(files) > 0:
+            return 0, len(files)  # every result of this run is stored: nothing to parse
     results = sorted(_load_results(files, skipped), key=lambda item: item[1].created)
     added = 0
     for group in _run_groups(run_dir, results):
         info = run_info(run_dir, [r for _, r in group], runner)
-        with store.writing() as conn:
-            run_row = write_run(conn, info)
-            added += write_cases(
-                conn, run_row, [CaseItem(r, str(p.resolve()), seq=i) for i, (p, r) in enumerate(group)]
-            )
+        added += store.write_cases(
+            info, [CaseItem(r, str(p.resolve()), seq=i) for i, (p, r) in enumerate(group)]
+        )
     return added, len(results) - added
 
 
@@ -288,7 +279,7 @@ def _run_groups(run_dir: Path, results: list[tuple[Path, CaseResult]]) -> list[l
     return list(groups.values())
 
 
-def _ingest_fidelity(store: Store, run_dir: Path, runner: str | None) -> tuple[int, int]:
+def _ingest_fidelity(store: HistoryStore, run_dir: Path, runner: str | None) -> tuple[int, int]:
     """Each fresh child of a fidelity run as one result of its case, in launch order."""
     try:
         state = json.loads((run_dir / FIDELITY_STATE).read_text())
@@ -312,8 +303,7 @@ def _ingest_fidelity(store: Store, run_dir: Path, runner: str | None) -> tuple[i
             result.case_id = f"{result.case_id}@{BARE_LABEL}"
         variant = _series_variant(entry["label"] if entry["label"] != BARE_LABEL else "")
         items.append(CaseItem(result, str((run_dir / entry["dir"]).resolve()), variant=variant, seq=seq))
-    with store.writing() as conn:
-        added = write_cases(conn, write_run(conn, info), items)
+    added = store.write_cases(info, items)
     return added, len(items) - added
 
 

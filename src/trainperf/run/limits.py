@@ -44,7 +44,8 @@ def _metric(result: CaseResult, name: str) -> float | None:
 
 def limit_inputs(case: Case, result: CaseResult, gpu_class: GpuClass) -> LimitInputs:
     steps = requested_steps(result) or 0
-    per_step = family_of(case.family).samples_per_step(case)
+    family = family_of(case.family)
+    per_step = family.samples_per_step(case)
     try:
         shape = model_shape(load_model_fixture(case.model)["config"])
     except TrainperfError:
@@ -54,6 +55,7 @@ def limit_inputs(case: Case, result: CaseResult, gpu_class: GpuClass) -> LimitIn
     lora = trainable or (case.lora_r * shape.lora_per_rank if shape else 0)
     return LimitInputs(
         family=case.family,
+        kind=family.kind,
         method=case.method,
         gpus=case.gpus,
         shape=shape,

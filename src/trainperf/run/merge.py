@@ -23,7 +23,7 @@ from trainperf.result import CaseResult
 from trainperf.run.folder import RunFolder
 from trainperf.run.ingest import sessions_of
 from trainperf.run.shard import Shard, parse_shard
-from trainperf.store.history import RunInfo, run_key, runner_label
+from trainperf.store.records import RunInfo, run_key, runner_label
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,8 +108,7 @@ def store_results(
     store_url: str | None, gpu_class: str, night: date, shard: bool
 ) -> tuple[list[LastResult], str]:
     """The class's stored results before the night, and a note where none could be read."""
-    from trainperf.store.db import open_store, resolve_url
-    from trainperf.store.verdicts import class_verdicts
+    from trainperf.store.interface import open_history_store, resolve_url
 
     url = resolve_url(store_url)
     if shard and not url.startswith("postgresql"):
@@ -118,11 +117,11 @@ def store_results(
             "--perf-night-promote a folder or file that every shard reads, or a PostgreSQL --perf-store"
         )
     try:
-        store = open_store(url, create=False)
+        store = open_history_store(url, create=False)
     except TrainperfError as exc:
         return [], f"the results history could not be read ({str(exc).split(':')[0]})"
     try:
-        rows = class_verdicts(store, gpu_class, before=night.isoformat())
+        rows = store.class_verdicts(gpu_class, before=night.isoformat())
     finally:
         store.close()
     return [LastResult(*row) for row in rows], ""

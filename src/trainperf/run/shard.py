@@ -87,7 +87,7 @@ def split(expected: Mapping[str, float], count: int) -> dict[str, int]:
 
 def durations_from_timeline(rows: Sequence[Any]) -> dict[str, list[float]]:
     """Each case's wall times in stored runs: from its start to the next case's start in its run
-    (the last case: to the run's end). Rows are ``store.reads.TimelineRow``, in run order."""
+    (the last case: to the run's end). Rows are ``store.records.TimelineRow``, in run order."""
     found: dict[str, list[float]] = {}
     for row, following in zip(rows, [*rows[1:], None]):
         same_run = following is not None and following.run_row == row.run_row
@@ -162,19 +162,16 @@ def read_timeline(store_url: str | None, gpu_class: str) -> tuple[list[Any], boo
     is off, absent or unreachable (the split then falls back to the baseline files)."""
     if (store_url or "").strip().lower() in ("off", "none"):
         return [], False
-    try:
-        from trainperf.store.db import open_store, resolve_url
-        from trainperf.store.reads import class_timeline
-    except ImportError:
-        return [], False
+    from trainperf.store.interface import open_history_store, resolve_url
+
     today = datetime.now(timezone.utc).date().isoformat()
     try:
         url = resolve_url(store_url)
-        store = open_store(url, create=False)
-    except TrainperfError:
+        store = open_history_store(url, create=False)
+    except (ImportError, TrainperfError):
         return [], False
     try:
-        return class_timeline(store, gpu_class, before=today), url.startswith("postgresql")
+        return store.class_timeline(gpu_class, before=today), url.startswith("postgresql")
     except TrainperfError:
         return [], False
     finally:

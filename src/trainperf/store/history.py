@@ -1,17 +1,15 @@
-"""The results history's write side: identify a run and its runner, write the run and its cases.
+"""The results history's write side: a run and its cases, written idempotently.
 
 A run is written as each case ends (``record_case``), and again, idempotently, by ``trainperf
 ingest``: a run is keyed by when and where it started, a case result by its case, creation time
-and machine, so the same result reached twice (the live write, then its run folder) is stored once.
+and machine (``store/records.py``), so the same result reached twice (the live write, then its run
+folder) is stored once.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,84 +19,42 @@ from trainperf.judge import stats
 from trainperf.judge.changepoints import median_interval
 from trainperf.redact import redact_argv, redacted
 from trainperf.result import CaseResult, MetricValue, requested_steps
-from trainperf.store.db import Store, cases, metrics, runs
+from trainperf.store.records import CaseItem, RunInfo, accepted, config_hash, result_key, runner_env
+from trainperf.store.schema import cases, metrics, runs
+from trainperf.store.sql import SqlStoreBase
 
-RUNNER_ENV = "TRAINPERF_RUNNER"
-# The machine under a runner label: a change of any of these is an environment change, never pooled.
-HARDWARE_KEYS = ("gpu_name", "gpu_uuid", "driver", "cuda_driver", "cpu_model", "power_limit_w")
-# Verdicts that keep a run out of the history baseline: a regression must not become the new normal.
-REJECTED_VERDICTS = ("regressed", "outcome-changed", "config-changed", "contaminated")
 SUMMARY_COLUMNS = ("count", "median", "mean", "minimum", "p10", "p90", "robust_cv", "ci_low", "ci_high")
 
 
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """One run as the store keeps it (a pytest session, ``trainperf ab``, fidelity, a cliff search)."""
+class SqlWrites(SqlStoreBase):
+    """The writes of ``HistoryStore`` (``store/interface.py`` says what each does), each one transaction."""
 
-    run_key: str
-    kind: str
-    started: str
-    fingerprint: dict[str, Any]
-    runner: str
-    gpu_class: str | None = None
-    ended: str | None = None
-    commit: str | None = None
-    run_dir: str | None = None
-    argv: list[str] | None = None
+    def record_case(self, run: RunInfo, result: CaseResult, result_path: str | None = None) -> bool:
+        return self.write_cases(run, [CaseItem(result, result_path)]) == 1
 
+    def write_run(self, run: RunInfo) -> None:
+        with self.writing() as conn:
+            _write_run(conn, run)
 
-def runner_label(
-    fingerprint: dict[str, Any], explicit: str | None = None, env: dict[str, str] | None = None
-) -> str:
-    """The runner's identity: ``--perf-runner`` > ``TRAINPERF_RUNNER`` > host and GPU UUID."""
-    environ = os.environ if env is None else env
-    label = explicit or environ.get(RUNNER_ENV)
-    if label:
-        return label
-    return f"{fingerprint.get('hostname') or 'unknown-host'}/{fingerprint.get('gpu_uuid') or 'cpu'}"
+    def write_cases(self, run: RunInfo, items: Sequence[CaseItem]) -> int:
+        with self.writing() as conn:
+            return _write_cases(conn, _write_run(conn, run), items)
+
+    def stored_case_count(self, run_key: str) -> int:
+        query = (
+            sa.select(sa.func.count(cases.c.id))
+            .join(runs, runs.c.id == cases.c.run_id)
+            .where(runs.c.run_key == run_key)
+        )
+        with self.reading() as conn:
+            return int(conn.execute(query).scalar() or 0)
 
 
-def runner_env(fingerprint: dict[str, Any]) -> str:
-    """A short hash of the hardware and driver under a runner label."""
-    return _digest(json.dumps({k: fingerprint.get(k) for k in HARDWARE_KEYS}, sort_keys=True))[:16]
+# The functional form, ``record_case(store, run, result)``, as the store's self-tests write.
+record_case = SqlWrites.record_case
 
 
-def config_hash(effective_config: dict[str, Any]) -> str:
-    return _digest(json.dumps(effective_config, sort_keys=True, default=str))[:16]
-
-
-def result_key(result: CaseResult, variant: str = "") -> str:
-    fp = result.fingerprint
-    return _digest(f"{result.case_id}|{variant}|{result.created}|{fp.get('hostname')}|{fp.get('gpu_uuid')}")
-
-
-def run_key(started: str, fingerprint: dict[str, Any], extra: str = "") -> str:
-    return _digest(f"{started}|{fingerprint.get('hostname')}|{fingerprint.get('gpu_uuid')}|{extra}")
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:40]
-
-
-def accepted(result: CaseResult) -> bool:
-    """Whether a result may stand in a history baseline: it ran, untouched, and was not judged worse."""
-    return (
-        result.outcome == "ok"
-        and not result.planted_slowdown
-        and not result.planted  # a --perf-plant regression is a drill, never the runner's normal
-        and not result.emulated
-        and result.verdict.get("verdict") not in REJECTED_VERDICTS
-    )
-
-
-def record_case(store: Store, run: RunInfo, result: CaseResult, result_path: str | None = None) -> bool:
-    """Write one finished case (and its run on first use). True when it was new to the store."""
-    with store.writing() as conn:
-        run_row = write_run(conn, run)
-        return write_case(conn, run_row, result, result_path=result_path)
-
-
-def write_run(conn: Connection, run: RunInfo) -> int:
+def _write_run(conn: Connection, run: RunInfo) -> int:
     """The run's row id, inserting the run when it is new; a known run gets its end time updated."""
     fp = run.fingerprint
     values = {
@@ -129,22 +85,7 @@ def write_run(conn: Connection, run: RunInfo) -> int:
     return int(row.id)
 
 
-@dataclass(slots=True)
-class CaseItem:
-    """A case result to store, with where its file is and its place in the run."""
-
-    result: CaseResult
-    result_path: str | None = None
-    variant: str = ""
-    seq: int = 0
-
-
-def write_case(conn: Connection, run_row: int, result: CaseResult, *, result_path: str | None = None) -> bool:
-    """Insert one case result and its metrics; False (and nothing written) when it is already stored."""
-    return write_cases(conn, run_row, [CaseItem(result, result_path)]) == 1
-
-
-def write_cases(conn: Connection, run_row: int, items: Sequence[CaseItem]) -> int:
+def _write_cases(conn: Connection, run_row: int, items: Sequence[CaseItem]) -> int:
     """Insert the case results not stored yet, and their metrics, in two batched statements.
     Results already there (by key) are skipped; the number inserted is returned."""
     rows = {}
@@ -189,7 +130,7 @@ def write_cases(conn: Connection, run_row: int, items: Sequence[CaseItem]) -> in
     )
     inserted = conn.execute(statement, new).all()
     metric_rows = [
-        metric_row(case_row, name, value, verdict=metric_verdicts(rows[key][0].result).get(name))
+        metric_row(case_row, name, value, verdict=_own_verdicts(rows[key][0].result).get(name))
         for case_row, key in inserted
         for name, value in rows[key][0].result.metrics.items()
     ]
@@ -212,22 +153,12 @@ def _insert_rows(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) 
     conn.exec_driver_sql(sql, encoded)
 
 
-def stored_case_count(conn: Connection, key: str) -> int:
-    """How many case results the run with this key has in the store (0 for an unknown run)."""
-    query = (
-        sa.select(sa.func.count(cases.c.id))
-        .join(runs, runs.c.id == cases.c.run_id)
-        .where(runs.c.run_key == key)
-    )
-    return int(conn.execute(query).scalar() or 0)
-
-
 def _step_times(result: CaseResult) -> list[float] | None:
     step = result.metrics.get("step_time_s")
     return list(step.samples) if step is not None and step.samples else None
 
 
-def metric_verdicts(result: CaseResult) -> dict[str, str]:
+def _own_verdicts(result: CaseResult) -> dict[str, str]:
     """Each judged metric's own verdict (a memory-only regression leaves step time ``pass``)."""
     judged = result.verdict.get("metrics") or []
     return {m["metric"]: str(m["verdict"]) for m in judged if isinstance(m, dict) and m.get("verdict")}

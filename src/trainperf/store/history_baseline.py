@@ -11,9 +11,8 @@ from trainperf.judge import stats
 from trainperf.judge.fingerprint import environment_changes
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.baselines import describe_file_baseline
-from trainperf.store.db import Store
-from trainperf.store.history import HARDWARE_KEYS, runner_env
-from trainperf.store.reads import StoredCase, stored_cases
+from trainperf.store.interface import HistoryStore
+from trainperf.store.records import HARDWARE_KEYS, ResultFilter, StoredCase, runner_env
 
 DEFAULT_HISTORY_RUNS = 10
 
@@ -50,7 +49,7 @@ def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase])
 
 
 def history_baseline(
-    store: Store,
+    store: HistoryStore,
     case_id: str,
     runner: str,
     n: int = DEFAULT_HISTORY_RUNS,
@@ -68,7 +67,7 @@ def history_baseline(
     is how a team accepts an intended change, and the history must follow it. None (with the
     reason) when fewer than ``min_runs`` accepted runs remain: the caller falls back to the class's
     baseline."""
-    history = stored_cases(store, case_id, runner=runner, accepted_only=True, last=n)
+    history = store.stored_cases(case_id, ResultFilter(runner=runner, accepted_only=True, last=n))
     note = ""
     if since and history:
         kept = [case for case in history if _at_or_after(case.started, since)]
@@ -113,7 +112,7 @@ def _at_or_after(started: str, since: str) -> bool:
 
 def choose_baseline(
     mode: str,
-    store: Store | None,
+    store: HistoryStore | None,
     case_id: str,
     runner: str,
     class_baseline: CaseResult | None,

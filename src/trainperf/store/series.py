@@ -1,37 +1,18 @@
-"""A case x metric series read from the results history, its change points and environment steps."""
+"""A case x metric series of the results history's points, its change points and environment steps.
+
+Pure: the points come from ``HistoryStore.history_points`` (``store/interface.py``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import sqlalchemy as sa
 
 from trainperf.judge.changepoints import ChangePoint, change_points
 from trainperf.judge.fingerprint import environment_changes
-from trainperf.store.db import Store, cases, metrics, runs
-
-
-@dataclass(slots=True)
-class Point:
-    """One run's result of a case, with the values of the metrics asked for."""
-
-    run_key: str
-    started: str
-    runner: str
-    runner_env: str
-    case_id: str
-    created: str
-    """When the case ended (a fidelity run's children each have their own)."""
-    outcome: str
-    verdict: str | None
-    run_dir: str | None
-    fingerprint: dict[str, Any]
-    steps: int | None
-    """The steps its runs were told to run (None in results stored before it was kept)."""
-    values: dict[str, float] = field(default_factory=dict)
+from trainperf.store.records import Point
 
 
 @dataclass(slots=True)
@@ -45,43 +26,6 @@ class Series:
     change_points: list[ChangePoint]
     environment: dict[int, list[tuple[str, Any, Any]]]
     """Position -> what changed in the environment (driver, CUDA, packages) since the run before."""
-
-
-def history_points(store: Store, metric_names: Sequence[str], case_id: str | None = None) -> list[Point]:
-    """Every stored result (of one case, or all) with the named metrics' values, oldest first."""
-    query = (
-        sa.select(
-            cases.c.id,
-            runs.c.run_key,
-            runs.c.started,
-            runs.c.runner,
-            runs.c.runner_env,
-            cases.c.case_id,
-            cases.c.created,
-            cases.c.outcome,
-            cases.c.verdict,
-            runs.c.run_dir,
-            cases.c.fingerprint,
-            cases.c.steps,
-        )
-        .join(runs, runs.c.id == cases.c.run_id)
-        # A planted slowdown checks the gate, a contaminated run shared its GPU: neither is history.
-        .where(cases.c.variant == "", cases.c.planted == 0)
-        .where(sa.or_(cases.c.verdict.is_(None), cases.c.verdict != "contaminated"))
-        .order_by(runs.c.started, cases.c.seq, cases.c.id)
-    )
-    values = sa.select(metrics.c.case_row, metrics.c.name, metrics.c.value).where(
-        metrics.c.name.in_(list(metric_names))
-    )
-    if case_id is not None:
-        query = query.where(cases.c.case_id == case_id)
-        values = values.join(cases, cases.c.id == metrics.c.case_row).where(cases.c.case_id == case_id)
-    with store.reading() as conn:
-        by_row = {row[0]: Point(*list(row[1:])) for row in conn.execute(query)}
-        for case_row, name, value in conn.execute(values):
-            if case_row in by_row:
-                by_row[case_row].values[name] = value
-    return list(by_row.values())
 
 
 def series_of(points: Sequence[Point], metric: str) -> list[Series]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainperf.families import family_of
 from trainperf.jsonio import write_json_atomic
-from trainperf.workloads import FAMILIES
 from trainperf.workloads.protocol import (
     EXIT_CRASH,
     EXIT_OK,
@@ -100,7 +100,7 @@ def _run_family(spec: ChildSpec, out_dir: Path, rank: int, result: dict[str, Any
             attempt.memory_history = MemoryHistory(_torch_device(spec))
 
         attempt.recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec)
-        family = importlib.import_module(FAMILIES[spec.case["family"]])
+        family = importlib.import_module(family_of(spec.case["family"]).child)
         result.update(family.run(spec, attempt.recorder))
         result["outcome"], attempt.code = "ok", EXIT_OK
     except SkipCase as exc:

@@ -17,6 +17,9 @@ ENGINES = ("vllm", "sglang")
 
 class RlVerl(Family):
     name = FAMILY
+    child = "trainperf.workloads.rl_verl"
+    kind = "rl"
+    label = "verl"
     # verl starts its Ray workers, one per GPU, and its rollout engine's TP groups: a multi-GPU
     # case is one child that sees every GPU, never a torchrun rank per GPU (each rank would
     # start a whole verl trainer of its own).
