@@ -170,7 +170,16 @@ def test_the_textfile_is_a_prom_file_without_timestamps_that_promtool_accepts(tm
     families = {f.name: f for f in text_string_to_metric_families(text)}
     samples = [s for f in families.values() for s in f.samples]
     assert samples and all(s.timestamp is None for s in samples)
-    assert {s.labels["run"] for s in samples} == {samples[0].labels["run"]}  # the latest run only
+    # A series is a case's metric on a runner, the same every night; the run is named once.
+    info = families.pop("trainperf_last_run_info").samples
+    started = families.pop("trainperf_last_run_start_timestamp_seconds").samples
+    assert [s.value for s in info] == [1.0] and info[0].labels["run"] == _run_key(url, -1)[:12]
+    assert [s.value for s in started] == [_seconds(nightly(2))]
+    assert all(
+        set(s.labels) == {"case", "variant", "gpu_class", "runner"}
+        for f in families.values()
+        for s in f.samples
+    )
     assert families["trainperf_peak_allocated_bytes"].samples[0].value == 21.5 * 2**30
     with pytest.raises(TrainperfError, match="textfile.*holds one run"):
         call("export", "--format", "textfile", "--run", "all", "--store", url)
@@ -183,6 +192,51 @@ def test_the_textfile_is_a_prom_file_without_timestamps_that_promtool_accepts(tm
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_textfile_keeps_its_series_from_one_run_to_the_next(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = _store_of_runs(tmp_path)
+    texts = []
+    for run in (_run_key(url, 1), "latest"):
+        assert (
+            call(
+                "export",
+                "--format",
+                "textfile",
+                "--run",
+                run,
+                "--store",
+                url,
+                "--output",
+                str(tmp_path / run),
+            )
+            == 0
+        )
+        texts.append((tmp_path / run / "trainperf.prom").read_text())
+
+    def series(text: str) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+        return {
+            (s.name, tuple(sorted(s.labels.items())))
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if f.name != "trainperf_last_run_info"
+        }
+
+    earlier, latest = (series(text) for text in texts)
+    # The latest run's contaminated case has no figures: every other series is the earlier run's.
+    assert latest <= earlier and len(earlier - latest) > 0
+    assert all(not name.endswith("_info") for name, _ in earlier)
+
+
+def _run_key(url: str, index: int) -> str:
+    """The key of the store's run at ``index``, oldest first."""
+    store = open_store(url)
+    try:
+        return str(list_runs(store)[index]["run_key"])
+    finally:
+        store.close()
 
 
 def test_bmf_of_every_run_is_one_report_per_run_without_contaminated_figures(tmp_path: Path) -> None:
