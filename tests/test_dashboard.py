@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from chromium import CHROMIUM, FLAGS
 from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 from store_data import GPU, make_result, nightly, write_run_folder
 
@@ -21,16 +21,6 @@ from trainperf.result import CaseResult
 from trainperf.store.db import Store, open_store
 from trainperf.store.history import RunInfo, record_case
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
 CASES = ("sft_hf-qwen3_8b-lora-maxlen-b4", "sft_hf-qwen3_8b-lora-short-b4")
 NIGHTS, STEP_NIGHT, CONTAMINATED, NOISY = 24, 12, 5, 8
 LAST = NIGHTS - 1
