@@ -154,7 +154,9 @@ def test_a_plot_reads_in_percent_of_the_reference_with_band_levels_and_dates(tmp
     assert plot.count("class='level'") == 2  # the median of each side of the change point
     assert re.search(r">\+5\.\d% 01-13</text>", plot)
     assert re.search(r">01-\d\d</text>", plot)  # a time axis in dates
-    assert "12c0ffee" in plot  # the change point's commit
+    assert (
+        "<text class='commit'" in plot and ">12c0ffee</text>" in plot
+    )  # the change point's commit, on the axis
 
 
 def test_run_folders_moved_since_they_were_stored_are_found_under_runs(tmp_path: Path) -> None:
