@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import required
+from chromium import FLAGS
 from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 from store_data import GPU, make_result, nightly, write_run_folder
 
@@ -22,15 +23,6 @@ from trainperf.store.db import Store, open_store
 from trainperf.store.history import record_case
 from trainperf.store.records import RunInfo
 
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
 CASES = ("sft_hf-qwen3_8b-lora-maxlen-b4", "sft_hf-qwen3_8b-lora-short-b4")
 NIGHTS, STEP_NIGHT, CONTAMINATED, NOISY = 24, 12, 5, 8
 LAST = NIGHTS - 1
@@ -164,7 +156,9 @@ def test_a_plot_reads_in_percent_of_the_reference_with_band_levels_and_dates(tmp
     assert plot.count("class='level'") == 2  # the median of each side of the change point
     assert re.search(r">\+5\.\d% 01-13</text>", plot)
     assert re.search(r">01-\d\d</text>", plot)  # a time axis in dates
-    assert "12c0ffee" in plot  # the change point's commit
+    assert (
+        "<text class='commit'" in plot and ">12c0ffee</text>" in plot
+    )  # the change point's commit, on the axis
 
 
 def test_run_folders_moved_since_they_were_stored_are_found_under_runs(tmp_path: Path) -> None:

@@ -1,9 +1,11 @@
 """Bencher Metric Format, OpenMetrics and node_exporter textfile exports of stored runs, read back
-with their own parsers and, where it is installed, Prometheus' promtool."""
+with their own parsers and schema (Bencher's published BMF schema, vendored in tests/data/bencher/)
+and, where it is installed, Prometheus' promtool."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -18,6 +20,29 @@ from trainperf.run.ingest import ingest
 from trainperf.store.db import open_store
 from trainperf.store.reads import list_runs, run_cases
 
+BMF_SCHEMA = Path(__file__).resolve().parent / "data" / "bencher" / "bmf.json"
+SLUG = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON: Bencher's parser (serde_json) refuses it")
+
+
+def bencher_accepts(text: str) -> dict:
+    """A BMF report checked as Bencher reads it: strict JSON, valid against its published schema
+    (https://bencher.dev/bmf.json), and the limits its reference page gives for what the schema
+    leaves open (https://bencher.dev/docs/reference/bencher-metric-format: a benchmark name up to
+    1024 characters; a measure by its slug, up to 64)."""
+    import jsonschema
+
+    report = json.loads(text, parse_constant=_reject_constant)
+    jsonschema.Draft7Validator(json.loads(BMF_SCHEMA.read_text())).validate(report)
+    for benchmark, measures in report.items():
+        assert 0 < len(benchmark) <= 1024, benchmark
+        assert measures, f"{benchmark} has no measure"
+        assert all(SLUG.fullmatch(slug) and len(slug) <= 64 for slug in measures), sorted(measures)
+    return report
+
 
 def _stored_run(tmp_path: Path) -> tuple[dict, list]:
     results = [make_result(c, nightly(1), 0.5, seed=i) for i, c in enumerate(CASE_IDS_FOR_EXPORT)]
@@ -31,7 +56,7 @@ def _stored_run(tmp_path: Path) -> tuple[dict, list]:
 
 def test_bmf_has_a_benchmark_per_measured_case_with_the_median_interval(tmp_path: Path) -> None:
     _run, found = _stored_run(tmp_path)
-    report = json.loads(json.dumps(bmf(found)))
+    report = bencher_accepts(json.dumps(bmf(found)))
     assert sorted(report) == sorted(CASE_IDS_FOR_EXPORT)  # the OOM case has no figure to export
     step = report[CASE_IDS_FOR_EXPORT[0]]["step-time-s"]
     assert (
@@ -163,7 +188,16 @@ def test_the_textfile_is_a_prom_file_without_timestamps_that_promtool_accepts(tm
     families = {f.name: f for f in text_string_to_metric_families(text)}
     samples = [s for f in families.values() for s in f.samples]
     assert samples and all(s.timestamp is None for s in samples)
-    assert {s.labels["run"] for s in samples} == {samples[0].labels["run"]}  # the latest run only
+    # A series is a case's metric on a runner, the same every night; the run is named once.
+    info = families.pop("trainperf_last_run_info").samples
+    started = families.pop("trainperf_last_run_start_timestamp_seconds").samples
+    assert [s.value for s in info] == [1.0] and info[0].labels["run"] == _run_key(url, -1)[:12]
+    assert [s.value for s in started] == [_seconds(nightly(2))]
+    assert all(
+        set(s.labels) == {"case", "variant", "gpu_class", "runner"}
+        for f in families.values()
+        for s in f.samples
+    )
     assert families["trainperf_peak_allocated_bytes"].samples[0].value == 21.5 * 2**30
     with pytest.raises(TrainperfError, match="textfile.*holds one run"):
         call("export", "--format", "textfile", "--run", "all", "--store", url)
@@ -174,6 +208,51 @@ def test_the_textfile_is_a_prom_file_without_timestamps_that_promtool_accepts(tm
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_the_textfile_keeps_its_series_from_one_run_to_the_next(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = _store_of_runs(tmp_path)
+    texts = []
+    for run in (_run_key(url, 1), "latest"):
+        assert (
+            call(
+                "export",
+                "--format",
+                "textfile",
+                "--run",
+                run,
+                "--store",
+                url,
+                "--output",
+                str(tmp_path / run),
+            )
+            == 0
+        )
+        texts.append((tmp_path / run / "trainperf.prom").read_text())
+
+    def series(text: str) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+        return {
+            (s.name, tuple(sorted(s.labels.items())))
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if f.name != "trainperf_last_run_info"
+        }
+
+    earlier, latest = (series(text) for text in texts)
+    # The latest run's contaminated case has no figures: every other series is the earlier run's.
+    assert latest <= earlier and len(earlier - latest) > 0
+    assert all(not name.endswith("_info") for name, _ in earlier)
+
+
+def _run_key(url: str, index: int) -> str:
+    """The key of the store's run at ``index``, oldest first."""
+    store = open_store(url)
+    try:
+        return str(list_runs(store)[index]["run_key"])
+    finally:
+        store.close()
+
+
 def test_bmf_of_every_run_is_one_report_per_run_without_contaminated_figures(tmp_path: Path) -> None:
     url = _store_of_runs(tmp_path)
     with pytest.raises(TrainperfError, match="a BMF report is one run; give --output FOLDER"):
@@ -182,7 +261,31 @@ def test_bmf_of_every_run_is_one_report_per_run_without_contaminated_figures(tmp
         call("export", "--format", "bmf", "--run", "all", "--store", url, "--output", str(tmp_path / "bmf"))
         == 0
     )
-    reports = [json.loads(p.read_text()) for p in sorted((tmp_path / "bmf").glob("*.json"))]
+    reports = [bencher_accepts(p.read_text()) for p in sorted((tmp_path / "bmf").glob("*.json"))]
     assert len(reports) == 3
     assert [sorted(r) for r in reports[:2]] == [sorted(CASE_IDS_FOR_EXPORT)] * 2
     assert sorted(reports[2]) == [CASE_IDS_FOR_EXPORT[1]]  # the contaminated result is not a measurement
+
+
+def test_bmf_of_the_latest_run_on_stdout_is_what_bencher_accepts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = _store_of_runs(tmp_path)
+    capsys.readouterr()
+    assert call("export", "--format", "bmf", "--store", url) == 0
+    assert sorted(bencher_accepts(capsys.readouterr().out)) == [CASE_IDS_FOR_EXPORT[1]]
+
+
+def test_the_bmf_check_refuses_what_bencher_refuses() -> None:
+    import jsonschema
+
+    good = {"case": {"step-time-s": {"value": 0.5, "lower_value": 0.49, "upper_value": 0.51}}}
+    assert bencher_accepts(json.dumps(good)) == good
+    with pytest.raises(jsonschema.ValidationError, match="'value' is a required property"):
+        bencher_accepts(json.dumps({"case": {"step-time-s": {"lower_value": 0.49}}}))
+    with pytest.raises(jsonschema.ValidationError, match="is not of type 'number'"):
+        bencher_accepts(json.dumps({"case": {"step-time-s": {"value": "0.5"}}}))
+    with pytest.raises(ValueError, match="NaN is not JSON"):
+        bencher_accepts('{"case": {"step-time-s": {"value": NaN}}}')
+    with pytest.raises(AssertionError):
+        bencher_accepts(json.dumps({"case": {"step_time_s": {"value": 0.5}}}))

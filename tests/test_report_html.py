@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import required
+from chromium import FLAGS as CHROMIUM_FLAGS
 
 from trainperf.cli import main as cli_main
 from trainperf.measure.nvml import Sample, write_samples
@@ -22,16 +23,6 @@ from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
 
 TRACES = Path(__file__).parent / "data" / "traces"
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
 T0 = 1_800_000_000.0
 
 

@@ -20,6 +20,7 @@ from trainperf.paths import PAGE_FILE
 from trainperf.report.dashboard_case import Links, case_page, kind_chip, legend, shown_time
 from trainperf.report.html import MARKER
 from trainperf.report.trend_model import (
+    BASELINE_RUNS,
     CaseTrend,
     Finding,
     build_trends,
@@ -130,7 +131,9 @@ def index_body(
         f"<h1>trainperf history</h1><p class='muted'>{len(runs)} stored results of {len(pages)} case(s) "
         f"on {len({t.runner for t in trends})} runner(s), {escape(shown_time(first))} .. "
         f"{escape(shown_time(last))} "
-        f"(UTC). Sizes are relative to the case's good runs before.</p>{legend()}"
+        f"(UTC). A red case's size: the median of its runs since its last good one (those on the "
+        f"line, not contaminated, planted or failed) against the median of the {BASELINE_RUNS} good "
+        f"runs before them; a change point's: the medians on either side.</p>{legend()}"
     )
     return (
         header

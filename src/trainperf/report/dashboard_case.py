@@ -127,8 +127,9 @@ def case_page(trends: Sequence[CaseTrend], links: Links, labels: dict[str, str])
         f"<p><a href='../{PAGE_FILE}'>all cases</a></p><h1>{escape(case_id)}</h1>{legend()}"
         f"<p class='legend'>Each plot: % of the level before its first change point (100%), the green band "
         "the tolerance the gate applied to the latest run, black lines the median of each segment between "
-        "change points (red lines, with their size and date), blue dashes environment changes. Point at a "
-        f"run for its date, commit and value; click to open its run folder.</p>{''.join(sections)}"
+        "change points (red lines: their size and date, their first commit under the axis), blue dashes "
+        "environment changes. Point at a run for its date, commit and value; click to open its run "
+        f"folder.</p>{''.join(sections)}"
         "<div id='tip'></div>"
         f"<script>{TOOLTIP}</script>"
     )

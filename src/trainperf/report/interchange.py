@@ -12,8 +12,10 @@ oldest first. For ``promtool tsdb create-blocks-from openmetrics`` (backfilling 
 OpenMetrics reader.
 
 Prometheus text format 0.0.4 (``prometheus_text``): one run, the same families without
-timestamps or ``UNIT`` lines, what node_exporter's textfile collector reads from ``*.prom``
-(it refuses timestamped samples) and ``promtool check metrics`` checks.
+timestamps or ``UNIT`` lines and without the run label (a series per case, metric and runner that
+lives from one night to the next; the run is named once, by ``trainperf_last_run_info``), what
+node_exporter's textfile collector reads from ``*.prom`` (it refuses timestamped samples) and
+``promtool check metrics`` checks.
 
 Names follow Prometheus' conventions: base units as a suffix (seconds, bytes, joules, watts; GiB
 are converted to bytes, per hour to per second), rates as ``_per_second``. A contaminated result
@@ -92,8 +94,9 @@ class _Family:
     """(labels, value, timestamp in seconds or None)."""
 
 
-def _families(runs: Sequence[RunCases], stamped: bool) -> dict[str, _Family]:
-    """Every family of these runs, each family's samples in run order."""
+def _families(runs: Sequence[RunCases], stamped: bool, per_run: bool) -> dict[str, _Family]:
+    """Every family of these runs, each family's samples in run order; ``per_run`` labels each
+    sample with its run's key as well."""
     families: dict[str, _Family] = {
         "trainperf_case_ok": _Family(None, "1 when the case ran to its end (outcome ok), 0 otherwise"),
         "trainperf_case_contaminated": _Family(
@@ -105,9 +108,9 @@ def _families(runs: Sequence[RunCases], stamped: bool) -> dict[str, _Family]:
         for case in cases:
             labels = (
                 f'case="{_label(case.case_id)}",variant="{_label(case.variant)}",'
-                f'gpu_class="{_label(run.get("gpu_class") or "")}",runner="{_label(case.runner)}",'
-                f'run="{_label(case.run_key[:12])}"'
+                f'gpu_class="{_label(run.get("gpu_class") or "")}",runner="{_label(case.runner)}"'
             )
+            labels += f',run="{_label(case.run_key[:12])}"' if per_run else ""
             contaminated = case.verdict == CONTAMINATED
             families["trainperf_case_ok"].samples.append((labels, float(case.outcome == "ok"), stamp))
             families["trainperf_case_contaminated"].samples.append((labels, float(contaminated), stamp))
@@ -119,10 +122,23 @@ def _families(runs: Sequence[RunCases], stamped: bool) -> dict[str, _Family]:
     return families
 
 
+def _last_run(run: dict[str, Any]) -> dict[str, _Family]:
+    """Which run the textfile's values come from: its key as an info metric's label (one series,
+    replaced when the next run is written) and its start as a gauge, for an alert on a runner
+    that stopped running."""
+    where = f'gpu_class="{_label(run.get("gpu_class") or "")}",runner="{_label(run.get("runner") or "")}"'
+    started = _timestamp(str(run.get("started") or ""))
+    info = _Family(None, "The run the other trainperf values come from, by its key: always 1")
+    info.samples.append((f'{where},run="{_label(str(run.get("run_key") or "")[:12])}"', 1.0, None))
+    start = _Family(None, "When the run the other trainperf values come from started (seconds, Unix time)")
+    start.samples.extend([(where, started, None)] if started is not None else [])
+    return {"trainperf_last_run_info": info, "trainperf_last_run_start_timestamp_seconds": start}
+
+
 def openmetrics(runs: Sequence[RunCases]) -> str:
     """These runs as one OpenMetrics exposition (a single ``# EOF``), stamped with each run's start."""
     lines: list[str] = []
-    for name, family in sorted(_families(runs, stamped=True).items()):
+    for name, family in sorted(_families(runs, stamped=True, per_run=True).items()):
         lines.append(f"# TYPE {name} gauge")
         if family.unit:
             lines.append(f"# UNIT {name} {family.unit}")
@@ -135,9 +151,14 @@ def openmetrics(runs: Sequence[RunCases]) -> str:
 
 
 def prometheus_text(run: dict[str, Any], cases: Sequence[StoredCase]) -> str:
-    """One run in Prometheus' text format 0.0.4 without timestamps (node_exporter's textfile collector)."""
+    """One run in Prometheus' text format 0.0.4 without timestamps (node_exporter's textfile
+    collector). A series is a case's metric on a runner, the same every night: the collector shows
+    a file's values as current, so a run label on each sample would start a new series per run
+    and per case and metric (a store of unbounded size); the run is named once, by
+    ``trainperf_last_run_info``."""
     lines: list[str] = []
-    for name, family in sorted(_families([(run, cases)], stamped=False).items()):
+    families = _families([(run, cases)], stamped=False, per_run=False) | _last_run(run)
+    for name, family in sorted(families.items()):
         lines.append(f"# HELP {name} {_help(family.help_text)}")
         lines.append(f"# TYPE {name} gauge")
         lines.extend(f"{name}{{{labels}}} {_number(value)}" for labels, value, _ in family.samples)

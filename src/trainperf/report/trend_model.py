@@ -224,7 +224,8 @@ def tolerance_of(name: str, judged_against: str | None) -> tuple[float, str]:
 
 def red_streaks(trends: Sequence[CaseTrend]) -> list[Finding]:
     """Per case, the runs since its last good one, where its latest run is not good; the largest
-    (the metric furthest beyond its tolerance, measured against the runs before the streak) first."""
+    (the metric furthest beyond its tolerance, the streak's median against the good runs before
+    it) first."""
     found = []
     for trend in trends:
         if not trend.runs or kind_of(trend.runs[-1]) in ("pass", "improved"):
@@ -238,17 +239,29 @@ def red_streaks(trends: Sequence[CaseTrend]) -> list[Finding]:
 
 
 def streak_changes(trend: CaseTrend, since: int, latest: int) -> list[tuple[str, float]]:
-    """Each metric's change of the latest run against the median of the good runs before the
-    streak; adverse changes beyond their tolerance first, then gated metrics (what a verdict can
-    rest on) before reported ones such as warm-up, each by its size in tolerances."""
-    run = trend.runs[latest]
+    """Each metric's change over the streak: the median of the streak's runs on the line against
+    the median of the good runs before it; adverse changes beyond their tolerance first, then gated
+    metrics (what a verdict can rest on) before reported ones such as warm-up, each by its size in
+    tolerances.
+
+    The streak's runs scatter around their level as the good runs did around theirs: on a
+    host-bound case with 5% run-to-run noise the latest run alone read a +3% step as -4.6%. Their
+    median reads the level. The reference stays the gate's own window (the last good runs), so a
+    look further back never crosses an older level. A streak ending in a failed run has no value
+    (it ranks first); one with no run on the line (contaminated or planted only) is sized by what
+    its runs measured."""
+    streak = trend.runs[since : latest + 1]
+    if kind_of(streak[-1]) == "failed":
+        return []
+    measured = [r for r in streak if on_line(r)] or [r for r in streak if kind_of(r) != "failed"]
     before = [r for r in trend.runs[:since] if kind_of(r) in ("pass", "improved")][-BASELINE_RUNS:]
     changes = []
     for name, metric in trend.metrics.items():
         earlier = [r.values[name] for r in before if name in r.values]
-        if name not in run.values or not earlier or not stats.median(earlier):
+        now = [r.values[name] for r in measured if name in r.values]
+        if not now or not earlier or not stats.median(earlier):
             continue
-        change = run.values[name] / stats.median(earlier) - 1
+        change = stats.median(now) / stats.median(earlier) - 1
         beyond = metric.adverse(change) and abs(change) > metric.tolerance
         gated = METRICS[name].gated if name in METRICS else True
         changes.append((not beyond, not gated, -abs(change) / (metric.tolerance or 1.0), name, change))

@@ -190,6 +190,13 @@ def _levels(frame: Frame, trend: CaseTrend, metric: MetricTrend, times: Sequence
             f"<text x='{x + shift:.1f}' y='{TOP + 11}' text-anchor='{anchor}' font-size='10' "
             f"font-weight='bold' fill='#d62728'>{size} {escape(run.started[5:10])}</text>"
         )
+        if run.commit_short and len(metric.change_points) <= ENV_LABELS_UP_TO:
+            # The first commit at the new level, on the time axis under its date: where to start
+            # looking, without pointing at the run.
+            out.append(
+                f"<text class='commit' x='{x + shift:.1f}' y='{HEIGHT - 3}' text-anchor='{anchor}' "
+                f"font-size='9' fill='#d62728'>{escape(run.commit_short)}</text>"
+            )
     return out
 
 

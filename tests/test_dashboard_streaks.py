@@ -1,0 +1,74 @@
+"""The first page's size of a red streak: the streak's level against the good runs before it, so a
+noisy run at the end of a streak never reads a slowdown as a speed-up."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+from store_data import make_result, nightly
+
+from trainperf.report.dashboard import build_site
+from trainperf.report.trend_model import build_trends, red_streaks
+from trainperf.run.ingest import ingest
+from trainperf.store.db import open_store
+from trainperf.store.records import StoredRun
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+CASE = "sft_hf-qwen3_8b-lora-short-b4"
+
+
+def _synthetic_history() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("synthetic_history", BENCHMARKS / "synthetic_history.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _stored(day: int, step_s: float, verdict: str) -> StoredRun:
+    result = make_result(CASE, nightly(day), step_s, verdict=verdict)
+    values = {name: value.value for name, value in result.metrics.items()}
+    return StoredRun(
+        run_key=f"night-{day}", started=nightly(day), runner="h100-a", runner_env="h100-a", case_id=CASE,
+        created=nightly(day), outcome="ok", verdict=verdict, run_dir=None, fingerprint={}, steps=12,
+        values=values,
+    )  # fmt: skip
+
+
+def test_a_streak_whose_latest_run_reads_fast_by_noise_keeps_its_adverse_size() -> None:
+    good = [_stored(day, 0.500 * (1 + 0.01 * (-1) ** day), "pass") for day in range(12)]
+    slower = [0.515, 0.520, 0.512, 0.518, 0.495]  # +3%, the last run 1% fast by noise
+    streak = [_stored(12 + k, value, "regressed") for k, value in enumerate(slower)]
+    (finding,) = red_streaks(build_trends([*good, *streak], ["step_time_s"]))
+    assert finding.since == 12 and finding.run == 16
+    assert finding.changes[0][0] == "step_time_s" and 0.025 < finding.changes[0][1] < 0.04
+
+
+def test_a_streak_of_a_contaminated_run_alone_is_sized_by_what_it_measured() -> None:
+    good = [_stored(day, 0.5, "pass") for day in range(12)]
+    (finding,) = red_streaks(build_trends([*good, _stored(12, 0.6, "contaminated")], ["step_time_s"]))
+    assert abs(finding.changes[0][1] - 0.2) < 1e-6
+
+
+def test_every_planted_step_of_a_synthetic_history_is_red_with_its_adverse_size(tmp_path: Path) -> None:
+    """A month around the night a fifth of the cases became 3% slower, 18 nights after it (seeded:
+    sized by the latest run alone, 5 of the 14 read green, -1.1% to -1.7%)."""
+    history = _synthetic_history()
+    first = history.SLOWER_FROM_NIGHT - 12
+    history.write_nights(tmp_path / "runs", 30, 70, first_night=first)
+    store = open_store(str(tmp_path / "h.sqlite"))
+    try:
+        ingest(store, [tmp_path / "runs"], say=lambda _: None)
+        build_site(store, tmp_path / "site")
+    finally:
+        store.close()
+    index = (tmp_path / "site" / "index.html").read_text()
+    red = index[index.index("Not a pass on the latest run") : index.index("Change points from")]
+    sizes = re.findall(r"<td class='size (\w+)'>([+-][\d.]+)% <small>([^<]+)", red)
+    assert len(sizes) == 14, sizes
+    assert all(tone == "bad" and float(size) > 0 for tone, size, _ in sizes), sizes
+    assert {metric for *_, metric in sizes} == {"step time (s)"}
+    assert "the median of its runs since its last good one" in index
