@@ -95,7 +95,7 @@ def _h100_runner(
     context.say = lambda _line: None
     context.gpu_class, context.device = load_classes()["h100"], "0"  # as on an H100, without NVML here
     runner = CaseRunner(context)
-    assert runner.on_gpu
+    assert runner.ctx.on_gpu
 
     def fake_runs(
         case: Case, steps: int, result: Any, measurements: Any, count: int, purpose: str = "", **_kw: Any

@@ -16,7 +16,7 @@ from typing import Any
 
 from trainperf.case import Case, Outcome
 from trainperf.judge.changepoints import change_points
-from trainperf.run.case_runner import CaseReport, CaseRunner
+from trainperf.run.runner_port import CaseReport, RunnerPort
 
 RECENT_RUNS = 5
 """A change point among a case's last this many stored runs counts as recent."""
@@ -77,7 +77,7 @@ class Budget:
         )
 
 
-def leave_out(budget: Budget | None, runner: CaseRunner, case: Case, key: str) -> CaseReport | None:
+def leave_out(budget: Budget | None, runner: RunnerPort, case: Case, key: str) -> CaseReport | None:
     """The case recorded as skipped when the budget has no room for it, else None (run it)."""
     reason = budget.refusal(key) if budget is not None else None
     if reason is None:

@@ -20,10 +20,11 @@ from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement, visible_devices, worker_index
 from trainperf.run.budget import Budget, leave_out
-from trainperf.run.case_runner import CaseReport, CaseRunner
+from trainperf.run.case_runner import CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import RunContext, open_run
 from trainperf.run.fleet import SessionPlan, ray_task_refusal
+from trainperf.run.runner_port import CaseReport
 from trainperf.run.settings import Settings
 
 BASELINE_WRITTEN_PROPERTY = "trainperf_baseline_written"
