@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
+from trainperf.ground.settings import resolve
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
 from trainperf.run.case_runner import CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import open_run
-from trainperf.run.settings import resolve
 
 CASE = Case(
     family="sft_hf", model="qwen3_tiny", method="lora", profile="long", batch_size=1, gpu_classes=("cpu",)

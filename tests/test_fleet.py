@@ -17,15 +17,13 @@ from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
+from trainperf.ground.settings import Shard, parse_shard, resolve
 from trainperf.run.budget import Budget, CaseValue, by_value, values_from_timeline
 from trainperf.run.merge import read_shards
-from trainperf.run.settings import resolve
 from trainperf.run.shard import (
-    Shard,
     baseline_seconds,
     durations_from_timeline,
     expected_durations,
-    parse_shard,
     read_timeline,
     split,
 )

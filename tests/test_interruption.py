@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
+from trainperf.ground.folder import RunFolder
+from trainperf.ground.settings import resolve
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
 from trainperf.run import interruption
 from trainperf.run.case_runner import CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import open_run
-from trainperf.run.folder import RunFolder
 from trainperf.run.launcher import ChildLauncher
-from trainperf.run.settings import resolve
 from trainperf.workloads.protocol import read_steps
 
 CASE = Case(

@@ -10,6 +10,7 @@ import pytest
 
 from trainperf.case import Case
 from trainperf.families.rl_verl.floor import over_the_floor, update_floor
+from trainperf.ground.settings import resolve
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
 from trainperf.paths import REPO_ROOT
@@ -17,7 +18,6 @@ from trainperf.run.case_runner import CaseRunner
 from trainperf.run.catalogue import load_catalogue
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import open_run
-from trainperf.run.settings import resolve
 from trainperf.store.results import load_result
 
 CATALOGUE = load_catalogue(REPO_ROOT)

@@ -15,11 +15,12 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
     plan/      memory estimate, cliff bisection
   5 families/  each family's parent-side rules behind one interface; workload environments
   6 workloads/ the child side (torch), one module per family
-  7 run/       context, run folder, a pytest session's cases, case runner, child launcher, outcome,
-               cliff search, fidelity
-  8 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
+  7 ground/    what every part of a run stands on: its settings and its folder
+  8 run/       context, a pytest session's cases, case runner, child launcher, outcome, cliff
+               search, fidelity
+  9 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
                terminal summary
-  9 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
+ 10 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
 """
 
 __version__ = "0.1.0"

@@ -13,6 +13,7 @@ import pytest
 
 from trainperf import xdist
 from trainperf.errors import TrainperfError
+from trainperf.ground.settings import OPTIONS, resolve
 from trainperf.report.case_outcome import CaseOutcome
 from trainperf.report.junit import property_recorder, wire_junit_figures
 from trainperf.report.terminal import (
@@ -31,7 +32,6 @@ from trainperf.run.session import (
     case_of,
     choose_cases,
 )
-from trainperf.run.settings import OPTIONS, resolve
 
 MARKERS = {
     "cpu": "tiny cases that run on the CPU of any machine",

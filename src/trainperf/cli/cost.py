@@ -57,8 +57,8 @@ def _plans(baselines: list[Any]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainperf.ground.folder import RunFolder, load_results
     from trainperf.run.cost import cost_lines, nightly_cost
-    from trainperf.run.folder import RunFolder, load_results
 
     counts = _gpu_counts(args.gpus)
     results = []

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from trainperf.run.folder import RunFolder
+from trainperf.ground.folder import RunFolder
 from trainperf.store.db import Store, cases, metrics, runs
 
 

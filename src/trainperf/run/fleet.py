@@ -12,17 +12,15 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.families import family_of
+from trainperf.ground.settings import Settings, Shard, parse_shard
 from trainperf.run.budget import Budget, by_value, values_from_timeline
 from trainperf.run.ray_task import IN_RAY_TASK
-from trainperf.run.settings import Settings
 from trainperf.run.shard import (
     Expected,
-    Shard,
     baseline_loader,
     durations_from_timeline,
     expected_durations,
     item_key,
-    parse_shard,
     read_timeline,
     shard_line,
     split,

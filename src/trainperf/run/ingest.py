@@ -20,11 +20,11 @@ from typing import Any
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
+from trainperf.ground.folder import RunFolder
 from trainperf.measure.measurement import measure_run, run_metrics
 from trainperf.measure.nvml import read_samples
 from trainperf.paths import BENCHMARK_FILE, CASES_DIR, TRACES_DIR
 from trainperf.result import SCHEMA_VERSION, CaseResult
-from trainperf.run.folder import RunFolder
 from trainperf.store.db import Store, StoreBusy
 from trainperf.store.history import (
     CaseItem,

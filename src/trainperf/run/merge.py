@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.ground.folder import RunFolder
+from trainperf.ground.settings import Shard, parse_shard
 from trainperf.jsonio import append_jsonl, read_jsonl
 from trainperf.paths import CASES_DIR, RESULTS_DIR, SESSION_FILE, portable
 from trainperf.paths import RESULTS_INDEX_FILE as INDEX_FILE
 from trainperf.result import CaseResult
-from trainperf.run.folder import RunFolder
 from trainperf.run.ingest import sessions_of
-from trainperf.run.shard import Shard, parse_shard
 from trainperf.store.history import RunInfo, run_key, runner_label
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
+from trainperf.ground.settings import Settings
 from trainperf.measure.detection import Detection, detect, emulate
 from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
@@ -25,7 +26,6 @@ from trainperf.run.cliff import run_cliff
 from trainperf.run.context import RunContext, open_run
 from trainperf.run.fleet import SessionPlan, ray_task_refusal
 from trainperf.run.runner_port import CaseReport, RunnerPort
-from trainperf.run.settings import Settings
 
 BASELINE_WRITTEN_PROPERTY = "trainperf_baseline_written"
 """The test report property naming a baseline a case wrote: ``<case id>=<path>``."""
