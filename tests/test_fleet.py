@@ -347,7 +347,7 @@ def test_a_shared_postgresql_history_weighs_every_shard_s_split_alike(
 ) -> None:
     """Two earlier nightlies of the class, ingested into a PostgreSQL history: every shard reads
     the same durations from it (runs before today only), so the split follows the history."""
-    from trainperf.run.ingest import ingest
+    from trainperf.recording.ingest import ingest
     from trainperf.store.db import open_store
 
     store = open_store(pg_url)

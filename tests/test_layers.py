@@ -20,9 +20,10 @@ LAYERS: dict[str, int] = {
     "families": 5,
     "workloads": 6,
     "ground": 7,
-    "run": 8,
-    "report": 9,
-    "cli": 10, "plugin": 10, "xdist": 10,
+    "recording": 8,
+    "run": 9,
+    "report": 10,
+    "cli": 11, "plugin": 11, "xdist": 11,
 }  # fmt: skip
 
 

@@ -16,11 +16,12 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
   5 families/  each family's parent-side rules behind one interface; workload environments
   6 workloads/ the child side (torch), one module per family
   7 ground/    what every part of a run stands on: its settings and its folder
-  8 run/       context, a pytest session's cases, case runner, child launcher, outcome, cliff
+  8 recording/ a run's side of the results history: a session's store, ingest of a run folder
+  9 run/       context, a pytest session's cases, case runner, child launcher, outcome, cliff
                search, fidelity
-  9 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
+ 10 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
                terminal summary
- 10 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
+ 11 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
 """
 
 __version__ = "0.1.0"

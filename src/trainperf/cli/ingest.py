@@ -38,7 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: the parser imports every subcommand, and the store's modules pull in SQLAlchemy.
-    from trainperf.run.ingest import ingest
+    from trainperf.recording.ingest import ingest
     from trainperf.store.db import open_store, resolve_url, shown
 
     url = resolve_url(args.store)

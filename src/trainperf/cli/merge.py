@@ -66,7 +66,7 @@ def _store(url: str | None, shards: list[Any], nightly: Any) -> str:
     if (url or "").strip().lower() in ("off", "none"):
         return ""
     from trainperf.errors import TrainperfError
-    from trainperf.run.ingest import ingest
+    from trainperf.recording.ingest import ingest
     from trainperf.store.db import open_store, resolve_url, shown
     from trainperf.store.history import write_run
 
