@@ -20,7 +20,7 @@ LAYERS: dict[str, int] = {
     "families": 5,
     "workloads": 6,
     "ground": 7,
-    "recording": 8,
+    "recording": 8, "launch": 8,
     "run": 9,
     "report": 10,
     "cli": 11, "plugin": 11, "xdist": 11,

@@ -17,8 +17,9 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
   6 workloads/ the child side (torch), one module per family
   7 ground/    what every part of a run stands on: its settings and its folder
   8 recording/ a run's side of the results history: a session's store, ingest of a run folder
-  9 run/       context, a pytest session's cases, case runner, child launcher, outcome, cliff
-               search, fidelity
+    launch/    a case's child started in its environment under a supervisor, its GPUs guarded,
+               its end classified, a cut child recorded
+  9 run/       context, a pytest session's cases, case runner, cliff search, fidelity
  10 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
                terminal summary
  11 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)

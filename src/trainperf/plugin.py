@@ -14,6 +14,7 @@ import pytest
 from trainperf import xdist
 from trainperf.errors import TrainperfError
 from trainperf.ground.settings import OPTIONS, resolve
+from trainperf.launch import interruption
 from trainperf.report.case_outcome import CaseOutcome
 from trainperf.report.junit import property_recorder, wire_junit_figures
 from trainperf.report.terminal import (
@@ -22,7 +23,6 @@ from trainperf.report.terminal import (
     write_session_summary,
     write_workers_summary,
 )
-from trainperf.run import interruption
 from trainperf.run.fleet import plan_session
 from trainperf.run.session import (
     BaselinesFromWorkers,

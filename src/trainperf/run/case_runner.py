@@ -20,6 +20,7 @@ from trainperf.judge.contamination import Contamination, apply_contamination
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, resolve_metric
 from trainperf.judge.step_series import step_medians
+from trainperf.launch.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.placement import cpu_share
 from trainperf.paths import portable_argv
@@ -27,7 +28,6 @@ from trainperf.result import CaseResult
 from trainperf.run.case_notes import gpu_notes, reference_notes, setup_notes
 from trainperf.run.context import RunContext
 from trainperf.run.diagnosis import attach_diagnosis
-from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.run.limits import attach_limits
 from trainperf.run.runner_port import CaseReport
 from trainperf.run.step_plan import StepCount, memory_limit, step_count

@@ -27,7 +27,8 @@ from trainperf.store.references import Reference, load_references
 
 @dataclass(slots=True)
 class RunContext:
-    """Session-wide facts every case needs."""
+    """Session-wide facts every case needs (a launch asks for part of them:
+    ``launch.launch_context.LaunchContext``)."""
 
     settings: Settings
     run_dir: Path

@@ -99,10 +99,10 @@ def run_fidelity(
 ) -> Path:
     """Launch the plan's children (or the rest of them, with ``resume``); return the run folder."""
     from trainperf.ground.settings import resolve
+    from trainperf.launch.launcher import ChildLauncher
     from trainperf.measure.detection import detect
     from trainperf.measure.hardware import load_classes
     from trainperf.run.context import open_run
-    from trainperf.run.launcher import ChildLauncher
 
     settings = resolve(cli, lambda _name: None, root)
     context = open_run(settings, detect(load_classes(), settings.gpu_class), root)

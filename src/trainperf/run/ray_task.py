@@ -166,7 +166,7 @@ def _interrupt_when_orphaned() -> None:
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    """``run.process.kill_group``'s twin, with SIGINT first (pytest's summary, not SIGTERM's
+    """``launch.process.kill_group``'s twin, with SIGINT first (pytest's summary, not SIGTERM's
     end): this module imports nothing of trainperf, which a node's Ray may not have."""
     try:
         os.killpg(process.pid, signal.SIGINT)

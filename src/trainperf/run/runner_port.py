@@ -13,9 +13,9 @@ from typing import Protocol
 from trainperf.case import Case
 from trainperf.families.envs import Interpreter
 from trainperf.judge.compare import CaseVerdict
+from trainperf.launch.launcher import ChildRun
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
-from trainperf.run.launcher import ChildRun
 from trainperf.run.step_plan import StepCount
 
 
