@@ -21,9 +21,10 @@ LAYERS: dict[str, int] = {
     "workloads": 6,
     "ground": 7,
     "recording": 8, "launch": 8,
-    "run": 9,
-    "report": 10,
-    "cli": 11, "plugin": 11, "xdist": 11,
+    "fleet": 9,
+    "run": 10,
+    "report": 11,
+    "cli": 12, "plugin": 12, "xdist": 12,
 }  # fmt: skip
 
 

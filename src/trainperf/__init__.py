@@ -19,10 +19,12 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
   8 recording/ a run's side of the results history: a session's store, ingest of a run folder
     launch/    a case's child started in its environment under a supervisor, its GPUs guarded,
                its end classified, a cut child recorded
-  9 run/       context, a pytest session's cases, case runner, cliff search, fidelity
- 10 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
+  9 fleet/     a nightly over many machines: a session's shard and budget, the merge of the
+               shards, the Slurm and Ray engines, a nightly's cost
+ 10 run/       context, a pytest session's cases, case runner, cliff search, fidelity
+ 11 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
                terminal summary
- 11 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
+ 12 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
 """
 
 __version__ = "0.1.0"

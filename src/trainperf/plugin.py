@@ -13,6 +13,7 @@ import pytest
 
 from trainperf import xdist
 from trainperf.errors import TrainperfError
+from trainperf.fleet.session_plan import plan_session
 from trainperf.ground.settings import OPTIONS, resolve
 from trainperf.launch import interruption
 from trainperf.report.case_outcome import CaseOutcome
@@ -23,7 +24,6 @@ from trainperf.report.terminal import (
     write_session_summary,
     write_workers_summary,
 )
-from trainperf.run.fleet import plan_session
 from trainperf.run.session import (
     BaselinesFromWorkers,
     CaseCheck,

@@ -1,5 +1,5 @@
 """``trainperf cost FOLDER...``: a nightly's GPU-minutes from the wall times its results record
-(``run.cost``), by family, and its wall time spread over 2 and 4 GPUs of one host.
+(``fleet.cost``), by family, and its wall time spread over 2 and 4 GPUs of one host.
 
 FOLDER: run folders (reports/<run>, the shards of one nightly, or a merged one), or a baselines class
 folder (baselines/<class>: one run per case, as a nightly would make). Give the folders of one
@@ -57,8 +57,8 @@ def _plans(baselines: list[Any]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainperf.fleet.cost import cost_lines, nightly_cost
     from trainperf.ground.folder import RunFolder, load_results
-    from trainperf.run.cost import cost_lines, nightly_cost
 
     counts = _gpu_counts(args.gpus)
     results = []

@@ -36,9 +36,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainperf.fleet.merge import copy_into, nightly_record, not_run, read_shards
     from trainperf.report.junit import junit_xml
     from trainperf.report.summary import details, write_summary
-    from trainperf.run.merge import copy_into, nightly_record, not_run, read_shards
 
     shards = read_shards(list(args.run_dirs))
     record, nightly = nightly_record(shards, args.runner)

@@ -279,7 +279,7 @@ class Settings:
     shard: str | None = None
     budget: float | None = None
     fleet: dict[str, Any] | None = None
-    """Recorded in run.json: the shard and the whole split (``run.fleet``), set at collection."""
+    """Recorded in run.json: the shard and the whole split (``fleet.session_plan``), set at collection."""
 
 
 def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:

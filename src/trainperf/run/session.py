@@ -15,16 +15,16 @@ import pytest
 
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
+from trainperf.fleet.budget import Budget
+from trainperf.fleet.session_plan import SessionPlan, ray_task_refusal
 from trainperf.ground.settings import Settings
 from trainperf.measure.detection import Detection, detect, emulate
 from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement, visible_devices, worker_index
-from trainperf.run.budget import Budget
 from trainperf.run.case_runner import CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import RunContext, open_run
-from trainperf.run.fleet import SessionPlan, ray_task_refusal
 from trainperf.run.runner_port import CaseReport, RunnerPort
 
 BASELINE_WRITTEN_PROPERTY = "trainperf_baseline_written"

@@ -12,10 +12,9 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.families import family_of
-from trainperf.ground.settings import Settings, Shard, parse_shard
-from trainperf.run.budget import Budget, by_value, values_from_timeline
-from trainperf.run.ray_task import IN_RAY_TASK
-from trainperf.run.shard import (
+from trainperf.fleet.budget import Budget, by_value, values_from_timeline
+from trainperf.fleet.ray_task import IN_RAY_TASK
+from trainperf.fleet.shard import (
     Expected,
     baseline_loader,
     durations_from_timeline,
@@ -25,6 +24,7 @@ from trainperf.run.shard import (
     shard_line,
     split,
 )
+from trainperf.ground.settings import Settings, Shard, parse_shard
 from trainperf.store.baselines import BaselineStore
 
 
