@@ -14,7 +14,7 @@ import pytest
 from trainperf.cli import main
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult, MetricValue
-from trainperf.run.ab import pool_case
+from trainperf.studies.ab import pool_case
 
 
 def test_a_path_that_is_not_a_python_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,8 +23,9 @@ LAYERS: dict[str, int] = {
     "recording": 8, "launch": 8,
     "fleet": 9,
     "run": 10,
-    "report": 11,
-    "cli": 12, "plugin": 12, "xdist": 12,
+    "studies": 11,
+    "report": 12,
+    "cli": 13, "plugin": 13, "xdist": 13,
 }  # fmt: skip
 
 

@@ -21,10 +21,12 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
                its end classified, a cut child recorded
   9 fleet/     a nightly over many machines: a session's shard and budget, the merge of the
                shards, the Slurm and Ray engines, a nightly's cost
- 10 run/       context, a pytest session's cases, case runner, cliff search, fidelity
- 11 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
+ 10 run/       the case lifecycle: a pytest session's cases, the context, the case runner, step
+               plan, limits, cliff search, diagnosis
+ 11 studies/   on-demand studies: A/B rounds and sides, the fidelity benchmark
+ 12 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
                terminal summary
- 12 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
+ 13 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
 """
 
 __version__ = "0.1.0"

@@ -23,7 +23,7 @@ from trainperf.judge.metrics import tolerances_from_pyproject
 from trainperf.measure import fidelity
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
-from trainperf.run.fidelity_render import render
+from trainperf.studies.fidelity_render import render
 from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, SPEC_FILE, read_child_result
 
 STATE_FILE = "fidelity.json"
