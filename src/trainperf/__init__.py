@@ -27,6 +27,12 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
  12 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
                terminal summary
  13 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
+
+A run's packages sit in the order they use each other: the case lifecycle (run/) drives the launch
+of children and takes the fleet's plan of which cases run here, so both sit below it; the launch
+knows the run only through ``launch.launch_context.LaunchContext``, and what is built on a case's
+runs (cliff search, diagnosis, a budget's skip record) knows the case runner only through
+``run.runner_port.RunnerPort``.
 """
 
 __version__ = "0.1.0"
