@@ -59,8 +59,8 @@ sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 from chromium import CHROMIUM, FLAGS
 from synthetic_history import write_nights
 
+from trainperf.recording.ingest import ingest
 from trainperf.report.dashboard import build_site, slug
-from trainperf.run.ingest import ingest
 from trainperf.store.db import open_store
 
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from synthetic_history import write_nights
 
-from trainperf.run.ingest import ingest
+from trainperf.recording.ingest import ingest
 from trainperf.store.interface import open_history_store
 
 

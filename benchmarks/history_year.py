@@ -22,8 +22,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from synthetic_history import case_ids, write_nights
 
+from trainperf.recording.ingest import ingest
 from trainperf.report.dashboard import build_site
-from trainperf.run.ingest import ingest
 from trainperf.store.interface import open_history_store
 
 

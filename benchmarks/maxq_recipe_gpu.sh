@@ -12,7 +12,7 @@ cat > perf_tests/test_maxq_recipe_variants.py <<'PY'
 """Variants of the Qwen3-32B LoRA batch-4 case, one recipe difference each (benchmarks/maxq_recipe_gpu.sh)."""
 import pytest
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 BASE = {"family": "sft_hf", "model": "qwen3_32b", "method": "lora", "batch_size": 4, "gpu_classes": ("maxq",)}
 VARIANTS = [

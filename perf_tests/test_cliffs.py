@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.run.catalogue import marks_for
+from trainperf.ground.catalogue import marks_for
 
 GPU = ("maxq", "h100", "h200")
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 GPU = ("maxq", "h100", "h200")
 # E3's learning rate; the timing does not depend on it, but a random model trained at an SFT

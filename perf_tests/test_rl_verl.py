@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.run.catalogue import marks_for, params
+from trainperf.ground.catalogue import marks_for, params
 
 GPU = ("maxq", "h100", "h200")
 E1_MICRO_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)

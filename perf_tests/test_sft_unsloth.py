@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 GPU = ("maxq", "h100", "h200")
 PROFILES = ("short", "long")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainperf.run.launcher import child_env
+from trainperf.launch.launcher import child_env
 
 
 def run_child_spec(out_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:

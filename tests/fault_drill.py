@@ -22,7 +22,7 @@ from trainperf.store.results import load_result
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 KNOBS = {"family": "sft_hf", "model": "qwen3_tiny", "method": "lora", "profile": "short", "batch_size": 4}
 CASES = [Case(**KNOBS, gpu_classes=("cpu",)), Case(**{**KNOBS, "batch_size": 2}, gpu_classes=("cpu",))]

@@ -14,7 +14,7 @@ import pytest
 from trainperf.cli import main
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult, MetricValue
-from trainperf.run.ab import pool_case
+from trainperf.studies.ab import pool_case
 
 
 def test_a_path_that_is_not_a_python_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,7 +87,7 @@ def test_a_over_a_on_the_cpu_passes(tmp_path: Path) -> None:
 
 def test_a_relative_interpreter_is_made_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
     """Children start in their own run folder: a relative --perf-python must not break them."""
-    from trainperf.run.settings import resolve
+    from trainperf.ground.settings import resolve
 
     monkeypatch.chdir(REPO_ROOT)
     relative = (

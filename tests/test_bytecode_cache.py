@@ -1,4 +1,4 @@
-"""The children's bytecode cache, where the runner writes none (run.bytecode)."""
+"""The children's bytecode cache, where the runner writes none (launch.bytecode)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from trainperf.run import bytecode
-from trainperf.run.bytecode import NO_BYTECODE, PREFIX, SWITCH, ships_bytecode, with_bytecode_cache
-from trainperf.run.launcher import child_env
+from trainperf.launch import bytecode
+from trainperf.launch.bytecode import NO_BYTECODE, PREFIX, SWITCH, ships_bytecode, with_bytecode_cache
+from trainperf.launch.launcher import child_env
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import BrokenEnvironment, declared_conflicts, moved_packages, parse_pins
 from trainperf.result import CaseResult
-from trainperf.run.ab import broken_cases, unmeasured_cases
+from trainperf.studies.ab import broken_cases, unmeasured_cases
 
 
 def test_pins_are_exact_and_normalised() -> None:

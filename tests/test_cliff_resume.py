@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
+from trainperf.ground.settings import resolve
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
 from trainperf.run.case_runner import CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import open_run
-from trainperf.run.settings import resolve
 
 CASE = Case(
     family="sft_hf", model="qwen3_tiny", method="lora", profile="long", batch_size=1, gpu_classes=("cpu",)
@@ -71,7 +71,7 @@ def test_the_verl_micro_batch_cliff_launches_no_value_pre_flight_rejects(
 ) -> None:
     """E1's 3B one-GPU cliff through the runner, pre-flight real: 256 and 512 do not divide the
     per-GPU mini-batch of 128 and are cut before the first launch, so the search starts at 8."""
-    from trainperf.run.catalogue import load_catalogue
+    from trainperf.ground.catalogue import load_catalogue
 
     root = Path(__file__).resolve().parents[1]
     case = load_catalogue(root)[

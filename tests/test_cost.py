@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main
+from trainperf.fleet.cost import case_cost, cost_lines, nightly_cost
 from trainperf.result import CaseResult
-from trainperf.run.cost import case_cost, cost_lines, nightly_cost
 from trainperf.store.results import save_result
 
 

@@ -10,9 +10,9 @@ from types import ModuleType
 
 from store_data import make_result, nightly
 
+from trainperf.recording.ingest import ingest
 from trainperf.report.dashboard import build_site
 from trainperf.report.trend_model import build_trends, red_streaks
-from trainperf.run.ingest import ingest
 from trainperf.store.db import open_store
 from trainperf.store.records import StoredRun
 

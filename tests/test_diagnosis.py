@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from trainperf.errors import TrainperfError
-from trainperf.run.settings import resolve
+from trainperf.ground.settings import resolve
 from trainperf.traces.diagnose import diagnose, uniform_scale
 from trainperf.traces.plant import parse_plant
 from trainperf.traces.profile import GROUPS, profile_summary

@@ -19,7 +19,7 @@ CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 CASES = [
     Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4,

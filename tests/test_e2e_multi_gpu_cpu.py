@@ -14,7 +14,7 @@ import required
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 CASES = [Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=2, gpus=2,
               gpu_classes=("cpu",))]

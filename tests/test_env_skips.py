@@ -13,7 +13,7 @@ from trainperf.families.envs import venv_python
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 CASES = [
     Case(

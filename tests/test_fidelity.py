@@ -11,8 +11,8 @@ import pytest
 from trainperf.errors import TrainperfError
 from trainperf.measure import fidelity
 from trainperf.measure.measurement import measure_run
-from trainperf.run.fidelity import STATE_FILE, Plan, analyse, render
-from trainperf.run.fidelity_render import _unsteady_phrase
+from trainperf.studies.fidelity import STATE_FILE, Plan, analyse, render
+from trainperf.studies.fidelity_render import _unsteady_phrase
 from trainperf.workloads.protocol import BARE_WINDOW_START
 
 TOKENS = [3534, 2418, 4447, 2183, 1226, 4246, 4690, 2933, 4595, 3038, 3490, 2395, 1620, 1995, 4424, 4749]
@@ -227,7 +227,7 @@ def test_bare_child_times_only_its_window(tmp_path: Path, after: int | None) -> 
 def test_a_run_folders_saved_plan_is_read_back_and_a_broken_one_named(tmp_path: Path) -> None:
     """On the H100 a resume without repeating every option was refused; --resume now takes the
     folder's plan (read here), and run_fidelity still refuses an option given differently."""
-    from trainperf.run.fidelity import load_state
+    from trainperf.studies.fidelity import load_state
 
     plan = Plan("sft_hf-m-lora-long-b4", 12, 3, 5, (0.05,), 0)
     (tmp_path / STATE_FILE).write_text(json.dumps({"plan": _plan(plan), "children": []}))

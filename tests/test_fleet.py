@@ -18,18 +18,16 @@ from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
-from trainperf.run.budget import Budget, CaseValue, by_value, values_from_timeline
-from trainperf.run.merge import read_shards
-from trainperf.run.settings import resolve
-from trainperf.run.shard import (
-    Shard,
+from trainperf.fleet.budget import Budget, CaseValue, by_value, values_from_timeline
+from trainperf.fleet.merge import read_shards
+from trainperf.fleet.shard import (
     baseline_seconds,
     durations_from_timeline,
     expected_durations,
-    parse_shard,
     read_timeline,
     split,
 )
+from trainperf.ground.settings import Shard, parse_shard, resolve
 from trainperf.store.reads import TimelineRow
 from trainperf.store.results import load_result
 
@@ -293,7 +291,7 @@ def test_a_stored_cliff_is_expected_to_cost_its_two_edge_probes() -> None:
 
 def test_listing_a_gpu_class_s_shards_elsewhere_weighs_them_by_that_class() -> None:
     from trainperf.case import Case
-    from trainperf.run.fleet import durations_class
+    from trainperf.fleet.session_plan import durations_class
 
     case = Case(family="sft_hf", model="qwen3_8b", method="lora", profile="short", batch_size=4,
                 gpu_classes=("h100", "h200"))  # fmt: skip
@@ -355,7 +353,7 @@ def test_a_shared_postgresql_history_weighs_every_shard_s_split_alike(
 ) -> None:
     """Two earlier nightlies of the class, ingested into a PostgreSQL history: every shard reads
     the same durations from it (runs before today only), so the split follows the history."""
-    from trainperf.run.ingest import ingest
+    from trainperf.recording.ingest import ingest
     from trainperf.store.db import open_store
 
     store = open_store(pg_url)

@@ -21,10 +21,10 @@ from ray_cluster import RayCluster, ray_cluster  # noqa: F401  (the fixture)
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
-from trainperf.run import ray_shards
-from trainperf.run.fleet import ray_task_refusal
-from trainperf.run.ray_shards import RaySubmission, unpack
-from trainperf.run.ray_task import IN_RAY_TASK, shard_environment
+from trainperf.fleet import ray_shards
+from trainperf.fleet.ray_shards import RaySubmission, unpack
+from trainperf.fleet.ray_task import IN_RAY_TASK, shard_environment
+from trainperf.fleet.session_plan import ray_task_refusal
 
 
 def submit(cluster: RayCluster, runs: Path, *extra: str, env: dict[str, str] | None = None) -> list[str]:
@@ -186,7 +186,7 @@ def test_a_verl_case_is_skipped_inside_a_ray_task(monkeypatch: pytest.MonkeyPatc
 
 def test_a_shard_takes_the_drivers_niceness_or_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ray's workers run at nice 15; a shard's training child must not inherit that."""
-    from trainperf.run import ray_task
+    from trainperf.fleet import ray_task
 
     set_to: list[int] = []
     monkeypatch.setattr(ray_task.os, "getpriority", lambda which, who: 15)

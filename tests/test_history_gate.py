@@ -10,13 +10,13 @@ import pytest
 from store_data import make_result
 
 from trainperf.case import Case
+from trainperf.ground.settings import resolve
 from trainperf.judge.compare import Verdict
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
 from trainperf.result import CaseResult
 from trainperf.run.case_runner import CaseRunner
 from trainperf.run.context import RunContext, open_run
-from trainperf.run.settings import resolve
 from trainperf.store.results import save_result
 
 CASE = Case(

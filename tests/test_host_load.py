@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fault_drill import MOST_NEIGHBOURS, busy_neighbours, kill_all
 
+from trainperf.launch.guard import contamination
 from trainperf.measure.host_load import HostLoadWatch, HostTimes, read_host_times
-from trainperf.run.guard import contamination
 
 
 def _ticks_seen(watch: HostLoadWatch) -> dict[int, int]:

@@ -15,8 +15,8 @@ from store_data import CASE_IDS_FOR_EXPORT, make_result, nightly, write_run_fold
 from test_store_cli import call
 
 from trainperf.errors import TrainperfError
+from trainperf.recording.ingest import ingest
 from trainperf.report.interchange import bmf, openmetrics, openmetrics_name
-from trainperf.run.ingest import ingest
 from trainperf.store.db import open_store
 from trainperf.store.reads import list_runs, run_cases
 

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
+from trainperf.ground.folder import RunFolder
+from trainperf.ground.settings import resolve
+from trainperf.launch import interruption
+from trainperf.launch.launcher import ChildLauncher
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
-from trainperf.run import interruption
 from trainperf.run.case_runner import CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import open_run
-from trainperf.run.folder import RunFolder
-from trainperf.run.launcher import ChildLauncher
-from trainperf.run.settings import resolve
 from trainperf.workloads.protocol import read_steps
 
 CASE = Case(
@@ -55,7 +55,7 @@ def test_the_runner_records_the_cut_child_and_the_record_lapses_once_the_case_ha
         )
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("trainperf.run.process.run_child", cut_after_two_steps)
+    monkeypatch.setattr("trainperf.launch.process.run_child", cut_after_two_steps)
     with pytest.raises(KeyboardInterrupt):
         ChildLauncher(context).run(CASE, 12, repeat=0, total=3)
     cut = interruption.pending(context.run_dir)
@@ -88,7 +88,7 @@ def test_a_cut_cliff_probe_lapses_once_the_resumed_search_has_its_result(
     def cut_at_once(command: list[str], **_kw: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("trainperf.run.process.run_child", cut_at_once)
+    monkeypatch.setattr("trainperf.launch.process.run_child", cut_at_once)
     with pytest.raises(KeyboardInterrupt):
         run_cliff(CaseRunner(context), CASE, "batch_size", 1, 8)
     cliff_id = f"{CASE.id}-cliff-batch_size"
@@ -124,7 +124,7 @@ def test_a_corrupt_record_is_ignored(tmp_path: Path) -> None:
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 KNOBS = {"family": "sft_hf", "model": "qwen3_tiny", "method": "lora", "profile": "short", "batch_size": 4}
 CASES = [Case(**KNOBS, gpu_classes=("cpu",))]

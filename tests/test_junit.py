@@ -28,7 +28,7 @@ def assert_valid_junit(path: Path) -> None:
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 CASES = [
     Case(

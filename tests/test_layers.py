@@ -19,9 +19,13 @@ LAYERS: dict[str, int] = {
     "measure": 4, "plan": 4,
     "families": 5,
     "workloads": 6,
-    "run": 7,
-    "report": 8,
-    "cli": 9, "plugin": 9, "xdist": 9,
+    "ground": 7,
+    "recording": 8, "launch": 8,
+    "fleet": 9,
+    "run": 10,
+    "studies": 11,
+    "report": 12,
+    "cli": 13, "plugin": 13, "xdist": 13,
 }  # fmt: skip
 
 
@@ -137,7 +141,7 @@ def test_the_wiring_check_sees_logic() -> None:
 
 
 # The names of a run folder's files, each spelled once: in the core-layer module that owns it
-# (``run.folder.RunFolder`` builds every path from these constants).
+# (``ground.folder.RunFolder`` builds every path from these constants).
 OWNED_NAMES: dict[str, str] = {
     "run.json": "paths.py", "run*.json": "paths.py", "results": "paths.py", "results.jsonl": "paths.py",
     "traces": "paths.py", "interrupted.json": "paths.py",
@@ -172,8 +176,8 @@ def test_run_folder_names_are_spelled_by_their_owner() -> None:
         if names := sorted(name for name in _spelled_names(path.read_text()) if OWNED_NAMES[name] != module):
             strays[module] = names
     assert not strays, (
-        f"run folder names spelled outside their owner: {strays}: use run.folder.RunFolder (or the "
-        "constants in paths.py, workloads/protocol.py below the run layer)"
+        f"run folder names spelled outside their owner: {strays}: use ground.folder.RunFolder (or the "
+        "constants in paths.py, workloads/protocol.py below it)"
     )
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from trainperf.ground.settings import resolve
 from trainperf.paths import portable, portable_argv
 from trainperf.run.context import _recorded_settings
-from trainperf.run.settings import resolve
 from trainperf.workloads.protocol import ChildSpec
 
 

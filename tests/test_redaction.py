@@ -78,7 +78,7 @@ def test_a_baseline_file_names_its_command_line_without_the_password(tmp_path: P
 
 
 def test_a_training_child_is_not_given_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    from trainperf.run.launcher import child_env
+    from trainperf.launch.launcher import child_env
 
     monkeypatch.setenv("TRAINPERF_STORE", "postgresql://ci:pw6@db/x")
     assert "TRAINPERF_STORE" not in child_env(None) and "pw6" not in json.dumps(child_env(None))

@@ -15,7 +15,7 @@ from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of, preflight
 from trainperf.families.rl_trl import grpo_shape, preflight_grpo, trl_version_supported
-from trainperf.run.catalogue import load_catalogue
+from trainperf.ground.catalogue import load_catalogue
 from trainperf.synth.tokenizer import build_tokenizer
 from trainperf.workloads import phases as phases_module
 from trainperf.workloads.phases import PhaseClock

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import TrainperfError
-from trainperf.run.folder import RunFolder
+from trainperf.ground.folder import RunFolder
 
 
 def test_layout_of_a_run_folder(tmp_path: Path) -> None:

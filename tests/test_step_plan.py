@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from trainperf.case import Case
+from trainperf.fleet.cost import case_cost
 from trainperf.judge import stats
 from trainperf.judge.metrics import METRICS, with_tolerances
 from trainperf.judge.step_power import detection_power, median_p_greater, power_at
+from trainperf.launch.launcher import child_spec
 from trainperf.measure.measurement import memory_peak_step
 from trainperf.measure.nvml import Sample
 from trainperf.result import CaseResult, MetricValue
-from trainperf.run.cost import case_cost
-from trainperf.run.launcher import child_spec
 from trainperf.run.step_plan import StepCount, plan_steps, step_count
 from trainperf.workloads.protocol import ChildSpec
 

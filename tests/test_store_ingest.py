@@ -12,7 +12,7 @@ from pg_server import pg_url, postgres_server  # noqa: F401
 from store_data import make_result, nightly, write_run_folder
 
 from trainperf.errors import TrainperfError
-from trainperf.run.ingest import find_runs, ingest
+from trainperf.recording.ingest import find_runs, ingest
 from trainperf.store.db import open_store
 from trainperf.store.reads import list_runs, stored_cases
 

@@ -14,9 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from trainperf.launch import process
+from trainperf.launch.process import SilenceWatch, supervised
 from trainperf.measure.ownership import OWNER_ENV, find_orphans, owner_alive, owner_tag, sweep_orphans, tag_of
-from trainperf.run import process
-from trainperf.run.process import SilenceWatch, supervised
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
 
@@ -28,7 +28,7 @@ TREE = (
 )
 PARENT = f"""
 import os, subprocess, sys, time
-from trainperf.run.process import supervised
+from trainperf.launch.process import supervised
 subprocess.Popen(supervised(["sh", "-c", {TREE!r}]), start_new_session=True)
 print("started", flush=True)
 time.sleep(300)

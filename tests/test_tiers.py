@@ -1,4 +1,4 @@
-"""The nightly's tiers and rotation (``plan.tiers``, ``run.night``, ``--perf-night``, ``trainperf cost
+"""The nightly's tiers and rotation (``plan.tiers``, ``fleet.night``, ``--perf-night``, ``trainperf cost
 --night``), without a GPU: the core rule over the real catalogue, the week's coverage and projection
 on the committed baselines, a date's plan reached twice alike, promotion, and the pytest option."""
 
@@ -17,6 +17,8 @@ from fleet_runs import collect
 from trainperf.case import Case
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
+from trainperf.fleet.night import baseline_figures, class_entries, promotions
+from trainperf.ground.settings import resolve
 from trainperf.plan.tiers import (
     NIGHTS,
     Entry,
@@ -28,8 +30,6 @@ from trainperf.plan.tiers import (
     week,
     with_promoted,
 )
-from trainperf.run.night import baseline_figures, class_entries, promotions
-from trainperf.run.settings import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 MONDAY = date(2026, 11, 23)
@@ -177,7 +177,7 @@ def test_promoted_cases_come_from_run_folders_or_a_file_of_case_ids(tmp_path: Pa
 
 
 def test_promoted_cases_come_from_the_results_history_of_the_class(tmp_path: Path) -> None:
-    from trainperf.run.ingest import ingest
+    from trainperf.recording.ingest import ingest
     from trainperf.store.db import open_store
 
     verdicts = {"sft_hf-qwen3_tiny-full-long-b4": "outcome-changed", "sft_hf-qwen3_tiny-lora-long-b4": "pass"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import required
 
-from trainperf.run.folder import RunFolder
+from trainperf.ground.folder import RunFolder
 from trainperf.traces.collect import collect
 from trainperf.traces.plan import TracePlan, plan_trace
 

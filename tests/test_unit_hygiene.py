@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from trainperf.measure.hygiene import GpuState, check, judge, throttle_names
-from trainperf.run.case_runner import gpu_notes
+from trainperf.run.case_notes import gpu_notes
 
 
 def test_idle_gpu_at_full_clocks_is_clean() -> None:

@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.run.process.run_child: timeouts kill the whole process group."""
+"""Unit tests of trainperf.launch.process.run_child: timeouts kill the whole process group."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from trainperf.run.process import run_child
+from trainperf.launch.process import run_child
 
 
 def _dead(pid: int) -> bool:

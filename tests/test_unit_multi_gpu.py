@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from trainperf.case import Case
+from trainperf.ground.catalogue import marks_for
+from trainperf.launch.launcher import child_command
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks, per_gpu_note
 from trainperf.measure.nvml import Sample
-from trainperf.run.catalogue import marks_for
-from trainperf.run.launcher import child_command
 from trainperf.workloads.protocol import rank_file
 
 
@@ -132,7 +132,7 @@ def test_a_gpu_without_energy_drops_the_total_rather_than_underreport() -> None:
 
 
 def test_child_sees_exactly_the_case_gpus_numbered_as_nvml_numbers_them() -> None:
-    from trainperf.run.launcher import child_env
+    from trainperf.launch.launcher import child_env
 
     env = child_env("2,3")
     assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"

@@ -123,7 +123,7 @@ def test_child_of_an_xdist_worker_runs_torch_on_its_share(monkeypatch: pytest.Mo
     import subprocess
     import sys
 
-    from trainperf.run.launcher import child_env
+    from trainperf.launch.launcher import child_env
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "64")

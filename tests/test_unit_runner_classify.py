@@ -1,9 +1,9 @@
-"""Unit tests of trainperf.run.case_runner.classify: how one child's end becomes an outcome."""
+"""Unit tests of trainperf.launch.outcome.classify: how one child's end becomes an outcome."""
 
 from __future__ import annotations
 
 from trainperf.case import Outcome
-from trainperf.run.outcome import classify, timeout_advice
+from trainperf.launch.outcome import classify, timeout_advice
 from trainperf.workloads.protocol import EXIT_OK, EXIT_OOM
 
 

@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.run.settings.resolve: precedence, validation and path resolution."""
+"""Unit tests of trainperf.ground.settings.resolve: precedence, validation and path resolution."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from trainperf.errors import TrainperfError
-from trainperf.run.settings import OPTIONS, resolve
+from trainperf.ground.settings import OPTIONS, resolve
 
 
 @pytest.fixture(autouse=True)
@@ -109,8 +109,8 @@ def test_parsed_types(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_every_option_is_documented() -> None:
+    from trainperf.ground.settings import OPTIONS
     from trainperf.paths import REPO_ROOT
-    from trainperf.run.settings import OPTIONS
 
     page = (REPO_ROOT / "docs" / "options.md").read_text()
     assert [spec.cli for spec in OPTIONS if f"`{spec.cli}" not in page] == []

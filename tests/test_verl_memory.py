@@ -10,14 +10,14 @@ import pytest
 
 from trainperf.case import Case
 from trainperf.families.rl_verl.floor import over_the_floor, update_floor
+from trainperf.ground.catalogue import load_catalogue
+from trainperf.ground.settings import resolve
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
 from trainperf.paths import REPO_ROOT
 from trainperf.run.case_runner import CaseRunner
-from trainperf.run.catalogue import load_catalogue
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import open_run
-from trainperf.run.settings import resolve
 from trainperf.store.results import load_result
 
 CATALOGUE = load_catalogue(REPO_ROOT)
@@ -104,7 +104,7 @@ def _h100_runner(
     context.say = lambda _line: None
     context.gpu_class, context.device = load_classes()["h100"], "0"  # as on an H100, without NVML here
     runner = CaseRunner(context)
-    assert runner.on_gpu
+    assert runner.ctx.on_gpu
 
     def fake_runs(
         case: Case, steps: int, result: Any, measurements: Any, count: int, purpose: str = "", **_kw: Any

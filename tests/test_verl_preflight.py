@@ -31,12 +31,12 @@ from trainperf.families import preflight
 from trainperf.families.rl_verl.knobs import knobs_of
 from trainperf.families.rl_verl.preflight import check, check_case
 from trainperf.families.rl_verl.versions import CATALOGUE_VERL_VERSION, effective_version, rule_set
+from trainperf.ground.catalogue import load_catalogue
+from trainperf.ground.settings import resolve
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
 from trainperf.run.case_runner import CaseRunner
-from trainperf.run.catalogue import load_catalogue
 from trainperf.run.context import open_run
-from trainperf.run.settings import resolve
 from trainperf.run.step_plan import StepCount
 
 WORKERS = ("0.6.1", "0.7.0")

@@ -21,7 +21,7 @@ required.module("xdist", "pip install -e '.[dev]' (pytest-xdist)")
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
-from trainperf.run.catalogue import params
+from trainperf.ground.catalogue import params
 
 CASES = [
     Case(family="sft_hf", model="qwen3_tiny", method=m, profile=p, batch_size=4, gpu_classes=("cpu",))

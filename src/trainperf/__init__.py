@@ -15,11 +15,24 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
     plan/      memory estimate, cliff bisection
   5 families/  each family's parent-side rules behind one interface; workload environments
   6 workloads/ the child side (torch), one module per family
-  7 run/       context, run folder, a pytest session's cases, case runner, child launcher, outcome,
-               cliff search, fidelity
-  8 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
+  7 ground/    what every part of a run stands on: its settings and its folder
+  8 recording/ a run's side of the results history: a session's store, ingest of a run folder
+    launch/    a case's child started in its environment under a supervisor, its GPUs guarded,
+               its end classified, a cut child recorded
+  9 fleet/     a nightly over many machines: a session's shard and budget, the merge of the
+               shards, the Slurm and Ray engines, a nightly's cost
+ 10 run/       the case lifecycle: a pytest session's cases, the context, the case runner, step
+               plan, limits, cliff search, diagnosis
+ 11 studies/   on-demand studies: A/B rounds and sides, the fidelity benchmark
+ 12 report/    summary, tables, HTML + SVG, benchmark JSON, run comparisons, a test's outcome, the
                terminal summary
-  9 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
+ 13 cli/, plugin.py, xdist.py   the faces: the command and the pytest plugin (hooks only)
+
+A run's packages sit in the order they use each other: the case lifecycle (run/) drives the launch
+of children and takes the fleet's plan of which cases run here, so both sit below it; the launch
+knows the run only through ``launch.launch_context.LaunchContext``, and what is built on a case's
+runs (cliff search, diagnosis, a budget's skip record) knows the case runner only through
+``run.runner_port.RunnerPort``.
 """
 
 __version__ = "0.1.0"

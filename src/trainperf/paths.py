@@ -17,9 +17,9 @@ FIXTURES_DIR = Path(os.environ.get("TRAINPERF_FIXTURES", REPO_ROOT / "fixtures")
 PUBLISHED_DIR = "published"
 """The folder of ``baselines/`` holding published reference points (not a GPU class's baselines)."""
 
-# The names inside a run folder (``reports/<stamp>-<class>``). ``run.folder.RunFolder`` builds every
+# The names inside a run folder (``reports/<stamp>-<class>``). ``ground.folder.RunFolder`` builds every
 # path from them; they live here, in the core layer, for the layers below it (a trace plan, a store
-# ingest) that must name a folder without importing the run layer.
+# ingest) that must name a folder without importing ``ground``.
 SESSION_FILE = "run.json"
 """The session record (argv, settings, fingerprint); an xdist worker writes ``run.<worker>.json``."""
 SESSION_FILES_GLOB = "run*.json"

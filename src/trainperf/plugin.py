@@ -13,6 +13,9 @@ import pytest
 
 from trainperf import xdist
 from trainperf.errors import TrainperfError
+from trainperf.fleet.session_plan import SessionPlan, plan_session
+from trainperf.ground.settings import OPTIONS, resolve
+from trainperf.launch import interruption
 from trainperf.report.case_outcome import CaseOutcome
 from trainperf.report.junit import property_recorder, wire_junit_figures
 from trainperf.report.terminal import (
@@ -21,8 +24,6 @@ from trainperf.report.terminal import (
     write_session_summary,
     write_workers_summary,
 )
-from trainperf.run import interruption
-from trainperf.run.fleet import SessionPlan, plan_session
 from trainperf.run.session import (
     BaselinesFromWorkers,
     CaseCheck,
@@ -31,7 +32,6 @@ from trainperf.run.session import (
     case_of,
     choose_cases,
 )
-from trainperf.run.settings import OPTIONS, resolve
 
 MARKERS = {
     "cpu": "tiny cases that run on the CPU of any machine",

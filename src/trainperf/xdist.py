@@ -16,10 +16,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trainperf.ground.settings import Settings
 from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import visible_devices
-from trainperf.run.settings import Settings
 
 STAMP_KEY = "trainperf_run_stamp"
 PLAN_LINES_KEY = "trainperf_plan_lines"

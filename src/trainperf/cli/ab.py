@@ -44,7 +44,7 @@ def _study_record(args: argparse.Namespace, sides: dict[str, Any], pytest_args: 
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    from trainperf.run.ab_sides import CandidateSettings, prepare_side, side_requests
+    from trainperf.studies.ab_sides import CandidateSettings, prepare_side, side_requests
 
     pytest_args = [a for a in args.pytest_args if a != "--"]
     if not pytest_args:
@@ -95,7 +95,7 @@ def _measure(
 ) -> int:  # fmt: skip
     from trainperf.cli.compare import comparison_of
     from trainperf.report.compare_runs import render
-    from trainperf.run.ab import broken_cases, measured_sides
+    from trainperf.studies.ab import broken_cases, measured_sides
 
     results_a, results_b = measured_sides(
         python_a, python_b, args.rounds, pytest_args, output, "environment A"

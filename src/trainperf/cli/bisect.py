@@ -57,7 +57,7 @@ def ab_step(
     against A as ``trainperf ab`` does. Bad when any case fails that judgement (an OOM included);
     broken when B crashed in a case that GOOD ran; GOOD failing to run a case stops the bisection."""
     from trainperf.cli.compare import comparison_of
-    from trainperf.run.ab import broken_cases, measured_sides
+    from trainperf.studies.ab import broken_cases, measured_sides
 
     good = f"GOOD {args.package} {args.good} (in the step against {version})"
     results_a, results_b = measured_sides(
@@ -195,7 +195,7 @@ def _write(output: Path, args: argparse.Namespace, result: Bisection, build: Bui
 
 
 def _options(args: argparse.Namespace) -> CandidateOptions:
-    from trainperf.run.ab_sides import CandidateSettings
+    from trainperf.studies.ab_sides import CandidateSettings
 
     return CandidateSettings(args.base_python, args.wheelhouse, args.envs, args.allow_conflicts).options()
 

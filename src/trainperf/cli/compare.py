@@ -6,10 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
+from trainperf.ground.folder import RunFolder
 from trainperf.measure.hardware import load_classes
 from trainperf.report.compare_runs import RunComparison
 from trainperf.result import CaseResult
-from trainperf.run.folder import RunFolder
 
 
 def comparison_of(

@@ -1,12 +1,12 @@
 """``trainperf cost FOLDER...``: a nightly's GPU-minutes from the wall times its results record
-(``run.cost``), by family, and its wall time spread over 2 and 4 GPUs of one host.
+(``fleet.cost``), by family, and its wall time spread over 2 and 4 GPUs of one host.
 
 FOLDER: run folders (reports/<run>, the shards of one nightly, or a merged one), or a baselines class
 folder (baselines/<class>: one run per case, as a nightly would make). Give the folders of one
 nightly together; run it once per nightly to compare two.
 
 ``--night DATE``: a baselines class folder's week of nights from DATE as ``--perf-night`` plans them
-(``run.night``): each case's tier and detection latency, each night's GPU-minutes; exit 1 when a night
+(``fleet.night``): each case's tier and detection latency, each night's GPU-minutes; exit 1 when a night
 is projected over ``--night-budget``.
 """
 
@@ -80,8 +80,8 @@ def _plans(baselines: list[Any]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainperf.run.cost import cost_lines, nightly_cost
-    from trainperf.run.folder import RunFolder, load_results
+    from trainperf.fleet.cost import cost_lines, nightly_cost
+    from trainperf.ground.folder import RunFolder, load_results
 
     counts = _gpu_counts(args.gpus)
     results = []
@@ -118,8 +118,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _week(args: argparse.Namespace, results: list[Any]) -> Any:
+    from trainperf.fleet.night import project_week
     from trainperf.plan.tiers import parse_night
-    from trainperf.run.night import project_week
 
     folders = {folder.resolve() for folder in args.folders}
     if len(folders) != 1 or not all(one_run for _result, one_run in results) or args.plan_steps:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trainperf.ground.folder import load_results
 from trainperf.paths import PUBLISHED_DIR
-from trainperf.run.folder import load_results
 
 
 def cmd_engines(args: argparse.Namespace) -> int:

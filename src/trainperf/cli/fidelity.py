@@ -12,8 +12,8 @@ from trainperf.errors import TrainperfError
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
     """The suite measured by itself on one case: overhead, noise, detection power, power readings."""
-    from trainperf.run.catalogue import find_case
-    from trainperf.run.fidelity import FIDELITY_DEFAULTS, Plan, analyse, load_state, render, run_fidelity
+    from trainperf.ground.catalogue import find_case
+    from trainperf.studies.fidelity import FIDELITY_DEFAULTS, Plan, analyse, load_state, render, run_fidelity
 
     root = Path.cwd()
     if args.analyse:

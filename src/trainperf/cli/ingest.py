@@ -40,7 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here: the parser imports every subcommand, and only this one needs the run side.
-    from trainperf.run.ingest import ingest
+    from trainperf.recording.ingest import ingest
 
     url = resolve_url(args.store)
     with open_history_store(url) as store:

@@ -36,9 +36,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainperf.fleet.merge import copy_into, nightly_record, not_run, read_shards
     from trainperf.report.junit import junit_xml
     from trainperf.report.summary import details, write_summary
-    from trainperf.run.merge import copy_into, nightly_record, not_run, read_shards
 
     shards = read_shards(list(args.run_dirs))
     record, nightly = nightly_record(shards, args.runner)
@@ -66,7 +66,7 @@ def _store(url: str | None, shards: list[Any], nightly: Any) -> str:
     if (url or "").strip().lower() in ("off", "none"):
         return ""
     from trainperf.errors import TrainperfError
-    from trainperf.run.ingest import ingest
+    from trainperf.recording.ingest import ingest
     from trainperf.store.interface import open_history_store, resolve_url, shown
 
     resolved = resolve_url(url)

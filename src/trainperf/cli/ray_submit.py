@@ -45,8 +45,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainperf.run.nightly_runs import prepare
-    from trainperf.run.ray_shards import (
+    from trainperf.fleet.nightly_runs import prepare
+    from trainperf.fleet.ray_shards import (
         RaySubmission,
         check,
         check_resources,

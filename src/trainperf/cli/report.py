@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from trainperf.ground.folder import RunFolder
 from trainperf.report.table import failure_detail, render_text
-from trainperf.run.folder import RunFolder
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainperf.run.folder import load_results
+from trainperf.ground.folder import load_results
 
 
 def cmd_side_by_side(args: argparse.Namespace) -> int:

@@ -43,8 +43,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainperf.run.nightly_runs import MERGED_DIR
-    from trainperf.run.slurm import Submission, check, submit
+    from trainperf.fleet.nightly_runs import MERGED_DIR
+    from trainperf.fleet.slurm import Submission, check, submit
 
     selection = list(args.selection[1:] if args.selection[:1] == ["--"] else args.selection)
     submission = Submission(

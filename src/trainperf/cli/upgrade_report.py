@@ -19,7 +19,7 @@ STACK_KEYS = {
 
 
 def _results(folder: Path) -> list[Any]:
-    from trainperf.run.folder import RunFolder
+    from trainperf.ground.folder import RunFolder
 
     found = []
     for run in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
@@ -46,7 +46,7 @@ def step_figures(study: Path, version: str) -> dict[str, tuple[float | None, flo
 
 def _stack(study: Path, studied: set[str]) -> str:
     """The runs' machine and stack from a result's fingerprint, less the packages the study varies."""
-    from trainperf.run.folder import RunFolder
+    from trainperf.ground.folder import RunFolder
 
     for folder in sorted(p for p in study.rglob("*") if p.is_dir() and RunFolder(p).is_run()):
         results = RunFolder.open(folder).results()

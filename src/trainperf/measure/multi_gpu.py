@@ -1,5 +1,5 @@
 """Multi-GPU cases on the parent side: the ranks' files merged, per-GPU figures (the command:
-``run.launcher``).
+``launch.launcher``).
 
 A case with ``gpus > 1`` runs as one child that is torchrun (``python -m torch.distributed.run``)
 with one rank per GPU; the whole launcher group is the child, so a timeout or Ctrl-C kills

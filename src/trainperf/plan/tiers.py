@@ -1,5 +1,5 @@
 """A nightly's tiers and its weekly rotation (pure: a class's cases, their projected GPU-seconds and
-their last results in; a night's plan out). ``run.night`` reads the figures and applies a night's
+their last results in; a night's plan out). ``fleet.night`` reads the figures and applies a night's
 plan to a session (``--perf-night``); ``trainperf cost --night`` projects a week of it.
 
 The core tier, by rule. The cases of a class are grouped by family x method x engine: the family,

@@ -10,11 +10,11 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from trainperf.ground.folder import RunFolder
 from trainperf.report.export import benchmark_json
 from trainperf.report.html import render_html, run_info
 from trainperf.report.markdown import render_summary
 from trainperf.result import CaseResult
-from trainperf.run.folder import RunFolder
 
 
 def write_reports(

@@ -11,7 +11,7 @@ import pytest
 from trainperf.case import Outcome
 from trainperf.report.export import key_figures
 from trainperf.report.table import failure_detail
-from trainperf.run.case_runner import CaseReport
+from trainperf.run.runner_port import CaseReport
 from trainperf.run.session import BASELINE_WRITTEN_PROPERTY
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case
+from trainperf.ground.folder import RunFolder
 from trainperf.judge.step_series import step_medians
 from trainperf.report.limits import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
 from trainperf.report.svg import Bar, Line, Mark, grouped_ratio_chart, line_chart, stacked_bars
 from trainperf.report.table import COLUMNS, diagnosis_lines, rows
 from trainperf.result import CaseResult
-from trainperf.run.folder import RunFolder
 from trainperf.traces.diff import describe
 
 STYLE = """

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainperf.ground.folder import RunFolder
 from trainperf.judge import stats
 from trainperf.measure.nvml import Sample
 from trainperf.result import CaseResult
-from trainperf.run.folder import RunFolder
 
 GIB = 2**30
 

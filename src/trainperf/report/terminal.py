@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.ground.folder import RunFolder
+from trainperf.launch import interruption
 from trainperf.paths import REPORT_FILES, RESULTS_DIR
 from trainperf.report.summary import details, write_summary
 from trainperf.result import CaseResult
-from trainperf.run import interruption
-from trainperf.run.folder import RunFolder
 from trainperf.run.session import SessionState
 
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainperf.run.folder import RunFolder
+from trainperf.ground.folder import RunFolder
 from trainperf.store.records import StoredRun
 
 

@@ -1,2 +1,5 @@
-"""Running cases on the parent side: the context, the case runner, the child launcher, outcomes, cliffs, the
-run folder."""
+"""The case lifecycle on the parent side: a pytest session's cases (``session``), the run they
+share (``context``), each case run, judged and kept (``case_runner``, ``step_plan``, ``limits``,
+``case_notes``), what is built on a case's runs through ``runner_port`` (``cliff``,
+``diagnosis``), and the catalogue the case files parametrize with (``catalogue``). Children are
+started by ``launch/``, which cases run where is ``fleet/``'s, results history is ``recording/``'s."""

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
@@ -22,32 +20,25 @@ from trainperf.judge.contamination import Contamination, judge_case
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, resolve_metric
 from trainperf.judge.step_series import step_medians
+from trainperf.launch.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.measure.measurement import RunMeasurement, pool_runs
-from trainperf.measure.multi_gpu import per_gpu_note
 from trainperf.measure.placement import cpu_share
 from trainperf.paths import portable_argv
 from trainperf.result import CaseResult
+from trainperf.run.case_notes import gpu_notes, reference_notes, setup_notes
 from trainperf.run.context import RunContext
 from trainperf.run.diagnosis import attach_diagnosis
-from trainperf.run.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.run.limits import attach_limits
+from trainperf.run.runner_port import CaseReport
 from trainperf.run.step_plan import StepCount, memory_limit, step_count
 from trainperf.store.baselines import describe_file_baseline
 from trainperf.store.references import compare_to_references
 from trainperf.traces.collect import attach_diff
 
 
-@dataclass(slots=True)
-class CaseReport:
-    case: Case
-    result: CaseResult
-    verdict: CaseVerdict
-    baseline_written: Path | None = None
-    notes: list[str] = field(default_factory=list)
-
-
 class CaseRunner:
-    """Repeats, confirmation, judging and the baseline write of one case at a time."""
+    """Repeats, confirmation, judging and the baseline write of one case at a time; what the cliff
+    search, the diagnosis and the budget ask of it is ``run.runner_port.RunnerPort``."""
 
     def __init__(self, context: RunContext) -> None:
         self.ctx = context
@@ -55,10 +46,6 @@ class CaseRunner:
         self.metrics: dict[str, Metric] = context.metrics
         """The current case's metrics: their timing tolerances narrowed where it is judged against
         the runner's history (``judge.learned_tolerance``)."""
-
-    @property
-    def on_gpu(self) -> bool:
-        return self.ctx.on_gpu
 
     def run(self, case: Case) -> CaseReport:
         """Measure (or, resumed, re-judge) a case; a folder that cannot be written is one line."""
@@ -92,7 +79,8 @@ class CaseRunner:
         no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
         if no_diff and "diagnosis" not in result.verdict:
             notes.append(no_diff)
-        notes += self._reference_notes(case, result)
+        result.references = compare_to_references(result, case, ctx.references) or None
+        notes += reference_notes(result.references)
         attach_limits(case, result, ctx.gpu_class, ctx.baselines)
         if baseline is not None and (series := step_medians(baseline.metrics.get("step_time_s"))):
             result.verdict["baseline_step_times"] = series
@@ -153,7 +141,7 @@ class CaseRunner:
         if steps.note:
             notes.append(steps.note)
         result = self.new_result(case)
-        if self.on_gpu:
+        if ctx.on_gpu:
             family = family_of(case.family)
             estimated = family.memory_estimate(case, steps.steps)
             result.estimate = estimated.to_dict() if estimated else None
@@ -185,14 +173,6 @@ class CaseRunner:
                 "run(s); steps are compared through their median across all runs"
             )
         return result, verdict
-
-    def _reference_notes(self, case: Case, result: CaseResult) -> list[str]:
-        result.references = compare_to_references(result, case, self.ctx.references) or None
-        return [
-            f"vs published: {ref['metric']} {ref['measured']:,.4g} = {ref['ratio']:.2f}x {ref['source']}'s "
-            f"{ref['published']:,.4g} (provisional, never gates)"
-            for ref in result.references or []
-        ]
 
     def conclude(self, report: CaseReport) -> CaseReport:
         """Write the baseline when asked (--perf-update-baselines)."""
@@ -330,6 +310,29 @@ class CaseRunner:
             measurements.append(run.measurement)
         result.metrics = pool_runs(measurements)
 
+    def run_probe(self, case: Case, steps: int, settled_by: str) -> CaseResult:
+        """One fresh child of ``case`` as a cliff probe: a result of its own, never pooled with others;
+        an interruption of it is settled when ``settled_by`` (the search's result) arrives."""
+        probed = self.new_result(case)
+        self.add_runs(case, StepCount(steps), probed, [], 1, purpose="cliff-probe", settled_by=settled_by)
+        return probed
+
+    def run_profiled(
+        self, case: Case, steps: StepCount, result: CaseResult, interpreter: Interpreter
+    ) -> ChildRun:
+        """One more fresh child, profiled over its last steps, numbered after ``result``'s runs but
+        never pooled into it (a diagnosis's run: its profile, not its figures, is what it is for)."""
+        repeat = len(result.runs)
+        return self.launcher.run(
+            case,
+            steps.steps,
+            repeat=repeat,
+            total=repeat + 1,
+            interpreter=interpreter,
+            traced=True,
+            data_steps=steps.data_steps,
+        )
+
 
 def unwritable(exc: OSError, run_dir: Path) -> str:
     """One line for a run folder that stopped taking files: what, why, and how to finish the run."""
@@ -359,30 +362,4 @@ def add_run(result: CaseResult, run: ChildRun) -> bool:
     return True
 
 
-def gpu_notes(runs: list[dict[str, Any]]) -> list[str]:
-    """Report lines from the runs' GPU records: what was wrong before a run, and per-GPU figures."""
-    notes = []
-    for number, run in enumerate(runs, 1):
-        before = run.get("gpu_before") or {}
-        for device, procs in (before.get("foreign_processes") or {}).items():
-            pids = ", ".join(str(pid) for pid, _ in procs)
-            notes.append(
-                f"run {number}: GPU {device} held by foreign process(es) {pids} before it started (noisy "
-                "neighbour?)"
-            )
-        for device, reasons in (before.get("throttled") or {}).items():
-            notes.append(f"run {number}: GPU {device} throttled before it started ({', '.join(reasons)})")
-    per_gpu = per_gpu_note(runs)
-    if per_gpu:
-        notes.append(per_gpu)
-    return notes
-
-
-def setup_notes(runs: list[dict[str, Any]]) -> list[str]:
-    """A line per run that recorded where a framework's start-up went (verl)."""
-    return [
-        f"run {n}: {run['setup']['line']}" for n, run in enumerate(runs, 1) if "line" in run.get("setup", {})
-    ]
-
-
-__all__ = ["CaseReport", "CaseRunner", "add_run", "gpu_notes"]
+__all__ = ["CaseRunner", "add_run"]

@@ -22,8 +22,7 @@ from trainperf.plan.cliff import (
     verify_cliff,
 )
 from trainperf.result import CaseResult, MetricValue
-from trainperf.run.case_runner import CaseReport, CaseRunner
-from trainperf.run.step_plan import StepCount
+from trainperf.run.runner_port import CaseReport, RunnerPort
 
 # A cliff probe runs two steps: the optimizer states are allocated in the first, so the second
 # meets them together with a full forward and backward; a fit is not timed. The cliff is that of
@@ -39,7 +38,7 @@ ESTIMATE_SKIP_FACTOR = 1.25
 class CliffSearch:
     """One search of ``case`` along ``axis``: each probe a fresh child, written down as it ends."""
 
-    def __init__(self, runner: CaseRunner, case: Case, axis: str) -> None:
+    def __init__(self, runner: RunnerPort, case: Case, axis: str) -> None:
         self.runner, self.case, self.axis = runner, case, axis
         self.ctx = runner.ctx
         self.cliff_id = f"{case.id}-cliff-{axis}"
@@ -67,10 +66,7 @@ class CliffSearch:
             return replayed
         self.recorded.clear()  # the search left the recorded path: launch from here on
         probe_case = self.case.replace(**{self.axis: value})
-        probed = self.runner.new_result(probe_case)
-        self.runner.add_runs(
-            probe_case, StepCount(self.steps), probed, [], 1, purpose="cliff-probe", settled_by=self.cliff_id
-        )
+        probed = self.runner.run_probe(probe_case, self.steps, settled_by=self.cliff_id)
         self.launches += 1
         fits = probed.outcome == Outcome.OK.value
         self.ctx.say(
@@ -83,7 +79,7 @@ class CliffSearch:
         return result
 
     def predicted_oom(self, value: int) -> str | None:
-        if not self.runner.on_gpu:
+        if not self.ctx.on_gpu:
             return None
         probe_case = self.case.replace(**{self.axis: value})
         family = family_of(probe_case.family)
@@ -120,7 +116,7 @@ class CliffSearch:
         return cliff, confirm_cliff(cliff, self.probe)
 
 
-def run_cliff(runner: CaseRunner, case: Case, axis: str, low: int, high: int) -> CaseReport:
+def run_cliff(runner: RunnerPort, case: Case, axis: str, low: int, high: int) -> CaseReport:
     """Find the OOM cliff of ``case`` along ``axis`` and gate it against the stored cliff."""
     ctx = runner.ctx
     validate_range(axis, low, high)
@@ -168,7 +164,7 @@ def run_cliff(runner: CaseRunner, case: Case, axis: str, low: int, high: int) ->
 
 
 def _judge_cliff(
-    runner: CaseRunner,
+    runner: RunnerPort,
     case: Case,
     result: CaseResult,
     baseline: CaseResult | None,

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from trainperf.errors import TrainperfError
+from trainperf.ground.folder import RunFolder
+from trainperf.ground.settings import Settings
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import CPU_CLASS, GpuClass
@@ -18,16 +20,15 @@ from trainperf.measure.nvml import Nvml
 from trainperf.measure.ownership import sweep_orphans
 from trainperf.measure.placement import Placement
 from trainperf.paths import PUBLISHED_DIR, SQLITE_URL, portable, portable_argv
-from trainperf.run.folder import RunFolder
-from trainperf.run.history import SessionHistory, open_history
-from trainperf.run.settings import Settings
+from trainperf.recording.history import SessionHistory, open_history
 from trainperf.store.baselines import BaselineStore
 from trainperf.store.references import Reference, load_references
 
 
 @dataclass(slots=True)
 class RunContext:
-    """Session-wide facts every case needs."""
+    """Session-wide facts every case needs (a launch asks for part of them:
+    ``launch.launch_context.LaunchContext``)."""
 
     settings: Settings
     run_dir: Path

@@ -8,16 +8,14 @@ An extra run is kept in the run folder but never pooled into the case's metrics.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trainperf.case import Case, Outcome
 from trainperf.judge.compare import CaseVerdict, Verdict
 from trainperf.result import CaseResult
+from trainperf.run.runner_port import RunnerPort
+from trainperf.run.step_plan import StepCount
 from trainperf.traces.diagnose import diagnose
-
-if TYPE_CHECKING:
-    from trainperf.run.case_runner import CaseRunner
-    from trainperf.run.step_plan import StepCount
 
 MEMORY_METRICS = ("peak_allocated_gib", "peak_reserved_gib", "device_mem_peak_gib", "host_peak_rss_gib")
 ENERGY_METRICS = ("energy_per_token_j", "power_mean_w", "power_peak_w")
@@ -36,7 +34,7 @@ def regressed_kinds(verdict: CaseVerdict) -> set[str]:
 
 
 def attach_diagnosis(
-    runner: CaseRunner,
+    runner: RunnerPort,
     case: Case,
     steps: StepCount,
     result: CaseResult,
@@ -81,7 +79,7 @@ def attach_diagnosis(
 
 
 def _profiled_run(
-    runner: CaseRunner, case: Case, steps: StepCount, result: CaseResult
+    runner: RunnerPort, case: Case, steps: StepCount, result: CaseResult
 ) -> tuple[dict[str, Any] | None, str, str]:
     """One more fresh run of the case, profiled over its last steps; (profile, cost, why not)."""
     ctx = runner.ctx
@@ -91,16 +89,7 @@ def _profiled_run(
     ctx.say(
         f"[trainperf] {case.id}: regression confirmed; one profiled run to diagnose it (--perf-diagnose off)"
     )
-    repeat = len(result.runs)
-    run = runner.launcher.run(
-        case,
-        steps.steps,
-        repeat=repeat,
-        total=repeat + 1,
-        interpreter=interpreter,
-        traced=True,
-        data_steps=steps.data_steps,
-    )
+    run = runner.run_profiled(case, steps, result, interpreter)
     trace = run.info.get("trace") or {}
     cost = f"one extra profiled run ({run.info.get('wall_s', 0):.0f} s, {run.info.get('dir')})"
     if run.outcome is not Outcome.OK:

@@ -13,18 +13,19 @@ from typing import Any, TypeVar
 
 import pytest
 
-from trainperf.case import Case
+from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
+from trainperf.fleet.budget import Budget
+from trainperf.fleet.session_plan import SessionPlan, ray_task_refusal
+from trainperf.ground.settings import Settings
 from trainperf.measure.detection import Detection, detect, emulate
 from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement, visible_devices, worker_index
-from trainperf.run.budget import Budget, leave_out
-from trainperf.run.case_runner import CaseReport, CaseRunner
+from trainperf.run.case_runner import CaseRunner
 from trainperf.run.cliff import run_cliff
 from trainperf.run.context import RunContext, open_run
-from trainperf.run.fleet import SessionPlan, ray_task_refusal
-from trainperf.run.settings import Settings
+from trainperf.run.runner_port import CaseReport, RunnerPort
 
 BASELINE_WRITTEN_PROPERTY = "trainperf_baseline_written"
 """The test report property naming a baseline a case wrote: ``<case id>=<path>``."""
@@ -113,6 +114,19 @@ def own_gpu(detection: Detection, placement: Placement) -> Detection:
     if own is None or detection.device is None or own == detection.device:
         return detection
     return dataclasses.replace(detection, device=own, info=Nvml.info(own))
+
+
+def leave_out(budget: Budget | None, runner: RunnerPort, case: Case, key: str) -> CaseReport | None:
+    """The case recorded as skipped when the budget has no room for it, else None (run it)."""
+    reason = budget.refusal(key) if budget is not None else None
+    if reason is None:
+        return None
+    result = runner.new_result(case)
+    result.case_id, result.outcome, result.message = key, Outcome.SKIPPED.value, reason
+    verdict = runner.judge(case, result, None)
+    result.verdict = {**verdict.to_dict(), "notes": [f"left out: {reason}"]}  # listed under the summary
+    runner.keep(result, verdict)
+    return CaseReport(case, result, verdict, notes=[f"left out: {reason}"])
 
 
 class PerfSession:

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from trainperf.case import Case
 from trainperf.families import family_of
+from trainperf.ground.settings import Settings
 from trainperf.judge.compare import MIN_STABLE_PAIRS
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
 from trainperf.judge.step_power import POWER_MARGIN, MetricPower, power_at
 from trainperf.measure.hardware import CPU_CLASS, GpuClass, load_classes
 from trainperf.result import CaseResult, requested_steps
-from trainperf.run.settings import Settings
 
 DEFAULT_STEPS = {"gpu": 40, "cpu": 16}
 MEMORY_METRICS = ("peak_allocated_gib", "peak_reserved_gib", "device_mem_peak_gib")

@@ -18,11 +18,11 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 from trainperf.store.history import SqlWrites
-from trainperf.store.interface import DEFAULT_LOCK_TIMEOUT_S, StoreError, normalise_url, shown
 from trainperf.store.reads import SqlCaseReads
 from trainperf.store.schema import SCHEMA_VERSION, cases, metadata, schema_info
 from trainperf.store.series_reads import SqlSeriesReads
 from trainperf.store.sql import READ_ONLY
+from trainperf.store.url import DEFAULT_LOCK_TIMEOUT_S, StoreError, normalise_url, shown
 
 # Any constant: the PostgreSQL advisory lock that serialises schema creation across runners.
 SCHEMA_LOCK_ID = 0x7472_6E70

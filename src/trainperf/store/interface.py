@@ -6,22 +6,16 @@ over a SQLite file or PostgreSQL); ``open_history_store`` chooses it by the URL.
 imports no database library, so the command's parser and the parent's modules can name the
 interface without loading one.
 
-The URL is read straight down: ``--perf-store`` / ``--store`` > ``TRAINPERF_STORE`` > ini
-``perf_store`` > the default file. The default file lives in the per-user data directory
-(``~/.local/share/trainperf/history.sqlite`` on Linux, via platformdirs): a nightly runner keeps it
-between runs, where the checkout and its ``reports/`` are wiped by CI and ``/tmp`` by a reboot.
+Where the store is and its one-line errors are in ``store/url.py``, which both this interface and
+the implementation import; the names are given here too, for the callers of the interface.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trainperf.errors import TrainperfError
-from trainperf.redact import redact_text
 from trainperf.result import CaseResult
 from trainperf.store.records import (
     EVERY_RESULT,
@@ -35,56 +29,32 @@ from trainperf.store.records import (
     StoredRun,
     TimelineRow,
 )
+from trainperf.store.url import (
+    DEFAULT_LOCK_TIMEOUT_S,
+    STORE_ENV,
+    StoreBusy,
+    StoreError,
+    default_store_path,
+    normalise_url,
+    resolve_url,
+    shown,
+)
+
+__all__ = [
+    "DEFAULT_LOCK_TIMEOUT_S",
+    "STORE_ENV",
+    "HistoryStore",
+    "StoreBusy",
+    "StoreError",
+    "default_store_path",
+    "normalise_url",
+    "open_history_store",
+    "resolve_url",
+    "shown",
+]
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11's
     from typing_extensions import Self
-
-STORE_ENV = "TRAINPERF_STORE"
-DEFAULT_LOCK_TIMEOUT_S = 30.0
-
-
-class StoreError(TrainperfError):
-    """The store cannot be used: unreachable, newer schema, corrupt, locked. One line."""
-
-
-class StoreBusy(StoreError):
-    """A SQLite writer did not get the lock in time; the run folder stays for a later ingest."""
-
-
-def default_store_path() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("trainperf", appauthor=False)) / "history.sqlite"
-
-
-def resolve_url(cli: str | None = None, ini: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """The store URL by precedence: command line > ``TRAINPERF_STORE`` > ini > the default file."""
-    environ = os.environ if env is None else env
-    for value in (cli, environ.get(STORE_ENV), ini):
-        if value:
-            return normalise_url(value)
-    return normalise_url(str(default_store_path()))
-
-
-def normalise_url(text: str) -> str:
-    """``sqlite:///PATH`` and ``postgresql://...`` as given (psycopg 3 as the driver); a bare path
-    is a SQLite file."""
-    text = text.strip()
-    if text.startswith(("postgresql://", "postgres://")):
-        return "postgresql+psycopg://" + text.split("://", 1)[1]
-    if text.startswith(("postgresql+", "sqlite:")):
-        return text
-    if "://" in text:
-        scheme = text.split("://", 1)[0]
-        raise StoreError(
-            f"store URL scheme '{scheme}' is not supported: use sqlite:///PATH or postgresql://user@host:port/db"
-        )
-    return f"sqlite:///{Path(text).expanduser().resolve()}"
-
-
-def shown(url: str) -> str:
-    """The URL without its password, fit for a message (``trainperf.redact``'s rule, as every record)."""
-    return redact_text(url)
 
 
 class HistoryStore(Protocol):

@@ -17,7 +17,7 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Engine
 
 from trainperf.redact import redact_text
-from trainperf.store.interface import StoreBusy, StoreError, shown
+from trainperf.store.url import StoreBusy, StoreError, shown
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11's
     from typing_extensions import Self

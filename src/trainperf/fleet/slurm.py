@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainperf.errors import TrainperfError
+from trainperf.fleet.nightly_runs import prepare
 from trainperf.measure.hardware import CPU_CLASS
-from trainperf.run.nightly_runs import prepare
 
 TEMPLATE_DIR = Path("ci") / "slurm"
 SHARDS_SCRIPT, MERGE_SCRIPT = "shards.sbatch", "merge.sbatch"

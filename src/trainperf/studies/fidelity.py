@@ -17,13 +17,13 @@ from typing import Any
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
+from trainperf.ground.folder import RunFolder
 from trainperf.jsonio import write_json_atomic
 from trainperf.judge.metrics import tolerances_from_pyproject
 from trainperf.measure import fidelity
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
-from trainperf.run.fidelity_render import render
-from trainperf.run.folder import RunFolder
+from trainperf.studies.fidelity_render import render
 from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, SPEC_FILE, read_child_result
 
 STATE_FILE = "fidelity.json"
@@ -98,11 +98,11 @@ def run_fidelity(
     root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: Callable[[str], None] = print
 ) -> Path:
     """Launch the plan's children (or the rest of them, with ``resume``); return the run folder."""
+    from trainperf.ground.settings import resolve
+    from trainperf.launch.launcher import ChildLauncher
     from trainperf.measure.detection import detect
     from trainperf.measure.hardware import load_classes
     from trainperf.run.context import open_run
-    from trainperf.run.launcher import ChildLauncher
-    from trainperf.run.settings import resolve
 
     settings = resolve(cli, lambda _name: None, root)
     context = open_run(settings, detect(load_classes(), settings.gpu_class), root)

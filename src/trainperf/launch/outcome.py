@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from trainperf.case import Outcome
-from trainperf.run.interruption import remaining_s
+from trainperf.launch.interruption import remaining_s
 from trainperf.workloads.protocol import EXIT_OK, OOM_MARKERS
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import STACK_IMPORTS, BrokenEnvironment, check_runs
 from trainperf.families.env_create import probe_versions
+from trainperf.ground.folder import RunFolder
 from trainperf.measure.measurement import merge_metric
 from trainperf.result import CaseResult
-from trainperf.run.folder import RunFolder
 
 STUDY_STORE = "study.sqlite"
 """The rounds' own results store, inside the study's folder: A/B and bisect rounds measure other

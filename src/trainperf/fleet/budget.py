@@ -3,8 +3,9 @@ in time.
 
 Value: a case whose step time moved recently (a change point among its last stored runs) comes
 first, then the case that has gone longest without a run (never run: first of all). A case is
-not started when its expected duration is more than what is left of the budget; it is recorded
-as skipped, "over --perf-budget", and so listed in the summary with everything else.
+not started when its expected duration is more than what is left of the budget; the session
+records it as skipped, "over --perf-budget" (``run.session.leave_out``), and so lists it in the
+summary with everything else. This module only weighs and counts: it runs and records nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.case import Case, Outcome
 from trainperf.judge.changepoints import change_points
-from trainperf.run.case_runner import CaseReport, CaseRunner
 
 RECENT_RUNS = 5
 """A change point among a case's last this many stored runs counts as recent."""
@@ -75,16 +74,3 @@ class Budget:
             f"over --perf-budget {self.minutes:g} min: expected {needed_s / 60:.1f} min, "
             f"{max(left_s, 0) / 60:.1f} min left"
         )
-
-
-def leave_out(budget: Budget | None, runner: CaseRunner, case: Case, key: str) -> CaseReport | None:
-    """The case recorded as skipped when the budget has no room for it, else None (run it)."""
-    reason = budget.refusal(key) if budget is not None else None
-    if reason is None:
-        return None
-    result = runner.new_result(case)
-    result.case_id, result.outcome, result.message = key, Outcome.SKIPPED.value, reason
-    verdict = runner.judge(case, result, None)
-    result.verdict = {**verdict.to_dict(), "notes": [f"left out: {reason}"]}  # listed under the summary
-    runner.keep(result, verdict)
-    return CaseReport(case, result, verdict, notes=[f"left out: {reason}"])

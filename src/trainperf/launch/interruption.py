@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainperf.ground.folder import RunFolder
 from trainperf.jsonio import write_json_atomic
 from trainperf.judge import stats
-from trainperf.run.folder import RunFolder
 
 
 @dataclass(frozen=True, slots=True)

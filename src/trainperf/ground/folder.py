@@ -6,7 +6,7 @@ results/<cliff>.probes.jsonl  a cliff search's probes, one line each, for --perf
 results.jsonl                 one line per finished case, flushed: nothing is lost on a crash
 cases/<case>/r<n>/            each fresh child's spec, steps, samples, logs and result
 traces/<case>/                each case's profiler traces under --perf-trace
-interrupted.json              the case a Ctrl-C or time limit cut (``run.interruption``)
+interrupted.json              the case a Ctrl-C or time limit cut (``launch.interruption``)
 summary.md, index.html, benchmark.json   the reports (``report.build``)
 
 The names themselves live in ``trainperf.paths`` (and a child's files in ``workloads.protocol``),

@@ -13,22 +13,20 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.families import family_of
-from trainperf.run.budget import Budget, by_value, values_from_timeline
-from trainperf.run.night import NightSession, keep_night
-from trainperf.run.ray_task import IN_RAY_TASK
-from trainperf.run.settings import Settings
-from trainperf.run.shard import (
+from trainperf.fleet.budget import Budget, by_value, values_from_timeline
+from trainperf.fleet.night import NightSession, keep_night
+from trainperf.fleet.ray_task import IN_RAY_TASK
+from trainperf.fleet.shard import (
     Expected,
-    Shard,
     baseline_loader,
     durations_from_timeline,
     expected_durations,
     item_key,
-    parse_shard,
     read_timeline,
     shard_line,
     split,
 )
+from trainperf.ground.settings import Settings, Shard, parse_shard
 from trainperf.store.baselines import BaselineStore
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainperf.errors import TrainperfError
+from trainperf.ground.settings import Settings
 from trainperf.result import CaseResult
-from trainperf.run.settings import Settings
 from trainperf.store.baselines import describe_file_baseline
 
 if TYPE_CHECKING:

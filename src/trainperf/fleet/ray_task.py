@@ -27,7 +27,7 @@ STOP_GRACE_S = 120
 """After SIGINT, how long pytest gets to stop its case, write its summary and end its children."""
 POLL_S = 5.0
 IN_RAY_TASK = "TRAINPERF_RAY_TASK"
-"""Set in a shard's session: its cases run inside a Ray cluster's task (``run.fleet``)."""
+"""Set in a shard's session: its cases run inside a Ray cluster's task (``fleet.session_plan``)."""
 # What Ray sets for its own worker, which a Ray started inside the shard must not take for its own.
 RAY_WORKER_ONLY = ("RAY_JOB_ID", "RAY_RAYLET_PID", "RAY_CLIENT_MODE", "RAY_LD_PRELOAD_ON_WORKERS")
 # What Ray pins for a task (OMP_NUM_THREADS: to its CPU count, which would slow a CPU case's
@@ -166,7 +166,7 @@ def _interrupt_when_orphaned() -> None:
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    """``run.process.kill_group``'s twin, with SIGINT first (pytest's summary, not SIGTERM's
+    """``launch.process.kill_group``'s twin, with SIGINT first (pytest's summary, not SIGTERM's
     end): this module imports nothing of trainperf, which a node's Ray may not have."""
     try:
         os.killpg(process.pid, signal.SIGINT)

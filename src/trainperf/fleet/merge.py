@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.ground.folder import RunFolder
+from trainperf.ground.settings import Shard, parse_shard
 from trainperf.jsonio import append_jsonl, read_jsonl
 from trainperf.paths import CASES_DIR, RESULTS_DIR, SESSION_FILE, portable
 from trainperf.paths import RESULTS_INDEX_FILE as INDEX_FILE
+from trainperf.recording.ingest import sessions_of
 from trainperf.result import CaseResult
-from trainperf.run.folder import RunFolder
-from trainperf.run.ingest import sessions_of
-from trainperf.run.shard import Shard, parse_shard
 from trainperf.store.records import RunInfo, run_key, runner_label
 
 
@@ -174,7 +174,7 @@ def copy_into(shards: list[ShardRun], output: Path, record: dict[str, Any]) -> R
 def nightly_record(shards: list[ShardRun], runner: str | None) -> tuple[dict[str, Any], RunInfo]:
     """What the merged run.json records of the nightly, and the nightly's row in the results history:
     one id for the shards' runs (each stays in the history under its own runner)."""
-    from trainperf.run.ingest import run_info
+    from trainperf.recording.ingest import run_info
 
     keys = [run_info(shard.folder, [], runner).run_key for shard in shards]
     first = shards[0]

@@ -20,11 +20,11 @@ from typing import Any
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
+from trainperf.ground.folder import RunFolder
 from trainperf.measure.measurement import measure_run, run_metrics
 from trainperf.measure.nvml import read_samples
 from trainperf.paths import BENCHMARK_FILE, CASES_DIR, TRACES_DIR
 from trainperf.result import SCHEMA_VERSION, CaseResult
-from trainperf.run.folder import RunFolder
 from trainperf.store.interface import HistoryStore, StoreBusy
 from trainperf.store.records import CaseItem, RunInfo, run_key, runner_label
 from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, read_child_result

@@ -96,9 +96,9 @@ def tail(path: Path, lines: int = 30) -> str:
 
 
 def supervised(command: list[str]) -> list[str]:
-    """``command`` under the supervisor (``run.supervisor``): it dies with this process, and so does
+    """``command`` under the supervisor (``launch.supervisor``): it dies with this process, and so does
     everything it started, whichever session or process group that moved to."""
-    return [sys.executable, "-m", "trainperf.run.supervisor", str(os.getpid()), "--", *command]
+    return [sys.executable, "-m", "trainperf.launch.supervisor", str(os.getpid()), "--", *command]
 
 
 class SilenceWatch:

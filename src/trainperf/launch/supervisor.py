@@ -1,6 +1,6 @@
 """The first process of every case's child: no part of the case outlives the suite.
 
-``python -m trainperf.run.supervisor PARENT_PID -- COMMAND...`` asks the kernel to send it
+``python -m trainperf.launch.supervisor PARENT_PID -- COMMAND...`` asks the kernel to send it
 SIGTERM when its parent dies (``PR_SET_PDEATHSIG``: a ``kill -9`` of pytest runs no handler of
 pytest's own), makes itself the reaper of every orphaned descendant (``PR_SET_CHILD_SUBREAPER``:
 torchrun ranks, Ray's workers and rollout servers that leave the process group by starting
@@ -176,7 +176,7 @@ def supervise(parent: int, command: list[str]) -> NoReturn:
 
 def main(argv: list[str]) -> NoReturn:
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
-        print("usage: python -m trainperf.run.supervisor PARENT_PID -- COMMAND...", file=sys.stderr)
+        print("usage: python -m trainperf.launch.supervisor PARENT_PID -- COMMAND...", file=sys.stderr)
         sys.exit(2)
     supervise(int(argv[0]), argv[2:])
 

@@ -10,12 +10,12 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
+from trainperf.ground.settings import Settings
 from trainperf.measure.contamination import ForeignWatch, before_reasons, throttled_during, wait_until_clean
 from trainperf.measure.host_load import HostLoadWatch
 from trainperf.measure.hygiene import Hygiene
 from trainperf.measure.nvml import Sample
 from trainperf.measure.ownership import owner_tag
-from trainperf.run.settings import Settings
 
 
 def check_before(

@@ -19,6 +19,10 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
+from trainperf.fleet.cost import case_cost
+from trainperf.ground.catalogue import catalogue_items
+from trainperf.ground.folder import RunFolder
+from trainperf.ground.settings import Settings
 from trainperf.plan.tiers import (
     Entry,
     LastResult,
@@ -35,10 +39,6 @@ from trainperf.plan.tiers import (
     with_promoted,
 )
 from trainperf.result import CaseResult
-from trainperf.run.catalogue import catalogue_items
-from trainperf.run.cost import case_cost
-from trainperf.run.folder import RunFolder
-from trainperf.run.settings import Settings
 from trainperf.store.baselines import BaselineStore
 
 PROMOTE_HELP = "give a run folder, a folder of run folders, a file of case ids, store or off"

@@ -24,7 +24,7 @@ from trainperf.families.candidates import (
     parse_pins,
 )
 from trainperf.paths import portable
-from trainperf.run.ab import check_environment
+from trainperf.studies.ab import check_environment
 
 
 @dataclass(frozen=True, slots=True)

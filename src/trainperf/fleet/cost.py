@@ -6,7 +6,7 @@ diagnosis runs, and a cliff's probes and confirmations. A baselines class folder
 nightly of its cases: one run per case (the median of the baseline's runs, which were repeats of
 one measurement), and a cliff's launches where their wall times were recorded. A case on k GPUs
 costs k times its wall time. The spread over several GPUs of one host is the suite's own shard split
-(``run.shard.split``: longest first, every case whole) of the cases' GPU-seconds.
+(``fleet.shard.split``: longest first, every case whole) of the cases' GPU-seconds.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from trainperf.fleet.shard import split
 from trainperf.result import CaseResult, requested_steps
-from trainperf.run.shard import split
 
 
 @dataclass(frozen=True, slots=True)

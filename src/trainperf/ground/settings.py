@@ -64,9 +64,34 @@ def _baseline_mode(text: str) -> str:
     return mode
 
 
-def _shard(text: str) -> str:
-    from trainperf.run.shard import parse_shard
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """The value of ``--perf-shard K/N``: parsed here, where a malformed option is refused at start;
+    the fleet's split (``fleet.shard``) and merge read it."""
 
+    index: int
+    """1-based: shards 1/N to N/N."""
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> Shard:
+    """``K/N`` with 1 <= K <= N; a ValueError whose text names the fix."""
+    index, slash, count = str(text).strip().partition("/")
+    if not slash or not index.strip().isdigit() or not count.strip().isdigit():
+        raise ValueError(f"{text!r} is not K/N with whole numbers: give e.g. 1/2 for the first of two shards")
+    shard = Shard(int(index), int(count))
+    if shard.count < 1 or not 1 <= shard.index <= shard.count:
+        raise ValueError(
+            f"shard {shard} does not exist: K runs from 1 to N (1/{max(shard.count, 1)} .. "
+            f"{max(shard.count, 1)}/{max(shard.count, 1)})"
+        )
+    return shard
+
+
+def _shard(text: str) -> str:
     return str(parse_shard(text))
 
 
@@ -285,7 +310,7 @@ class Settings:
     night_budget: float | None = None
     night_promote: str | None = None
     fleet: dict[str, Any] | None = None
-    """Recorded in run.json: the shard and the whole split (``run.fleet``), set at collection."""
+    """Recorded in run.json: the shard and the whole split (``fleet.session_plan``), set at collection."""
 
 
 def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:

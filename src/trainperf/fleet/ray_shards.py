@@ -21,9 +21,9 @@ from types import ModuleType
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.fleet import ray_task
+from trainperf.fleet.nightly_runs import LOGS_DIR, MERGED_DIR, shard_folder
 from trainperf.measure.hardware import CPU_CLASS
-from trainperf.run import ray_task
-from trainperf.run.nightly_runs import LOGS_DIR, MERGED_DIR, shard_folder
 
 PROGRESS_EVERY_S = 300.0
 CONNECT_TIMEOUT_S = 10.0

@@ -2,7 +2,7 @@
 
 Each step is a function of its own, so that the spec, the command, the environment and the
 run record can be checked without starting a process; ``ChildLauncher.run`` strings them
-together. The outcome of the child is ``run.outcome``'s to decide.
+together. The outcome of the child is ``launch.outcome``'s to decide.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.families.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
+from trainperf.launch import interruption, process
+from trainperf.launch.bytecode import with_bytecode_cache
+from trainperf.launch.guard import Progress, RunWatch, both, check_before
+from trainperf.launch.launch_context import LaunchContext
+from trainperf.launch.outcome import classify
 from trainperf.measure.hardware import CPU_CLASS
 from trainperf.measure.idle import idle_level, wait_idle
 from trainperf.measure.measurement import RunMeasurement, measure_run
@@ -26,11 +31,6 @@ from trainperf.measure.nvml import Sample, Sampler, write_samples
 from trainperf.measure.ownership import OWNER_ENV, owner_tag
 from trainperf.measure.placement import Placement, cpu_share, reserve
 from trainperf.paths import portable
-from trainperf.run import interruption, process
-from trainperf.run.bytecode import with_bytecode_cache
-from trainperf.run.context import RunContext
-from trainperf.run.guard import Progress, RunWatch, both, check_before
-from trainperf.run.outcome import classify
 from trainperf.synth.cache import cache_root
 from trainperf.traces.collect import collect
 from trainperf.traces.plan import TracePlan, plan_trace
@@ -69,7 +69,7 @@ class Launched:
     before: dict[str, Any] | None
     idle: dict[str, int]
     watched: dict[str, Any] = field(default_factory=dict)
-    """What the watches recorded (``run.guard.RunWatch``): the host's CPU, and what made the run's
+    """What the watches recorded (``launch.guard.RunWatch``): the host's CPU, and what made the run's
     timing untrustworthy (``contamination``: a foreign process, external throttling)."""
 
 
@@ -118,7 +118,7 @@ def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
     return with_bytecode_cache(env, cache_root("bytecode"))
 
 
-def interpreter_for(ctx: RunContext, case: Case) -> Interpreter | None:
+def interpreter_for(ctx: LaunchContext, case: Case) -> Interpreter | None:
     """The interpreter of the case's environment (--perf-python, TRAINPERF_ENV, .venvs/NAME)."""
     settings = ctx.settings
     return resolve_interpreter(
@@ -130,7 +130,7 @@ def interpreter_for(ctx: RunContext, case: Case) -> Interpreter | None:
 
 
 def child_spec(
-    ctx: RunContext,
+    ctx: LaunchContext,
     case: Case,
     steps: int,
     out_dir: Path,
@@ -158,7 +158,7 @@ def child_spec(
     )
 
 
-def case_devices(ctx: RunContext, case: Case) -> tuple[str, ...]:
+def case_devices(ctx: LaunchContext, case: Case) -> tuple[str, ...]:
     """The GPUs a case's child gets: this worker's own, plus the next ones for a k-GPU case."""
     if not ctx.on_gpu:
         if case.gpus > 1 and ctx.gpu_class.name != CPU_CLASS:
@@ -178,7 +178,7 @@ def read_back(case: Case, out_dir: Path) -> dict[str, Any]:
 
 
 def measure_child(
-    ctx: RunContext, case: Case, child: dict[str, Any], launched: Launched
+    ctx: LaunchContext, case: Case, child: dict[str, Any], launched: Launched
 ) -> RunMeasurement | None:
     """The run's figures from its steps and the GPUs' samples; None when it left nothing to measure."""
     samples, devices, idle = launched.samples, launched.devices, launched.idle
@@ -193,7 +193,7 @@ def measure_child(
 
 
 def run_info(
-    ctx: RunContext,
+    ctx: LaunchContext,
     out_dir: Path,
     spec: ChildSpec,
     launched: Launched,
@@ -211,7 +211,7 @@ def run_info(
         "outcome": outcome.value,
         "timeline": child.get("timeline", {}),
         "environment": environment,
-        "python": portable(interpreter.path, ctx.run_dir),
+        "python": portable(interpreter.path, ctx.folder.root),
     }
     info.update({"data_steps": spec.data_steps} if spec.data_steps else {})
     if child.get("memory_snapshot"):
@@ -231,7 +231,7 @@ def run_info(
 class ChildLauncher:
     """Starts the fresh children of a session's cases."""
 
-    def __init__(self, context: RunContext) -> None:
+    def __init__(self, context: LaunchContext) -> None:
         self.ctx = context
 
     def run(
@@ -285,7 +285,7 @@ class ChildLauncher:
         if measurement is not None:
             info.update(measurement.info)
         if isinstance(trace_plan, TracePlan) and child.get("trace") is not None:
-            info["trace"] = collect(child["trace"], trace_plan, ctx.run_dir)
+            info["trace"] = collect(child["trace"], trace_plan, ctx.folder.root)
         elif isinstance(trace_plan, str):
             info["trace"] = {"error": trace_plan}
         if launched.devices:
@@ -397,4 +397,4 @@ class ChildLauncher:
             needed_more_s=interruption.remaining_s(steps_so_far, steps),
             settled_by=settled_by,
         )
-        interruption.record(ctx.run_dir, cut)
+        interruption.record(ctx.folder.root, cut)

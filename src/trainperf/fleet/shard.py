@@ -23,6 +23,7 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
+from trainperf.ground.settings import Shard
 from trainperf.measure.hardware import CPU_CLASS
 from trainperf.result import CaseResult
 from trainperf.store.baselines import BaselineStore
@@ -33,30 +34,6 @@ DEFAULT_SECONDS = {CPU_CLASS: 60.0}
 DEFAULT_GPU_SECONDS = 600.0
 CLIFF_FACTOR = 10
 VERIFY_LAUNCHES = 2
-
-
-@dataclass(frozen=True, slots=True)
-class Shard:
-    index: int
-    """1-based: shards 1/N to N/N."""
-    count: int
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
-
-
-def parse_shard(text: str) -> Shard:
-    """``K/N`` with 1 <= K <= N; a ValueError whose text names the fix."""
-    index, slash, count = str(text).strip().partition("/")
-    if not slash or not index.strip().isdigit() or not count.strip().isdigit():
-        raise ValueError(f"{text!r} is not K/N with whole numbers: give e.g. 1/2 for the first of two shards")
-    shard = Shard(int(index), int(count))
-    if shard.count < 1 or not 1 <= shard.index <= shard.count:
-        raise ValueError(
-            f"shard {shard} does not exist: K runs from 1 to N (1/{max(shard.count, 1)} .. "
-            f"{max(shard.count, 1)}/{max(shard.count, 1)})"
-        )
-    return shard
 
 
 @dataclass(frozen=True, slots=True)
