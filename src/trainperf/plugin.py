@@ -13,7 +13,7 @@ import pytest
 
 from trainperf import xdist
 from trainperf.errors import TrainperfError
-from trainperf.fleet.session_plan import SessionPlan, plan_session
+from trainperf.fleet.session_plan import SessionPlan, plan_session, session_exit_status
 from trainperf.ground.settings import OPTIONS, resolve
 from trainperf.launch import interruption
 from trainperf.report.case_outcome import CaseOutcome
@@ -95,8 +95,9 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """xdist controller: the night's, shard's and budget's lines, from the first worker to finish."""
     state = node.config.stash[STATE]
-    if state.plan is None and (lines := xdist.received_plan_lines(node)):
-        state.plan = SessionPlan(state.settings, lines)
+    lines, emptied = xdist.received_plan_lines(node)
+    if state.plan is None and lines:
+        state.plan = SessionPlan(state.settings, lines, emptied=emptied)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -135,7 +136,7 @@ def pytest_collection_modifyitems(
             (state.rootdir, bool(config.option.collectonly)),
         )
         state.settings = state.plan.settings
-        xdist.send_plan_lines(config, state.plan.lines)
+        xdist.send_plan_lines(config, state.plan.lines, state.plan.emptied)
 
 
 @pytest.fixture(scope="session")
@@ -167,7 +168,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """An xdist worker has no terminal summary: its part of the run is stamped and closed here."""
+    """An xdist worker has no terminal summary: its part of the run is stamped and closed here. A
+    session whose night or shard left it no case ends with status 0, not pytest's "no tests" 5."""
     state = session.config.stash.get(STATE, None)
     if state is not None and xdist.worker_id(session.config):
         state.conclude_history()
+    if state is not None:
+        session.exitstatus = session_exit_status(state.plan, session.exitstatus)

@@ -23,6 +23,7 @@ from trainperf.measure.placement import visible_devices
 
 STAMP_KEY = "trainperf_run_stamp"
 PLAN_LINES_KEY = "trainperf_plan_lines"
+PLAN_EMPTIED_KEY = "trainperf_plan_emptied"
 
 
 def worker_id(config: Any) -> str | None:
@@ -57,17 +58,21 @@ def shared_stamp(config: Any) -> str | None:
     return str(workerinput[STAMP_KEY]) if workerinput and STAMP_KEY in workerinput else None
 
 
-def send_plan_lines(config: Any, lines: list[str]) -> None:
-    """A worker: its session plan's lines (the night, the shard, the budget) go to the controller
-    with the output it sends as it finishes; the controller's terminal is the one shown."""
+def send_plan_lines(config: Any, lines: list[str], emptied: bool = False) -> None:
+    """A worker: its session plan's lines (the night, the shard, the budget) and whether the plan
+    left it no case go to the controller with the output it sends as it finishes; the controller's
+    terminal is the one shown."""
     output = getattr(config, "workeroutput", None)
     if output is not None:
         output[PLAN_LINES_KEY] = list(lines)
+        output[PLAN_EMPTIED_KEY] = emptied
 
 
-def received_plan_lines(node: Any) -> list[str]:
-    """The controller: the plan lines a finished worker sent (every worker plans alike)."""
-    return list((getattr(node, "workeroutput", None) or {}).get(PLAN_LINES_KEY) or [])
+def received_plan_lines(node: Any) -> tuple[list[str], bool]:
+    """The controller: the plan lines a finished worker sent (every worker plans alike), and
+    whether its plan left the session no case."""
+    output = getattr(node, "workeroutput", None) or {}
+    return list(output.get(PLAN_LINES_KEY) or []), bool(output.get(PLAN_EMPTIED_KEY))
 
 
 def auto_workers() -> int | None:

@@ -36,6 +36,21 @@ class SessionPlan:
     """The session's settings, with ``fleet`` set to what is recorded in run.json."""
     lines: list[str] = field(default_factory=list)
     budget: Budget | None = None
+    emptied: bool = False
+    """The night's plan or the shard left this session no case: nothing to run is then this
+    session's right answer (a shard of a small night), not pytest's "no tests" error."""
+
+
+NO_TESTS_COLLECTED = 5
+"""pytest's exit status when no test was left to run."""
+
+
+def session_exit_status(plan: SessionPlan | None, status: int) -> int:
+    """The session's exit status: pytest's "no tests" becomes 0 where the night's plan or the shard
+    left the session no case (the nightly's job stays green), and stays 5 for a selection that
+    matched nothing (a typo in ``-k`` must still fail)."""
+    emptied = plan is not None and plan.emptied
+    return 0 if emptied and status == NO_TESTS_COLLECTED else status
 
 
 def plan_session(
@@ -65,11 +80,15 @@ def plan_session(
 
     plan = SessionPlan(settings)
     record: dict[str, Any] = {}
+    had_cases = bool(keyed)  # the night drops its left-out items from ``keyed`` too
     if settings.night is not None:
         session = NightSession(settings, weighed_class, *(night or (Path.cwd(), False)))
         record["night"] = keep_night(items, keyed, case_of, session, deselect, plan.lines)
     if settings.shard is not None:
         record |= _keep_shard(items, keyed, parse_shard(settings.shard), weigh(shared), deselect, plan.lines)
+    if had_cases and not any(id(item) in keyed for item in items):
+        plan.emptied = True
+        plan.lines.append("trainperf: no case of this selection is this session's to run; nothing failed")
     if settings.budget is not None:
         plan.budget = _order_for_budget(items, keyed, settings.budget, weigh(True), rows, plan.lines)
         record["budget_min"] = settings.budget
