@@ -2,13 +2,13 @@
 # Build a wheelhouse for an air-gapped GPU runner: download the wheels of a workload environment
 # (ci/envs/NAME.txt, both sections: exactly its pins, without dependencies) for the runner's
 # Python and platform, minus what the runner's image already has (ci/envs/gpu-image.txt) and what
-# .whl/ already holds. The wheels are split into parts of at most TRAINPERF_PART_MB each
+# .whl/ already holds. The wheels are split into parts of at most TRAINPERF_PART_MIB each
 # (.whl-NAME-a/, .whl-NAME-b/, ...) so that each part fits one copy where the transfer to the
 # runner is limited per copy; copy them next to the repository on the runner, where
 # scripts/offline-run.sh installs them.
 #   usage: bash scripts/offline-wheels.sh NAME [DEST_ROOT]      (default DEST_ROOT: the repository)
 # Variables:
-#   TRAINPERF_PART_MB        largest part in MB, where copies to the runner are limited in size
+#   TRAINPERF_PART_MIB       largest part in MiB, where copies to the runner are limited in size
 #                            (default 0: one part, .whl-NAME-a/)
 #   TRAINPERF_WHEEL_PYTHON   the runner's Python version (default 3.12; platform manylinux x86_64)
 #   PYTHON                   the interpreter that runs pip here (default python3)
@@ -43,8 +43,8 @@ for pin in $pins; do
     --platform manylinux2014_x86_64 --platform linux_x86_64 --platform any --implementation cp --abi "$abi" --abi abi3 --abi none \
     -d "$stage" "$pin"
 done
-# First-fit into parts of at most TRAINPERF_PART_MB, largest first.
-limit=$((${TRAINPERF_PART_MB:-0} * 1000 * 1000)); group=0; used=0
+# First-fit into parts of at most TRAINPERF_PART_MIB, largest first.
+limit=$((${TRAINPERF_PART_MIB:-0} * 1024 * 1024)); group=0; used=0
 rm -rf "$dest_root"/.whl-"$name"-?
 for wheel in $(ls -S "$stage"/*.whl); do
   size=$(stat -c %s "$wheel")
