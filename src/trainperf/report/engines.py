@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.families import FAMILIES
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.report.table import align, format_value
 from trainperf.result import CaseResult
 from trainperf.store.references import Reference
 
 BASE, OTHER = "vllm", "sglang"
 ROWS = (
-    ("step_time_s", "step s"),
+    (STEP_TIME, "step s"),
     ("phase_gen_s", "gen s"),
     ("phase_old_log_prob_s", "old_log_prob s"),
     ("phase_ref_s", "ref s"),
