@@ -34,6 +34,7 @@ from trainperf.families.candidates import (
 )
 from trainperf.families.envs import normalise
 from trainperf.judge.compare import Verdict
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.plan.bisect import (
     Bisection,
     Judgement,
@@ -70,7 +71,7 @@ def ab_step(
     comparison = comparison_of(
         results_a, results_b, f"{args.package} {args.good}", f"{args.package} {version}", strict=False
     )
-    ratios = [m.ratio for case in comparison.cases if (m := case.metric("step_time_s")) and m.ratio]
+    ratios = [m.ratio for case in comparison.cases if (m := case.metric(STEP_TIME)) and m.ratio]
     verdicts = ", ".join(f"{case.case_id} {case.verdict.verdict.value}" for case in comparison.cases)
     changed = any(
         case.fails or (args.look_for == "change" and case.verdict.verdict is Verdict.IMPROVED)

@@ -22,11 +22,12 @@ from trainperf.cli.output import PIPE_CLOSED, PipeClosed, emit
 from trainperf.errors import TrainperfError
 from trainperf.judge.changepoints import MIN_SEGMENT
 from trainperf.judge.fingerprint import environment_changes
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.store.interface import HistoryStore, open_history_store, resolve_url
 from trainperf.store.records import LeftOut, Point
 from trainperf.store.series import Series, series_of
 
-DEFAULT_METRIC = "step_time_s"
+DEFAULT_METRIC = STEP_TIME
 RUNS_FOR_A_CHANGE_POINT = 2 * MIN_SEGMENT
 # A case's verdict that holds for every metric (nothing was compared metric by metric).
 CASE_WIDE_VERDICTS = ("outcome-changed", "config-changed", "contaminated", "not-compared", "expected-oom")

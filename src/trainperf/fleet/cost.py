@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainperf.fleet.shard import split
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.result import CaseResult, requested_steps
 
 
@@ -75,7 +76,7 @@ def case_cost(result: CaseResult, *, one_run: bool, planned_steps: int | None = 
 
 def _left_out_s(result: CaseResult, planned_steps: int | None) -> float:
     full = requested_steps(result) or 0
-    step = result.metrics.get("step_time_s")
+    step = result.metrics.get(STEP_TIME)
     if planned_steps is None or step is None or planned_steps >= full:
         return 0.0
     return (full - planned_steps) * step.value

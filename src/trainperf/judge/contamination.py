@@ -16,11 +16,9 @@ from typing import Any
 
 from trainperf.case import Outcome
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case
-from trainperf.judge.metrics import Metric
+from trainperf.judge.metrics import Metric, device_wide_metrics
 from trainperf.result import CaseResult
 
-DEVICE_WIDE_METRICS = ("device_mem_peak_gib",)
-"""Read from NVML for the whole GPU: a foreign process's memory is in them."""
 SOFTENED = (Verdict.PASS, Verdict.IMPROVED, Verdict.NOISY, Verdict.NEW)
 
 
@@ -47,7 +45,8 @@ def _own_regressions(metrics: Sequence[MetricVerdict], contamination: Contaminat
     regressed = [m for m in metrics if m.gated and m.verdict is Verdict.REGRESSED]
     if contamination.foreign_process:
         for metric in regressed:
-            if metric.metric in DEVICE_WIDE_METRICS:
+            # Read by NVML for the whole GPU: a foreign process's use is in them.
+            if metric.metric in device_wide_metrics():
                 metric.gated, metric.note = False, f"not gated: {contamination.note()}"
         regressed = [m for m in regressed if m.gated]
     return regressed

@@ -1,7 +1,12 @@
-"""The metric registry: every gated figure declares its unit, its good direction and a tolerance."""
+"""The metric registry: every figure a case reports is defined once here, with its kind, unit,
+titles, how repeats pool, its good direction and its tolerance. The rest of the package reads
+these definitions: the measurement pools by them, the judge gates by them, the reports title their
+columns with them and the step plan, diagnosis and contamination pick metrics by kind.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -15,44 +20,113 @@ class Direction(str, Enum):
     HIGHER = "higher"
 
 
+class Kind(str, Enum):
+    """What a metric measures; code that treats a group alike asks the registry for a kind."""
+
+    TIMING = "timing"
+    THROUGHPUT = "throughput"
+    MEMORY = "memory"
+    """GPU memory, whose peak step a run records (``measure.measurement.memory_peak_step``)."""
+    HOST_MEMORY = "host_memory"
+    ENERGY = "energy"
+    POWER = "power"
+    CLIFF = "cliff"
+
+
+class Pooling(str, Enum):
+    """How the fresh runs of a case make one value (``measure.measurement.pool_runs``)."""
+
+    MEDIAN_OF_RUNS = "median_of_runs"
+    MEDIAN_OF_STEPS = "median_of_steps"
+    """The median of every run's per-step samples pooled (the median of the runs where none)."""
+    STEP_TIME_QUARTILE = "step_time_quartile"
+    """The lower quartile of every run's step times pooled (the median of the runs where none)."""
+    MAX_OF_RUNS = "max_of_runs"
+
+
+class Across(str, Enum):
+    """How a case over several GPUs combines a figure sampled on each (``measure.multi_gpu``)."""
+
+    SUM = "sum"
+    """What the job draws (power, energy)."""
+    MAX = "max"
+    """What has to fit on one card (device memory), or the highest reading."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Metric:
     name: str
+    kind: Kind
     unit: str
+    column: str
+    """Its short title: a column of the summary table."""
+    label: str
+    """Its long title with the unit: the dashboard's plots."""
     direction: Direction
     tolerance: float
     """Relative change (fraction of the baseline) that counts as a change."""
+    pooling: Pooling = Pooling.MEDIAN_OF_RUNS
     abs_tolerance: float = 0.0
     """Changes smaller than this, in the metric's unit, never count (memory jitter, say)."""
     timing: bool = False
     """Depends on speed: not gated when timing is not comparable (other CPU, emulated class)."""
     gated: bool = True
     """Informational metrics are reported next to the verdict but never fail a case."""
+    across_gpus: Across | None = None
+    """Set for a figure NVML samples on each GPU: it is device-wide (another process's use on the
+    GPU is in it), and a multi-GPU case combines its GPUs so. None: the case's own processes."""
     description: str = ""
+
+    @property
+    def device_wide(self) -> bool:
+        return self.across_gpus is not None
+
+
+# The metrics other modules pick by meaning, spelled once.
+STEP_TIME = "step_time_s"
+STEP_TIME_P25 = "step_time_p25_s"
+TOKENS_PER_S = "tokens_per_s"
+THROUGHPUT_PER_GPU = "throughput_per_gpu"
+SAMPLES_PER_HOUR = "samples_per_hour"
+PEAK_ALLOCATED = "peak_allocated_gib"
+DEVICE_MEM_PEAK = "device_mem_peak_gib"
+ENERGY_PER_TOKEN = "energy_per_token_j"
+POWER_MEAN = "power_mean_w"
 
 
 _REGISTRY: tuple[Metric, ...] = (
     Metric(
-        name="step_time_s",
+        name=STEP_TIME,
+        kind=Kind.TIMING,
         unit="s",
+        column="step s",
+        label="step time (s)",
         direction=Direction.LOWER,
         tolerance=0.03,
+        pooling=Pooling.MEDIAN_OF_STEPS,
         timing=True,
         description="median steady-state step time (warm-up detected and excluded); judged step by step "
         "against the baseline's same batches",
     ),
     Metric(
-        name="step_time_p25_s",
+        name=STEP_TIME_P25,
+        kind=Kind.TIMING,
         unit="s",
+        column="step p25 s",
+        label="step time, lower quartile (s)",
         direction=Direction.LOWER,
         tolerance=0.05,
+        pooling=Pooling.STEP_TIME_QUARTILE,
         timing=True,
         gated=False,
         description="lower quartile of steady-state step times",
     ),
     Metric(
-        name="tokens_per_s",
+        name=TOKENS_PER_S,
+        kind=Kind.THROUGHPUT,
         unit="tok/s",
+        column="tok/s",
+        label="tokens/s",
         direction=Direction.HIGHER,
         tolerance=0.10,
         timing=True,
@@ -60,8 +134,11 @@ _REGISTRY: tuple[Metric, ...] = (
         "tolerance)",
     ),
     Metric(
-        name="throughput_per_gpu",
+        name=THROUGHPUT_PER_GPU,
+        kind=Kind.THROUGHPUT,
         unit="tok/s/GPU",
+        column="tok/s/GPU",
+        label="throughput per GPU (tok/s)",
         direction=Direction.HIGHER,
         tolerance=0.10,
         timing=True,
@@ -69,8 +146,11 @@ _REGISTRY: tuple[Metric, ...] = (
         "steady steps",
     ),
     Metric(
-        name="samples_per_hour",
+        name=SAMPLES_PER_HOUR,
+        kind=Kind.THROUGHPUT,
         unit="samples/h",
+        column="samples/h",
+        label="samples/hour",
         direction=Direction.HIGHER,
         tolerance=0.05,
         timing=True,
@@ -79,7 +159,10 @@ _REGISTRY: tuple[Metric, ...] = (
     ),
     Metric(
         name="warmup_s",
+        kind=Kind.TIMING,
         unit="s",
+        column="warm-up s",
+        label="warm-up (s)",
         direction=Direction.LOWER,
         tolerance=0.5,
         timing=True,
@@ -87,8 +170,11 @@ _REGISTRY: tuple[Metric, ...] = (
         description="time of the warm-up steps (first-step compile, allocation), reported apart",
     ),
     Metric(
-        name="peak_allocated_gib",
+        name=PEAK_ALLOCATED,
+        kind=Kind.MEMORY,
         unit="GiB",
+        column="alloc GiB",
+        label="peak allocated (GiB)",
         direction=Direction.LOWER,
         tolerance=0.03,
         abs_tolerance=0.25,
@@ -96,68 +182,115 @@ _REGISTRY: tuple[Metric, ...] = (
     ),
     Metric(
         name="peak_reserved_gib",
+        kind=Kind.MEMORY,
         unit="GiB",
+        column="reserved GiB",
+        label="peak reserved (GiB)",
         direction=Direction.LOWER,
         tolerance=0.05,
         abs_tolerance=0.5,
         description="torch.cuda.max_memory_reserved over the run",
     ),
     Metric(
-        name="device_mem_peak_gib",
+        name=DEVICE_MEM_PEAK,
+        kind=Kind.MEMORY,
         unit="GiB",
+        column="dev GiB",
+        label="device memory peak, NVML (GiB)",
         direction=Direction.LOWER,
         tolerance=0.05,
         abs_tolerance=0.5,
+        across_gpus=Across.MAX,
         description="peak device memory in use (NVML), the whole process incl. CUDA context",
     ),
     Metric(
         name="host_peak_rss_gib",
+        kind=Kind.HOST_MEMORY,
         unit="GiB",
+        column="RSS GiB",
+        label="host peak RSS (GiB)",
         direction=Direction.LOWER,
         tolerance=0.15,
         abs_tolerance=0.25,
         description="peak resident memory of the child process",
     ),
     Metric(
-        name="energy_per_token_j",
+        name=ENERGY_PER_TOKEN,
+        kind=Kind.ENERGY,
         unit="J/tok",
+        column="J/tok",
+        label="energy/token (J)",
         direction=Direction.LOWER,
         tolerance=0.08,
         timing=True,
+        across_gpus=Across.SUM,
         description="NVML energy counter over the steady-state window per token",
     ),
     Metric(
-        name="power_mean_w",
+        name=POWER_MEAN,
+        kind=Kind.POWER,
         unit="W",
+        column="W mean",
+        label="mean board power (W)",
         direction=Direction.LOWER,
         tolerance=0.10,
         timing=True,
         gated=False,
+        across_gpus=Across.SUM,
         description="mean board power over the steady-state window",
     ),
     Metric(
         name="power_peak_w",
+        kind=Kind.POWER,
         unit="W",
+        column="W peak",
+        label="peak board power (W)",
         direction=Direction.LOWER,
         tolerance=0.10,
         timing=True,
         gated=False,
+        across_gpus=Across.MAX,
         description="peak sampled board power during the run",
     ),
 )
 
+CLIFF_AXES = ("batch_size", "max_seq_len", "grad_accum", "micro_batch_size")
 _CLIFFS = tuple(
     Metric(
         name=f"cliff_{axis}",
+        kind=Kind.CLIFF,
         unit="",
+        column=f"largest {axis}",
+        label=f"OOM cliff: largest {axis}",
         direction=Direction.HIGHER,
         tolerance=0.0,
         description=f"largest {axis} that fits (OOM-cliff search); any move down fails",
     )
-    for axis in ("batch_size", "max_seq_len", "grad_accum", "micro_batch_size")
+    for axis in CLIFF_AXES
 )
 
 METRICS: dict[str, Metric] = {m.name: m for m in (*_REGISTRY, *_CLIFFS)}
+"""Every defined metric by name; ``register_metric`` adds to it in place, so that every module
+that imported it sees a metric registered later."""
+
+
+def register_metric(metric: Metric) -> Metric:
+    """Define one more metric (a plugin's, a test's): from here on it is pooled, judged, titled
+    and stored like the built-in ones, and ``[tool.trainperf.tolerances]`` may name it."""
+    if metric.name in METRICS or metric.name.startswith(PHASE_PREFIX):
+        raise TrainperfError(f"metric {metric.name} is defined already (or is a phase's name)")
+    METRICS[metric.name] = metric
+    return metric
+
+
+def metrics_of_kind(*kinds: Kind) -> tuple[str, ...]:
+    """The names of the defined metrics of these kinds, in the registry's order."""
+    return tuple(name for name, metric in METRICS.items() if metric.kind in kinds)
+
+
+def device_wide_metrics() -> tuple[str, ...]:
+    """The names of the metrics NVML samples for a whole GPU (every process on it is in them)."""
+    return tuple(name for name, metric in METRICS.items() if metric.device_wide)
 
 
 PHASE_PREFIX = "phase_"
@@ -176,28 +309,27 @@ def resolve_metric(metrics: dict[str, Metric], name: str) -> Metric | None:
     The remainder (step minus its phases) is the small difference of two large figures: shown, not gated."""
     if name in metrics:
         return metrics[name]
-    if not (name.startswith(PHASE_PREFIX) and name.endswith("_s")) or "step_time_s" not in metrics:
+    if not (name.startswith(PHASE_PREFIX) and name.endswith("_s")) or STEP_TIME not in metrics:
         return None
-    import dataclasses
-
-    step = metrics["step_time_s"]
+    phase = name.removeprefix(PHASE_PREFIX).removesuffix("_s")
     remainder = name == PHASE_REMAINDER
     return dataclasses.replace(
-        step,
+        metrics[STEP_TIME],
         name=name,
+        column=f"{phase} s",
+        label=f"phase {phase} (s)",
+        # Each run's median phase time, pooled as the median of the runs (not of the steps).
+        pooling=Pooling.MEDIAN_OF_RUNS,
         abs_tolerance=PHASE_ABS_TOLERANCE_S,
         gated=not remainder,
         description="step time no phase explains"
         if remainder
-        else f"median steady-state time of phase "
-        f"{name.removeprefix(PHASE_PREFIX).removesuffix('_s')}, judged step by step like step time",
+        else f"median steady-state time of phase {phase}, judged step by step like step time",
     )
 
 
 def with_tolerances(overrides: dict[str, Any], timing_scale: float = 1.0) -> dict[str, Metric]:
     """The registry with tolerances from ``[tool.trainperf.tolerances]``, timing ones scaled for the class."""
-    import dataclasses
-
     unknown = sorted(set(overrides) - set(METRICS))
     if unknown:
         raise TrainperfError(

@@ -23,18 +23,21 @@ from typing import Any
 
 from trainperf.judge import stats
 from trainperf.judge.compare import Verdict, compare_metric
-from trainperf.judge.metrics import METRICS, Metric
+from trainperf.judge.metrics import (
+    DEVICE_MEM_PEAK,
+    ENERGY_PER_TOKEN,
+    METRICS,
+    PEAK_ALLOCATED,
+    STEP_TIME,
+    TOKENS_PER_S,
+    Metric,
+)
 from trainperf.measure.measurement import RunMeasurement, counter_energy_j, pool_runs, power_integral_j
 from trainperf.measure.nvml import Sample
 
 AA_BASE, AA_OTHER, BARE = "A", "A2", "bare"
-NOISE_METRICS = (
-    "step_time_s",
-    "tokens_per_s",
-    "peak_allocated_gib",
-    "device_mem_peak_gib",
-    "energy_per_token_j",
-)
+NOISE_METRICS = (STEP_TIME, TOKENS_PER_S, PEAK_ALLOCATED, DEVICE_MEM_PEAK, ENERGY_PER_TOKEN)
+"""The figures whose run-to-run spread the fidelity study reports: the ones a verdict rests on."""
 TOLERANCE_SWEEP = (0.02, 0.03, 0.05)
 
 
@@ -215,8 +218,8 @@ def judge_step_time(
 ) -> Judgement:
     """The gate's step-time verdict for pooled ``current`` runs (all of ``series``, or its ``run``-th
     alone) against pooled ``baseline`` runs."""
-    metric: Metric = dataclasses.replace(METRICS["step_time_s"], tolerance=tolerance)
-    verdict = compare_metric(metric, pool_runs(current)["step_time_s"], pool_runs(baseline)["step_time_s"])
+    metric: Metric = dataclasses.replace(METRICS[STEP_TIME], tolerance=tolerance)
+    verdict = compare_metric(metric, pool_runs(current)[STEP_TIME], pool_runs(baseline)[STEP_TIME])
     which = f"pooled ({len(current)})" if run is None else f"run {run}"
     return Judgement(
         series, run is None, f"{series} {which} vs A ({len(baseline)})", tolerance,

@@ -14,7 +14,18 @@ from itertools import pairwise
 from typing import Any
 
 from trainperf.judge import stats
-from trainperf.judge.metrics import METRICS, PHASE_REMAINDER, phase_metric_name
+from trainperf.judge.metrics import (
+    ENERGY_PER_TOKEN,
+    METRICS,
+    PHASE_REMAINDER,
+    STEP_TIME,
+    STEP_TIME_P25,
+    THROUGHPUT_PER_GPU,
+    TOKENS_PER_S,
+    Pooling,
+    phase_metric_name,
+    resolve_metric,
+)
 from trainperf.measure.nvml import Sample
 from trainperf.result import MetricValue
 
@@ -97,7 +108,7 @@ def phase_metrics(steady: Sequence[dict[str, Any]]) -> tuple[dict[str, float], d
                 float(step["duration_s"]) - sum(map(float, phases.values()))
             )
         if step.get("throughput") is not None:
-            samples.setdefault("throughput_per_gpu", []).append(float(step["throughput"]))
+            samples.setdefault(THROUGHPUT_PER_GPU, []).append(float(step["throughput"]))
     return {name: stats.median(values) for name, values in samples.items()}, samples
 
 
@@ -175,9 +186,9 @@ def _measure_steady_steps(run: RunMeasurement, steps: Sequence[dict[str, Any]], 
     run.step_samples = durations[first:]
     run.throughput_samples = [t / d for t, d in zip(tokens[first:], durations[first:]) if d > 0]
     summary = stats.summarize(run.step_samples)
-    metrics["step_time_s"] = summary.median
-    metrics["step_time_p25_s"] = stats.quantile(run.step_samples, 0.25)
-    metrics["tokens_per_s"] = steady_tokens / steady_time if steady_time else 0.0
+    metrics[STEP_TIME] = summary.median
+    metrics[STEP_TIME_P25] = stats.quantile(run.step_samples, 0.25)
+    metrics[TOKENS_PER_S] = steady_tokens / steady_time if steady_time else 0.0
     metrics["samples_per_hour"] = (
         len(steady) * samples_per_step * 3600.0 / steady_time if steady_time else 0.0
     )
@@ -210,7 +221,7 @@ def _measure_steady_energy(
     steady_tokens = sum(float(s["tokens"]) for s in edges[1:])
     energy, method = window_energy_j(samples, *window)
     if energy is not None and steady_tokens:
-        run.metrics["energy_per_token_j"] = energy / steady_tokens
+        run.metrics[ENERGY_PER_TOKEN] = energy / steady_tokens
         run.info["energy_method"] = method
         run.info["energy_steady_j"] = energy
         energy_samples = per_step_energy_per_token(samples, edges)
@@ -257,9 +268,9 @@ def _measure_memory(
 def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
     """One run's metrics, each with the per-step samples behind it and their step keys."""
     samples = {
-        "step_time_s": run.step_samples,
-        "tokens_per_s": run.throughput_samples,
-        "energy_per_token_j": run.info.get("energy_samples", []),
+        STEP_TIME: run.step_samples,
+        TOKENS_PER_S: run.throughput_samples,
+        ENERGY_PER_TOKEN: run.info.get("energy_samples", []),
         **run.extra_samples,
     }
     values = {}
@@ -272,10 +283,15 @@ def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
     return values
 
 
-def merge_metric(name: str, values: Sequence[MetricValue]) -> MetricValue:
-    """Several fresh runs of one metric as one value: samples, keys and per-run values concatenated.
+def pooling_of(name: str) -> Pooling:
+    """How a metric's runs pool, as its definition says (a phase's: the median of its runs)."""
+    metric = resolve_metric(METRICS, name)
+    return metric.pooling if metric is not None else Pooling.MEDIAN_OF_RUNS
 
-    Step time is the median of all pooled steps; any other metric the median of its runs' values.
+
+def merge_metric(name: str, values: Sequence[MetricValue]) -> MetricValue:
+    """Several fresh runs of one metric as one value: samples, keys and per-run values concatenated,
+    the value pooled as the metric's definition says (the step-time quartile in ``pool_runs``).
     Keys are kept only where every sample has one, so that pairing with a baseline stays exact.
     """
     per_run = [v for value in values for v in (value.per_run or [value.value])]
@@ -283,16 +299,23 @@ def merge_metric(name: str, values: Sequence[MetricValue]) -> MetricValue:
     keys = [k for value in values for k in (value.keys or [])] or None
     if keys is not None and (samples is None or len(keys) != len(samples)):
         keys = None
-    center = stats.median(samples) if name == "step_time_s" and samples else stats.median(per_run)
+    pooling = pooling_of(name)
+    if pooling is Pooling.MEDIAN_OF_STEPS and samples:
+        center = stats.median(samples)
+    elif pooling is Pooling.MAX_OF_RUNS:
+        center = max(per_run)
+    else:
+        center = stats.median(per_run)
     return MetricValue(center, values[0].unit, samples, per_run, keys)
 
 
 def pool_runs(runs: Sequence[RunMeasurement]) -> dict[str, MetricValue]:
-    """Pool repeats (``merge_metric`` per metric); the step-time quartile from all pooled steps."""
+    """Pool repeats (``merge_metric`` per metric); a step-time quartile from all pooled steps."""
     per_run = [run_metrics(run) for run in runs]
     names = sorted({name for metrics in per_run for name in metrics})
     pooled = {name: merge_metric(name, [m[name] for m in per_run if name in m]) for name in names}
-    steps = pooled["step_time_s"].samples if "step_time_s" in pooled else None
-    if steps and "step_time_p25_s" in pooled:
-        pooled["step_time_p25_s"].value = stats.quantile(steps, 0.25)
+    steps = pooled[STEP_TIME].samples if STEP_TIME in pooled else None
+    for name, value in pooled.items():
+        if steps and pooling_of(name) is Pooling.STEP_TIME_QUARTILE:
+            value.value = stats.quantile(steps, 0.25)
     return pooled

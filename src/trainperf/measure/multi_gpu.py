@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trainperf.judge.metrics import METRICS, Across, device_wide_metrics
 from trainperf.measure.measurement import GIB, RunMeasurement, measure_run
 from trainperf.measure.nvml import Sample
 from trainperf.workloads.protocol import RESULT_FILE, rank_file
@@ -90,7 +91,7 @@ def measure_gpus(
     for position, device in enumerate(devices):
         m = per_device[device]
         row: dict[str, Any] = {"gpu": device, "rank": position}
-        for name in ("device_mem_peak_gib", "power_mean_w", "power_peak_w", "energy_per_token_j"):
+        for name in device_wide_metrics():
             if name in m.metrics:
                 row[name] = m.metrics[name]
         if "energy_steady_j" in m.info:
@@ -111,16 +112,15 @@ def _combine(
     runs: Sequence[RunMeasurement],
 ) -> None:
     """Totals over the case's GPUs for what the job draws; the highest GPU for what must fit."""
-    for name in ("power_mean_w", "energy_per_token_j"):
+    for name in device_wide_metrics():
         values = [row[name] for row in rows if name in row]
-        if values and len(values) == len(rows):
+        if METRICS[name].across_gpus is not Across.SUM:
+            if values:
+                metrics[name] = max(values)
+        elif values and len(values) == len(rows):
             metrics[name] = sum(values)
         else:
             metrics.pop(name, None)  # a partial sum would read as a drop in power or energy
-    for name in ("device_mem_peak_gib", "power_peak_w"):
-        values = [row[name] for row in rows if name in row]
-        if values:
-            metrics[name] = max(values)
     energy_steps = [run.info.get("energy_samples") or [] for run in runs]
     if energy_steps and all(energy_steps) and len({len(s) for s in energy_steps}) == 1:
         info["energy_samples"] = [sum(step) for step in zip(*energy_steps)]

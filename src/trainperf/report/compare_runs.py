@@ -18,7 +18,7 @@ from trainperf.errors import TrainperfError
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, timing_comparable
 from trainperf.judge.contamination import judge_case
 from trainperf.judge.fingerprint import environment_changes
-from trainperf.judge.metrics import with_tolerances
+from trainperf.judge.metrics import STEP_TIME, with_tolerances
 from trainperf.measure.hardware import GpuClass
 from trainperf.report.table import align, format_value
 from trainperf.result import CaseResult
@@ -190,14 +190,14 @@ def _value(result: CaseResult, name: str) -> float | None:
 
 
 def _row(case: CaseComparison) -> list[str]:
-    step = case.metric("step_time_s")
+    step = case.metric(STEP_TIME)
     tps = case.metric("tokens_per_s")
     interval = step.interval if step else None
     alloc_a, alloc_b = _value(case.a, "peak_allocated_gib"), _value(case.b, "peak_allocated_gib")
     return [
         case.case_id,
-        format_value(_value(case.a, "step_time_s")),
-        format_value(_value(case.b, "step_time_s")),
+        format_value(_value(case.a, STEP_TIME)),
+        format_value(_value(case.b, STEP_TIME)),
         _pct(step.ratio if step else None),
         f"[{_pct(interval[0])}, {_pct(interval[1])}]" if interval else "-",
         _pct(tps.ratio if tps else None),

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from trainperf.judge.metrics import CLIFF_AXES, METRICS, PEAK_ALLOCATED, STEP_TIME, TOKENS_PER_S
 from trainperf.paths import PAGE_FILE
 from trainperf.report.dashboard_case import Links, case_page, kind_chip, legend, shown_time
 from trainperf.report.html import MARKER
@@ -35,26 +36,19 @@ from trainperf.report.trend_read import explanation
 from trainperf.report.trend_svg import COLOURS
 from trainperf.store.interface import HistoryStore
 
-HEADLINE = (
-    ("step_time_s", "step time (s)"),
-    ("tokens_per_s", "tokens/s"),
-    ("peak_allocated_gib", "peak allocated (GiB)"),
-    ("energy_per_token_j", "energy/token (J)"),
-)
-CLIFF_AXES = ("cliff_batch_size", "cliff_max_seq_len", "cliff_grad_accum", "cliff_micro_batch_size")
+HEADLINE = (STEP_TIME, TOKENS_PER_S, PEAK_ALLOCATED, "energy_per_token_j")
 OTHER = (
-    ("device_mem_peak_gib", "device memory peak, NVML (GiB)"),
-    ("peak_reserved_gib", "peak reserved (GiB)"),
-    ("host_peak_rss_gib", "host peak RSS (GiB)"),
-    ("warmup_s", "warm-up (s)"),
-    ("power_mean_w", "mean board power (W)"),
-    ("throughput_per_gpu", "throughput per GPU (tok/s)"),
+    "device_mem_peak_gib",
+    "peak_reserved_gib",
+    "host_peak_rss_gib",
+    "warmup_s",
+    "power_mean_w",
+    "throughput_per_gpu",
 )
-LABELS = (
-    dict(HEADLINE)
-    | {name: f"OOM cliff: largest {name.removeprefix('cliff_')}" for name in CLIFF_AXES}
-    | dict(OTHER)
-)
+SHOWN = (*HEADLINE, *(f"cliff_{axis}" for axis in CLIFF_AXES), *OTHER)
+"""The metrics a case page plots, in order: the headline figures, the OOM cliffs, then the rest
+that gate or explain a change (the step-time quartile, samples/h and peak power add nothing)."""
+LABELS = {name: METRICS[name].label for name in SHOWN}
 RECENT_CELLS = 20
 SPARK_W, SPARK_H, SPARK_BUCKETS = 140, 26, 70
 STYLE = """
@@ -275,7 +269,7 @@ def _all_cases(trends: Sequence[CaseTrend], pages: dict[str, str]) -> str:
 def sparkline(trend: CaseTrend) -> str:
     """The case's first headline metric as % of its reference, bucket medians over the window, red
     ticks at change points; '-' where it has none."""
-    name = next((n for n, _ in HEADLINE if n in trend.metrics), None)
+    name = next((n for n in HEADLINE if n in trend.metrics), None)
     if name is None:
         return "-"
     metric = trend.metrics[name]

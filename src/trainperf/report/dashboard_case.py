@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.paths import PAGE_FILE
 from trainperf.report.trend_model import CaseTrend, environment_at, kind_of
 from trainperf.report.trend_read import run_folder
@@ -192,8 +193,8 @@ def _flagged_runs(trend: CaseTrend, links: Links) -> str:
     for run in trend.runs:
         if kind_of(run) == "pass":
             continue
-        value = run.values.get("step_time_s")
-        metric = trend.metrics.get("step_time_s")
+        value = run.values.get(STEP_TIME)
+        metric = trend.metrics.get(STEP_TIME)
         shown = f"{value:.4g} s ({metric.percent(value):.1f}%)" if value is not None and metric else "-"
         href = links.run(run)
         link = f"<a href='{escape(href)}'>run folder</a>" if href else "-"

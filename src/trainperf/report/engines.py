@@ -17,29 +17,55 @@ from dataclasses import dataclass
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.families import FAMILIES
+from trainperf.judge.metrics import (
+    DEVICE_MEM_PEAK,
+    ENERGY_PER_TOKEN,
+    METRICS,
+    PEAK_ALLOCATED,
+    PHASE_REMAINDER,
+    POWER_MEAN,
+    STEP_TIME,
+    THROUGHPUT_PER_GPU,
+    TOKENS_PER_S,
+    phase_metric_name,
+    resolve_metric,
+)
 from trainperf.report.table import align, format_value
 from trainperf.result import CaseResult
 from trainperf.store.references import Reference
 
 BASE, OTHER = "vllm", "sglang"
-ROWS = (
-    ("step_time_s", "step s"),
-    ("phase_gen_s", "gen s"),
-    ("phase_old_log_prob_s", "old_log_prob s"),
-    ("phase_ref_s", "ref s"),
-    ("phase_values_s", "values s"),
-    ("phase_adv_s", "adv s"),
-    ("phase_update_critic_s", "update_critic s"),
-    ("phase_update_actor_s", "update_actor s"),
-    ("phase_update_weights_s", "update_weights s"),
-    ("phase_remainder_s", "remainder s"),
-    ("tokens_per_s", "tok/s"),
-    ("throughput_per_gpu", "verl tok/s/GPU"),
-    ("peak_allocated_gib", "peak alloc GiB"),
-    ("device_mem_peak_gib", "device GiB (highest GPU)"),
-    ("power_mean_w", "W (all GPUs)"),
-    ("energy_per_token_j", "J/tok"),
+VERL_PHASES = (
+    "gen", "old_log_prob", "ref", "values", "adv", "update_critic", "update_actor", "update_weights"
+)  # fmt: skip
+"""The phases verl times in a step, in its order (a workload logs them; the registry has none)."""
+
+
+def _column(name: str) -> str:
+    metric = resolve_metric(METRICS, name)
+    return metric.column if metric is not None else name
+
+
+SHOWN = (
+    STEP_TIME,
+    *(phase_metric_name(phase) for phase in VERL_PHASES),
+    PHASE_REMAINDER,
+    TOKENS_PER_S,
+    THROUGHPUT_PER_GPU,
+    PEAK_ALLOCATED,
+    DEVICE_MEM_PEAK,
+    POWER_MEAN,
+    ENERGY_PER_TOKEN,
 )
+"""The rows, in order: step time, each phase verl times, throughput, memory and power."""
+TITLES = {
+    THROUGHPUT_PER_GPU: "verl tok/s/GPU",
+    PEAK_ALLOCATED: "peak alloc GiB",
+    DEVICE_MEM_PEAK: "device GiB (highest GPU)",
+    POWER_MEAN: "W (all GPUs)",
+}
+"""Titles that say what a figure is over a multi-GPU case; the rest are the definitions' columns."""
+ROWS = tuple((name, TITLES.get(name) or _column(name)) for name in SHOWN)
 HEADER = ("figure", "vLLM", "SGLang", "SGLang/vLLM", "published SGLang/vLLM")
 
 

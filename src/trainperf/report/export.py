@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.redact import redact_argv
 from trainperf.result import CaseResult
 
@@ -99,7 +100,7 @@ def key_figures(result: CaseResult) -> dict[str, Any]:
 def benchmark_json(results: Sequence[CaseResult], run_info: dict[str, Any]) -> dict[str, Any]:
     benchmarks = []
     for result in results:
-        step_time = result.metrics.get("step_time_s")
+        step_time = result.metrics.get(STEP_TIME)
         if step_time is None or not step_time.samples:
             continue  # OOM, skipped or cliff: nothing timed
         benchmarks.append(

@@ -15,6 +15,7 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.ground.folder import RunFolder
+from trainperf.judge.metrics import STEP_TIME, TOKENS_PER_S
 from trainperf.judge.step_series import step_medians
 from trainperf.report.limits import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
@@ -56,7 +57,8 @@ window.addEventListener('load', function () {
   document.documentElement.setAttribute('data-report', 'rendered');
 });
 """
-TIMING = ("step_time_s", "tokens_per_s", "peak_allocated_gib", "device_mem_peak_gib", "energy_per_token_j")
+TIMING = (STEP_TIME, TOKENS_PER_S, "peak_allocated_gib", "device_mem_peak_gib", "energy_per_token_j")
+"""The metrics the ratio charts show: the ones a verdict rests on."""
 
 
 def _case(result: CaseResult) -> Case | None:
@@ -133,8 +135,8 @@ def _throughput_vs_batch(run_dir: Path, results: Sequence[CaseResult]) -> list[s
                 )
         elif result.outcome == "oom":
             marks[key].append(Mark(float(case.batch_size), "OOM", 0.0))
-        elif "tokens_per_s" in result.metrics:
-            groups[key].append((float(case.batch_size), result.metrics["tokens_per_s"].value))
+        elif TOKENS_PER_S in result.metrics:
+            groups[key].append((float(case.batch_size), result.metrics[TOKENS_PER_S].value))
     return [
         line_chart(
             f"throughput vs batch size: {key}",
@@ -174,7 +176,7 @@ def _step_times_vs_baseline(results: Sequence[CaseResult]) -> list[str]:
     """Each case's per-step times (median over its runs) over its baseline's, step by step."""
     plots = []
     for result in results:
-        current = step_medians(result.metrics.get("step_time_s"))
+        current = step_medians(result.metrics.get(STEP_TIME))
         baseline = result.verdict.get("baseline_step_times") or []
         if len(current) + len(baseline) < 2 or not baseline:
             continue

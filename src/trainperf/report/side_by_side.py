@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from trainperf.errors import TrainperfError
 from trainperf.families import FAMILIES
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.report.table import align, format_value
 from trainperf.result import CaseResult
 
@@ -24,7 +25,7 @@ METHODS = tuple(
     for method in family.compared_methods
 )
 REFERENCE = "HF QLoRA"
-SHOWN = ("step_time_s", "tokens_per_s", "samples_per_hour", "peak_allocated_gib", "energy_per_token_j")
+SHOWN = (STEP_TIME, "tokens_per_s", "samples_per_hour", "peak_allocated_gib", "energy_per_token_j")
 RATIOS = ("tokens_per_s", "samples_per_hour", "peak_allocated_gib", "energy_per_token_j")
 HEADER = (
     "model",

@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.plan.bisect import narrowed, steps_of
 
-STEP_FIGURES = ("step_time_s", "peak_allocated_gib", "device_mem_peak_gib")
+STEP_FIGURES = (STEP_TIME, "peak_allocated_gib", "device_mem_peak_gib")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ def ab_rows(study: Study) -> list[list[str]]:
     rows = []
     broken_cases = record.get("broken_cases") or {}
     for case in record.get("comparison", {}).get("cases", []):
-        step, tps = _metric(case, "step_time_s"), _metric(case, "tokens_per_s")
+        step, tps = _metric(case, STEP_TIME), _metric(case, "tokens_per_s")
         alloc, energy = _metric(case, "peak_allocated_gib"), _metric(case, "energy_per_token_j")
         interval = step.get("interval")
         verdict = "broken-environment" if case["case_id"] in broken_cases else case["verdict"]
@@ -151,7 +152,7 @@ def bisect_lines(study: Study) -> list[str]:
     rows = []
     for step in record.get("steps", []):
         figures = study.step_figures.get(str(step["version"]), {})
-        cells = [f"{_num(a, 3 if m == 'step_time_s' else 1)} -> {_num(b, 3 if m == 'step_time_s' else 1)}"
+        cells = [f"{_num(a, 3 if m == STEP_TIME else 1)} -> {_num(b, 3 if m == STEP_TIME else 1)}"
                  for m in STEP_FIGURES for a, b in [figures.get(m, (None, None))]]  # fmt: skip
         judged = "cannot run" if step.get("broken") else ("changed" if step.get("bad") else "as GOOD")
         rows.append(

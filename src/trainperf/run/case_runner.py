@@ -18,7 +18,7 @@ from trainperf.families.envs import Interpreter, missing_message
 from trainperf.judge.compare import CaseVerdict, Verdict, timing_comparable
 from trainperf.judge.contamination import Contamination, judge_case
 from trainperf.judge.learned_tolerance import learned_tolerances
-from trainperf.judge.metrics import Metric, resolve_metric
+from trainperf.judge.metrics import STEP_TIME, Metric, resolve_metric
 from trainperf.judge.step_series import step_medians
 from trainperf.launch.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.measure.measurement import RunMeasurement, pool_runs
@@ -82,7 +82,7 @@ class CaseRunner:
         result.references = compare_to_references(result, case, ctx.references) or None
         notes += reference_notes(result.references)
         attach_limits(case, result, ctx.gpu_class, ctx.baselines)
-        if baseline is not None and (series := step_medians(baseline.metrics.get("step_time_s"))):
+        if baseline is not None and (series := step_medians(baseline.metrics.get(STEP_TIME))):
             result.verdict["baseline_step_times"] = series
         result.verdict["judged_against"] = judged_against
         if notes:

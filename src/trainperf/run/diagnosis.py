@@ -12,24 +12,21 @@ from typing import Any
 
 from trainperf.case import Case, Outcome
 from trainperf.judge.compare import CaseVerdict, Verdict
+from trainperf.judge.metrics import Kind, metrics_of_kind
 from trainperf.result import CaseResult
 from trainperf.run.runner_port import RunnerPort
 from trainperf.run.step_plan import StepCount
 from trainperf.traces.diagnose import diagnose
 
-MEMORY_METRICS = ("peak_allocated_gib", "peak_reserved_gib", "device_mem_peak_gib", "host_peak_rss_gib")
-ENERGY_METRICS = ("energy_per_token_j", "power_mean_w", "power_peak_w")
-
 
 def regressed_kinds(verdict: CaseVerdict) -> set[str]:
     """``timing``, ``memory`` and ``energy`` for the gated metrics that regressed."""
+    memory, energy = metrics_of_kind(Kind.MEMORY, Kind.HOST_MEMORY), metrics_of_kind(Kind.ENERGY, Kind.POWER)
     kinds = set()
     for metric in verdict.metrics:
         if metric.gated and metric.verdict is Verdict.REGRESSED:
             name = metric.metric
-            kinds.add(
-                "memory" if name in MEMORY_METRICS else "energy" if name in ENERGY_METRICS else "timing"
-            )
+            kinds.add("memory" if name in memory else "energy" if name in energy else "timing")
     return kinds
 
 

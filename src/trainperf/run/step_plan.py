@@ -18,13 +18,19 @@ from trainperf.case import Case
 from trainperf.families import family_of
 from trainperf.ground.settings import Settings
 from trainperf.judge.compare import MIN_STABLE_PAIRS
-from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
+from trainperf.judge.metrics import (
+    DEVICE_MEM_PEAK,
+    Kind,
+    Metric,
+    metrics_of_kind,
+    tolerances_from_pyproject,
+    with_tolerances,
+)
 from trainperf.judge.step_power import POWER_MARGIN, MetricPower, power_at
 from trainperf.measure.hardware import CPU_CLASS, GpuClass, load_classes
 from trainperf.result import CaseResult, requested_steps
 
 DEFAULT_STEPS = {"gpu": 40, "cpu": 16}
-MEMORY_METRICS = ("peak_allocated_gib", "peak_reserved_gib", "device_mem_peak_gib")
 MIN_FULL_POWER = 0.5
 """Below this, the full length itself rarely catches the change, and a shorter one matching it
 would be matching chance (the gate's power is not monotonic in the steps there)."""
@@ -134,7 +140,7 @@ def _unplannable(case: Case, baseline: CaseResult | None) -> str | None:
         return "a multi-GPU case"
     if len(baseline.runs) < 2:
         return "the baseline has one run, so no step's run-to-run noise: re-take it with 3 (the default)"
-    gated_memory = [name for name in MEMORY_METRICS if name in baseline.metrics]
+    gated_memory = [name for name in metrics_of_kind(Kind.MEMORY) if name in baseline.metrics]
     if gated_memory and _memory_peak_steps(baseline) is None:
         return "the baseline does not record where its memory peaked: re-take it"
     return None
@@ -147,10 +153,11 @@ def _near_memory_limit(
     pass can still run out of memory at a later step, when the allocator needs one more large
     block: on an H100, Qwen3-8B full fine-tuning at 78.3 of 79.2 GiB with 1 GiB more ran out at
     step 19 of 40, and its 12 planned steps passed. So a plan needs room for that growth."""
-    device = baseline.metrics.get("device_mem_peak_gib") if baseline else None
+    device = baseline.metrics.get(DEVICE_MEM_PEAK) if baseline else None
     if device is None or memory_gib is None:
         return None
-    tolerance = max((metrics[name].tolerance for name in MEMORY_METRICS if name in metrics), default=0.05)
+    memory = metrics_of_kind(Kind.MEMORY)
+    tolerance = max((metrics[name].tolerance for name in memory if name in metrics), default=0.05)
     if device.value * (1 + tolerance) <= memory_gib:
         return None
     return (

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 
 from trainperf.judge import stats
 from trainperf.judge.changepoints import median_interval
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.redact import redact_argv, redacted
 from trainperf.result import CaseResult, MetricValue, requested_steps
 from trainperf.store.records import CaseItem, RunInfo, accepted, config_hash, result_key, runner_env
@@ -154,7 +155,7 @@ def _insert_rows(conn: Connection, table: sa.Table, rows: list[dict[str, Any]]) 
 
 
 def _step_times(result: CaseResult) -> list[float] | None:
-    step = result.metrics.get("step_time_s")
+    step = result.metrics.get(STEP_TIME)
     return list(step.samples) if step is not None and step.samples else None
 
 

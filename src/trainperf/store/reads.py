@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from trainperf.judge.metrics import STEP_TIME
 from trainperf.result import MetricValue
 from trainperf.store.records import EVERY_RESULT, ResultFilter, StoredCase, TimelineRow
 from trainperf.store.schema import cases, metrics, runs
@@ -84,7 +85,7 @@ class SqlCaseReads(SqlStoreBase):
             sa.select(runs.c.id, runs.c.started, runs.c.ended, cases.c.case_id, cases.c.created, step.c.value)
             .join(runs, runs.c.id == cases.c.run_id)
             .join(recent, recent.c.id == runs.c.id)
-            .outerjoin(step, sa.and_(step.c.case_row == cases.c.id, step.c.name == "step_time_s"))
+            .outerjoin(step, sa.and_(step.c.case_row == cases.c.id, step.c.name == STEP_TIME))
             .where(cases.c.variant == "")
             .order_by(runs.c.started, runs.c.id, cases.c.created, cases.c.seq)
         )

@@ -19,7 +19,7 @@ from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.ground.folder import RunFolder
 from trainperf.jsonio import write_json_atomic
-from trainperf.judge.metrics import tolerances_from_pyproject
+from trainperf.judge.metrics import STEP_TIME, tolerances_from_pyproject
 from trainperf.measure import fidelity
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
@@ -245,7 +245,7 @@ def _report(
     unplanted = [run for run in children.harness if run.label in (fidelity.AA_BASE, fidelity.AA_OTHER)]
     harness_tps = [tps for harness_round, _bare in by_round.values() for tps in harness_round]
     bare_tps = [tps for _harness, bare_round in by_round.values() for tps in bare_round]
-    default_tolerance = float(tolerances_from_pyproject(root).get("step_time_s", 0.05))
+    default_tolerance = float(tolerances_from_pyproject(root).get(STEP_TIME, 0.05))
     tolerances = sorted({*fidelity.TOLERANCE_SWEEP, default_tolerance})
     judged = fidelity.detection(children.groups, tolerances)
     summary = fidelity.detection_summary(judged)
