@@ -43,6 +43,15 @@ def test_a_neighbour_on_a_saturated_host_contaminates_the_run() -> None:
 
 def test_a_neighbour_on_a_host_with_idle_cores_took_nothing() -> None:
     assert _watch(cores=16, busy=0.3, foreign_cores=4.0).reasons() == []
+    assert _watch(cores=16, busy=0.85, foreign_cores=2.0).reasons() == []  # 2.4 cores idle
+
+
+def test_a_small_host_with_under_half_a_core_idle_is_saturated() -> None:
+    """On 2 cores, 88.9% busy leaves 0.22 of a core idle: a neighbour's 0.59 cores is contention
+    (a tiny case ran 4.9x slower beside it), though the host was under 90% busy."""
+    reasons = _watch(cores=2, busy=0.889, foreign_cores=0.59).reasons()
+    assert reasons == ["host CPU: other processes used 0.6 of 2 cores on a host 89% busy (compile pid 4242)"]
+    assert _watch(cores=2, busy=0.7, foreign_cores=0.59).reasons() == []  # 0.6 of a core idle
 
 
 def test_daemons_below_a_quarter_core_stay_quiet_and_steal_counts() -> None:
