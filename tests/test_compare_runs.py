@@ -308,3 +308,22 @@ def test_a_contaminated_run_on_either_side_is_not_judged_on_its_timing() -> None
         assert compare([a], [b], strict=True).cases[0].fails
     grown = compare([result()], [dataclasses.replace(result(alloc=20.0), runs=[busy])]).cases[0]
     assert grown.verdict.verdict is Verdict.REGRESSED and grown.fails  # the case's own memory stands
+
+
+def test_a_step_that_idles_on_the_host_regresses_its_busy_share() -> None:
+    """The busy and host-side shares of profiled steps gate like other figures: the device busy
+    90% of a step before, 45% after (the host now bounds it), on one H100 host."""
+    import dataclasses
+
+    def profiled(busy: float) -> CaseResult:
+        base = result()
+        shares = {"busy_pct": MetricValue(busy, "%"), "host_side_pct": MetricValue(100 - busy - 2, "%")}
+        return dataclasses.replace(base, metrics={**base.metrics, **shares})
+
+    case = compare([profiled(90.0)], [profiled(45.0)]).cases[0]
+    assert case.verdict.verdict is Verdict.REGRESSED and case.fails
+    assert {m.metric for m in case.verdict.metrics if m.verdict is Verdict.REGRESSED} == {
+        "busy_pct",
+        "host_side_pct",
+    }
+    assert compare([profiled(90.0)], [profiled(89.0)]).cases[0].verdict.verdict is Verdict.PASS

@@ -67,6 +67,12 @@ def test_traced_cpu_run_and_a_planted_slowdown_explained(pytester: pytest.Pytest
     summary = record["summary"]
     assert summary["kind"] == "cpu" and summary["steps"] == 3
     assert 0.3 < summary["busy_fraction"] <= 1.0 and "matmul" in summary["categories_ms"]
+    # Where a profiled step's time goes, as gated figures: the busy and the host-side shares.
+    profile, metrics = record["profile"], result["metrics"]
+    busy, host_side = metrics["busy_pct"]["value"], metrics["host_side_pct"]["value"]
+    assert busy == pytest.approx(100 * profile["busy_ms"] / profile["step_ms"]) and 30 < busy <= 100
+    assert host_side == pytest.approx(100 * profile["host_side_ms"] / profile["step_ms"])
+    assert "busy %" in (run_dir / "summary.md").read_text()
     # The profiled steps are marked and never timed.
     steps = [
         json.loads(line)
@@ -95,3 +101,5 @@ def test_traced_cpu_run_and_a_planted_slowdown_explained(pytester: pytest.Pytest
         missing("the trace diff checks", f"the host was crowded during the planted run ({crowded})")
     output = slowed.stdout.str()
     assert "trace diff: idle slowdown" in output, output[-3000:]
+    slowed_metrics = json.loads((slowed_dir / "results" / f"{CASE_ID}.json").read_text())["metrics"]
+    assert slowed_metrics["busy_pct"]["value"] < busy and slowed_metrics["host_side_pct"]["value"] > host_side

@@ -30,6 +30,8 @@ class Kind(str, Enum):
     HOST_MEMORY = "host_memory"
     ENERGY = "energy"
     POWER = "power"
+    UTILISATION = "utilisation"
+    """Where a profiled step's time goes: the device busy, or waiting on the host."""
     CLIFF = "cliff"
 
 
@@ -92,6 +94,8 @@ PEAK_ALLOCATED = "peak_allocated_gib"
 DEVICE_MEM_PEAK = "device_mem_peak_gib"
 ENERGY_PER_TOKEN = "energy_per_token_j"
 POWER_MEAN = "power_mean_w"
+BUSY_SHARE = "busy_pct"
+HOST_SIDE_SHARE = "host_side_pct"
 
 
 _REGISTRY: tuple[Metric, ...] = (
@@ -251,6 +255,32 @@ _REGISTRY: tuple[Metric, ...] = (
         gated=False,
         across_gpus=Across.MAX,
         description="peak sampled board power during the run",
+    ),
+    Metric(
+        name=BUSY_SHARE,
+        kind=Kind.UTILISATION,
+        unit="%",
+        column="busy %",
+        label="device busy, share of a profiled step (%)",
+        direction=Direction.HIGHER,
+        tolerance=0.05,
+        abs_tolerance=2.0,
+        timing=True,
+        description="share of a profiled step the device ran kernels (all streams merged; on the CPU, "
+        "the main thread's operator time); from the profiled steps of a traced run",
+    ),
+    Metric(
+        name=HOST_SIDE_SHARE,
+        kind=Kind.UTILISATION,
+        unit="%",
+        column="host %",
+        label="host-side, share of a profiled step (%)",
+        direction=Direction.LOWER,
+        tolerance=0.25,
+        abs_tolerance=2.0,
+        timing=True,
+        description="share of a profiled step the device idled waiting on the host's launch calls (on "
+        "the CPU, the time outside operators): the host bounds what this share holds",
     ),
 )
 

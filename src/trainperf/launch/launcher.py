@@ -25,14 +25,13 @@ from trainperf.launch.launch_context import LaunchContext
 from trainperf.launch.outcome import classify
 from trainperf.measure.hardware import CPU_CLASS
 from trainperf.measure.idle import idle_level, wait_idle
-from trainperf.measure.measurement import RunMeasurement, measure_run
+from trainperf.measure.measurement import RunMeasurement, collect_trace, measure_run
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
 from trainperf.measure.ownership import OWNER_ENV, owner_tag
 from trainperf.measure.placement import Placement, cpu_share, reserve
 from trainperf.paths import portable
 from trainperf.synth.cache import cache_root
-from trainperf.traces.collect import collect
 from trainperf.traces.plan import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
     SAMPLES_FILE,
@@ -285,7 +284,7 @@ class ChildLauncher:
         if measurement is not None:
             info.update(measurement.info)
         if isinstance(trace_plan, TracePlan) and child.get("trace") is not None:
-            info["trace"] = collect(child["trace"], trace_plan, ctx.folder.root)
+            info["trace"] = collect_trace(child["trace"], trace_plan, ctx.folder.root, measurement)
         elif isinstance(trace_plan, str):
             info["trace"] = {"error": trace_plan}
         if launched.devices:

@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from trainperf.judge import stats
 from trainperf.judge.metrics import (
+    BUSY_SHARE,
     ENERGY_PER_TOKEN,
+    HOST_SIDE_SHARE,
     METRICS,
     PHASE_REMAINDER,
     STEP_TIME,
@@ -28,6 +31,8 @@ from trainperf.judge.metrics import (
 )
 from trainperf.measure.nvml import Sample
 from trainperf.result import MetricValue
+from trainperf.traces.collect import collect
+from trainperf.traces.plan import TracePlan
 
 GIB = 2**30
 
@@ -307,6 +312,22 @@ def merge_metric(name: str, values: Sequence[MetricValue]) -> MetricValue:
     else:
         center = stats.median(per_run)
     return MetricValue(center, values[0].unit, samples, per_run, keys)
+
+
+def collect_trace(
+    captured: dict[str, Any], plan: TracePlan, root: Path, run: RunMeasurement | None
+) -> dict[str, Any]:
+    """A traced run's trace record (``traces.collect``), its profiled steps' busy and host-side
+    shares added to the run's metrics: where a step's time goes, as figures a change in gates. Only
+    a profile of whole steps counts (a verl profile covers one stage of a step, whose shares would
+    read as the step's)."""
+    trace = collect(captured, plan, root)
+    profile = trace.get("profile") or {}
+    step_ms = float(profile.get("step_ms") or 0.0)
+    if run is not None and step_ms > 0 and not profile.get("scope"):
+        run.metrics[BUSY_SHARE] = 100 * float(profile.get("busy_ms") or 0.0) / step_ms
+        run.metrics[HOST_SIDE_SHARE] = 100 * float(profile.get("host_side_ms") or 0.0) / step_ms
+    return trace
 
 
 def pool_runs(runs: Sequence[RunMeasurement]) -> dict[str, MetricValue]:

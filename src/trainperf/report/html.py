@@ -20,7 +20,7 @@ from trainperf.judge.step_series import step_medians
 from trainperf.report.limits import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
 from trainperf.report.svg import Bar, Line, Mark, grouped_ratio_chart, line_chart, stacked_bars
-from trainperf.report.table import COLUMNS, diagnosis_lines, rows
+from trainperf.report.table import columns, diagnosis_lines, rows
 from trainperf.result import CaseResult
 from trainperf.traces.diff import describe
 
@@ -69,7 +69,7 @@ def _case(result: CaseResult) -> Case | None:
 
 
 def _table(results: Sequence[CaseResult]) -> str:
-    head = "".join(f"<th>{escape(title)}</th>" for _, title in COLUMNS)
+    head = "".join(f"<th>{escape(title)}</th>" for _, title in columns(results))
     body = []
     for result, row in zip(results, rows(results)):
         verdict = escape(str(result.verdict.get("verdict", "-")))

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trainperf.judge.metrics import METRICS, PEAK_ALLOCATED, STEP_TIME, TOKENS_PER_S
+from trainperf.judge.metrics import BUSY_SHARE, METRICS, PEAK_ALLOCATED, STEP_TIME, TOKENS_PER_S
 from trainperf.plan.limits import mfu_cell
 from trainperf.result import CaseResult
 from trainperf.traces.diff import describe as describe_trace_diff
@@ -28,6 +28,7 @@ SHOWN = (
     TOKENS_PER_S,
     "samples_per_hour",
     "mfu",
+    BUSY_SHARE,
     PEAK_ALLOCATED,
     "estimate",
     "device_mem_peak_gib",
@@ -39,6 +40,15 @@ SHOWN = (
 still judged (a changed one is named under the table) and written to the JSON, JUnit and store."""
 COLUMNS = tuple((key, CASE_COLUMNS[key] if key in CASE_COLUMNS else METRICS[key].column) for key in SHOWN)
 """(key, title): a metric's title is its definition's ``column``."""
+WHERE_MEASURED = (BUSY_SHARE,)
+"""Columns shown only where a result of the table has the figure: the busy share comes from
+profiled steps, which a nightly takes only when asked (``--perf-trace``)."""
+
+
+def columns(results: Sequence[CaseResult]) -> list[tuple[str, str]]:
+    """The table's (key, title) for these results: ``COLUMNS`` less those measured by none of them."""
+    measured = {name for result in results for name in result.metrics}
+    return [(key, title) for key, title in COLUMNS if key not in WHERE_MEASURED or key in measured]
 
 
 def format_value(value: float | None) -> str:
@@ -69,7 +79,7 @@ def rows(results: Sequence[CaseResult]) -> list[list[str]]:
     for result in results:
         values = {name: value.value for name, value in result.metrics.items()}
         row = []
-        for key, _ in COLUMNS:
+        for key, _ in columns(results):
             if key == "case":
                 row.append(result.case_id)
             elif key == "outcome":
@@ -100,11 +110,11 @@ def align(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
 
 
 def render_text(results: Sequence[CaseResult]) -> str:
-    return "\n".join(align([title for _, title in COLUMNS], rows(results)))
+    return "\n".join(align([title for _, title in columns(results)], rows(results)))
 
 
 def render_markdown(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
-    header = [title for _, title in COLUMNS]
+    header = [title for _, title in columns(results)]
     lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
     if details:
