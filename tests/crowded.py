@@ -1,9 +1,9 @@
 """What an end-to-end self-test may expect of a real run on a host that other jobs crowd.
 
 The suite's own host CPU watch (docs/faults.md, "A neighbour on the host CPU") calls a run
-`contaminated` when another job used at least a quarter of a core on a saturated host (90% busy, or
-under half a core idle), or when the hypervisor took 5% of the CPU time. A contaminated run is shown, never judged, and never
-written as a baseline. So on a crowded host:
+`contaminated` when another job used at least a quarter of a core on a saturated host (90% busy,
+or under half a core idle), or when the hypervisor took 5% of the CPU time. A contaminated run is
+shown, never judged, and never written as a baseline. So on a crowded host:
 
 - a planted regression reads `contaminated` and its case passes: the tests accept that, and only
   that, where the watch recorded a host CPU reason for the run; elsewhere it must read `regressed`
