@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from bisect_package import PACKAGE, build_versions
+from required import missing
 
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import CandidateOptions, ensure_candidate, wheelhouse_versions
@@ -112,6 +113,10 @@ def test_bisect_finds_the_planted_version_on_the_cpu(wheelhouse: Path, tmp_path:
     each step an interleaved A/B of the tiny case through ``trainperf ab``'s machinery."""
     completed = _bisect(wheelhouse, tmp_path, "1.0.0..1.4.0")
     output = completed.stdout[-3000:] + completed.stderr[-2000:]
+    if completed.returncode == 3 and "the host was busy" in completed.stderr:
+        # Every attempt at a step was contaminated (the host CPU watch saw another job crowd it):
+        # the bisection stopped rather than judge, and this check cannot be made here.
+        missing("the bisection of the planted version", completed.stderr.strip().splitlines()[-1])
     assert completed.returncode == 0, output
     assert f"first bad version: {PACKAGE} 1.2.0" in completed.stdout, output
     record = json.loads((tmp_path / "out" / "bisect.json").read_text())

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from bisect_package import PACKAGE, build_versions
+from required import missing
 
 from trainperf.paths import REPO_ROOT
 
@@ -46,6 +47,10 @@ def test_a_slower_candidate_turns_the_job_red(tmp_path: Path) -> None:
     )  # fmt: skip
     output = completed.stdout[-3000:] + completed.stderr[-2000:]
     table = (tmp_path / "out" / "ab.txt").read_text() if (tmp_path / "out" / "ab.txt").is_file() else ""
+    if completed.returncode == 3 and "not judged" in table:
+        # A busy host (the CPU watch saw another job) left B's timing unjudged: red, as the job must
+        # be, but the regression itself cannot be shown here.
+        missing("the slower candidate's verdict", table.strip().splitlines()[-1])
     assert completed.returncode == 1, output
     assert "sft_hf-qwen3_tiny-lora-short-b4" in table and "regressed" in table, output
     assert f"candidate: {PACKAGE}==1.1.0" in table

@@ -13,11 +13,15 @@ import argparse
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import BrokenEnvironment, parse_pins
+from trainperf.judge.compare import Verdict
 from trainperf.paths import portable, portable_argv
+
+if TYPE_CHECKING:
+    from trainperf.report.compare_runs import RunComparison
 
 BROKEN = "broken-environment"
 
@@ -114,14 +118,33 @@ def _measure(
             f"{case}: {BROKEN} (B crashed: {why})" for case, why in sorted(broken.items())
         )
         status = 1
+    if status == 0 and (busy := not_judged(comparison)):
+        text += "\n" + busy
+        status = NOT_JUDGED
     if not args.json:
         print(text)
-    verdict = BROKEN if broken else ("fails" if status else "passes")
+    verdict = BROKEN if broken else {0: "passes", 1: "fails", NOT_JUDGED: "not-judged"}[status]
     summary = {"verdict": verdict, "broken_cases": broken, "comparison": comparison.to_dict()}
     _write(output, text, {**record, **summary})
     if args.json:
         print(json.dumps(summary, indent=1))
     return status
+
+
+NOT_JUDGED = 3
+"""``trainperf ab``'s status when nothing failed but a case's rounds were contaminated: a study is
+run to answer, and a busy host's timing answers neither way (an upgrade check must not go green)."""
+
+
+def not_judged(comparison: RunComparison) -> str:
+    """The line for cases whose timing a busy host left unjudged, or "" when there are none."""
+    busy = [case for case in comparison.cases if case.verdict.verdict is Verdict.CONTAMINATED]
+    if not busy:
+        return ""
+    return (
+        f"not judged: {len(busy)} case(s) contaminated ({busy[0].case_id}: {busy[0].timing_note}); "
+        "run the study again where the host is quiet"
+    )
 
 
 def add_candidate_options(parser: argparse.ArgumentParser) -> None:
