@@ -28,7 +28,10 @@ def unsloth(model: str, profile: str, batch: int, classes: tuple[str, ...] = GPU
 
 
 # Published samples/hour (Max-Q and H100 SXM5) exist for Qwen3-32B and gpt-oss-120b; the rest is unmeasured.
-GPT_OSS_NOTE = "published: attention layers only got adapters (expert weights fused); 4-bit needs ~65 GB"
+GPT_OSS_NOTE = (
+    "published: attention layers only got adapters (expert weights fused); unsloth 2026.10.9 also "
+    "targets the per-expert 4-bit linears, so adapter_scope may read attention+experts; 4-bit needs ~65 GB"
+)
 CASES = [
     *(unsloth("qwen3_8b", p, 4) for p in PROFILES),
     *(unsloth("qwen3_8b", p, 32, expected=(("h100", "unknown"), ("maxq", "unknown"))) for p in PROFILES),

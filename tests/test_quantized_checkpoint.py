@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import required
 
 torch = required.module("torch", "make setup (torch from ci/envs/cpu.txt or ci/envs/hf.txt)")
 required.module("bitsandbytes", "pip install -e '.[qlora]'")
+
+from test_moe_checkpoint import TINY as GPT_OSS_TINY
 
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.quantized_checkpoint import (
@@ -90,15 +93,25 @@ def test_config_hash_keys_the_cache() -> None:
     assert cache_key("qwen3_tiny", TINY, 0) != cache_key("qwen3_tiny", TINY, 1)
 
 
-def test_fused_experts_are_refused_in_one_line(tmp_path: Path) -> None:
-    with pytest.raises(UnsupportedArchitecture, match="gpt_oss.*fused 3-D tensors.*model_path"):
-        ensure_checkpoint(
-            "gpt_oss_120b", load_model_fixture("gpt_oss_120b")["config"], device=CPU, root=tmp_path
-        )
+def test_fused_experts_of_an_unknown_layout_are_refused_in_one_line(tmp_path: Path) -> None:
+    # Qwen3-MoE's experts are fused 3-D tensors in transformers 5; only gpt-oss's 4-bit layout is known
+    config = dict(
+        TINY, model_type="qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32
+    )
+    with pytest.raises(
+        UnsupportedArchitecture,
+        match="qwen3_moe: 4 parameters.*fused 3-D tensors.*only for gpt_oss.*model_path",
+    ) as raised:
+        ensure_checkpoint("qwen3_moe_tiny", config, device=CPU, root=tmp_path)
+    assert "\n" not in str(raised.value)
     assert not any(tmp_path.glob("*/*"))  # nothing half-written left behind
 
 
-def test_the_room_asked_for_matches_what_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+# dense, and gpt-oss's split experts: per-expert NF4 tensors, bf16 routers and biases
+@pytest.mark.parametrize(("name", "config"), [("qwen3_tiny", TINY), ("gpt_oss_tiny", GPT_OSS_TINY)])
+def test_the_room_asked_for_matches_what_is_written(
+    name: str, config: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from trainperf.synth import quantized_checkpoint
 
     asked: list[int] = []
@@ -108,7 +121,7 @@ def test_the_room_asked_for_matches_what_is_written(tmp_path: Path, monkeypatch:
         "require_room",
         lambda folder, needed, what, **kw: (asked.append(needed), check(folder, needed, what, **kw)),
     )
-    info = ensure_checkpoint("qwen3_tiny", TINY, device=CPU, root=tmp_path, say=lambda _: None)
+    info = ensure_checkpoint(name, config, device=CPU, root=tmp_path, say=lambda _: None)
     written = json.loads((info.path / "model.safetensors.index.json").read_text())["metadata"]["total_size"]
     assert asked and abs(asked[0] / written - 1) < 0.03, (asked, written)
 

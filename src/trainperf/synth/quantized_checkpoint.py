@@ -10,6 +10,10 @@ initialisation in bf16. Tensors go to safetensors shards with an index, ``config
 ``quantization_config`` (bnb 4-bit, NF4, double quantisation, bf16 compute) and the local
 tokenizer is saved beside them.
 
+Fused mixture-of-experts tensors are written in the layout their loader expects where that is
+established (``synth/moe_checkpoint.py``: gpt-oss's experts as unsloth's per-expert NF4 linears);
+other fused-expert architectures are refused in one line.
+
 Cached by a hash of everything that shapes the files, under ``TRAINPERF_CACHE_DIR/checkpoints``
 (default ``~/.cache/trainperf``), through ``synth/cache.py``: a run killed half-way leaves no
 entry that could be loaded, and a disk too small is one line before any writing.
@@ -27,7 +31,7 @@ import torch
 from torch import nn
 
 from trainperf.errors import TrainperfError
-from trainperf.synth import cache
+from trainperf.synth import cache, moe_checkpoint
 from trainperf.synth.cache import COMPLETE_MARKER, NotEnoughDisk, require_room
 from trainperf.synth.nf4 import NF4_BYTES_PER_PARAM
 
@@ -57,7 +61,7 @@ UNQUANTISED = ("lm_head",)
 
 
 class UnsupportedArchitecture(TrainperfError):
-    """The model has parameters this writer cannot quantise (fused mixture-of-experts tensors)."""
+    """The model has parameters this writer cannot quantise (fused experts of an unknown layout)."""
 
 
 # Serialized NF4 with double quantisation: per quantised weight element, the memory estimate's
@@ -82,14 +86,18 @@ def cache_root() -> Path:
 
 
 def cache_key(name: str, config: dict[str, Any], seed: int) -> str:
-    """``<name>-<hash>``: the hash covers the config, the quantisation, the seed and the format."""
-    material = {
+    """``<name>-<hash>``: the hash covers the config, the quantisation, the seed, the format and the
+    experts' layout (only where the model has one, so that dense models' entries keep their keys)."""
+    material: dict[str, Any] = {
         "config": config,
         "quantization": QUANTIZATION_CONFIG,
         "block": BLOCK_SIZE,
         "seed": seed,
         "format": FORMAT_VERSION,
     }
+    layout = moe_checkpoint.layout_of(str(config.get("model_type")))
+    if layout is not None:
+        material["experts"] = layout
     return cache.entry_key(name, material)
 
 
@@ -124,6 +132,7 @@ def write_checkpoint(folder: Path, config: dict[str, Any], *, device: torch.devi
     from trainperf.synth.tokenizer import build_tokenizer
 
     hf_config, model, model_type = _meta_model(config)
+    moe_checkpoint.apply_layout(model, hf_config, model_type)
     _refuse_fused_experts(model, model_type)
     planned = [
         (
@@ -166,13 +175,15 @@ def _meta_model(config: dict[str, Any]) -> tuple[Any, Any, str]:
 
 
 def _refuse_fused_experts(model: Any, model_type: str) -> None:
+    """Fused expert tensors left after the layout's swap: no loader's 4-bit layout is known for them."""
     unsupported = [n for n, p in model.named_parameters() if p.dim() > 2]
     if unsupported:
+        known = ", ".join(moe_checkpoint.LAYOUTS)
         raise UnsupportedArchitecture(
             f"synthetic 4-bit checkpoint of {model_type}: {len(unsupported)} parameters such as "
-            f"{unsupported[0]} are "
-            "fused 3-D tensors (mixture-of-experts) that bitsandbytes does not quantise; only linear layers "
-            "are supported so far: give the case a local pre-quantised model_path"
+            f"{unsupported[0]} are fused 3-D tensors (mixture-of-experts) that bitsandbytes does not "
+            f"quantise, and their pre-quantised layout is known only for {known}: "
+            "give the case a local pre-quantised model_path"
         )
 
 
@@ -188,8 +199,10 @@ def _write_shards(shards: _ShardWriter, model: Any, hf_config: Any, device: torc
         if _quantised(module_name, module):
             shards.add(_quantised_linear(prefix, module, device, std, seed))
             quantized += 1
-            continue
-        shards.add(_initialised(prefix, module, model, seed))
+        elif moe_checkpoint.is_drawn(module):
+            shards.add(_drawn(prefix, module, device, std, seed))
+        else:
+            shards.add(_initialised(prefix, module, model, seed))
     shards.close()
     return quantized
 
@@ -234,6 +247,16 @@ def _quantised_linear(
     if module.bias is not None:
         tensors[f"{prefix}bias"] = torch.zeros(module.bias.shape, dtype=torch.bfloat16)
     return tensors
+
+
+def _drawn(
+    prefix: str, module: nn.Module, device: torch.device, std: float, seed: int
+) -> dict[str, torch.Tensor]:
+    """A module's own parameters drawn in bf16 with ``std`` (gpt-oss initialises its router so)."""
+    return {
+        f"{prefix}{n}": draw_weight(f"{prefix}{n}", p.shape, device, std, seed).cpu()
+        for n, p in module.named_parameters(recurse=False)
+    }
 
 
 def _initialised(prefix: str, module: nn.Module, model: Any, seed: int) -> dict[str, torch.Tensor]:
