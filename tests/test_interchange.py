@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,21 @@ def test_openmetrics_parses_with_the_prometheus_parser(tmp_path: Path) -> None:
     assert outcomes["sft_hf-qwen3_32b-full-long-b4"] == 0
 
 
+def test_two_runs_of_a_runner_in_one_second_leave_one_point_the_later_runs(tmp_path: Path) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    run, found = _stored_run(tmp_path)
+    later = [replace(case, metrics={**case.metrics}) for case in found]
+    for case in later:
+        for metric, value in case.metrics.items():
+            case.metrics[metric] = replace(value, value=value.value * 2)
+    text = openmetrics([(run, found), ({**run, "run_key": "later"}, later)])
+    step = {f.name: f for f in text_string_to_metric_families(text)}["trainperf_step_time_seconds"]
+    first = {c.case_id: c.metrics["step_time_s"].value for c in found if "step_time_s" in c.metrics}
+    assert len(step.samples) == len(first)
+    assert {s.labels["case"]: s.value for s in step.samples} == {case: 2 * v for case, v in first.items()}
+
+
 def test_metric_names_carry_openmetrics_base_units() -> None:
     assert openmetrics_name("energy_per_token_j") == ("trainperf_energy_per_token_joules", "joules", 1.0)
     assert openmetrics_name("tokens_per_s") == ("trainperf_tokens_per_second", None, 1.0)
@@ -124,7 +140,13 @@ def test_openmetrics_of_every_run_to_stdout_is_one_exposition(
     assert len(step.samples) == 3 * 2 - 1  # the contaminated result's figures are left out
     stamps = [s.timestamp for s in step.samples]
     assert {float(t) for t in stamps} == {float(_seconds(nightly(d))) for d in range(3)}
-    assert stamps == sorted(stamps, key=float)  # each family's samples oldest first
+    # One series per case (no run label), its nights together and oldest first.
+    assert all("run" not in s.labels for s in step.samples)
+    by_case = [s.labels["case"] for s in step.samples]
+    assert by_case == sorted(by_case, key=by_case.index) and len(set(by_case)) == len(CASE_IDS_FOR_EXPORT)
+    for case in set(by_case):
+        points = [float(s.timestamp) for s in step.samples if s.labels["case"] == case]
+        assert points == sorted(points) and len(points) == (2 if case == CASE_IDS_FOR_EXPORT[0] else 3)
     contaminated = [s for s in families["trainperf_case_contaminated"].samples if s.value == 1]
     assert [s.labels["case"] for s in contaminated] == [CASE_IDS_FOR_EXPORT[0]]
     promtool = _promtool()

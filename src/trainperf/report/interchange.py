@@ -6,10 +6,12 @@ case, one measure per metric (its registry name as the slug); lower and upper ar
 of the median where the metric has samples, so Bencher's thresholds see the spread we saw.
 
 OpenMetrics (``openmetrics``): one exposition for any number of runs, ending in one ``# EOF``: a
-gauge family per metric, a sample per case and run labelled with case, class, runner and run,
-stamped with the run's start in seconds (OpenMetrics' unit for timestamps), each family's samples
-oldest first. For ``promtool tsdb create-blocks-from openmetrics`` (backfilling a history) and any
-OpenMetrics reader.
+gauge family per metric, a series per case, variant, class and runner whose points are the runs,
+each stamped with its run's start in seconds (OpenMetrics' unit for timestamps), oldest first. No
+run label: a backfilled history then has one series per case and metric that goes on from night to
+night, as the textfile's live series do, not one series per run. Two runs of one runner that start
+in the same second would put two points at one time on a series; the later run's is kept. For
+``promtool tsdb create-blocks-from openmetrics`` (backfilling a history) and any OpenMetrics reader.
 
 Prometheus text format 0.0.4 (``prometheus_text``): one run, the same families without
 timestamps or ``UNIT`` lines and without the run label (a series per case, metric and runner that
@@ -94,9 +96,8 @@ class _Family:
     """(labels, value, timestamp in seconds or None)."""
 
 
-def _families(runs: Sequence[RunCases], stamped: bool, per_run: bool) -> dict[str, _Family]:
-    """Every family of these runs, each family's samples in run order; ``per_run`` labels each
-    sample with its run's key as well."""
+def _families(runs: Sequence[RunCases], stamped: bool) -> dict[str, _Family]:
+    """Every family of these runs, each family's samples in run order."""
     families: dict[str, _Family] = {
         "trainperf_case_ok": _Family(None, "1 when the case ran to its end (outcome ok), 0 otherwise"),
         "trainperf_case_contaminated": _Family(
@@ -110,7 +111,6 @@ def _families(runs: Sequence[RunCases], stamped: bool, per_run: bool) -> dict[st
                 f'case="{_label(case.case_id)}",variant="{_label(case.variant)}",'
                 f'gpu_class="{_label(run.get("gpu_class") or "")}",runner="{_label(case.runner)}"'
             )
-            labels += f',run="{_label(case.run_key[:12])}"' if per_run else ""
             contaminated = case.verdict == CONTAMINATED
             families["trainperf_case_ok"].samples.append((labels, float(case.outcome == "ok"), stamp))
             families["trainperf_case_contaminated"].samples.append((labels, float(contaminated), stamp))
@@ -135,15 +135,30 @@ def _last_run(run: dict[str, Any]) -> dict[str, _Family]:
     return {"trainperf_last_run_info": info, "trainperf_last_run_start_timestamp_seconds": start}
 
 
+def _series_oldest_first(
+    samples: Sequence[tuple[str, float, float | None]],
+) -> list[tuple[str, float, float | None]]:
+    """The samples grouped by series (OpenMetrics wants a series' points together, in time order),
+    series in the order they first appear; of two points at one time, the later run's."""
+    series: dict[str, dict[float | None, float]] = {}
+    for labels, value, stamp in samples:
+        series.setdefault(labels, {})[stamp] = value
+    return [
+        (labels, points[stamp], stamp)
+        for labels, points in series.items()
+        for stamp in sorted(points, key=lambda t: -math.inf if t is None else t)
+    ]
+
+
 def openmetrics(runs: Sequence[RunCases]) -> str:
     """These runs as one OpenMetrics exposition (a single ``# EOF``), stamped with each run's start."""
     lines: list[str] = []
-    for name, family in sorted(_families(runs, stamped=True, per_run=True).items()):
+    for name, family in sorted(_families(runs, stamped=True).items()):
         lines.append(f"# TYPE {name} gauge")
         if family.unit:
             lines.append(f"# UNIT {name} {family.unit}")
         lines.append(f"# HELP {name} {_label(family.help_text)}")
-        for labels, value, stamp in family.samples:
+        for labels, value, stamp in _series_oldest_first(family.samples):
             stamped = f" {stamp:.3f}" if stamp is not None else ""
             lines.append(f"{name}{{{labels}}} {_number(value)}{stamped}")
     lines.append("# EOF")
@@ -157,7 +172,7 @@ def prometheus_text(run: dict[str, Any], cases: Sequence[StoredCase]) -> str:
     and per case and metric (a store of unbounded size); the run is named once, by
     ``trainperf_last_run_info``."""
     lines: list[str] = []
-    families = _families([(run, cases)], stamped=False, per_run=False) | _last_run(run)
+    families = _families([(run, cases)], stamped=False) | _last_run(run)
     for name, family in sorted(families.items()):
         lines.append(f"# HELP {name} {_help(family.help_text)}")
         lines.append(f"# TYPE {name} gauge")
