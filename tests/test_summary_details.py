@@ -23,3 +23,24 @@ def test_a_pass_with_ungated_timing_names_the_other_host() -> None:
 
 def test_a_plain_pass_adds_no_lines() -> None:
     assert details([_result("pass", "within tolerance")], {}, {}) == []
+
+
+def _timed(case_id: str, gated: bool) -> CaseResult:
+    note = "" if gated else "not gated: the baseline was measured on another host (cpu_id unrecorded -> 'x')"
+    metric = {"metric": "step_time_s", "verdict": "pass", "gated": gated, "note": note}
+    return CaseResult(
+        case_id=case_id, case={}, gpu_class="cpu", outcome="ok",
+        verdict={"verdict": "pass", "reason": "within tolerance", "metrics": [metric]},
+    )  # fmt: skip
+
+
+def test_passes_timed_against_another_hosts_baselines_get_one_line_with_the_fix() -> None:
+    lines = details([_timed("a", gated=False), _timed("b", gated=False), _timed("c", gated=True)], {}, {})
+    assert len(lines) == 1, lines
+    why = "the baseline was measured on another host (cpu_id unrecorded -> 'x')"
+    assert lines[0].startswith(f"timing of 2 case(s) shown, not gated: {why}; ")
+    assert "pytest -m cpu --perf-update-baselines --perf-baselines baselines-$(hostname)" in lines[0]
+
+
+def test_passes_gated_on_this_host_add_no_line() -> None:
+    assert details([_timed("a", gated=True)], {}, {}) == []

@@ -30,6 +30,9 @@ GATED_CONFIG_KEYS = (
 )
 
 
+ANOTHER_HOST = "the baseline was measured on another host"
+
+
 def timing_comparable(baseline: CaseResult, result: CaseResult, same_keys: Sequence[str]) -> tuple[bool, str]:
     """Whether a result's timing can be judged against a baseline's, and if not why: an emulated
     result never can; otherwise the fingerprint keys its class names (``timing_comparable_only_on_same``,
@@ -43,7 +46,7 @@ def timing_comparable(baseline: CaseResult, result: CaseResult, same_keys: Seque
         if baseline.fingerprint.get(key) != result.fingerprint.get(key)
     ]
     if differing:
-        return False, "the baseline was measured on another host (" + "; ".join(differing) + ")"
+        return False, f"{ANOTHER_HOST} (" + "; ".join(differing) + ")"
     return True, ""
 
 

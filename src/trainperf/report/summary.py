@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from trainperf.judge.comparability import ANOTHER_HOST
 from trainperf.paths import portable
 from trainperf.report.build import write_reports
 from trainperf.report.table import failure_detail, render_text
@@ -29,7 +30,28 @@ def details(
         ]
         if result.case_id in written:
             lines.append(f"{result.case_id}: baseline written to {portable(written[result.case_id])}")
-    return lines
+    return lines + another_host_line(results)
+
+
+def another_host_line(results: Iterable[CaseResult]) -> list[str]:
+    """One line for the cases whose timing was shown but not gated because their baselines were
+    measured on another host (a pass there reads like any other): which, why, and the command
+    that gives this host baselines of its own."""
+    notes = {
+        result.case_id: (result.gpu_class, metric["note"].removeprefix("not gated: "))
+        for result in results
+        for metric in result.verdict.get("metrics", [])
+        if not metric.get("gated", True) and ANOTHER_HOST in str(metric.get("note", ""))
+    }
+    if not notes:
+        return []
+    gpu_class, why = next(iter(notes.values()))
+    fix = f"pytest -m {gpu_class} --perf-update-baselines --perf-baselines baselines-$(hostname)"
+    line = (
+        f"timing of {len(notes)} case(s) shown, not gated: {why}; to gate timing on this host, write its "
+        f"own baselines once, on an idle machine: {fix}, then run with --perf-baselines baselines-$(hostname)"
+    )
+    return [line]
 
 
 def write_summary(run_dir: Path, gpu_class: str, results: Sequence[CaseResult], lines: Sequence[str]) -> str:
