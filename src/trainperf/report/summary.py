@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trainperf.judge.comparability import ANOTHER_HOST
@@ -15,7 +15,7 @@ QUIET_VERDICTS = ("pass", "new", "expected-oom", "not-compared")
 
 
 def details(
-    results: Iterable[CaseResult], notes: Mapping[str, Sequence[str]], written: Mapping[str, Path | str]
+    results: Sequence[CaseResult], notes: Mapping[str, Sequence[str]], written: Mapping[str, Path | str]
 ) -> list[str]:
     """The lines under the table: why a case failed or was flagged, its notes, baselines written."""
     lines: list[str] = []
@@ -33,7 +33,7 @@ def details(
     return lines + another_host_line(results)
 
 
-def another_host_line(results: Iterable[CaseResult]) -> list[str]:
+def another_host_line(results: Sequence[CaseResult]) -> list[str]:
     """One line for the cases whose timing was shown but not gated because their baselines were
     measured on another host (a pass there reads like any other): which, why, and the command
     that gives this host baselines of its own."""
