@@ -354,3 +354,48 @@ def test_timing_on_the_same_cpu_host_still_gates() -> None:
     comparable, why = timing_comparable(baseline, current, ("cpu_model", "cpu_id", "cpu_isa"))
     assert comparable and why == ""
     assert _judge(current, baseline, timing_comparable=comparable).verdict is Verdict.REGRESSED
+
+
+def _runs(*levels: float, seed: int = 0) -> MetricValue:
+    """One run a level: 30 keyed steps each at ``level`` s with +-1% jitter, concatenated in run order
+    (as ``merge_metric`` pools rounds)."""
+    rng = random.Random(seed)
+    samples = [level * (1 + rng.uniform(-0.01, 0.01)) for level in levels for _ in range(N_STEPS)]
+    return MetricValue(
+        value=stats.median(samples),
+        unit="s",
+        samples=samples,
+        per_run=list(levels),
+        keys=_keys() * len(levels),
+    )
+
+
+def test_runs_that_disagree_make_a_shift_noisy_not_a_regression() -> None:
+    """Two runs a side, as a two-round A/B: B's runs 18% and 17% slower than A's, but A's own two
+    runs differ by 20%. Every step agrees within its run, so resampling steps alone called it a
+    regression at p < 0.01; resampling the runs too sees the runs' spread and calls it noisy."""
+    current, baseline = _runs(0.634, 0.765, seed=1), _runs(0.536, 0.652, seed=2)
+    steps_only = stats.paired_ratios(
+        {k: stats.median(v) for k, v in _groups(current).items()},
+        {k: stats.median(v) for k, v in _groups(baseline).items()},
+    )
+    assert stats.bootstrap_median_interval(steps_only)[0] > 1.1  # what a steps-only interval said
+    verdict = compare_metric(STEP, current, baseline)
+    assert verdict.verdict is Verdict.NOISY and verdict.interval is not None
+    assert verdict.interval[0] < 1.0 < verdict.interval[1]
+
+
+def test_runs_that_agree_keep_a_regression_and_a_narrow_interval() -> None:
+    current, baseline = _runs(1.10, 1.11, seed=3), _runs(1.00, 1.005, seed=4)
+    verdict = compare_metric(STEP, current, baseline)
+    assert verdict.verdict is Verdict.REGRESSED and verdict.interval is not None
+    assert 1.05 < verdict.interval[0] and verdict.interval[1] < 1.15
+    assert "runs resampled (2 vs 2)" in verdict.note
+
+
+def _groups(value: MetricValue) -> dict[str, list[float]]:
+    assert value.keys is not None and value.samples is not None
+    groups: dict[str, list[float]] = {}
+    for key, sample in zip(value.keys, value.samples):
+        groups.setdefault(key, []).append(sample)
+    return groups

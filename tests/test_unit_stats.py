@@ -214,3 +214,16 @@ def test_bootstrap_of_nothing_raises() -> None:
 def test_bootstrap_ratio_interval_zero_baseline_is_nan() -> None:
     low, high = stats.bootstrap_ratio_interval([1.0, 2.0], [0.0, 0.0], resamples=20)
     assert math.isnan(low) and math.isnan(high)
+
+
+def test_run_step_bootstrap_spans_the_runs_and_is_deterministic() -> None:
+    """Each step of two runs a side: A's runs at 1.0 and 1.2, B's both at 1.1. Drawing A's runs
+    with replacement reaches both B/A = 1.1 and 1.1/1.2; steps alone would see one value."""
+    current = [[1.1, 1.1] for _ in range(10)]
+    baseline = [[1.0, 1.2] for _ in range(10)]
+    medians = stats.run_step_bootstrap_medians(current, baseline, seed=5)
+    low, high = stats.interval_of(medians)
+    assert low == pytest.approx(1.1 / 1.2) and high == pytest.approx(1.1)
+    assert medians == stats.run_step_bootstrap_medians(current, baseline, seed=5)
+    with pytest.raises(ValueError):
+        stats.run_step_bootstrap_medians(current, baseline[:3])

@@ -154,22 +154,33 @@ def _judge_paired_steps(
     keys: list[str],
     stable: bool,
 ) -> None:
-    """The change is the median of the paired steps' ratios; its support a bootstrap test of it."""
+    """The change is the median of the paired steps' ratios; its support a bootstrap test of it,
+    which resamples the runs too where both sides have several (``stats.run_step_bootstrap_medians``)."""
     lower_better = metric.direction is Direction.LOWER
     ratios = stats.paired_ratios(
         {k: stats.median(current_groups[k]) for k in keys},
         {k: stats.median(baseline_groups[k]) for k in keys},
     )
     ratio = stats.median(ratios)
-    verdict.ratio, verdict.interval = ratio, stats.bootstrap_median_interval(ratios)
-    verdict.note = f"paired over {len(ratios)} steps" + (
-        " that repeat within the baseline's runs" if stable else ""
+    by_run = _steps_of_every_run(current_groups, baseline_groups, keys)
+    if by_run is not None:
+        medians = stats.run_step_bootstrap_medians(*by_run)
+        verdict.interval = stats.interval_of(medians)
+        p_up = sum(1 for m in medians if m <= 1) / len(medians)
+        p_down = sum(1 for m in medians if m >= 1) / len(medians)
+    else:
+        verdict.interval = stats.bootstrap_median_interval(ratios)
+        p_up = stats.bootstrap_median_p_greater(ratios)
+        p_down = stats.bootstrap_median_p_greater([1 / r for r in ratios if r > 0])
+    verdict.ratio = ratio
+    verdict.note = (
+        f"paired over {len(ratios)} steps"
+        + (" that repeat within the baseline's runs" if stable else "")
+        + (f", runs resampled ({len(by_run[0][0])} vs {len(by_run[1][0])})" if by_run else "")
     )
     relative_worse = (ratio - 1) if lower_better else (1 - ratio)
     if abs(relative_worse) <= metric.tolerance:
         return
-    p_up = stats.bootstrap_median_p_greater(ratios)
-    p_down = stats.bootstrap_median_p_greater([1 / r for r in ratios if r > 0])
     _judge(
         verdict,
         metric,
@@ -177,6 +188,24 @@ def _judge_paired_steps(
         p_up if lower_better else p_down,
         p_down if lower_better else p_up,
     )
+
+
+def _steps_of_every_run(
+    current_groups: dict[str, list[float]], baseline_groups: dict[str, list[float]], keys: list[str]
+) -> tuple[list[list[float]], list[list[float]]] | None:
+    """``[step][run]`` values of the steps every run of each side has, where both sides have at
+    least two runs and enough such steps; None otherwise (one run has no run-to-run spread to
+    resample). A step's list holds one value a run, in run order, so index i is the same run."""
+    runs_current = max(len(current_groups[k]) for k in keys)
+    runs_baseline = max(len(baseline_groups[k]) for k in keys)
+    if min(runs_current, runs_baseline) < 2:
+        return None
+    full = [
+        k for k in keys if len(current_groups[k]) == runs_current and len(baseline_groups[k]) == runs_baseline
+    ]
+    if len(full) < MIN_PAIRS:
+        return None
+    return [current_groups[k] for k in full], [baseline_groups[k] for k in full]
 
 
 def _judge_samples(

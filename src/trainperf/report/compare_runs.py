@@ -41,7 +41,7 @@ ENVIRONMENT_LABELS = {
 RATIO_LEGEND = (
     "A/B step s: each side's median step; B/A step: the median of per-step ratios, each step of B over "
     "the same step of A (paired by step, so it can differ from the ratio of the two medians), with its "
-    "95% bootstrap interval"
+    "95% bootstrap interval (the runs resampled too where each side has several)"
 )
 
 COLUMNS = (
