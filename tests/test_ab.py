@@ -14,7 +14,7 @@ import pytest
 from trainperf.cli import main
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult, MetricValue
-from trainperf.studies.ab import pool_case
+from trainperf.studies.ab import pool_case, round_order, rounds_in, started_at
 
 
 def test_a_path_that_is_not_a_python_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,6 +89,20 @@ def test_a_over_a_on_the_cpu_passes(tmp_path: Path) -> None:
     rounds = sorted(p.name for p in study.iterdir() if p.name.startswith("round"))
     assert rounds == ["round1-A", "round1-B", "round2-A", "round2-B"]
     assert (study / "study.sqlite").is_file() and not history.exists()
+    # The order turns every other round (A B, B A), so a steady drift is not charged to B.
+    folders_a, folders_b = rounds_in(study)
+    started = [
+        started_at(folders_a[0]),
+        started_at(folders_b[0]),
+        started_at(folders_b[1]),
+        started_at(folders_a[1]),
+    ]
+    assert None not in started and started == sorted(started), started
+    # Judged again from its rounds, measuring nothing: the same verdict, the study's record kept.
+    assert main(["ab", "--judge-only", "--output", str(study), "--"]) == completed.returncode
+    again = json.loads((study / "ab.json").read_text())
+    assert again["verdict"] == record["verdict"] and again["a"] == record["a"] and "judged" in again
+    assert again["comparison"]["cases"][0]["verdict"] == case["verdict"]
 
 
 def test_a_relative_interpreter_is_made_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,3 +119,57 @@ def test_a_relative_interpreter_is_made_absolute(monkeypatch: pytest.MonkeyPatch
         pytest.skip("the test interpreter is outside the repository")
     settings = resolve({"python": str(relative)}, lambda name: None, REPO_ROOT)
     assert settings.python == str(REPO_ROOT / relative)
+
+
+def test_rounds_turn_their_order_every_other_round() -> None:
+    assert [[label for label, _ in round_order(i, "a", "b")] for i in (1, 2, 3)] == [
+        ["A", "B"],
+        ["B", "A"],
+        ["A", "B"],
+    ]
+
+
+def _result(case_id: str, outcome: str = "ok", message: str = "") -> CaseResult:
+    samples = [1.0 + 0.001 * (i % 3) for i in range(12)]
+    keys = [f"{i}:100" for i in range(12)]
+    metric = MetricValue(1.001, "s", samples, [1.001], keys)
+    metrics = {"step_time_s": metric} if outcome == "ok" else {}
+    return CaseResult(
+        case_id=case_id,
+        case={},
+        gpu_class="cpu",
+        outcome=outcome,
+        message=message,
+        metrics=metrics,
+        runs=[{}],
+    )
+
+
+def test_a_case_a_cannot_run_is_not_judged_and_the_rest_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A crashed in one case (a hook that refuses A's version, say): that case is not judged and says
+    why, the other is judged, status 3 (not judged), and the record keeps both: nothing is lost."""
+    from argparse import Namespace
+
+    from trainperf.cli.ab import NOT_JUDGED, _judge
+
+    results_a = [
+        _result("x", "crash", "Traceback...\nTrainperfError: trl 1.0.0 lacks _generate"),
+        _result("y"),
+    ]
+    results_b = [_result("x"), _result("y")]
+    args = Namespace(json=False, strict=False)
+    status = _judge(args, tmp_path, results_a, results_b, ("trl 1.0.0", "trl 1.16.0"), {"kind": "ab"})
+    assert status == NOT_JUDGED
+    record = json.loads((tmp_path / "ab.json").read_text())
+    assert record["verdict"] == "not-judged"
+    assert record["a_not_run"] == {"x": "TrainperfError: trl 1.0.0 lacks _generate"}
+    assert [c["case_id"] for c in record["comparison"]["cases"]] == ["y"]
+    assert (
+        "x: not judged (A cannot run it: TrainperfError: trl 1.0.0 lacks _generate)"
+        in capsys.readouterr().out
+    )
+    # Every case A cannot run: nothing to compare, still a record and the same status.
+    assert _judge(args, tmp_path, results_a[:1], results_b[:1], ("a", "b"), {"kind": "ab"}) == NOT_JUDGED
+    assert "comparison" not in json.loads((tmp_path / "ab.json").read_text())

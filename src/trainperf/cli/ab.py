@@ -4,7 +4,8 @@ Either side is an existing interpreter (``--env-a/--env-b``) or a candidate buil
 environment with pins changed (``--pin-a/--pin-b``, see ``trainperf.families.candidates``). The
 study's folder keeps the rounds, their own results store, ``ab.txt`` and ``ab.json`` (what
 ``trainperf report upgrades`` reads). Exit status: 0 B not worse, 1 B regressed, changed or cannot
-run (``broken-environment``), 2 nothing could be judged (bad input, A cannot run).
+run (``broken-environment``), 2 nothing could be judged (bad input, A cannot run), 3 a case not
+judged (its rounds contaminated, or A cannot run it; ``--strict`` makes a contaminated case fail).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from trainperf.paths import portable, portable_argv
 
 if TYPE_CHECKING:
     from trainperf.report.compare_runs import RunComparison
+    from trainperf.result import CaseResult
 
 BROKEN = "broken-environment"
 
@@ -51,6 +53,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from trainperf.studies.ab_sides import CandidateSettings, prepare_side, side_requests
 
     pytest_args = [a for a in args.pytest_args if a != "--"]
+    if args.judge_only:
+        if not args.output:
+            raise TrainperfError("--judge-only judges a study's rounds again: give its folder with --output")
+        sides = {side: {"pins": parse_pins(getattr(args, f"pin_{side}"))} for side in ("a", "b")}
+        return _judge_again(args, Path(args.output).absolute(), _study_record(args, sides, pytest_args))
     if not pytest_args:
         raise TrainperfError(
             "give the cases to run after the options, e.g. trainperf ab --pin-b transformers==5.24.0 -- "
@@ -97,38 +104,80 @@ def _measure(
     args: argparse.Namespace, output: Path, python_a: str, python_b: str, pytest_args: list[str],
     record: dict[str, Any],
 ) -> int:  # fmt: skip
+    from trainperf.studies.ab import pooled_sides, run_rounds
+
+    results_a, results_b = pooled_sides(*run_rounds(python_a, python_b, args.rounds, pytest_args, output))
+    labels = (args.label_a or portable(python_a), args.label_b or portable(python_b))
+    return _judge(args, output, results_a, results_b, labels, record)
+
+
+def _judge(
+    args: argparse.Namespace, output: Path, results_a: list[CaseResult], results_b: list[CaseResult],
+    labels: tuple[str, str], record: dict[str, Any],
+) -> int:  # fmt: skip
+    """B judged against A on the cases A measured; a case A could not run is not judged (its cause
+    kept in ``ab.json``'s ``a_not_run``), and the B side's measurements stay in the study."""
     from trainperf.cli.compare import comparison_of
     from trainperf.report.compare_runs import render
-    from trainperf.studies.ab import broken_cases, measured_sides
+    from trainperf.studies.ab import broken_cases, unmeasured_cases
 
-    results_a, results_b = measured_sides(
-        python_a, python_b, args.rounds, pytest_args, output, "environment A"
-    )
-    comparison = comparison_of(
-        results_a,
-        results_b,
-        args.label_a or portable(python_a),
-        args.label_b or portable(python_b),
-        args.strict,
-    )
-    text, status = render(comparison), comparison.exit_status
-    broken = broken_cases(results_a, results_b)
-    if broken:
-        text += "\n" + "\n".join(
-            f"{case}: {BROKEN} (B crashed: {why})" for case, why in sorted(broken.items())
-        )
-        status = 1
-    if status == 0 and (busy := not_judged(comparison)):
-        text += "\n" + busy
-        status = NOT_JUDGED
+    a_not_run = unmeasured_cases(results_a)
+    judged_a = [r for r in results_a if r.case_id not in a_not_run]
+    judged_b = [r for r in results_b if r.case_id not in a_not_run]
+    lines = [f"{case}: not judged (A cannot run it: {why})" for case, why in sorted(a_not_run.items())]
+    summary: dict[str, Any] = {"a_not_run": a_not_run}
+    status = NOT_JUDGED
+    text = "\n".join(lines)
+    if judged_a and judged_b:
+        comparison = comparison_of(judged_a, judged_b, *labels, args.strict)
+        text, status = render(comparison) + ("\n" + text if text else ""), comparison.exit_status
+        broken = broken_cases(judged_a, judged_b)
+        text += "".join(f"\n{case}: {BROKEN} (B crashed: {why})" for case, why in sorted(broken.items()))
+        status = 1 if broken else status
+        if status == 0 and (busy := not_judged(comparison)):
+            text, status = text + "\n" + busy, NOT_JUDGED
+        status = NOT_JUDGED if status == 0 and a_not_run else status
+        summary.update(broken_cases=broken, comparison=comparison.to_dict())
+        verdict = BROKEN if broken else {0: "passes", 1: "fails", NOT_JUDGED: "not-judged"}[status]
+    else:
+        verdict = "not-judged"
     if not args.json:
         print(text)
-    verdict = BROKEN if broken else {0: "passes", 1: "fails", NOT_JUDGED: "not-judged"}[status]
-    summary = {"verdict": verdict, "broken_cases": broken, "comparison": comparison.to_dict()}
-    _write(output, text, {**record, **summary})
+    _write(output, text, {**record, "verdict": verdict, **summary})
     if args.json:
-        print(json.dumps(summary, indent=1))
+        print(json.dumps({"verdict": verdict, **summary}, indent=1))
     return status
+
+
+def _judge_again(args: argparse.Namespace, output: Path, record: dict[str, Any]) -> int:
+    """``--judge-only``: the rounds already in ``output`` judged again (new tolerances, statistics
+    or labels), nothing measured; the study's own record is kept where it has one."""
+    from trainperf.studies.ab import pooled_sides, rounds_in, started_at
+
+    previous = output / "ab.json"
+    if previous.is_file():
+        kept = json.loads(previous.read_text())
+        record = {
+            key: kept[key] for key in ("kind", "created", "rounds", "selection", "a", "b") if key in kept
+        }
+        record["judged"] = datetime.now().astimezone().isoformat(timespec="seconds")
+    folders_a, folders_b = rounds_in(output)
+    record["rounds"] = min(len(folders_a), len(folders_b))
+    if not previous.is_file():  # the study stopped before its record: dated by its first round
+        record["created"] = started_at(folders_a[0]) or record["created"]
+        record["judged"] = datetime.now().astimezone().isoformat(timespec="seconds")
+    results_a, results_b = pooled_sides(folders_a, folders_b)
+    compared = (record.get("comparison") or {}) if previous.is_file() else {}
+    labels = (
+        args.label_a or compared.get("run_a") or _pins_label(record.get("a")) or "A",
+        args.label_b or compared.get("run_b") or _pins_label(record.get("b")) or "B",
+    )
+    return _judge(args, output, results_a, results_b, labels, record)
+
+
+def _pins_label(side: Any) -> str:
+    pins = (side or {}).get("pins") or {}
+    return " ".join(f"{name} {version}" for name, version in pins.items())
 
 
 NOT_JUDGED = 3
@@ -168,7 +217,7 @@ def add_candidate_options(parser: argparse.ArgumentParser) -> None:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ab = sub.add_parser(
         "ab",
-        help="run cases under two Python environments interleaved A B A B; exit 1 when B regressed or "
+        help="run cases under two Python environments interleaved A B, B A, ...; exit 1 when B regressed or "
         "cannot run",
     )
     ab.add_argument(
@@ -188,5 +237,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ab.add_argument("--output", default=None, help="folder for the rounds (default reports/ab-<time>)")
     ab.add_argument("--json", action="store_true")
     ab.add_argument("--strict", action="store_true", help="noisy and contaminated cases fail too")
+    ab.add_argument(
+        "--judge-only",
+        action="store_true",
+        help="judge the rounds already in --output again (after a change of tolerances or statistics), "
+        "measuring nothing",
+    )
     ab.add_argument("pytest_args", nargs=argparse.REMAINDER, help="the pytest selection, after --")
     ab.set_defaults(func=cmd_ab)

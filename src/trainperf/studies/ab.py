@@ -1,15 +1,19 @@
 """``trainperf ab``: the same cases under two Python environments, interleaved on one machine.
 
-Round after round, the selection runs under environment A, then under B (A B A B ...), each
-case a fresh child in that environment's interpreter (``--perf-python``). Interleaving spreads
-slow drifts of the machine (thermal state, a neighbour) over both sides instead of charging
-them to one. The rounds of each side are pooled per case (each step's median across processes)
+Round after round, the selection runs under both environments, in an order that turns every
+other round (A B, B A, A B, ...), each case a fresh child in that environment's interpreter
+(``--perf-python``). Interleaving spreads slow drifts of the machine (thermal state, a
+neighbour) over both sides instead of charging them to one; turning the order cancels a steady
+drift over each pair of rounds, which always-A-first charged to B (on an H200, 2026-11-26, one
+host-bound case's four runs of A B A B slowed run after run: 0.536, 0.634, 0.652, 0.765 s).
+The rounds of each side are pooled per case (each step's median across processes)
 and B is judged against A by ``compare_runs``, like two run folders.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -92,17 +96,23 @@ def pool_rounds(rounds: Sequence[Sequence[CaseResult]]) -> list[CaseResult]:
     return [pool_case(results) for _, results in sorted(by_case.items())]
 
 
+def round_order(round_index: int, env_a: str, env_b: str) -> tuple[tuple[str, str], ...]:
+    """The sides of round ``round_index`` (from 1) in the order they run: A first in odd rounds."""
+    sides = (("A", env_a), ("B", env_b))
+    return sides if round_index % 2 else sides[::-1]
+
+
 def run_rounds(
     env_a: str, env_b: str, rounds: int, pytest_args: Sequence[str], output: Path
 ) -> tuple[list[Path], list[Path]]:
-    """Run the selection A, B, A, B ...; return each side's run folders."""
+    """Run the selection A B, B A, A B ... (``round_order``); return each side's run folders."""
     if rounds < 1:
         raise TrainperfError("--rounds must be at least 1")
     empty_baselines = output / "no-baselines"  # judged A against B, not against stored baselines
     empty_baselines.mkdir(parents=True, exist_ok=True)
     folders: dict[str, list[Path]] = {"A": [], "B": []}
     for round_index in range(1, rounds + 1):
-        for label, python in (("A", env_a), ("B", env_b)):
+        for label, python in round_order(round_index, env_a, env_b):
             out = output / f"round{round_index}-{label}"
             print(f"[trainperf ab] round {round_index}/{rounds}, environment {label}: {python}", flush=True)
             command = [
@@ -124,16 +134,50 @@ def run_rounds(
     return folders["A"], folders["B"]
 
 
+def pooled_sides(
+    folders_a: Sequence[Path], folders_b: Sequence[Path]
+) -> tuple[list[CaseResult], list[CaseResult]]:
+    """Each side's results pooled per case over its rounds' run folders."""
+    return (
+        pool_rounds([RunFolder.open(f).results() for f in folders_a]),
+        pool_rounds([RunFolder.open(f).results() for f in folders_b]),
+    )
+
+
 def measured_sides(
     python_a: str, python_b: str, rounds: int, pytest_args: Sequence[str], output: Path, a_name: str
 ) -> tuple[list[CaseResult], list[CaseResult]]:
     """Run the rounds and pool each side's results per case. A (``a_name``, the reference) must have
     measured every case: otherwise nothing can be judged against it, one line naming the cases."""
-    folders_a, folders_b = run_rounds(python_a, python_b, rounds, pytest_args, output)
-    results_a = pool_rounds([RunFolder.open(f).results() for f in folders_a])
-    results_b = pool_rounds([RunFolder.open(f).results() for f in folders_b])
+    results_a, results_b = pooled_sides(*run_rounds(python_a, python_b, rounds, pytest_args, output))
     not_run = unmeasured_cases(results_a)
     if not_run:
         listed = "; ".join(f"{case}: {why}" for case, why in sorted(not_run.items()))
         raise TrainperfError(f"{a_name} did not run every case, nothing can be judged against it ({listed})")
     return results_a, results_b
+
+
+def rounds_in(output: Path) -> tuple[list[Path], list[Path]]:
+    """The run folders of a study's rounds already in ``output`` (``round<i>-A``, ``round<i>-B``),
+    for judging them again without measuring; a side's rounds missing: one line naming the fix."""
+    folders: dict[str, list[Path]] = {"A": [], "B": []}
+    for label, found in folders.items():
+        for round_dir in sorted(output.glob(f"round*-{label}"), key=lambda p: int(p.name[5:-2] or 0)):
+            runs = sorted(p for p in round_dir.iterdir() if RunFolder(p).is_run())
+            if runs:
+                found.append(runs[-1])
+    if not folders["A"] or not folders["B"]:
+        raise TrainperfError(
+            f"{output} holds no measured rounds of both sides (round<i>-A/, round<i>-B/): "
+            "give the --output of a study that ran"
+        )
+    return folders["A"], folders["B"]
+
+
+def started_at(run_folder: Path) -> str | None:
+    """When the run in ``run_folder`` started, as its run record says."""
+    try:
+        sessions = json.loads((run_folder / "run.json").read_text()).get("sessions") or []
+    except (OSError, ValueError):
+        return None
+    return str(sessions[0].get("started")) if sessions and sessions[0].get("started") else None
