@@ -34,4 +34,6 @@ echo "== study $name on $gpu_class: ${options[*]} -- ${selection[*]}"
 # shellcheck disable=SC2086 # COMMAND is the subcommand and its positional arguments
 timeout --signal=INT "${STUDY_WALL_S:-3600}" python3 -m trainperf.cli ${COMMAND:-ab} --wheelhouse "$cand" \
   --output "$studies/$name" "${options[@]}" -- -p trainperf.plugin perf_tests -m "$gpu_class" "${selection[@]}"
-echo "== study $name: exit status $?"
+status=$?
+echo "== study $name: exit status $status"
+exit "$status"

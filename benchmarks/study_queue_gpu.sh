@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Upgrade studies on every GPU of one host at once: one background worker per GPU reads its own
+# queue (QUEUES/gpuN.plan) and runs its studies one after another on that GPU alone
+# (CUDA_VISIBLE_DEVICES=N), through benchmarks/upgrade_gpu.sh, so A and B of a study always share
+# one GPU and no two studies share one. Workers start in their own process session and outlive
+# the shell that started them; a queue can be extended while its worker runs (it reads the next
+# line when a study ends) and ends at a line `end`. Where the host has at least two cores a GPU,
+# each worker is pinned to its own block of cores (taskset): studies of other GPUs carry the
+# suite's tag, so the host watch counts them as the suite's own load, and the pinning is what
+# keeps one study's model build off another's measured steps.
+#   usage: bash benchmarks/study_queue_gpu.sh start QUEUES     start one worker per gpuN.plan
+#          bash benchmarks/study_queue_gpu.sh status QUEUES    what each worker is doing
+#          bash benchmarks/study_queue_gpu.sh wait QUEUES SECONDS   until every queue ended, at most SECONDS
+# A plan line:  NAME | NEEDS | COMMAND | OPTIONS -- SELECTION
+#   NEEDS    a file the study waits for before it starts (a wheel still on its way), or -
+#   COMMAND  ab, or e.g. "bisect trl 1.9.0..1.13.0"
+# Each study's log is QUEUES/logs/NAME.log; its folder is under STUDIES (upgrade_gpu.sh).
+set -uo pipefail
+action=${1:?usage: study_queue_gpu.sh start|status|wait QUEUES [SECONDS]}
+queues=$(realpath "${2:?usage: study_queue_gpu.sh start|status|wait QUEUES [SECONDS]}")
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
+
+run_study() {  # GPU LINE
+  local gpu=$1 name needs command rest
+  IFS='|' read -r name needs command rest <<<"$2"
+  name=$(trim "$name"); needs=$(trim "$needs"); command=$(trim "$command")
+  while [ "$needs" != "-" ] && [ ! -e "$needs" ]; do sleep 5; done
+  echo "$(date -u +%H:%M:%S) start $name" >>"$queues/gpu$gpu.state"
+  local args=()
+  eval "args=($rest)"  # the plan's own quoting (-k "a or b")
+  (cd "$here" && CUDA_VISIBLE_DEVICES=$gpu COMMAND=$command bash benchmarks/upgrade_gpu.sh "$name" "${args[@]}") \
+    >"$queues/logs/$name.log" 2>&1
+  echo "$(date -u +%H:%M:%S) done $name: exit $?" >>"$queues/gpu$gpu.state"
+}
+
+worker() {  # GPU
+  local gpu=$1 index=0 line
+  while true; do
+    line=$(sed -n "$((index + 1))p" "$queues/gpu$gpu.plan")
+    if [ -z "$line" ]; then sleep 5; continue; fi
+    index=$((index + 1))
+    [ "$(trim "$line")" = "end" ] && { echo "$(date -u +%H:%M:%S) end" >>"$queues/gpu$gpu.state"; return; }
+    case "$line" in \#*) continue ;; esac
+    run_study "$gpu" "$line"
+  done
+}
+
+case "$action" in
+  start)
+    mkdir -p "$queues/logs"
+    plans=("$queues"/gpu*.plan)
+    gpus=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$gpus" -gt 0 ] || gpus=${#plans[@]}
+    per=$(($(nproc) / gpus))
+    for plan in "${plans[@]}"; do
+      gpu=${plan##*/gpu}; gpu=${gpu%.plan}; pin=()
+      if [ "$per" -ge 2 ] && command -v taskset >/dev/null; then
+        pin=(taskset -c "$((gpu * per))-$((gpu * per + per - 1))")
+      fi
+      setsid nohup "${pin[@]}" bash "$0" worker "$queues" "$gpu" >"$queues/logs/worker$gpu.log" 2>&1 </dev/null &
+      echo "worker for GPU $gpu started (pid $!) ${pin[*]}"
+    done ;;
+  worker) worker "${3:?GPU}" ;;
+  status)
+    for state in "$queues"/gpu*.state; do
+      [ -e "$state" ] || continue
+      echo "${state##*/}: $(tail -n 1 "$state")"
+      current=$(tail -n 1 "$state" | sed -n 's/.* start //p')
+      [ -n "$current" ] && grep -E '^\[trainperf|^== ' "$queues/logs/$current.log" 2>/dev/null | tail -n 1 | cut -c1-160
+    done ;;
+  wait)
+    limit=$((SECONDS + ${3:?SECONDS}))
+    while [ $SECONDS -lt "$limit" ]; do
+      ended=0; total=0
+      for plan in "$queues"/gpu*.plan; do
+        total=$((total + 1)); grep -q ' end$' "${plan%.plan}.state" 2>/dev/null && ended=$((ended + 1))
+      done
+      [ "$ended" -eq "$total" ] && break
+      sleep 10
+    done
+    bash "$0" status "$queues" ;;
+  *) echo "study_queue_gpu.sh: unknown action $action (start, status, wait)" >&2; exit 2 ;;
+esac
