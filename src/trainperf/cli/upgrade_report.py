@@ -48,11 +48,11 @@ def _stack(study: Path, studied: set[str]) -> str:
     """The runs' machine and stack from a result's fingerprint, less the packages the study varies."""
     from trainperf.ground.folder import RunFolder
 
-    for folder in sorted(p for p in study.rglob("*") if p.is_dir() and RunFolder(p).is_run()):
-        results = RunFolder.open(folder).results()
-        if not results:
-            continue
-        fingerprint = results[0].fingerprint
+    folders = sorted(p for p in study.rglob("*") if p.is_dir() and RunFolder(p).is_run())
+    results = [r for folder in folders for r in RunFolder.open(folder).results()]
+    # A crashed case's fingerprint may stop before the stack's versions: a measured one has them all.
+    for result in sorted(results, key=lambda r: r.outcome != "ok")[:1]:
+        fingerprint = result.fingerprint
         return ", ".join(
             f"{label} {fingerprint[key]}"
             for key, label in STACK_KEYS.items()
