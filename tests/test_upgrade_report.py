@@ -10,7 +10,8 @@ import tarfile
 from pathlib import Path
 
 from trainperf.paths import REPO_ROOT
-from trainperf.report.upgrades import Study, ab_rows, bisect_conclusion
+from trainperf.report.upgrades import Study, ab_rows, bisect_conclusion, render_page
+
 
 def _command_of(page: str) -> list[str]:
     """The command line the page says made it (its second paragraph, between backticks)."""
@@ -46,6 +47,40 @@ def test_a_side_that_cannot_run_is_a_row_with_its_cause() -> None:
     (row,) = ab_rows(Study("s", "ab", record))
     assert row[0] == "peft 0.17.0 -> 0.21.2" and row[2] == "broken-environment"
     assert row[-1] == "A cannot run: peft 0.17.0: import peft: ImportError: x"
+
+
+def test_a_case_a_cannot_run_is_a_not_judged_row_and_counted_at_a_glance() -> None:
+    """A study whose A crashed in its only case: one not-judged row naming the cause; the page's
+    first lines count it beside the other study's rows and name what the bisection found."""
+    crashed = {
+        "kind": "ab", "rounds": 2, "selection": ["-m", "h200"], "verdict": "not-judged",
+        "a": {"pins": {"trl": "1.0.0"}}, "b": {"pins": {"trl": "1.16.0"}},
+        "a_not_run": {"rl_trl-x": "TrainperfError: trl 1.0.0 lacks _generate"},
+    }  # fmt: skip
+    (row,) = ab_rows(Study("grpo", "ab", crashed))
+    assert (
+        row[1:3] == ["rl_trl-x", "not-judged"]
+        and row[-1] == "A cannot run it: TrainperfError: trl 1.0.0 lacks _generate"
+    )
+    broken = {
+        **crashed,
+        "verdict": "broken-environment",
+        "broken": {"side": "b", "package": "trl", "cause": "x"},
+    }
+    bisection = {
+        "package": "trl",
+        "first_bad": "1.13.0",
+        "versions": [],
+        "steps": [],
+        "good": "1.9.0",
+        "bad": "1.13.0",
+    }
+    page = render_page(
+        [Study("grpo", "ab", crashed), Study("b", "ab", broken), Study("bis", "bisect", bisection)],
+        "trainperf x",
+    )
+    assert "At a glance: 2 A/B rows (1 not-judged, 1 broken-environment)." in page
+    assert "Bisections found changes with: trl 1.13.0." in page
 
 
 def test_a_bisection_cut_short_says_what_is_left() -> None:

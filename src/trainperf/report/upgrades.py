@@ -190,6 +190,7 @@ def render_page(studies: Sequence[Study], command: str) -> str:
         "",
         f"Measured: {', '.join(dates) or 'undated'}.",
         "",
+        *_at_a_glance(ab, bisections),
         "## A/B of release pairs",
         "",
         AB_LEGEND,
@@ -211,6 +212,23 @@ def render_page(studies: Sequence[Study], command: str) -> str:
         for study in explained:
             lines += [f"### {study.name}", "", study.explanation.strip(), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _at_a_glance(ab: Sequence[Study], bisections: Sequence[Study]) -> list[str]:
+    """Two lines: how many A/B rows read each verdict, and what each bisection established."""
+    counts: dict[str, int] = {}
+    for row in (row for study in ab for row in ab_rows(study)):
+        counts[row[2]] = counts.get(row[2], 0) + 1
+    tally = ", ".join(
+        f"{count} {verdict}" for verdict, count in sorted(counts.items(), key=lambda kv: -kv[1])
+    )
+    lines = [f"At a glance: {sum(counts.values())} A/B rows ({tally or 'none'})."]
+    found = [
+        f"{s.record['package']} {s.record['first_bad']}" for s in bisections if s.record.get("first_bad")
+    ]
+    if found:
+        lines.append(f"Bisections found changes with: {', '.join(found)}.")
+    return [*lines, ""]
 
 
 def _date(study: Study) -> str:
