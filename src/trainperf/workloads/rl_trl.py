@@ -19,6 +19,7 @@ step's sequences (each is prefilled or decoded once, then trained on once): TRL'
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import tempfile
 import time
@@ -29,13 +30,7 @@ import torch
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
-from trainperf.families.rl_trl import (
-    FIXED_PROFILE,
-    SUPPORTED_TRL_TEXT,
-    GrpoShape,
-    preflight_grpo,
-    trl_version_supported,
-)
+from trainperf.families.rl_trl import FIXED_PROFILE, GrpoShape, preflight_grpo
 from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
 from trainperf.workloads.phases import PhaseClock
 from trainperf.workloads.protocol import ChildSpec
@@ -53,6 +48,21 @@ PHASE_HOOKS = {
     "_calculate_rewards": "reward",
 }
 """GRPOTrainer method -> phase charged with its time (less the time of the phases nested in it)."""
+TRL_RELEASES_READ = "trl 1.0.0 to 1.16.0"
+"""The releases whose GRPOTrainer the hooks were checked against, all 23 alike in what the hooks
+use: the four hooked methods, called with the same arguments, ``_generate`` returning the prompt
+and completion token ids first (a tuple of 7 items in 1.0.0, 9 in 1.1-1.8, 8 from 1.9), and
+``_calculate_rewards`` a (completions x reward functions) tensor. No release is refused by its
+number: what the workload needs is checked instead, before the run and at every hooked call."""
+GRPO_CONFIG_FIELDS = (
+    "num_generations",
+    "max_completion_length",
+    "generation_kwargs",
+    "beta",
+    "steps_per_generation",  # read back, with loss_type, for the effective configuration
+    "loss_type",
+)
+"""GRPOConfig fields the workload sets or reads beyond transformers' TrainingArguments."""
 
 
 def even_token_reward(completion_ids: list[list[int]], **_: Any) -> list[float | None]:
@@ -70,31 +80,78 @@ def prompt_texts(count: int, prompt_len: int, vocab_size: int, seed: int) -> lis
     return [" ".join(f"w{token}" for token in row) for row in rows]
 
 
-def check_trl(version: str, trainer: Any) -> None:
-    """The installed trl must be a supported version whose GRPOTrainer has every hooked method."""
-    if not trl_version_supported(version):
+def check_grpo_config(version: str, fields: set[str]) -> None:
+    """GRPOConfig must take every field the workload sets or reads: checked before it is built,
+    where a missing one would be an unexplained ``TypeError`` (an unexpected keyword argument)."""
+    missing = [name for name in GRPO_CONFIG_FIELDS if name not in fields]
+    if missing:
         raise TrainperfError(
-            f"trl {version} is not supported by the rl_trl phase hooks: install {SUPPORTED_TRL_TEXT}"
+            f"trl {version}: GRPOConfig has no {', '.join(missing)}, which the rl_trl workload sets "
+            f"or reads; {TRL_RELEASES_READ} have it"
         )
+
+
+def check_trl(version: str, trainer: Any) -> None:
+    """The trainer must have every hooked method (an inherited one counts: ``training_step`` is
+    transformers' in trl 0.19.1) and the generation config that forces the completion length."""
     missing = [name for name in PHASE_HOOKS if not callable(getattr(trainer, name, None))]
     if missing:
         raise TrainperfError(
-            f"trl {version}: GRPOTrainer has no {', '.join(missing)}, which the rl_trl phase hooks time; "
-            f"install {SUPPORTED_TRL_TEXT}"
+            f"trl {version}: GRPOTrainer has no {', '.join(missing)}, which the rl_trl phase hooks "
+            f"time; {TRL_RELEASES_READ} have it"
         )
+    if getattr(trainer, "generation_config", None) is None:
+        raise TrainperfError(
+            f"trl {version}: GRPOTrainer has no generation_config, through which the rl_trl workload "
+            f"forces the completion length; {TRL_RELEASES_READ} have it"
+        )
+
+
+def generated_ids(version: str, output: Any) -> tuple[list[list[int]], list[list[int]]]:
+    """The prompt and completion token ids of one ``_generate`` call, one row per completion.
+
+    Every release read returns a tuple whose first two items are these lists (its length varies);
+    anything else is refused rather than guessed at: padded tensors would pass the length checks
+    at their padded length, and one prompt row per group would undercount the prompt tokens."""
+    where = f"trl {version}: GRPOTrainer._generate returned"
+    expected = (
+        f"where the rl_trl hooks read (prompt_ids, completion_ids, ...), one list of token ids "
+        f"per completion, as {TRL_RELEASES_READ} return them"
+    )
+    if not isinstance(output, tuple) or len(output) < 2:
+        raise TrainperfError(f"{where} {_described(output)}, {expected}")
+    for position in (0, 1):
+        rows = output[position]
+        if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+            raise TrainperfError(f"{where} {_described(rows)} at position {position}, {expected}")
+    prompt_ids, completion_ids = output[0], output[1]
+    if len(prompt_ids) != len(completion_ids):
+        raise TrainperfError(
+            f"{where} {len(prompt_ids)} prompt rows for {len(completion_ids)} completions, {expected}"
+        )
+    return prompt_ids, completion_ids
+
+
+def _described(value: Any) -> str:
+    """``a tuple of 1``, ``a Tensor``, ``a list of Tensor``: enough to see which layout came back."""
+    name = type(value).__name__
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    if isinstance(value, list) and value:
+        return f"a list of {type(value[0]).__name__}"
+    return f"a {name}"
 
 
 class GrpoStepLog:
     """What the hooks saw during one optimizer step: the generated batch's token counts and rewards."""
 
-    def __init__(self, shape: GrpoShape, force_length: bool) -> None:
-        self.shape, self.force_length = shape, force_length
-        self.prompt_tokens = self.completion_tokens = 0
+    def __init__(self, shape: GrpoShape, force_length: bool, trl_version: str) -> None:
+        self.shape, self.force_length, self.trl_version = shape, force_length, trl_version
+        self.completions = self.prompt_tokens = self.completion_tokens = 0
         self.rewards: list[float] = []
 
     def generated(self, output: Any) -> None:
-        # trl 1.16: _generate returns (prompt_ids, completion_ids, tool_mask, completions, ...), ids as lists.
-        prompt_ids, completion_ids = output[0], output[1]
+        prompt_ids, completion_ids = generated_ids(self.trl_version, output)
         lengths = sorted({len(ids) for ids in completion_ids})
         if self.force_length and lengths != [self.shape.completion_len]:
             raise TrainperfError(
@@ -107,11 +164,30 @@ class GrpoStepLog:
             raise TrainperfError(
                 f"prompts of {prompt_lengths} tokens where {self.shape.prompt_len} were built"
             )
+        self.completions += len(completion_ids)
         self.prompt_tokens += sum(len(ids) for ids in prompt_ids)
         self.completion_tokens += sum(len(ids) for ids in completion_ids)
 
     def scored(self, output: Any) -> None:
+        # Every release read returns one row per completion, one column per reward function.
+        if getattr(output, "ndim", None) != 2:
+            raise TrainperfError(
+                f"trl {self.trl_version}: GRPOTrainer._calculate_rewards returned {_described(output)}, "
+                f"where the rl_trl hooks read a (completions x reward functions) tensor, as "
+                f"{TRL_RELEASES_READ} return it"
+            )
         self.rewards.extend(float(r) for r in output.sum(dim=1).tolist())
+
+    def close_step(self) -> dict[str, Any]:
+        """The step's fields, once the hooks are shown to have seen all of its generation: a release
+        that generated some other way would leave time and tokens out of the step, unnoticed."""
+        if self.completions != self.shape.completions_per_step:
+            raise TrainperfError(
+                f"trl {self.trl_version}: the phase hooks saw {self.completions} completions generated in a "
+                f"step that trains on {self.shape.completions_per_step}: GRPOTrainer generated outside "
+                "_generate, or not once per optimizer step, so the step's time and tokens would not match"
+            )
+        return self.take()
 
     def take(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -120,7 +196,7 @@ class GrpoStepLog:
         }
         if self.rewards:
             fields["reward_mean"] = sum(self.rewards) / len(self.rewards)
-        self.prompt_tokens = self.completion_tokens = 0
+        self.completions = self.prompt_tokens = self.completion_tokens = 0
         self.rewards = []
         return fields
 
@@ -163,12 +239,13 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     import peft  # noqa: F401 - every method imports it up front: missing, the case is skipped before set-up
     from trl import GRPOTrainer
 
+    trl_version = importlib.metadata.version("trl")
     texts = prompt_texts(steps * shape.prompts_per_step, shape.prompt_len, model.config.vocab_size, seed)
     peft_config = lora_config(case) if case.method == "lora" else None
     force_length = case.profile == FIXED_PROFILE
-    args = _grpo_args(case, shape, spec, on_gpu, force_length)
+    args = _grpo_args(case, shape, spec, on_gpu, force_length, trl_version)
     clock = PhaseClock(sync=(lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None))
-    log = GrpoStepLog(shape, force_length)
+    log = GrpoStepLog(shape, force_length, trl_version)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[even_token_reward],
@@ -178,7 +255,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         peft_config=peft_config,
         callbacks=[_callback(recorder, clock, log)],
     )
-    check_trl(importlib.metadata.version("trl"), trainer)
+    check_trl(trl_version, trainer)
     install_phase_hooks(trainer, clock, log)
     train_timed(trainer, timeline, started)
 
@@ -223,10 +300,14 @@ def _model_and_tokenizer(
     return model, tokenizer, build
 
 
-def _grpo_args(case: Case, shape: GrpoShape, spec: ChildSpec, on_gpu: bool, force_length: bool) -> Any:
+def _grpo_args(
+    case: Case, shape: GrpoShape, spec: ChildSpec, on_gpu: bool, force_length: bool, trl_version: str
+) -> Any:
     """GRPOConfig: reference-free (``beta`` 0), completions forced to their full length where the
     profile fixes it."""
     from trl import GRPOConfig
+
+    check_grpo_config(trl_version, {field.name for field in dataclasses.fields(GRPOConfig)})
 
     generation_kwargs: dict[str, Any] = {
         "use_cache": True
@@ -284,7 +365,7 @@ def _callback(recorder: StepRecorder, clock: PhaseClock, log: GrpoStepLog) -> An
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             clock.charge_since_last_edge("update")  # clipping, optimizer, scheduler, zero_grad
-            fields = log.take()
+            fields = log.close_step()
             tokens = fields["prompt_tokens"] + fields["completion_tokens"]
             recorder.step_end(tokens, phases={k: round(v, 6) for k, v in clock.take().items()}, **fields)
 
