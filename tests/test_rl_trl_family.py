@@ -24,14 +24,13 @@ from trainperf.workloads.phases import PhaseClock
 
 # Imported at collection (it imports torch, hence numpy): an in-process pytester run elsewhere in
 # the session restores sys.modules afterwards, and numpy cannot be imported a second time.
-from trainperf.workloads.rl_trl import (
+from trainperf.workloads.rl_trl import even_token_reward, prompt_texts
+from trainperf.workloads.trl_hooks import (
     GRPO_CONFIG_FIELDS,
     GrpoStepLog,
     check_grpo_config,
     check_trl,
-    even_token_reward,
     generated_ids,
-    prompt_texts,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
