@@ -5,6 +5,7 @@ tiny case end to end (real GRPO steps on the CPU)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,6 +22,7 @@ from trainperf.ground.catalogue import load_catalogue
 from trainperf.synth.tokenizer import build_tokenizer
 from trainperf.workloads import phases as phases_module
 from trainperf.workloads.phases import PhaseClock
+from trainperf.workloads.protocol import SkipCase
 
 # Imported at collection (it imports torch, hence numpy): an in-process pytester run elsewhere in
 # the session restores sys.modules afterwards, and numpy cannot be imported a second time.
@@ -29,6 +31,7 @@ from trainperf.workloads.trl_hooks import (
     GRPO_CONFIG_FIELDS,
     GrpoStepLog,
     check_grpo_config,
+    check_log_prob_kernel,
     check_trl,
     generated_ids,
 )
@@ -146,6 +149,43 @@ def test_grpo_config_check_names_the_missing_fields() -> None:
         match=r"^trl 0\.16\.0: GRPOConfig has no steps_per_generation, loss_type, which .*1\.16\.0 have it",
     ):
         check_grpo_config("0.16.0", fields - {"steps_per_generation", "loss_type"})
+
+
+# trl's modules as each release lays them out, for the log-probability kernel check (None in
+# sys.modules makes the import fail, as importing trl 1.15's Triton-only kernel does without Triton)
+TRL_UTILS_BEFORE_FUSED_HEAD = SimpleNamespace()  # trl 1.0.0-1.14.2
+TRL_UTILS_FUSED_HEAD = SimpleNamespace(add_fused_lm_head=lambda *a, **k: None)  # trl 1.15.0, 1.16.0
+KERNEL_TRITON_ONLY = SimpleNamespace()  # trl 1.15.0, where Triton imports
+KERNEL_WITH_FALLBACK = SimpleNamespace(_use_triton=lambda device: False)  # trl 1.16.0
+
+
+@pytest.mark.parametrize(
+    ("utils", "kernel", "device", "skip"),
+    [
+        (TRL_UTILS_BEFORE_FUSED_HEAD, None, "cpu", None),
+        (TRL_UTILS_FUSED_HEAD, KERNEL_WITH_FALLBACK, "cpu", None),
+        (TRL_UTILS_FUSED_HEAD, KERNEL_TRITON_ONLY, "cuda", None),
+        (TRL_UTILS_FUSED_HEAD, None, "cpu", r"and this torch build has no Triton"),
+        (
+            TRL_UTILS_FUSED_HEAD,
+            KERNEL_TRITON_ONLY,
+            "cpu",
+            r"Triton runs it on CUDA or XPU devices, not on cpu",
+        ),
+    ],
+)
+def test_log_prob_kernel_check_skips_only_a_release_that_cannot_train_here(
+    monkeypatch: pytest.MonkeyPatch, utils: Any, kernel: Any, device: str, skip: str | None
+) -> None:
+    monkeypatch.setitem(sys.modules, "trl.trainer.utils", utils)
+    monkeypatch.setitem(sys.modules, "trl.kernels.chunked_logprob", kernel)
+    if skip is None:
+        check_log_prob_kernel("1.15.0", device)
+        return
+    with pytest.raises(
+        SkipCase, match=rf"^trl 1\.15\.0: GRPOTrainer computes log-probabilities only .*{skip}.*1\.16\.0"
+    ):
+        check_log_prob_kernel("1.15.0", device)
 
 
 PROMPTS = [[5, 6, 7], [5, 6, 7], [8, 9, 10], [8, 9, 10]]

@@ -14,7 +14,8 @@ where TRL computes them, advantages) and ``update`` (``training_step`` less its 
 forward and backward; plus, from the last micro-batch to the step's end, gradient clipping, the
 optimizer and scheduler steps). Tokens per step are the prompt plus completion tokens of the
 step's sequences (each is prefilled or decoded once, then trained on once): TRL's own
-``num_input_tokens_seen`` counts the same.
+``num_input_tokens_seen`` counts the same. What the hooks need of TRL, and how each piece is
+checked across releases, is in ``trl_hooks``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ from trainperf.workloads.sft_hf import (
     lora_config,
     train_timed,
 )  # E2's adapter recipe, shared
-from trainperf.workloads.trl_hooks import GrpoStepLog, check_grpo_config, check_trl, install_phase_hooks
+from trainperf.workloads.trl_hooks import (
+    GrpoStepLog,
+    check_grpo_config,
+    check_log_prob_kernel,
+    check_trl,
+    install_phase_hooks,
+)
 
 
 def even_token_reward(completion_ids: list[list[int]], **_: Any) -> list[float | None]:
@@ -66,14 +73,16 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     timeline: dict[str, float] = {}
     started = time.perf_counter()
 
+    from trl import GRPOTrainer
+
+    trl_version = importlib.metadata.version("trl")
+    check_log_prob_kernel(trl_version, device.type)  # a release that cannot train here skips before set-up
     model, tokenizer, build = _model_and_tokenizer(case, device, dtype, seed)
     timeline["build_s"] = build.seconds
 
     import datasets
     import peft  # noqa: F401 - every method imports it up front: missing, the case is skipped before set-up
-    from trl import GRPOTrainer
 
-    trl_version = importlib.metadata.version("trl")
     texts = prompt_texts(steps * shape.prompts_per_step, shape.prompt_len, model.config.vocab_size, seed)
     peft_config = lora_config(case) if case.method == "lora" else None
     force_length = case.profile == FIXED_PROFILE

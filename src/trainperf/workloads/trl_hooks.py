@@ -8,12 +8,14 @@ every hooked call, and a missing one is a one-line error naming it and the relea
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from trainperf.errors import TrainperfError
 from trainperf.families.rl_trl import GrpoShape
 from trainperf.workloads.phases import PhaseClock
+from trainperf.workloads.protocol import SkipCase
 
 PHASE_HOOKS = {
     "training_step": "update",
@@ -48,6 +50,31 @@ def check_grpo_config(version: str, fields: set[str]) -> None:
             f"trl {version}: GRPOConfig has no {', '.join(missing)}, which the rl_trl workload sets "
             f"or reads; {TRL_RELEASES_READ} have it"
         )
+
+
+def check_log_prob_kernel(version: str, device_type: str) -> None:
+    """Whether this release's GRPOTrainer can compute a loss on this machine at all.
+
+    trl 1.15 patches the model with a fused LM head whose chunked log-probability kernel is Triton
+    alone, launched whatever the device (without Triton the kernel is None and the first loss
+    crashes: ``'NoneType' object has no attribute 'apply'``), and no setting turns the head off;
+    1.16 folds the same tiles in torch where Triton cannot run (``_use_triton``). Such a release
+    runs on a GPU host but not here, which is a skip saying why, not a crash."""
+    if not hasattr(importlib.import_module("trl.trainer.utils"), "add_fused_lm_head"):
+        return  # log-probabilities from the model's own logits (trl 1.0.0 to 1.14.2)
+    try:
+        kernel = importlib.import_module("trl.kernels.chunked_logprob")
+    except ImportError as exc:
+        cause = f"this torch build has no Triton ({exc})"
+    else:
+        if hasattr(kernel, "_use_triton") or device_type in ("cuda", "xpu"):
+            return  # a torch fallback (trl 1.16), or a device Triton drives
+        cause = f"Triton runs it on CUDA or XPU devices, not on {device_type}"
+    raise SkipCase(
+        f"trl {version}: GRPOTrainer computes log-probabilities only through a Triton kernel "
+        f"(trl.kernels.chunked_logprob), and {cause}; trl 1.16.0 falls back to torch, "
+        "trl 1.0.0 to 1.14.2 use the model's logits"
+    )
 
 
 def check_trl(version: str, trainer: Any) -> None:
