@@ -7,7 +7,8 @@ the ``fixed`` profile) and ``num_generations``; ``batch_size`` counts completion
 as TRL's ``per_device_train_batch_size`` does.
 
 TRL's own configuration errors are predicted here, before any process starts, so such a case is a
-``config_error`` in milliseconds (the rules of ``GRPOConfig.__post_init__`` in trl 1.16.0).
+``config_error`` in milliseconds (the rules of ``GRPOConfig.__post_init__``, the same in every trl
+release from 1.0.0 to 1.16.0).
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ FAMILY = "rl_trl"
 FIXED_PROFILE = "fixed"
 """Prompts of exactly ``prompt_len`` tokens, generation forced to exactly ``completion_len`` tokens."""
 METHODS = ("lora", "full")
-SUPPORTED_TRL = ((1, 16), (2, 0))
-"""trl versions whose GRPOTrainer internals the phase hooks rely on: >= 1.16, < 2 (tested: 1.16.0)."""
-SUPPORTED_TRL_TEXT = "trl >= 1.16, < 2 (tested with 1.16.0)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,16 +95,6 @@ def preflight_grpo(case: Case) -> GrpoShape:
             f"{case.model}'s max_position_embeddings {positions}"
         )
     return shape
-
-
-def trl_version_supported(version: str) -> bool:
-    """Whether ``version`` (e.g. ``1.16.0``, ``1.17.0.dev0``) lies in ``SUPPORTED_TRL``."""
-    try:
-        major, minor = (int(part) for part in version.split(".")[:2])
-    except ValueError:
-        return False
-    low, high = SUPPORTED_TRL
-    return low <= (major, minor) < high
 
 
 class RlTrl(Family):

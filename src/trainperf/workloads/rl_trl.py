@@ -14,28 +14,22 @@ where TRL computes them, advantages) and ``update`` (``training_step`` less its 
 forward and backward; plus, from the last micro-batch to the step's end, gradient clipping, the
 optimizer and scheduler steps). Tokens per step are the prompt plus completion tokens of the
 step's sequences (each is prefilled or decoded once, then trained on once): TRL's own
-``num_input_tokens_seen`` counts the same.
+``num_input_tokens_seen`` counts the same. What the hooks need of TRL, and how each piece is
+checked across releases, is in ``trl_hooks``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from trainperf.case import Case
-from trainperf.errors import TrainperfError
-from trainperf.families.rl_trl import (
-    FIXED_PROFILE,
-    SUPPORTED_TRL_TEXT,
-    GrpoShape,
-    preflight_grpo,
-    trl_version_supported,
-)
+from trainperf.families.rl_trl import FIXED_PROFILE, GrpoShape, preflight_grpo
 from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
 from trainperf.workloads.phases import PhaseClock
 from trainperf.workloads.protocol import ChildSpec
@@ -45,14 +39,13 @@ from trainperf.workloads.sft_hf import (
     lora_config,
     train_timed,
 )  # E2's adapter recipe, shared
-
-PHASE_HOOKS = {
-    "training_step": "update",
-    "_prepare_inputs": "prepare",
-    "_generate": "gen",
-    "_calculate_rewards": "reward",
-}
-"""GRPOTrainer method -> phase charged with its time (less the time of the phases nested in it)."""
+from trainperf.workloads.trl_hooks import (
+    GrpoStepLog,
+    check_grpo_config,
+    check_log_prob_kernel,
+    check_trl,
+    install_phase_hooks,
+)
 
 
 def even_token_reward(completion_ids: list[list[int]], **_: Any) -> list[float | None]:
@@ -70,82 +63,6 @@ def prompt_texts(count: int, prompt_len: int, vocab_size: int, seed: int) -> lis
     return [" ".join(f"w{token}" for token in row) for row in rows]
 
 
-def check_trl(version: str, trainer: Any) -> None:
-    """The installed trl must be a supported version whose GRPOTrainer has every hooked method."""
-    if not trl_version_supported(version):
-        raise TrainperfError(
-            f"trl {version} is not supported by the rl_trl phase hooks: install {SUPPORTED_TRL_TEXT}"
-        )
-    missing = [name for name in PHASE_HOOKS if not callable(getattr(trainer, name, None))]
-    if missing:
-        raise TrainperfError(
-            f"trl {version}: GRPOTrainer has no {', '.join(missing)}, which the rl_trl phase hooks time; "
-            f"install {SUPPORTED_TRL_TEXT}"
-        )
-
-
-class GrpoStepLog:
-    """What the hooks saw during one optimizer step: the generated batch's token counts and rewards."""
-
-    def __init__(self, shape: GrpoShape, force_length: bool) -> None:
-        self.shape, self.force_length = shape, force_length
-        self.prompt_tokens = self.completion_tokens = 0
-        self.rewards: list[float] = []
-
-    def generated(self, output: Any) -> None:
-        # trl 1.16: _generate returns (prompt_ids, completion_ids, tool_mask, completions, ...), ids as lists.
-        prompt_ids, completion_ids = output[0], output[1]
-        lengths = sorted({len(ids) for ids in completion_ids})
-        if self.force_length and lengths != [self.shape.completion_len]:
-            raise TrainperfError(
-                f"completions of {lengths} tokens where exactly {self.shape.completion_len} were forced: "
-                "generation "
-                "ignored min_new_tokens, so the work per step is no longer fixed"
-            )
-        prompt_lengths = sorted({len(ids) for ids in prompt_ids})
-        if prompt_lengths != [self.shape.prompt_len]:
-            raise TrainperfError(
-                f"prompts of {prompt_lengths} tokens where {self.shape.prompt_len} were built"
-            )
-        self.prompt_tokens += sum(len(ids) for ids in prompt_ids)
-        self.completion_tokens += sum(len(ids) for ids in completion_ids)
-
-    def scored(self, output: Any) -> None:
-        self.rewards.extend(float(r) for r in output.sum(dim=1).tolist())
-
-    def take(self) -> dict[str, Any]:
-        fields: dict[str, Any] = {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-        }
-        if self.rewards:
-            fields["reward_mean"] = sum(self.rewards) / len(self.rewards)
-        self.prompt_tokens = self.completion_tokens = 0
-        self.rewards = []
-        return fields
-
-
-def install_phase_hooks(trainer: Any, clock: PhaseClock, log: GrpoStepLog) -> None:
-    """Wrap the hooked methods on this trainer instance: every caller inside TRL and transformers
-    reaches them through ``self``, so the instance attributes take effect and TRL stays unpatched."""
-    after: dict[str, Callable[[Any], None]] = {"_generate": log.generated, "_calculate_rewards": log.scored}
-    for name, phase in PHASE_HOOKS.items():
-        setattr(trainer, name, _timed(getattr(trainer, name), phase, clock, after.get(name)))
-
-
-def _timed(
-    method: Callable[..., Any], phase: str, clock: PhaseClock, after: Callable[[Any], None] | None
-) -> Callable[..., Any]:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with clock.phase(phase):
-            output = method(*args, **kwargs)
-        if after is not None:
-            after(output)
-        return output
-
-    return wrapper
-
-
 def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec.case)
     shape = preflight_grpo(case)  # the parent checked it too; a hand-written spec gets the same one line
@@ -156,19 +73,22 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     timeline: dict[str, float] = {}
     started = time.perf_counter()
 
+    from trl import GRPOTrainer
+
+    trl_version = importlib.metadata.version("trl")
+    check_log_prob_kernel(trl_version, device.type)  # a release that cannot train here skips before set-up
     model, tokenizer, build = _model_and_tokenizer(case, device, dtype, seed)
     timeline["build_s"] = build.seconds
 
     import datasets
     import peft  # noqa: F401 - every method imports it up front: missing, the case is skipped before set-up
-    from trl import GRPOTrainer
 
     texts = prompt_texts(steps * shape.prompts_per_step, shape.prompt_len, model.config.vocab_size, seed)
     peft_config = lora_config(case) if case.method == "lora" else None
     force_length = case.profile == FIXED_PROFILE
-    args = _grpo_args(case, shape, spec, on_gpu, force_length)
+    args = _grpo_args(case, shape, spec, on_gpu, force_length, trl_version)
     clock = PhaseClock(sync=(lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None))
-    log = GrpoStepLog(shape, force_length)
+    log = GrpoStepLog(shape, force_length, trl_version)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[even_token_reward],
@@ -178,7 +98,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         peft_config=peft_config,
         callbacks=[_callback(recorder, clock, log)],
     )
-    check_trl(importlib.metadata.version("trl"), trainer)
+    check_trl(trl_version, trainer)
     install_phase_hooks(trainer, clock, log)
     train_timed(trainer, timeline, started)
 
@@ -223,10 +143,14 @@ def _model_and_tokenizer(
     return model, tokenizer, build
 
 
-def _grpo_args(case: Case, shape: GrpoShape, spec: ChildSpec, on_gpu: bool, force_length: bool) -> Any:
+def _grpo_args(
+    case: Case, shape: GrpoShape, spec: ChildSpec, on_gpu: bool, force_length: bool, trl_version: str
+) -> Any:
     """GRPOConfig: reference-free (``beta`` 0), completions forced to their full length where the
     profile fixes it."""
     from trl import GRPOConfig
+
+    check_grpo_config(trl_version, {field.name for field in dataclasses.fields(GRPOConfig)})
 
     generation_kwargs: dict[str, Any] = {
         "use_cache": True
@@ -284,7 +208,7 @@ def _callback(recorder: StepRecorder, clock: PhaseClock, log: GrpoStepLog) -> An
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             clock.charge_since_last_edge("update")  # clipping, optimizer, scheduler, zero_grad
-            fields = log.take()
+            fields = log.close_step()
             tokens = fields["prompt_tokens"] + fields["completion_tokens"]
             recorder.step_end(tokens, phases={k: round(v, 6) for k, v in clock.take().items()}, **fields)
 
