@@ -8,10 +8,14 @@ after the trainer has set it up, never from what was asked for.
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from trainperf.workloads.protocol import ChildSpec
 
 PACKAGES = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "bitsandbytes", "tokenizers")
 
@@ -91,3 +95,10 @@ def harness_trainer_args(seed: int, on_gpu: bool) -> dict[str, Any]:
         "disable_tqdm": True,
         "use_cpu": not on_gpu,
     }
+
+
+def trainer_output_dir(spec: ChildSpec) -> str:
+    """The Trainer's ``output_dir``: inside the child's own folder, so that a run leaves nothing
+    behind elsewhere (the Trainer saves nothing there: ``save_strategy`` is ``no``). A temporary
+    folder per child used to stay in /tmp after every run."""
+    return str(Path(spec.out_dir) / "trainer")

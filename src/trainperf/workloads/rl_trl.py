@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
-import tempfile
 import time
 from typing import Any
 
@@ -30,7 +29,12 @@ import torch
 
 from trainperf.case import Case
 from trainperf.families.rl_trl import FIXED_PROFILE, GrpoShape, preflight_grpo
-from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
+from trainperf.workloads.effective import (
+    effective_config,
+    harness_trainer_args,
+    library_versions,
+    trainer_output_dir,
+)
 from trainperf.workloads.phases import PhaseClock
 from trainperf.workloads.protocol import ChildSpec
 from trainperf.workloads.recorder import StepRecorder
@@ -158,7 +162,7 @@ def _grpo_args(
     if force_length:
         generation_kwargs["min_new_tokens"] = shape.completion_len
     return GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trainperf-grpo-"),
+        output_dir=trainer_output_dir(spec),
         max_steps=spec.steps,
         per_device_train_batch_size=case.batch_size,
         gradient_accumulation_steps=case.grad_accum,

@@ -6,7 +6,6 @@ The harness hooks in through a ``TrainerCallback``; the training loop is TRL's o
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from typing import Any
 
@@ -14,7 +13,12 @@ import torch
 
 from trainperf.case import Case
 from trainperf.families import family_of
-from trainperf.workloads.effective import effective_config, harness_trainer_args, library_versions
+from trainperf.workloads.effective import (
+    effective_config,
+    harness_trainer_args,
+    library_versions,
+    trainer_output_dir,
+)
 from trainperf.workloads.protocol import BARE_WINDOW_START, ChildSpec
 from trainperf.workloads.recorder import StepRecorder
 
@@ -150,7 +154,7 @@ def sft_args(
 
     seed = spec.seed
     return SFTConfig(
-        output_dir=tempfile.mkdtemp(prefix="trainperf-sft-"),
+        output_dir=trainer_output_dir(spec),
         max_steps=steps,
         per_device_train_batch_size=case.batch_size,
         gradient_accumulation_steps=case.grad_accum,
