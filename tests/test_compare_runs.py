@@ -198,7 +198,7 @@ case                           A step s  B step s  B/A step  95% interval      t
 -----------------------------  --------  --------  --------  ----------------  -----------  ---------------  ---------
 c1                             0.520     0.520     +0.0%     -                 +0.0%        16.4 -> 16.4     pass
 sft_hf-qwen3_8b-qlora-long-b4  0.520     0.572     +10.0%    [+10.0%, +10.0%]  -9.1%        15.9 -> 16.5     regressed
-A/B step s: each side's median step; B/A step: the median of per-step ratios, each step of B over the same step of A (paired by step, so it can differ from the ratio of the two medians), with its 95% bootstrap interval
+A/B step s: each side's median step; B/A step: the median of per-step ratios, each step of B over the same step of A (paired by step, so it can differ from the ratio of the two medians), with its 95% bootstrap interval (the runs resampled too where each side has several)
 
 sft_hf-qwen3_8b-qlora-long-b4: regressed - regressed: step_time_s +10.0%, peak_allocated_gib +3.8%
 

@@ -162,16 +162,8 @@ def _judge_paired_steps(
         {k: stats.median(baseline_groups[k]) for k in keys},
     )
     ratio = stats.median(ratios)
-    by_run = _steps_of_every_run(current_groups, baseline_groups, keys)
-    if by_run is not None:
-        medians = stats.run_step_bootstrap_medians(*by_run)
-        verdict.interval = stats.interval_of(medians)
-        p_up = sum(1 for m in medians if m <= 1) / len(medians)
-        p_down = sum(1 for m in medians if m >= 1) / len(medians)
-    else:
-        verdict.interval = stats.bootstrap_median_interval(ratios)
-        p_up = stats.bootstrap_median_p_greater(ratios)
-        p_down = stats.bootstrap_median_p_greater([1 / r for r in ratios if r > 0])
+    by_run = stats.steps_of_every_run(current_groups, baseline_groups, keys, MIN_PAIRS)
+    verdict.interval, p_up, p_down = stats.paired_support(ratios, by_run)
     verdict.ratio = ratio
     verdict.note = (
         f"paired over {len(ratios)} steps"
@@ -188,24 +180,6 @@ def _judge_paired_steps(
         p_up if lower_better else p_down,
         p_down if lower_better else p_up,
     )
-
-
-def _steps_of_every_run(
-    current_groups: dict[str, list[float]], baseline_groups: dict[str, list[float]], keys: list[str]
-) -> tuple[list[list[float]], list[list[float]]] | None:
-    """``[step][run]`` values of the steps every run of each side has, where both sides have at
-    least two runs and enough such steps; None otherwise (one run has no run-to-run spread to
-    resample). A step's list holds one value a run, in run order, so index i is the same run."""
-    runs_current = max(len(current_groups[k]) for k in keys)
-    runs_baseline = max(len(baseline_groups[k]) for k in keys)
-    if min(runs_current, runs_baseline) < 2:
-        return None
-    full = [
-        k for k in keys if len(current_groups[k]) == runs_current and len(baseline_groups[k]) == runs_baseline
-    ]
-    if len(full) < MIN_PAIRS:
-        return None
-    return [current_groups[k] for k in full], [baseline_groups[k] for k in full]
 
 
 def _judge_samples(

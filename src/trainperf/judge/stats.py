@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 MAD_TO_SIGMA = 1.4826
@@ -185,6 +185,40 @@ def _bootstrap_medians(values: Sequence[float], resamples: int, seed: int) -> li
     """Medians of ``resamples`` resamples of ``values`` with replacement (deterministic per seed)."""
     rng = random.Random(seed)
     return [median([values[rng.randrange(len(values))] for _ in values]) for _ in range(resamples)]
+
+
+def steps_of_every_run(
+    current_groups: Mapping[str, list[float]],
+    baseline_groups: Mapping[str, list[float]],
+    keys: Sequence[str],
+    min_steps: int,
+) -> tuple[list[list[float]], list[list[float]]] | None:
+    """``[step][run]`` values of the steps every run of each side has, where both sides have at
+    least two runs and ``min_steps`` such steps; None otherwise (one run has no run-to-run spread
+    to resample). A step's list holds one value a run, in run order, so index i is the same run."""
+    runs_current = max(len(current_groups[k]) for k in keys)
+    runs_baseline = max(len(baseline_groups[k]) for k in keys)
+    if min(runs_current, runs_baseline) < 2:
+        return None
+    full = [
+        k for k in keys if len(current_groups[k]) == runs_current and len(baseline_groups[k]) == runs_baseline
+    ]
+    if len(full) < min_steps:
+        return None
+    return [current_groups[k] for k in full], [baseline_groups[k] for k in full]
+
+
+def paired_support(
+    ratios: Sequence[float], by_run: tuple[list[list[float]], list[list[float]]] | None
+) -> tuple[tuple[float, float], float, float]:
+    """The 95% interval of the median paired ratio and the one-sided p-values that it is above 1
+    and below 1: from the runs and steps resampled where ``by_run`` has them, else the steps."""
+    if by_run is None:
+        p_down = bootstrap_median_p_greater([1 / r for r in ratios if r > 0])
+        return bootstrap_median_interval(ratios), bootstrap_median_p_greater(ratios), p_down
+    medians = run_step_bootstrap_medians(*by_run)
+    p_up = sum(1 for m in medians if m <= 1) / len(medians)
+    return interval_of(medians), p_up, sum(1 for m in medians if m >= 1) / len(medians)
 
 
 def run_step_bootstrap_medians(

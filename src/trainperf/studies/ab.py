@@ -13,7 +13,6 @@ and B is judged against A by ``compare_runs``, like two run folders.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -175,9 +174,9 @@ def rounds_in(output: Path) -> tuple[list[Path], list[Path]]:
 
 
 def started_at(run_folder: Path) -> str | None:
-    """When the run in ``run_folder`` started, as its run record says."""
+    """When the run in ``run_folder`` started, as its first session record says."""
     try:
-        sessions = json.loads((run_folder / "run.json").read_text()).get("sessions") or []
+        sessions = RunFolder(run_folder).session_records()
     except (OSError, ValueError):
         return None
     return str(sessions[0].get("started")) if sessions and sessions[0].get("started") else None
