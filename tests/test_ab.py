@@ -103,6 +103,7 @@ def test_a_over_a_on_the_cpu_passes(tmp_path: Path) -> None:
     again = json.loads((study / "ab.json").read_text())
     assert again["verdict"] == record["verdict"] and again["a"] == record["a"] and "judged" in again
     assert again["comparison"]["cases"][0]["verdict"] == case["verdict"]
+    assert again["comparison"]["run_a"] == record["comparison"]["run_a"]  # its labels kept too
 
 
 def test_a_relative_interpreter_is_made_absolute(monkeypatch: pytest.MonkeyPatch) -> None:

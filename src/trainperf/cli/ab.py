@@ -155,19 +155,18 @@ def _judge_again(args: argparse.Namespace, output: Path, record: dict[str, Any])
     from trainperf.studies.ab import pooled_sides, rounds_in, started_at
 
     previous = output / "ab.json"
-    if previous.is_file():
-        kept = json.loads(previous.read_text())
+    kept: dict[str, Any] = json.loads(previous.read_text()) if previous.is_file() else {}
+    folders_a, folders_b = rounds_in(output)
+    if kept:
         record = {
             key: kept[key] for key in ("kind", "created", "rounds", "selection", "a", "b") if key in kept
         }
-        record["judged"] = datetime.now().astimezone().isoformat(timespec="seconds")
-    folders_a, folders_b = rounds_in(output)
-    record["rounds"] = min(len(folders_a), len(folders_b))
-    if not previous.is_file():  # the study stopped before its record: dated by its first round
+    else:  # the study stopped before its record: dated by its first round
         record["created"] = started_at(folders_a[0]) or record["created"]
-        record["judged"] = datetime.now().astimezone().isoformat(timespec="seconds")
+    record["rounds"] = min(len(folders_a), len(folders_b))
+    record["judged"] = datetime.now().astimezone().isoformat(timespec="seconds")
     results_a, results_b = pooled_sides(folders_a, folders_b)
-    compared = (record.get("comparison") or {}) if previous.is_file() else {}
+    compared = kept.get("comparison") or {}
     labels = (
         args.label_a or compared.get("run_a") or _pins_label(record.get("a")) or "A",
         args.label_b or compared.get("run_b") or _pins_label(record.get("b")) or "B",
