@@ -50,15 +50,15 @@ def _stack(study: Path, studied: set[str]) -> str:
 
     folders = sorted(p for p in study.rglob("*") if p.is_dir() and RunFolder(p).is_run())
     results = [r for folder in folders for r in RunFolder.open(folder).results()]
+    if not results:
+        return ""
     # A crashed case's fingerprint may stop before the stack's versions: a measured one has them all.
-    for result in sorted(results, key=lambda r: r.outcome != "ok")[:1]:
-        fingerprint = result.fingerprint
-        return ", ".join(
-            f"{label} {fingerprint[key]}"
-            for key, label in STACK_KEYS.items()
-            if fingerprint.get(key) and key not in studied
-        )
-    return ""
+    fingerprint = min(results, key=lambda r: r.outcome != "ok").fingerprint
+    return ", ".join(
+        f"{label} {fingerprint[key]}"
+        for key, label in STACK_KEYS.items()
+        if fingerprint.get(key) and key not in studied
+    )
 
 
 def _studied(record: dict[str, Any]) -> set[str]:

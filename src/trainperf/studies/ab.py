@@ -101,6 +101,12 @@ def round_order(round_index: int, env_a: str, env_b: str) -> tuple[tuple[str, st
     return sides if round_index % 2 else sides[::-1]
 
 
+def last_run_in(round_dir: Path) -> Path | None:
+    """The newest run folder a round's output holds (a round run again adds one), None if none."""
+    runs = sorted(p for p in round_dir.iterdir() if RunFolder(p).is_run()) if round_dir.is_dir() else []
+    return runs[-1] if runs else None
+
+
 def run_rounds(
     env_a: str, env_b: str, rounds: int, pytest_args: Sequence[str], output: Path
 ) -> tuple[list[Path], list[Path]]:
@@ -124,12 +130,12 @@ def run_rounds(
                 raise TrainperfError(
                     f"pytest stopped with status {completed.returncode} in round {round_index} ({label})"
                 )
-            runs = sorted(p for p in out.iterdir() if RunFolder(p).is_run()) if out.is_dir() else []
-            if not runs:
+            run = last_run_in(out)
+            if run is None:
                 raise TrainperfError(
                     f"round {round_index} ({label}) measured no case: check the pytest selection"
                 )
-            folders[label].append(runs[-1])
+            folders[label].append(run)
     return folders["A"], folders["B"]
 
 
@@ -162,9 +168,8 @@ def rounds_in(output: Path) -> tuple[list[Path], list[Path]]:
     folders: dict[str, list[Path]] = {"A": [], "B": []}
     for label, found in folders.items():
         for round_dir in sorted(output.glob(f"round*-{label}"), key=lambda p: int(p.name[5:-2] or 0)):
-            runs = sorted(p for p in round_dir.iterdir() if RunFolder(p).is_run())
-            if runs:
-                found.append(runs[-1])
+            if (run := last_run_in(round_dir)) is not None:
+                found.append(run)
     if not folders["A"] or not folders["B"]:
         raise TrainperfError(
             f"{output} holds no measured rounds of both sides (round<i>-A/, round<i>-B/): "
@@ -174,7 +179,7 @@ def rounds_in(output: Path) -> tuple[list[Path], list[Path]]:
 
 
 def started_at(run_folder: Path) -> str | None:
-    """When the run in ``run_folder`` started, as its first session record says."""
+    """When the run in ``run_folder`` started, as its run record (``run.json``) says."""
     try:
         sessions = RunFolder(run_folder).session_records()
     except (OSError, ValueError):
