@@ -13,7 +13,9 @@
 #          bash benchmarks/study_queue_gpu.sh wait QUEUES SECONDS   until every queue ended, at most SECONDS
 # A plan line:  NAME | NEEDS | COMMAND | OPTIONS -- SELECTION
 #   NEEDS    a file the study waits for before it starts (a wheel still on its way), or -
-#   COMMAND  ab, or e.g. "bisect trl 1.9.0..1.13.0"
+#   COMMAND  ab, or e.g. "bisect trl 1.9.0..1.13.0", or pytest: a suite run on that GPU through
+#            scripts/offline-run.sh (e.g. one shard of a nightly: --perf-night DATE --perf-shard 2/3),
+#            its log and results.tgz in STUDIES/NAME, its run folder under the checkout's reports/
 # Each study's log is QUEUES/logs/NAME.log; its folder is under STUDIES (upgrade_gpu.sh).
 set -uo pipefail
 action=${1:?usage: study_queue_gpu.sh start|status|wait QUEUES [SECONDS]}
@@ -30,9 +32,17 @@ run_study() {  # GPU LINE
   echo "$(date -u +%H:%M:%S) start $name" >>"$queues/gpu$gpu.state"
   local args=()
   eval "args=($rest)"  # the plan's own quoting (-k "a or b")
-  (cd "$here" && CUDA_VISIBLE_DEVICES=$gpu COMMAND=$command bash benchmarks/upgrade_gpu.sh "$name" "${args[@]}") \
-    >"$queues/logs/$name.log" 2>&1
-  echo "$(date -u +%H:%M:%S) done $name: exit $?" >>"$queues/gpu$gpu.state"
+  if [ "$command" = pytest ]; then
+    local kept=() arg
+    for arg in "${args[@]}"; do [ "$arg" = "--" ] || kept+=("$arg"); done
+    (cd "$here" && CUDA_VISIBLE_DEVICES=$gpu TRAINPERF_OUT="${STUDIES:-reports/studies}/$name" \
+      bash scripts/offline-run.sh "${kept[@]}") >"$queues/logs/$name.log" 2>&1
+  else
+    (cd "$here" && CUDA_VISIBLE_DEVICES=$gpu COMMAND=$command bash benchmarks/upgrade_gpu.sh "$name" "${args[@]}") \
+      >"$queues/logs/$name.log" 2>&1
+  fi
+  local status=$?  # read before the date below runs: a command substitution sets $? too
+  echo "$(date -u +%H:%M:%S) done $name: exit $status" >>"$queues/gpu$gpu.state"
 }
 
 worker() {  # GPU
@@ -67,7 +77,9 @@ case "$action" in
       [ -e "$state" ] || continue
       echo "${state##*/}: $(tail -n 1 "$state")"
       current=$(tail -n 1 "$state" | sed -n 's/.* start //p')
-      [ -n "$current" ] && grep -E '^\[trainperf|^== ' "$queues/logs/$current.log" 2>/dev/null | tail -n 1 | cut -c1-160
+      if [ -n "$current" ]; then
+        grep -E '^\[trainperf|^== ' "$queues/logs/$current.log" 2>/dev/null | tail -n 1 | cut -c1-160
+      fi
     done ;;
   wait)
     limit=$((SECONDS + ${3:?SECONDS}))

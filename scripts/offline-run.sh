@@ -4,6 +4,9 @@
 # and pack the run folder and the class's baselines into results.tgz to copy back.
 #   usage: bash scripts/offline-run.sh [pytest args...]            (-m <class> is added for you)
 #          bash scripts/offline-run.sh trainperf fidelity CASE ...  (a trainperf command instead)
+#          bash scripts/offline-run.sh --install-only    install the wheelhouses and stop (then run
+#                       several pytest processes at once, e.g. one --perf-shard per GPU, each through
+#                       this script from a copy without the wheelhouse folders: none installs twice)
 # Wheelhouses it installs, when present (made elsewhere with scripts/offline-wheels.sh and
 # scripts/offline-verl-stack.sh):
 #   .whl/ or .whl-hf/ (or its parts .whl-hf-a/, ...)  the 'hf' stack and the suite's own
@@ -78,6 +81,10 @@ for engine in vllm sglang; do
   chmod +x ".venvs/verl-$engine/bin/python"
   python3 -m trainperf.cli env list
 done
+if [ "${1:-}" = "--install-only" ]; then
+  echo "offline-run: wheelhouses installed under $site_root"
+  exit 0
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm --format=csv
 gpu_class=$(python3 -m trainperf.cli env --class-only)
 echo "GPU class: $gpu_class"
