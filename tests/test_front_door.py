@@ -77,3 +77,22 @@ def test_readme_command_works_from_the_root(command: str) -> None:
         out = result.stdout + result.stderr
         assert result.returncode == 0, f"`{command}` does not collect:\n{out[-2000:]}"
         assert re.search(r"\b[1-9]\d* tests? collected|collected [1-9]", out), f"`{command}` collects no case"
+
+
+def test_pytest_help_shows_every_suite_option_as_written() -> None:
+    """argparse %-formats help texts: a bare "5% slowdown" once printed argparse's internals instead."""
+    from trainperf.ground.settings import OPTIONS
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "pytest", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    ).stdout
+    flat = " ".join(shown.split())
+    assert "option_strings" not in flat
+    for spec in OPTIONS:
+        assert spec.cli in flat
+        assert " ".join(spec.help.split())[:60] in flat, spec.cli

@@ -50,14 +50,11 @@ STATE = pytest.StashKey[SessionState]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("trainperf", "trainperf performance cases")
     for spec in OPTIONS:
+        shown = spec.help.replace("%", "%%")  # argparse %-formats help: "5% slowdown" would print garbage
         if spec.flag:
-            group.addoption(
-                spec.cli, action="store_true", default=None, dest=f"perf_{spec.name}", help=spec.help
-            )
+            group.addoption(spec.cli, action="store_true", default=None, dest=f"perf_{spec.name}", help=shown)
         else:
-            group.addoption(
-                spec.cli, default=None, dest=f"perf_{spec.name}", help=f"{spec.help} [{spec.env}]"
-            )
+            group.addoption(spec.cli, default=None, dest=f"perf_{spec.name}", help=f"{shown} [{spec.env}]")
         parser.addini(spec.ini, spec.help, default=None)
 
 
