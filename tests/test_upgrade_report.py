@@ -10,7 +10,14 @@ import tarfile
 from pathlib import Path
 
 from trainperf.paths import REPO_ROOT
-from trainperf.report.upgrades import Study, ab_rows, bisect_conclusion, render_page
+from trainperf.report.upgrades import (
+    Study,
+    ab_rows,
+    bisect_conclusion,
+    change_label,
+    render_page,
+    reproduce_ab,
+)
 
 
 def _command_of(page: str) -> list[str]:
@@ -101,3 +108,29 @@ def test_a_bisection_cut_short_says_what_is_left() -> None:
     )
     none = {**record, "steps": [{**steps[1], "version": "1.9.0"}]}
     assert bisect_conclusion(none) == "no change between 1.5.0 and 1.9.0 at this selection"
+
+
+def test_two_given_environments_are_named_by_what_moved_and_reproduced_with_their_interpreters() -> None:
+    """An A/B of --env-a/--env-b (no pins): the row names the package of B's label first, then every
+    other package whose version moved (not the machine's facts); the command gives both interpreters."""
+    record = {
+        "kind": "ab", "rounds": 2, "selection": ["-m", "h200", "-k", "sft_unsloth-x"], "verdict": "passes",
+        "a": {"python": ".venvs/old/bin/python", "description": "python 3.12 unsloth 2026.9.14"},
+        "b": {"python": ".venvs/new/bin/python", "description": "python 3.12 unsloth 2026.10.9"},
+        "comparison": {
+            "run_a": "unsloth 2026.9.14", "run_b": "unsloth 2026.10.9", "cases": [],
+            "environment_changes": [
+                {"key": "transformers", "a": "5.5.0", "b": "5.17.0"},
+                {"key": "cpu_count", "a": 16, "b": 32},
+                {"key": "unsloth", "a": "2026.9.14", "b": "2026.10.9"},
+            ],
+        },
+    }  # fmt: skip
+    assert change_label(record) == "unsloth 2026.9.14 -> 2026.10.9; transformers 5.5.0 -> 5.17.0"
+    assert reproduce_ab(record) == (
+        "trainperf ab --env-a .venvs/old/bin/python --label-a 'unsloth 2026.9.14' "
+        "--env-b .venvs/new/bin/python --label-b 'unsloth 2026.10.9' --rounds 2 -- -m h200 -k sft_unsloth-x"
+    )
+    pinned = {**record, "a": {"pins": {"trl": "1.0.0"}, "python": ".venvs/candidates/trl-1.0.0/bin/python"}}
+    pinned["b"] = {"pins": {"trl": "1.16.0"}, "python": ".venvs/candidates/trl-1.16.0/bin/python"}
+    assert reproduce_ab(pinned).startswith("trainperf ab --pin-a trl==1.0.0 --pin-b trl==1.16.0 --rounds 2")

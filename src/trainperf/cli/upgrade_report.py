@@ -62,9 +62,13 @@ def _stack(study: Path, studied: set[str]) -> str:
 
 
 def _studied(record: dict[str, Any]) -> set[str]:
+    """The packages a study varies: its bisected package, each side's pins, and for two given
+    environments every package whose version differs between their runs."""
     if "package" in record:
         return {str(record["package"])}
-    return {name for side in ("a", "b") for name in ((record.get(side) or {}).get("pins") or {})}
+    pinned = {name for side in ("a", "b") for name in ((record.get(side) or {}).get("pins") or {})}
+    moved = {str(c.get("key")) for c in (record.get("comparison") or {}).get("environment_changes") or []}
+    return pinned | moved
 
 
 def load_study(folder: Path) -> Any:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# Keys whose change between baseline and run is worth a line in the report.
-COMPARED_KEYS = (
+MACHINE_KEYS = (
     "gpu_name",
     "driver",
     "cuda_driver",
@@ -16,6 +15,9 @@ COMPARED_KEYS = (
     "cpu_id",
     "cpu_isa",
     "cpu_count",
+)
+"""Where a run ran: the machine's facts."""
+SOFTWARE_KEYS = (
     "torch",
     "torch_cuda",
     "transformers",
@@ -29,6 +31,9 @@ COMPARED_KEYS = (
     "vllm",
     "sglang",
 )
+"""What a run ran with: the stack's versions (what an upgrade moves)."""
+COMPARED_KEYS = MACHINE_KEYS + SOFTWARE_KEYS
+"""Keys whose change between baseline and run is worth a line in the report."""
 
 
 def environment_changes(baseline: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainperf.judge.fingerprint import SOFTWARE_KEYS
 from trainperf.judge.metrics import STEP_TIME
 from trainperf.plan.bisect import narrowed, steps_of
 
@@ -54,18 +55,33 @@ def _pins(side: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def change_label(record: Mapping[str, Any]) -> str:
-    """``transformers 5.0.0 -> 5.24.0``: each package B pins, with A's version of it."""
+    """``transformers 5.0.0 -> 5.24.0``: each package B pins, with A's version of it; for two given
+    environments (``--env-a``/``--env-b``), every package whose version differs between their runs."""
     a, b = _pins(record.get("a")), _pins(record.get("b"))
-    if not b:
-        return str((record.get("b") or {}).get("description", "B"))
-    return "; ".join(f"{name} {a.get(name, 'base')} -> {version}" for name, version in b.items())
+    if b:
+        return "; ".join(f"{name} {a.get(name, 'base')} -> {version}" for name, version in b.items())
+    changes = (record.get("comparison") or {}).get("environment_changes") or []
+    moved = [c for c in changes if c.get("a") and c.get("b") and c.get("key") in SOFTWARE_KEYS]
+    if moved:  # the package the study is named for (B's label) first
+        label = str((record.get("comparison") or {}).get("run_b", ""))
+        moved.sort(key=lambda c: not label.startswith(str(c["key"])))
+        return "; ".join(f"{c['key']} {c['a']} -> {c['b']}" for c in moved)
+    return str((record.get("b") or {}).get("description", "B"))
 
 
 def reproduce_ab(record: Mapping[str, Any]) -> str:
-    pins = [f"--pin-a {n}=={v}" for n, v in _pins(record.get("a")).items()]
-    pins += [f"--pin-b {n}=={v}" for n, v in _pins(record.get("b")).items()]
+    options = [f"--pin-a {n}=={v}" for n, v in _pins(record.get("a")).items()]
+    options += [f"--pin-b {n}=={v}" for n, v in _pins(record.get("b")).items()]
+    comparison = record.get("comparison") or {}
+    for side in ("a", "b"):
+        given = (record.get(side) or {}).get("python")
+        if given and not _pins(record.get(side)) and "/candidates/" not in str(given):
+            options.append(f"--env-{side} {shlex.quote(str(given))}")
+            label = comparison.get(f"run_{side}")
+            if label and label != given:
+                options.append(f"--label-{side} {shlex.quote(str(label))}")
     selection = " ".join(shlex.quote(str(s)) for s in record.get("selection", []))
-    return f"trainperf ab {' '.join(pins)} --rounds {record.get('rounds')} -- {selection}"
+    return f"trainperf ab {' '.join(options)} --rounds {record.get('rounds')} -- {selection}"
 
 
 def ab_rows(study: Study) -> list[list[str]]:
