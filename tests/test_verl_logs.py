@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main
-from trainperf.workloads.verl.classify import classify_failure
+from trainperf.workloads.verl.classify import ENVIRONMENT_MARKERS, classify_failure
 from trainperf.workloads.verl.logs import parse_console_line, read_records, remainder_s
 
 DATA = Path(__file__).parent / "data" / "verl"
@@ -103,6 +103,7 @@ def test_cli_json_and_a_file_without_steps(capsys: pytest.CaptureFixture[str], t
         ("ray-host-oom", "oom", "Ray killed a worker: the host ran low on memory"),
         ("dead-worker", "crash", "a Ray actor died"),
         ("hydra-error", "crash", "verl failed"),
+        ("trl-too-new", "crash", ENVIRONMENT_MARKERS[0][1]),
     ],
 )
 def test_failures_are_classified_from_their_messages(sample: str, outcome: str, reason: str) -> None:

@@ -1,5 +1,6 @@
 """How a verl run failed, from its log text: out of memory (GPU, host, or the rollout engine's
-start-up) or a crash (a dead Ray worker, anything else). Pure: text in, verdict out.
+start-up) or a crash (an environment that cannot run verl, a dead Ray worker, anything else).
+Pure: text in, verdict out.
 
 An OOM inside a Ray worker reaches the driver wrapped (``RayTaskError(OutOfMemoryError)``,
 then ``ActorDiedError`` for the actors that go down with it), so memory markers are looked for
@@ -30,6 +31,19 @@ OOM_MARKERS: tuple[tuple[str, str], ...] = (
     ("cuda out of memory", "CUDA out of memory in a worker"),
     ("cuda error: out of memory", "CUDA out of memory in a worker"),
     ("outofmemoryerror", "out of memory in a worker"),
+)
+# Environments that cannot run verl at all, with the fix: looked for before the dead workers an
+# import error in a worker leaves behind.
+ENVIRONMENT_MARKERS: tuple[tuple[str, str], ...] = (
+    (
+        "cannot import name 'automodelforcausallmwithvaluehead' from 'trl'",
+        (
+            "the environment's TRL is too new for verl: verl (0.9.1 verl/models/transformers/monkey_patch.py"
+            ":352-356) imports TRL's AutoModelForCausalLMWithValueHead whenever TRL is importable, and "
+            "TRL 1.x no longer has it; keep TRL out of the verl environment (its lean set has none) or give "
+            "it a TRL that still has the class"
+        ),
+    ),
 )
 DEAD_WORKER_MARKERS: tuple[tuple[str, str], ...] = (
     ("actordiederror", "a Ray actor died"),
@@ -67,7 +81,7 @@ def classify_failure(text: str) -> Classified:
     found = _first(lines, OOM_MARKERS)
     if found:
         return Classified("oom", *found)
-    found = _first(lines, DEAD_WORKER_MARKERS)
+    found = _first(lines, ENVIRONMENT_MARKERS) or _first(lines, DEAD_WORKER_MARKERS)
     if found:
         return Classified("crash", *found)
     errors = [line for line in lines if "Error" in line or "error:" in line.lower()]
