@@ -95,10 +95,9 @@ mkdir -p "$out"
 if [ "${1:-}" = "trainperf" ]; then  # a trainperf command instead of pytest (e.g. fidelity)
   command=(python3 -m trainperf.cli "${@:2}")
 else
-  # Load the plugin by name unless trainperf is installed (then its entry point loads it).
+  # -p loads the plugin from the checkout; where trainperf is installed it is the same plugin
+  # (the entry point has the module's name), not a second one.
   plugin=(-p trainperf.plugin)
-  python3 -c "import importlib.metadata as m, sys; sys.exit(not any(e.name == 'trainperf' for e in m.entry_points(group='pytest11')))" \
-    2>/dev/null && plugin=()
   command=(python3 -m pytest "${plugin[@]}" -m "$gpu_class" -rA "$@")
 fi
 limit=(); [ -n "${PERF_WALL_S:-}" ] && limit=(timeout --signal=INT "$PERF_WALL_S")

@@ -96,3 +96,16 @@ def test_pytest_help_shows_every_suite_option_as_written() -> None:
     for spec in OPTIONS:
         assert spec.cli in flat
         assert " ".join(spec.help.split())[:60] in flat, spec.cli
+
+
+def test_the_plugin_loads_once_by_entry_point_and_by_name() -> None:
+    """Where trainperf is installed its entry point loads the plugin; `-p trainperf.plugin` (how a
+    checkout run by PYTHONPATH loads it, and how the upgrade page's commands are written) must then
+    be the same plugin, not a second registration that stops pytest before it collects."""
+    for extra in ([], ["-p", "trainperf.plugin"]):
+        command = [sys.executable, "-m", "pytest", *extra, "perf_tests", "-m", "cpu", "--collect-only", "-q"]
+        completed = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert completed.returncode == 0, (extra, completed.stdout[-1500:] + completed.stderr[-1500:])
+        assert "tests collected" in completed.stdout
