@@ -1,4 +1,5 @@
-"""``trainperf baselines``: the stored baselines of each GPU class, as tables."""
+"""``trainperf baselines``: the stored baselines of each GPU class, as tables; ``--stale``: which of
+them predate what the suite now reads from a baseline, and the command that re-takes them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from trainperf.paths import PUBLISHED_DIR
 from trainperf.report.table import render_text
+from trainperf.result import CaseResult
 from trainperf.store.results import load_result
 
 
@@ -22,6 +24,9 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         results = [load_result(path) for path in sorted((root / gpu_class).glob("*.json"))]
         if not results:
             continue
+        if args.stale:
+            _print_stale(gpu_class, results)
+            continue
         print(f"== {gpu_class} ({len(results)} baselines)")
         print(render_text(results))
         # A cliff's result is its largest fit, which the table's per-step columns cannot show.
@@ -32,8 +37,29 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_stale(gpu_class: str, results: list[CaseResult]) -> None:
+    from trainperf.plan.retake import GAPS, retake_command, stale_baselines
+
+    stale = stale_baselines(results)
+    print(f"== {gpu_class}: {len(stale)} of {len(results)} baselines lack a figure the suite now reads")
+    for gap in GAPS:
+        count = sum(gap.name in gaps for gaps in stale.values())
+        if count:
+            print(f"  {count:3d} without a {gap.name}: {gap.lacks}")
+    for case_id, gaps in stale.items():
+        print(f"  {case_id}: {', '.join(gaps)}")
+    if stale:
+        print(f"re-take on a {gpu_class} runner: {retake_command(gpu_class, list(stale))}")
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     baselines = sub.add_parser("baselines", help="list stored baselines")
     baselines.add_argument("--baselines", default="baselines")
     baselines.add_argument("--gpu-class", default=None)
+    baselines.add_argument(
+        "--stale",
+        action="store_true",
+        help="list the baselines that lack a figure the suite now reads (profile summary, memory-peak "
+        "step, wall time, CPU identity), what goes without it, and the command that re-takes them",
+    )
     baselines.set_defaults(func=cmd_baselines)

@@ -1,0 +1,57 @@
+"""``trainperf baselines --stale``: which baselines lack a figure the suite now reads from a baseline,
+what goes without it, and the command that re-takes exactly those cases."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from trainperf.plan.retake import GAPS, gaps_of, retake_command, stale_baselines
+from trainperf.result import CaseResult
+
+
+def _baseline(case_id: str, *, complete: bool) -> CaseResult:
+    run = {"wall_s": 61.0, "memory_peak_step": 3} if complete else {}
+    return CaseResult(
+        case_id=case_id,
+        case={},
+        gpu_class="h100",
+        outcome="ok",
+        runs=[run],
+        fingerprint={"cpu_id": "GenuineIntel family 6 model 143 stepping 8"} if complete else {},
+        profile={"groups": {"gemm": 0.5}} if complete else None,
+    )
+
+
+def test_a_baseline_of_today_has_no_gap_and_an_old_one_every_gap() -> None:
+    assert gaps_of(_baseline("new", complete=True)) == []
+    assert gaps_of(_baseline("old", complete=False)) == [gap.name for gap in GAPS]
+    half = _baseline("half", complete=True)
+    half.runs.append({"memory_peak_step": 4})  # a second run without its wall time
+    assert gaps_of(half) == ["wall time"]
+
+
+def test_only_stale_baselines_are_listed_and_the_command_selects_them() -> None:
+    results = [_baseline("sft_hf-a-b4", complete=True), _baseline("rl_trl-b", complete=False)]
+    assert list(stale_baselines(results)) == ["rl_trl-b"]
+    command = retake_command("h100", ["sft_hf-z", "rl_trl-b"])
+    assert command == "pytest perf_tests -m h100 --perf-update-baselines -k 'rl_trl-b or sft_hf-z'"
+
+
+def test_the_command_line_lists_the_gaps_and_the_retake(tmp_path: Path) -> None:
+    folder = tmp_path / "h100"
+    folder.mkdir()
+    for result in (_baseline("sft_hf-new", complete=True), _baseline("sft_hf-old", complete=False)):
+        (folder / f"{result.case_id}.json").write_text(json.dumps(result.to_dict()))
+    completed = subprocess.run(
+        [sys.executable, "-m", "trainperf.cli", "baselines", "--baselines", str(tmp_path), "--stale"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    out = completed.stdout
+    assert "== h100: 1 of 2 baselines lack a figure the suite now reads" in out
+    assert "  sft_hf-old: profile, memory-peak step, wall time, CPU identity" in out
+    assert "sft_hf-new" not in out
+    assert out.rstrip().endswith("pytest perf_tests -m h100 --perf-update-baselines -k sft_hf-old")
