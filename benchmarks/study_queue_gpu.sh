@@ -15,7 +15,8 @@
 #   NEEDS    a file the study waits for before it starts (a wheel still on its way), or -
 #   COMMAND  ab, or e.g. "bisect trl 1.9.0..1.13.0", or pytest: a suite run on that GPU through
 #            scripts/offline-run.sh (e.g. one shard of a nightly: --perf-night DATE --perf-shard 2/3),
-#            its log and results.tgz in STUDIES/NAME, its run folder under the checkout's reports/
+#            its log and results.tgz in STUDIES/NAME, its run folder under the checkout's reports/;
+#            "alone COMMAND" runs it with no other study on the host (take_host below)
 # Each study's log is QUEUES/logs/NAME.log; its folder is under STUDIES (upgrade_gpu.sh).
 set -uo pipefail
 action=${1:?usage: study_queue_gpu.sh start|status|wait QUEUES [SECONDS]}
@@ -24,25 +25,59 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
 
-run_study() {  # GPU LINE
-  local gpu=$1 name needs command rest
-  IFS='|' read -r name needs command rest <<<"$2"
-  name=$(trim "$name"); needs=$(trim "$needs"); command=$(trim "$command")
-  while [ "$needs" != "-" ] && [ ! -e "$needs" ]; do sleep 5; done
-  echo "$(date -u +%H:%M:%S) start $name" >>"$queues/gpu$gpu.state"
-  local args=()
-  eval "args=($rest)"  # the plan's own quoting (-k "a or b")
+# A study whose command starts with "alone" (alone ab, alone pytest, ...) has the host to itself:
+# it waits for the studies running on other GPUs to end, and no study starts while it waits or
+# runs. Rounds cancel a machine's drift, not a neighbour that loads one side of an A/B more than the
+# other: give host-bound cases (short SFT steps, TRL GRPO's generation) a line of their own. Every
+# other study shares the host with the others. The lock is held on descriptor 9 by the worker
+# itself, never by the study's processes (a daemon left behind must not keep it).
+take_host() {  # GPU ALONE(0|1)
+  command -v flock >/dev/null || { [ "$2" = 0 ] || echo "flock missing: not alone" >&2; return 0; }
+  exec 9>>"$queues/host.lock"
+  if [ "$2" = 1 ]; then
+    touch "$queues/alone.waiting.gpu$1"
+    flock -x 9
+    rm -f "$queues/alone.waiting.gpu$1"
+  else
+    while compgen -G "$queues/alone.waiting.*" >/dev/null; do sleep 2; done
+    flock -s 9
+  fi
+}
+
+release_host() {
+  command -v flock >/dev/null || return 0
+  flock -u 9
+  exec 9>&-
+}
+
+launch() {  # GPU NAME COMMAND ARGS...: the study's own exit status
+  local gpu=$1 name=$2 command=$3
+  shift 3
   if [ "$command" = pytest ]; then
     local kept=() arg
-    for arg in "${args[@]}"; do [ "$arg" = "--" ] || kept+=("$arg"); done
+    for arg in "$@"; do [ "$arg" = "--" ] || kept+=("$arg"); done
     (cd "$here" && CUDA_VISIBLE_DEVICES=$gpu TRAINPERF_OUT="${STUDIES:-reports/studies}/$name" \
-      bash scripts/offline-run.sh "${kept[@]}") >"$queues/logs/$name.log" 2>&1
+      bash scripts/offline-run.sh "${kept[@]}") >"$queues/logs/$name.log" 2>&1 9>&-
   else
-    (cd "$here" && CUDA_VISIBLE_DEVICES=$gpu COMMAND=$command bash benchmarks/upgrade_gpu.sh "$name" "${args[@]}") \
-      >"$queues/logs/$name.log" 2>&1
+    (cd "$here" && CUDA_VISIBLE_DEVICES=$gpu COMMAND=$command bash benchmarks/upgrade_gpu.sh "$name" "$@") \
+      >"$queues/logs/$name.log" 2>&1 9>&-
   fi
+}
+
+run_study() {  # GPU LINE
+  local gpu=$1 name needs command rest alone=0
+  IFS='|' read -r name needs command rest <<<"$2"
+  name=$(trim "$name"); needs=$(trim "$needs"); command=$(trim "$command")
+  case "$command" in alone\ *) alone=1; command=$(trim "${command#alone }") ;; esac
+  while [ "$needs" != "-" ] && [ ! -e "$needs" ]; do sleep 5; done
+  take_host "$gpu" "$alone"
+  echo "$(date -u +%H:%M:%S) start $name$([ "$alone" = 1 ] && echo ' (alone)')" >>"$queues/gpu$gpu.state"
+  local args=()
+  eval "args=($rest)"  # the plan's own quoting (-k "a or b")
+  launch "$gpu" "$name" "$command" "${args[@]}"
   local status=$?  # read before the date below runs: a command substitution sets $? too
   echo "$(date -u +%H:%M:%S) done $name: exit $status" >>"$queues/gpu$gpu.state"
+  release_host
 }
 
 worker() {  # GPU
@@ -76,7 +111,7 @@ case "$action" in
     for state in "$queues"/gpu*.state; do
       [ -e "$state" ] || continue
       echo "${state##*/}: $(tail -n 1 "$state")"
-      current=$(tail -n 1 "$state" | sed -n 's/.* start //p')
+      current=$(tail -n 1 "$state" | sed -n 's/.* start //p' | sed 's/ (alone)$//')
       if [ -n "$current" ]; then
         grep -E '^\[trainperf|^== ' "$queues/logs/$current.log" 2>/dev/null | tail -n 1 | cut -c1-160
       fi
