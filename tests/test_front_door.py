@@ -109,3 +109,19 @@ def test_the_plugin_loads_once_by_entry_point_and_by_name() -> None:
         )
         assert completed.returncode == 0, (extra, completed.stdout[-1500:] + completed.stderr[-1500:])
         assert "tests collected" in completed.stdout
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """`trainperf baselines | head`: the reader may be gone before the table is written (here it
+    reads nothing at all); the command ends quietly with status 0, not with a traceback."""
+    command = f"{shlex.quote(sys.executable)} -m trainperf.cli baselines --gpu-class h100 | true"
+    completed = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "Traceback" not in completed.stderr and "BrokenPipe" not in completed.stderr, completed.stderr
