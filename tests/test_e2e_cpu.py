@@ -64,7 +64,11 @@ def test_baseline_then_pass_then_planted_slowdown_fails(pytester: pytest.Pyteste
     assert stored["outcome"] == "ok"
     assert stored["effective_config"]["lora_layers"] == 14  # 7 projections x 2 layers
     assert stored["effective_config"]["gradient_checkpointing"] is True
-    assert len(stored["metrics"]["step_time_s"]["samples"]) >= 5
+    # Every steady step's sample is kept for the paired statistics. How many depends on the warm-up
+    # this host showed (at most half of the run), not on a fixed count.
+    (only_run,) = stored["runs"]
+    steady, warmup = only_run["steady_steps"], only_run["warmup_steps"]
+    assert len(stored["metrics"]["step_time_s"]["samples"]) == steady >= (steady + warmup) // 2
 
     second = run(pytester)
     second.assert_outcomes(passed=1)
