@@ -111,7 +111,7 @@ case "$action" in
     for state in "$queues"/gpu*.state; do
       [ -e "$state" ] || continue
       echo "${state##*/}: $(tail -n 1 "$state")"
-      current=$(tail -n 1 "$state" | sed -n 's/.* start //p' | sed 's/ (alone)$//')
+      current=$(tail -n 1 "$state" | sed -n 's/.* start \([^ ]*\).*/\1/p')  # a name has no spaces
       if [ -n "$current" ]; then
         grep -E '^\[trainperf|^== ' "$queues/logs/$current.log" 2>/dev/null | tail -n 1 | cut -c1-160
       fi

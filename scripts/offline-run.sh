@@ -97,8 +97,7 @@ if [ "${1:-}" = "trainperf" ]; then  # a trainperf command instead of pytest (e.
 else
   # -p loads the plugin from the checkout; where trainperf is installed it is the same plugin
   # (the entry point has the module's name), not a second one.
-  plugin=(-p trainperf.plugin)
-  command=(python3 -m pytest "${plugin[@]}" -m "$gpu_class" -rA "$@")
+  command=(python3 -m pytest -p trainperf.plugin -m "$gpu_class" -rA "$@")
 fi
 limit=(); [ -n "${PERF_WALL_S:-}" ] && limit=(timeout --signal=INT "$PERF_WALL_S")
 "${limit[@]}" "${command[@]}" 2>&1 | tee "$out/${LOG_NAME:-pytest}.log"

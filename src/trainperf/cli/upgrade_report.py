@@ -66,9 +66,10 @@ def _studied(record: dict[str, Any]) -> set[str]:
     environments every package whose version differs between their runs."""
     if "package" in record:
         return {str(record["package"])}
+    from trainperf.report.upgrades import moved_between_sides
+
     pinned = {name for side in ("a", "b") for name in ((record.get(side) or {}).get("pins") or {})}
-    moved = {str(c.get("key")) for c in (record.get("comparison") or {}).get("environment_changes") or []}
-    return pinned | moved
+    return pinned | {str(change["key"]) for change in moved_between_sides(record)}
 
 
 def load_study(folder: Path) -> Any:

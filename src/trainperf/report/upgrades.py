@@ -54,14 +54,20 @@ def _pins(side: Mapping[str, Any] | None) -> dict[str, str]:
     return dict((side or {}).get("pins") or {})
 
 
+def moved_between_sides(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stack packages whose versions differ between the two sides' runs (``{key, a, b}``), as
+    the A/B's comparison found them: what a study of two given environments upgraded."""
+    changes = (record.get("comparison") or {}).get("environment_changes") or []
+    return [c for c in changes if c.get("a") and c.get("b") and c.get("key") in SOFTWARE_KEYS]
+
+
 def change_label(record: Mapping[str, Any]) -> str:
     """``transformers 5.0.0 -> 5.24.0``: each package B pins, with A's version of it; for two given
     environments (``--env-a``/``--env-b``), every package whose version differs between their runs."""
     a, b = _pins(record.get("a")), _pins(record.get("b"))
     if b:
         return "; ".join(f"{name} {a.get(name, 'base')} -> {version}" for name, version in b.items())
-    changes = (record.get("comparison") or {}).get("environment_changes") or []
-    moved = [c for c in changes if c.get("a") and c.get("b") and c.get("key") in SOFTWARE_KEYS]
+    moved = moved_between_sides(record)
     if moved:  # the package the study is named for (B's label) first
         label = str((record.get("comparison") or {}).get("run_b", ""))
         moved.sort(key=lambda c: not label.startswith(str(c["key"])))
