@@ -140,7 +140,10 @@ def _stranger() -> int:
         text=True,
         check=True,
     )
-    return int(shell.stdout.strip())
+    pid = int(shell.stdout.strip())
+    # Until its exec of sleep completes, /proc may read its environment empty (is_ours: cannot tell).
+    _wait_until(lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"))
+    return pid
 
 
 def _state(pid: int) -> str:
