@@ -164,3 +164,22 @@ def test_the_unsloth_case_is_skipped_with_that_line(tmp_path: Path, monkeypatch:
     )
     with pytest.raises(SkipCase, match="TRAINPERF_CACHE_DIR"):
         _checkpoint(case, CPU, 0)
+
+
+def test_unsloth_compiles_outside_the_run_folder_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """unsloth_zoo writes its generated modules where UNSLOTH_COMPILE_LOCATION says, by default
+    into the working directory: the case's run folder. A run gets a folder of its own, gone after."""
+    from trainperf.workloads.sft_unsloth import _compile_outside_the_run_folder
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("UNSLOTH_COMPILE_LOCATION", raising=False)
+    with _compile_outside_the_run_folder():
+        folder = Path(os.environ["UNSLOTH_COMPILE_LOCATION"])
+        assert folder.is_dir() and not folder.is_relative_to(tmp_path)
+        (folder / "UnslothSFTTrainer.py").write_text("# generated\n")
+    assert not folder.exists() and "UNSLOTH_COMPILE_LOCATION" not in os.environ
+    monkeypatch.setenv("UNSLOTH_COMPILE_LOCATION", str(tmp_path / "mine"))
+    with _compile_outside_the_run_folder():
+        assert os.environ["UNSLOTH_COMPILE_LOCATION"] == str(tmp_path / "mine")  # the user's is kept

@@ -11,7 +11,11 @@ offload mode, which kind of modules got adapters, and the first step (Triton com
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -37,6 +41,11 @@ VERSION_PACKAGES = ("unsloth", "unsloth_zoo", "xformers", "triton", "torchao")
 
 
 def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
+    with _compile_outside_the_run_folder():
+        return _train(spec, recorder)
+
+
+def _train(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     case = Case.from_dict(spec.case)
     device = torch.device(spec.device)
     _require_cuda_qlora(case, device)
@@ -150,6 +159,25 @@ def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
         flush=True,
     )
     return str(info.path), f"synthetic-nf4:{info.path.name}"
+
+
+@contextmanager
+def _compile_outside_the_run_folder() -> Iterator[None]:
+    """unsloth_zoo writes the modules it generates (about 9 MB for an 8B case) to
+    ``UNSLOTH_COMPILE_LOCATION``, by default ``unsloth_compiled_cache`` in the working directory,
+    which is the case's run folder: every run's folder grew by it. A folder of this run's own keeps
+    each run compiling afresh, as before, and is removed once it trained (the child ends with
+    ``os._exit``, so no exit hook would); a location the user set is kept."""
+    if os.environ.get("UNSLOTH_COMPILE_LOCATION"):
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="trainperf-unsloth-compiled-")
+    os.environ["UNSLOTH_COMPILE_LOCATION"] = folder
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        del os.environ["UNSLOTH_COMPILE_LOCATION"]
 
 
 def _import_unsloth() -> Any:
