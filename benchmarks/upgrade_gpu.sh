@@ -30,6 +30,8 @@ options=(); selection=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do options+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 selection=("$@")
+# A study run again (the runner restarted, the wall-clock limit hit) continues from its measured rounds.
+[ "${COMMAND:-ab}" = ab ] && options+=(--resume)
 echo "== study $name on $gpu_class: ${options[*]} -- ${selection[*]}"
 # shellcheck disable=SC2086 # COMMAND is the subcommand and its positional arguments
 timeout --signal=INT "${STUDY_WALL_S:-3600}" python3 -m trainperf.cli ${COMMAND:-ab} --wheelhouse "$cand" \

@@ -58,25 +58,45 @@ def test_rounds_pool_into_one_result_per_case() -> None:
     assert step.per_run == [1.0, 2.0] and len(pooled.runs) == 2 and step.value == pytest.approx(1.6)
 
 
-def test_a_over_a_on_the_cpu_passes(tmp_path: Path) -> None:
-    """The same environment twice, two rounds interleaved: one tiny case per side, judged B against
-    A. It passes; its rounds are recorded in the study's own store, never in the runner's history."""
-    history = tmp_path / "runner-history.sqlite"
-    completed = subprocess.run(
+def _ab_on_the_cpu(study: Path, history: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             sys.executable, "-m", "trainperf.cli", "ab", "--env-a", sys.executable, "--env-b", sys.executable,
-            "--rounds", "2", "--output", str(tmp_path / "study"), "--",
-            "perf_tests/test_sft_hf.py", "-m", "cpu", "-k", "qwen3_tiny and lora and short and not qlora",
-            "--perf-steps", "10",
+            "--output", str(study), *options, "--", *A_A_SELECTION,
         ],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False,
         env={**os.environ, "TRAINPERF_STORE": f"sqlite:///{history}"},
     )  # fmt: skip
+
+
+A_A_SELECTION = (
+    "perf_tests/test_sft_hf.py", "-m", "cpu", "-k", "qwen3_tiny and lora and short and not qlora",
+    "--perf-steps", "10",
+)  # fmt: skip
+
+
+def test_a_over_a_on_the_cpu_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same environment twice, two rounds interleaved: one tiny case per side, judged B against
+    A. It passes; its rounds are recorded in the study's own store, never in the runner's history.
+    The study is measured as one interrupted after its first round and resumed."""
+    history = tmp_path / "runner-history.sqlite"
+    study = tmp_path / "study"
+    first = _ab_on_the_cpu(study, history, "--rounds", "1")
+    assert first.returncode in (0, 3) and "precision: " in first.stdout, first.stderr[-2000:]
+    assert sorted(p.name for p in study.glob("round*")) == ["round1-A", "round1-B"]
+    # Measured rounds are never mixed with or buried under a new study's: one line, nothing run.
+    again = ["ab", "--env-a", sys.executable, "--env-b", sys.executable, "--output", str(study)]
+    assert main([*again, "--", *A_A_SELECTION]) == 2
+    assert "holds a study's rounds already: --resume continues it" in capsys.readouterr().err
+    assert main([*again, "--resume", "--", *A_A_SELECTION[:-1], "12"]) == 2
+    assert "holds a study of another selection or other environments" in capsys.readouterr().err
+    completed = _ab_on_the_cpu(study, history, "--rounds", "2", "--resume")
+    assert "resuming" in completed.stdout and "1 round(s) measured on both sides are kept" in completed.stdout
+    assert "round 1/" not in completed.stdout and "round 2/2, environment B" in completed.stdout
     output = completed.stdout[-2000:] + completed.stderr[-2000:]
     # Interleaved rounds spread a loaded host's drift over both sides, and the CPU class's timing
     # tolerance is wide: the same environment twice must not read as a regression.
     assert "1 cases compared" in completed.stdout and "nothing failing" in completed.stdout, output
-    study = tmp_path / "study"
     record = json.loads((study / "ab.json").read_text())
     case = record["comparison"]["cases"][0]
     if "host CPU:" in case["reason"]:  # the watch found the host crowded in a round: not judged
@@ -160,8 +180,10 @@ def test_a_case_a_cannot_run_is_not_judged_and_the_rest_is(
         _result("y"),
     ]
     results_b = [_result("x"), _result("y")]
-    args = Namespace(json=False, strict=False)
-    status = _judge(args, tmp_path, results_a, results_b, ("trl 1.0.0", "trl 1.16.0"), {"kind": "ab"})
+    args = Namespace(json=False, strict=False, until_within=None)
+    status = _judge(
+        args, tmp_path, results_a, results_b, ("trl 1.0.0", "trl 1.16.0"), {"kind": "ab", "rounds": 1}
+    )
     assert status == NOT_JUDGED
     record = json.loads((tmp_path / "ab.json").read_text())
     assert record["verdict"] == "not-judged"
@@ -172,5 +194,20 @@ def test_a_case_a_cannot_run_is_not_judged_and_the_rest_is(
         in capsys.readouterr().out
     )
     # Every case A cannot run: nothing to compare, still a record and the same status.
-    assert _judge(args, tmp_path, results_a[:1], results_b[:1], ("a", "b"), {"kind": "ab"}) == NOT_JUDGED
+    assert (
+        _judge(args, tmp_path, results_a[:1], results_b[:1], ("a", "b"), {"kind": "ab", "rounds": 1})
+        == NOT_JUDGED
+    )
     assert "comparison" not in json.loads((tmp_path / "ab.json").read_text())
+
+
+def test_prepare_only_checks_both_environments_and_measures_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Environments built and checked before the GPU is taken: the study's GPU time is its rounds."""
+    study = tmp_path / "study"
+    command = ["ab", "--env-a", sys.executable, "--env-b", sys.executable, "--prepare-only"]
+    assert main([*command, "--output", str(study), "--", *A_A_SELECTION]) == 0
+    printed = capsys.readouterr().out
+    assert "environment A: " in printed and "environment B: " in printed and "nothing measured" in printed
+    assert not study.exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from trainperf.judge.compare import Verdict
 from trainperf.paths import portable, portable_argv
 
 if TYPE_CHECKING:
+    from trainperf.judge.compare import CaseVerdict
     from trainperf.report.compare_runs import RunComparison
     from trainperf.result import CaseResult
 
@@ -68,6 +70,10 @@ def cmd_ab(args: argparse.Namespace) -> int:
     request_a, request_b = side_requests(args)
     record = _study_record(args, {"a": {"pins": parse_pins(request_a.pins)}}, pytest_args)
     record["b"] = {"pins": parse_pins(request_b.pins)}
+    base = os.path.abspath(args.base_python) if args.base_python else None
+    asked = {"selection": record["selection"], "base_python": base}
+    asked.update(a=_asked(request_a.python, request_a.pins), b=_asked(request_b.python, request_b.pins))
+    kept = ([], []) if args.prepare_only else _kept_rounds(args, output, asked)
     try:
         side_a = prepare_side(request_a, settings, say=_say)
     except BrokenEnvironment as exc:
@@ -81,34 +87,100 @@ def cmd_ab(args: argparse.Namespace) -> int:
     try:
         side_b = prepare_side(request_b, settings, say=_say)
     except BrokenEnvironment as exc:
-        text = (
-            f"environment B: {BROKEN}: {exc.package}: {exc.cause}\nnothing measured: B cannot run the cases"
-        )
-        print(text)
-        _write(
-            output,
-            text,
-            {
-                **record,
-                "verdict": BROKEN,
-                "broken": {"side": "b", "package": exc.package, "cause": exc.cause},
-            },
-        )
-        return 1
+        return _b_cannot_run(output, record, exc)
     print(f"environment B: {side_b.python}: {side_b.description}")
     record["b"] = side_b.to_dict()
-    return _measure(args, output, side_a.python, side_b.python, pytest_args, record)
+    if args.prepare_only:
+        _say("both environments run; nothing measured (--prepare-only): the study measures at once when run")
+        return 0
+    return _measure(args, output, (side_a.python, side_b.python), pytest_args, record, kept)
+
+
+def _b_cannot_run(output: Path, record: dict[str, Any], exc: BrokenEnvironment) -> int:
+    """B's environment cannot run: that is the study's verdict (exit 1), written as one."""
+    text = f"environment B: {BROKEN}: {exc.package}: {exc.cause}\nnothing measured: B cannot run the cases"
+    print(text)
+    broken = {"side": "b", "package": exc.package, "cause": exc.cause}
+    _write(output, text, {**record, "verdict": BROKEN, "broken": broken})
+    return 1
 
 
 def _measure(
-    args: argparse.Namespace, output: Path, python_a: str, python_b: str, pytest_args: list[str],
-    record: dict[str, Any],
+    args: argparse.Namespace, output: Path, pythons: tuple[str, str], pytest_args: list[str],
+    record: dict[str, Any], kept: tuple[list[Path], list[Path]],
 ) -> int:  # fmt: skip
-    from trainperf.studies.ab import pooled_sides, run_rounds
+    from trainperf.studies.ab import RoundPlan, measure_rounds, pooled_sides
 
-    results_a, results_b = pooled_sides(*run_rounds(python_a, python_b, args.rounds, pytest_args, output))
-    labels = (args.label_a or portable(python_a), args.label_b or portable(python_b))
+    labels = (args.label_a or portable(pythons[0]), args.label_b or portable(pythons[1]))
+    plan = RoundPlan(args.rounds, args.max_rounds or max(args.rounds, DEFAULT_MAX_ROUNDS), args.until_within)
+
+    def judge_so_far(folders_a: list[Path], folders_b: list[Path]) -> dict[str, CaseVerdict] | None:
+        return verdicts_of(_comparison(args, *pooled_sides(folders_a, folders_b), labels))
+
+    folders_a, folders_b = measure_rounds(*pythons, plan, pytest_args, output, judge_so_far, kept)
+    record["rounds"] = len(folders_a)
+    results_a, results_b = pooled_sides(folders_a, folders_b)
     return _judge(args, output, results_a, results_b, labels, record)
+
+
+def _asked(python: str | None, pins: tuple[str, ...]) -> dict[str, Any]:
+    """A side as the command asked for it: what ``--resume`` must find again."""
+    return {"python": os.path.abspath(python) if python else None, "pins": sorted(pins)}
+
+
+DEFAULT_MAX_ROUNDS = 8
+"""With ``--until-within``: on an H200, 2026-11-27, a round of a 20-step 8B LoRA case took about
+1.5 min (both sides), so eight rounds bound a study to about 12 minutes."""
+REQUEST = "request.json"
+"""What a study was asked to measure (selection, both interpreters), written before its first
+round: ``--resume`` continues only the same study."""
+
+
+def _kept_rounds(
+    args: argparse.Namespace, output: Path, request: dict[str, Any]
+) -> tuple[list[Path], list[Path]]:
+    """The rounds ``--resume`` keeps; a folder already holding rounds without it is one line (its
+    measurements are never mixed with or buried under another study's)."""
+    from trainperf.studies.ab import completed_rounds
+
+    has_rounds = any(output.glob("round*-[AB]"))
+    if has_rounds and not args.resume:
+        raise TrainperfError(
+            f"{output} holds a study's rounds already: --resume continues it, or give another --output"
+        )
+    written = output / REQUEST
+    if has_rounds and written.is_file() and json.loads(written.read_text()) != request:
+        raise TrainperfError(
+            f"{output} holds a study of another selection or other environments ({written}): "
+            "resume it with the same ones, or give another --output"
+        )
+    output.mkdir(parents=True, exist_ok=True)
+    written.write_text(json.dumps(request, indent=1) + "\n")
+    kept = completed_rounds(output) if has_rounds else ([], [])
+    if has_rounds:
+        _say(f"resuming {output}: {len(kept[0])} round(s) measured on both sides are kept")
+    return kept
+
+
+def verdicts_of(comparison: RunComparison | None) -> dict[str, CaseVerdict] | None:
+    """B's verdict against A by case, what a study's precision is read from."""
+    return {case.case_id: case.verdict for case in comparison.cases} if comparison else None
+
+
+def _comparison(
+    args: argparse.Namespace,
+    results_a: list[CaseResult],
+    results_b: list[CaseResult],
+    labels: tuple[str, str],
+) -> RunComparison | None:
+    """B judged against A on the cases A measured; None when A measured none of them."""
+    from trainperf.cli.compare import comparison_of
+    from trainperf.studies.ab import unmeasured_cases
+
+    a_not_run = unmeasured_cases(results_a)
+    judged_a = [r for r in results_a if r.case_id not in a_not_run]
+    judged_b = [r for r in results_b if r.case_id not in a_not_run]
+    return comparison_of(judged_a, judged_b, *labels, args.strict) if judged_a and judged_b else None
 
 
 def _judge(
@@ -117,27 +189,34 @@ def _judge(
 ) -> int:  # fmt: skip
     """B judged against A on the cases A measured; a case A could not run is not judged (its cause
     kept in ``ab.json``'s ``a_not_run``), and the B side's measurements stay in the study."""
-    from trainperf.cli.compare import comparison_of
     from trainperf.report.compare_runs import render
     from trainperf.studies.ab import broken_cases, unmeasured_cases
+    from trainperf.studies.precision import least_precise, precision_line
 
     a_not_run = unmeasured_cases(results_a)
-    judged_a = [r for r in results_a if r.case_id not in a_not_run]
-    judged_b = [r for r in results_b if r.case_id not in a_not_run]
     lines = [f"{case}: not judged (A cannot run it: {why})" for case, why in sorted(a_not_run.items())]
     summary: dict[str, Any] = {"a_not_run": a_not_run}
     status = NOT_JUDGED
     text = "\n".join(lines)
-    if judged_a and judged_b:
-        comparison = comparison_of(judged_a, judged_b, *labels, args.strict)
-        text, status = render(comparison) + ("\n" + text if text else ""), comparison.exit_status
-        broken = broken_cases(judged_a, judged_b)
+    comparison = _comparison(args, results_a, results_b, labels)
+    if comparison is not None:
+        precision = least_precise(verdicts_of(comparison))
+        text = (
+            render(comparison)
+            + "\n"
+            + precision_line(precision, record["rounds"], args.until_within)
+            + ("\n" + text if text else "")
+        )
+        status = comparison.exit_status
+        broken = broken_cases(results_a, results_b)  # only cases A ran: none of a_not_run
         text += "".join(f"\n{case}: {BROKEN} (B crashed: {why})" for case, why in sorted(broken.items()))
         status = 1 if broken else status
         if status == 0 and (busy := not_judged(comparison)):
             text, status = text + "\n" + busy, NOT_JUDGED
         status = NOT_JUDGED if status == 0 and a_not_run else status
         summary.update(broken_cases=broken, comparison=comparison.to_dict())
+        if precision is not None:
+            summary["precision"] = precision.to_dict()
         verdict = BROKEN if broken else {0: "passes", 1: "fails", NOT_JUDGED: "not-judged"}[status]
     else:
         verdict = "not-judged"
@@ -232,7 +311,34 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ab.add_argument("--label-a", default=None, help="A's name in the table (default: its interpreter)")
     ab.add_argument("--label-b", default=None, help="B's name in the table (default: its interpreter)")
     add_candidate_options(ab)
-    ab.add_argument("--rounds", type=int, default=3, help="A/B rounds (default 3)")
+    ab.add_argument(
+        "--rounds", type=int, default=3, help="A/B rounds (default 3; the fewest with --until-within)"
+    )
+    ab.add_argument(
+        "--until-within",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="add rounds (a pair at a time) until every judged case's step-time interval is within ±PCT%% "
+        "(e.g. 1), up to --max-rounds",
+    )
+    ab.add_argument(
+        "--max-rounds",
+        type=int,
+        default=None,
+        help=f"the most rounds --until-within may run (default {DEFAULT_MAX_ROUNDS}, or --rounds if more)",
+    )
+    ab.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="build and check both environments (candidates are cached), measure nothing: the study's "
+        "GPU time is then its rounds alone",
+    )
+    ab.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the study in --output: its rounds measured on both sides are kept, the rest run",
+    )
     ab.add_argument("--output", default=None, help="folder for the rounds (default reports/ab-<time>)")
     ab.add_argument("--json", action="store_true")
     ab.add_argument("--strict", action="store_true", help="noisy and contaminated cases fail too")

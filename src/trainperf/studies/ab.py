@@ -16,15 +16,18 @@ import dataclasses
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import STACK_IMPORTS, BrokenEnvironment, check_runs
 from trainperf.families.env_create import probe_versions
 from trainperf.ground.folder import RunFolder
+from trainperf.judge.compare import CaseVerdict
 from trainperf.measure.measurement import merge_metric
 from trainperf.result import CaseResult
+from trainperf.studies.precision import least_precise, more_rounds, precision_line
 
 STUDY_STORE = "study.sqlite"
 """The rounds' own results store, inside the study's folder: A/B and bisect rounds measure other
@@ -107,36 +110,110 @@ def last_run_in(round_dir: Path) -> Path | None:
     return runs[-1] if runs else None
 
 
+def run_round(
+    round_index: int, planned: int, env_a: str, env_b: str, pytest_args: Sequence[str], output: Path
+) -> dict[str, Path]:
+    """Run one round's two sides in ``round_order``; each side's run folder by its label."""
+    empty_baselines = output / "no-baselines"  # judged A against B, not against stored baselines
+    empty_baselines.mkdir(parents=True, exist_ok=True)
+    folders: dict[str, Path] = {}
+    for label, python in round_order(round_index, env_a, env_b):
+        out = output / f"round{round_index}-{label}"
+        print(f"[trainperf ab] round {round_index}/{planned}, environment {label}: {python}", flush=True)
+        command = [
+            sys.executable, "-m", "pytest", *pytest_args,
+            "--perf-python", python, "--perf-output", str(out), "--perf-baselines", str(empty_baselines),
+            "--perf-confirm", "0", "--perf-store", f"sqlite:///{(output / STUDY_STORE).absolute()}", "-q",
+        ]  # fmt: skip
+        completed = subprocess.run(command, check=False)
+        if completed.returncode not in (0, 1):  # 1: a case failed (e.g. an OOM), still measured
+            raise TrainperfError(
+                f"pytest stopped with status {completed.returncode} in round {round_index} ({label})"
+            )
+        run = last_run_in(out)
+        if run is None:
+            raise TrainperfError(
+                f"round {round_index} ({label}) measured no case: check the pytest selection"
+            )
+        folders[label] = run
+    return folders
+
+
 def run_rounds(
     env_a: str, env_b: str, rounds: int, pytest_args: Sequence[str], output: Path
 ) -> tuple[list[Path], list[Path]]:
     """Run the selection A B, B A, A B ... (``round_order``); return each side's run folders."""
     if rounds < 1:
         raise TrainperfError("--rounds must be at least 1")
-    empty_baselines = output / "no-baselines"  # judged A against B, not against stored baselines
-    empty_baselines.mkdir(parents=True, exist_ok=True)
-    folders: dict[str, list[Path]] = {"A": [], "B": []}
-    for round_index in range(1, rounds + 1):
-        for label, python in round_order(round_index, env_a, env_b):
-            out = output / f"round{round_index}-{label}"
-            print(f"[trainperf ab] round {round_index}/{rounds}, environment {label}: {python}", flush=True)
-            command = [
-                sys.executable, "-m", "pytest", *pytest_args,
-                "--perf-python", python, "--perf-output", str(out), "--perf-baselines", str(empty_baselines),
-                "--perf-confirm", "0", "--perf-store", f"sqlite:///{(output / STUDY_STORE).absolute()}", "-q",
-            ]  # fmt: skip
-            completed = subprocess.run(command, check=False)
-            if completed.returncode not in (0, 1):  # 1: a case failed (e.g. an OOM), still measured
-                raise TrainperfError(
-                    f"pytest stopped with status {completed.returncode} in round {round_index} ({label})"
-                )
-            run = last_run_in(out)
-            if run is None:
-                raise TrainperfError(
-                    f"round {round_index} ({label}) measured no case: check the pytest selection"
-                )
-            folders[label].append(run)
-    return folders["A"], folders["B"]
+    measured = [run_round(index, rounds, env_a, env_b, pytest_args, output) for index in range(1, rounds + 1)]
+    return [r["A"] for r in measured], [r["B"] for r in measured]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundPlan:
+    rounds: int
+    """Rounds measured at least."""
+    max_rounds: int
+    within_pct: float | None = None
+    """Rounds are added until every judged case's step-time interval is this narrow (its half-width
+    in percent, ``studies.precision``), up to ``max_rounds``."""
+
+
+Judge = Callable[[list[Path], list[Path]], Mapping[str, CaseVerdict] | None]
+"""Each side's run folders so far, judged B against A: each case's verdict (None when nothing
+can be judged)."""
+
+
+def measure_rounds(
+    env_a: str, env_b: str, plan: RoundPlan, pytest_args: Sequence[str], output: Path, judge: Judge,
+    kept: tuple[list[Path], list[Path]] = ([], []),
+) -> tuple[list[Path], list[Path]]:  # fmt: skip
+    """Each side's run folders after the plan's rounds: ``kept`` (an interrupted study's completed
+    rounds) first, then new rounds until the plan's count, then, with a precision target, more
+    until the target or ``max_rounds``; each addition says why."""
+    if plan.rounds < 1 or plan.max_rounds < plan.rounds:
+        raise TrainperfError("--rounds must be at least 1 and --max-rounds at least --rounds")
+    folders_a, folders_b = list(kept[0]), list(kept[1])
+    target = max(plan.rounds, len(folders_a))
+    while True:
+        while len(folders_a) < target:
+            measured = run_round(len(folders_a) + 1, target, env_a, env_b, pytest_args, output)
+            folders_a.append(measured["A"])
+            folders_b.append(measured["B"])
+        if plan.within_pct is None:
+            return folders_a, folders_b
+        precision = least_precise(judge(folders_a, folders_b))
+        extra = more_rounds(precision, target, plan.within_pct, plan.max_rounds)
+        print(f"[trainperf ab] {precision_line(precision, target, plan.within_pct)}", flush=True)
+        if not extra:
+            return folders_a, folders_b
+        target += extra
+
+
+def _cases_in(run_folder: Path) -> set[str]:
+    try:
+        return {r.case_id for r in RunFolder.open(run_folder).results()}
+    except (OSError, ValueError, TrainperfError):
+        return set()
+
+
+def completed_rounds(output: Path) -> tuple[list[Path], list[Path]]:
+    """The leading rounds of a study already measured on both sides, the same cases on each: what
+    an interrupted study resumes from. A round cut short (a side without results, or fewer cases
+    than the other) and every round after it are measured again."""
+    folders_a: list[Path] = []
+    folders_b: list[Path] = []
+    for round_index in range(1, 10_000):
+        run_a = last_run_in(output / f"round{round_index}-A")
+        run_b = last_run_in(output / f"round{round_index}-B")
+        if run_a is None or run_b is None:
+            break
+        cases = _cases_in(run_a)
+        if not cases or cases != _cases_in(run_b):
+            break
+        folders_a.append(run_a)
+        folders_b.append(run_b)
+    return folders_a, folders_b
 
 
 def pooled_sides(
