@@ -70,7 +70,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     request_a, request_b = side_requests(args)
     record = _study_record(args, {"a": {"pins": parse_pins(request_a.pins)}}, pytest_args)
     record["b"] = {"pins": parse_pins(request_b.pins)}
-    base = os.path.abspath(args.base_python) if args.base_python else None
+    base = portable(os.path.abspath(args.base_python)) if args.base_python else None
     asked = {"selection": record["selection"], "base_python": base}
     asked.update(a=_asked(request_a.python, request_a.pins), b=_asked(request_b.python, request_b.pins))
     kept = ([], []) if args.prepare_only else _kept_rounds(args, output, asked)
@@ -124,8 +124,9 @@ def _measure(
 
 
 def _asked(python: str | None, pins: tuple[str, ...]) -> dict[str, Any]:
-    """A side as the command asked for it: what ``--resume`` must find again."""
-    return {"python": os.path.abspath(python) if python else None, "pins": sorted(pins)}
+    """A side as the command asked for it, what ``--resume`` must find again (a path inside the
+    project relative to it, as results record paths)."""
+    return {"python": portable(os.path.abspath(python)) if python else None, "pins": sorted(pins)}
 
 
 DEFAULT_MAX_ROUNDS = 8

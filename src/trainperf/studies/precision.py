@@ -6,8 +6,11 @@ rounds are added, roughly as one over the square root of the rounds, since each 
 run a side and the runs' spread dominates on a steady GPU (on two H200s, 2026-11-27, the
 accelerate study's three rounds a side bounded a GPU-bound case to [-1.5%, +1.2%] while its six
 runs' medians lay within 1.0% of each other). ``trainperf ab --until-within PCT`` adds rounds until
-every judged case's interval is that narrow or ``--max-rounds`` is reached. Stopping on the
-interval's width, never on where it lies, leaves the ratio itself unbiased by the stopping.
+every judged case's interval is that narrow or ``--max-rounds`` is reached. The rule looks at the
+interval's width, never at where it lies: a study cannot keep adding rounds until the ratio reads
+as hoped. The projection assumes the runs' spread stays what it was; on a host whose runs scatter
+(a shared 2-core CPU host, 2026-11-27: run medians 0.065-0.098 s) the width barely falls, and the
+round limit ends the study.
 """
 
 from __future__ import annotations
