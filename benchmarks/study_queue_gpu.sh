@@ -18,6 +18,9 @@
 #            its log and results.tgz in STUDIES/NAME, its run folder under the checkout's reports/;
 #            "alone COMMAND" runs it with no other study on the host (take_host below)
 # Each study's log is QUEUES/logs/NAME.log; its folder is under STUDIES (upgrade_gpu.sh).
+# Finer than "alone" lines: export TRAINPERF_HOST_LOCK (a file) and TRAINPERF_ALONE (case-id globs)
+# before `start`, and every suite run of every queue takes turns child by child (--perf-host-lock):
+# the named cases' runs with nothing beside them, the rest side by side.
 set -uo pipefail
 action=${1:?usage: study_queue_gpu.sh start|status|wait QUEUES [SECONDS]}
 queues=$(realpath "${2:?usage: study_queue_gpu.sh start|status|wait QUEUES [SECONDS]}")

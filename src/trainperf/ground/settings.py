@@ -57,6 +57,12 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _case_globs(text: str) -> tuple[str, ...]:
+    from trainperf.measure.host_turns import parse_patterns
+
+    return parse_patterns(text)
+
+
 def _baseline_mode(text: str) -> str:
     mode = str(text).strip().lower()
     if mode not in ("file", "history", "auto"):
@@ -266,6 +272,19 @@ OPTIONS: tuple[OptionSpec, ...] = (
         _positive_float,
     ),
     OptionSpec(
+        "host_lock",
+        "a lock file the runs sharing this host take turns by (shards, pytest -n workers, studies on its "
+        "other GPUs): their children run side by side, a case named by --perf-alone with nothing beside it",
+        None,
+    ),
+    OptionSpec(
+        "alone",
+        "cases that run alone on the host under --perf-host-lock: comma-separated globs over case ids, e.g. "
+        "'*-short-*,rl_trl-*' (host-bound cases, which a neighbour on the CPU slows)",
+        (),
+        _case_globs,
+    ),
+    OptionSpec(
         "night_promote",
         "where the night's promoted cases come from: store (the results history), a run folder, a folder of "
         "run folders, a file of case ids, or off (default: store)",
@@ -309,6 +328,8 @@ class Settings:
     """``--perf-night``: the night's date (ISO), ``today`` resolved."""
     night_budget: float | None = None
     night_promote: str | None = None
+    host_lock: Path | None = None
+    alone: tuple[str, ...] = ()
     fleet: dict[str, Any] | None = None
     """Recorded in run.json: the shard and the whole split (``fleet.session_plan``), set at collection."""
 
@@ -332,7 +353,7 @@ def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Se
             )
         except ValueError as exc:
             raise TrainperfError(f"{origin}={raw!r} is not valid: {spec.help} ({exc})") from exc
-    for key in ("output", "baselines", "resume"):
+    for key in ("output", "baselines", "resume", "host_lock"):
         if values[key] is not None:
             path = Path(values[key])
             values[key] = path if path.is_absolute() else rootdir / path

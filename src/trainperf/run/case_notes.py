@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainperf.measure.host_turns import Turn
 from trainperf.measure.multi_gpu import per_gpu_note
 
 
@@ -33,6 +34,16 @@ def setup_notes(runs: list[dict[str, Any]]) -> list[str]:
     """A line per run that recorded where a framework's start-up went (verl)."""
     return [
         f"run {n}: {run['setup']['line']}" for n, run in enumerate(runs, 1) if "line" in run.get("setup", {})
+    ]
+
+
+def turn_notes(runs: list[dict[str, Any]]) -> list[str]:
+    """A line per run that took turns on a shared host (``--perf-host-lock``): alone or beside the
+    others, and how long it waited, so a slower night can be read against the turns it got."""
+    return [
+        Turn(bool(turn["alone"]), float(turn["waited_s"])).note(number)
+        for number, run in enumerate(runs, 1)
+        if (turn := run.get("host_turn"))
     ]
 
 

@@ -21,11 +21,12 @@ from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import STEP_TIME, Metric, resolve_metric
 from trainperf.judge.step_series import step_medians
 from trainperf.launch.launcher import ChildLauncher, ChildRun, interpreter_for
+from trainperf.measure.host_turns import HostTurns
 from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.placement import cpu_share
 from trainperf.paths import portable_argv
 from trainperf.result import CaseResult
-from trainperf.run.case_notes import gpu_notes, reference_notes, setup_notes
+from trainperf.run.case_notes import gpu_notes, reference_notes, setup_notes, turn_notes
 from trainperf.run.context import RunContext
 from trainperf.run.diagnosis import attach_diagnosis
 from trainperf.run.limits import attach_limits
@@ -43,6 +44,7 @@ class CaseRunner:
     def __init__(self, context: RunContext) -> None:
         self.ctx = context
         self.launcher = ChildLauncher(context)
+        self.turns = HostTurns(context.settings.host_lock, context.settings.alone)
         self.metrics: dict[str, Metric] = context.metrics
         """The current case's metrics: their timing tolerances narrowed where it is judged against
         the runner's history (``judge.learned_tolerance``)."""
@@ -68,7 +70,7 @@ class CaseRunner:
             verdict = self.judge(case, result, baseline)
         else:
             result, verdict = self._measure(case, baseline, steps, notes)
-        notes += gpu_notes(result.runs) + setup_notes(result.runs)
+        notes += gpu_notes(result.runs) + setup_notes(result.runs) + turn_notes(result.runs)
         notes += [share.note()] if (share := cpu_share(os.environ)) else []
         resumed = {"diagnosis": result.verdict.get("diagnosis")} if stored is not None else None
         result.verdict = verdict.to_dict()
@@ -291,17 +293,20 @@ class CaseRunner:
             return
         total = len(result.runs) + count
         for number in range(count):
-            run = self.launcher.run(
-                case,
-                steps.steps,
-                data_steps=steps.data_steps,
-                repeat=len(result.runs),
-                total=total,
-                interpreter=interpreter,
-                settled_by=settled_by,
-                traced=True if profile_last and number == count - 1 else None,
-            )
+            with self.turns.turn(case.id, self.ctx.say) as turn:
+                run = self.launcher.run(
+                    case,
+                    steps.steps,
+                    data_steps=steps.data_steps,
+                    repeat=len(result.runs),
+                    total=total,
+                    interpreter=interpreter,
+                    settled_by=settled_by,
+                    traced=True if profile_last and number == count - 1 else None,
+                )
             run.info["purpose"] = purpose
+            if turn is not None:
+                run.info["host_turn"] = turn.to_dict()
             if not add_run(result, run):
                 if run.measurement is not None:  # keep what was measured up to the failure (memory at OOM)
                     result.metrics = pool_runs([*measurements, run.measurement])
