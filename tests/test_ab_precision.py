@@ -37,7 +37,7 @@ def _fake_rounds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             step = 1.0 * (1 + random.Random(f"{side}{index}").gauss(0, RUN_SPREAD))
             result = make_result(CASE, f"2026-11-27T03:{index:02d}:00+00:00", step, seed=index)
             folders[side] = write_run_folder(
-                output / f"round{index}-{side}" / "run", "2026-11-27T03:00", [result]
+                ab.round_dir(output, index, side) / "run", "2026-11-27T03:00", [result]
             )
         return folders
 
@@ -67,7 +67,7 @@ def test_rounds_are_added_in_pairs_until_the_interval_is_narrow_enough(
 
 
 def _folders(output: Path, side: str, rounds: int) -> list[Path]:
-    return [output / f"round{index}-{side}" / "run" for index in range(1, rounds + 1)]
+    return [ab.round_dir(output, index, side) / "run" for index in range(1, rounds + 1)]
 
 
 def test_the_round_limit_stops_a_study_that_stays_imprecise(

@@ -142,9 +142,9 @@ def _kept_rounds(
 ) -> tuple[list[Path], list[Path]]:
     """The rounds ``--resume`` keeps; a folder already holding rounds without it is one line (its
     measurements are never mixed with or buried under another study's)."""
-    from trainperf.studies.ab import completed_rounds
+    from trainperf.studies.ab import completed_rounds, holds_rounds
 
-    has_rounds = any(output.glob("round*-[AB]"))
+    has_rounds = holds_rounds(output)
     if has_rounds and not args.resume:
         raise TrainperfError(
             f"{output} holds a study's rounds already: --resume continues it, or give another --output"

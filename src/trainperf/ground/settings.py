@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.measure.host_turns import parse_patterns
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +56,6 @@ def _fraction(text: str) -> float:
     if not 0 <= value <= 10:
         raise ValueError("must be a fraction such as 0.05")
     return value
-
-
-def _case_globs(text: str) -> tuple[str, ...]:
-    from trainperf.measure.host_turns import parse_patterns
-
-    return parse_patterns(text)
 
 
 def _baseline_mode(text: str) -> str:
@@ -282,7 +277,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "cases that run alone on the host under --perf-host-lock: comma-separated globs over case ids, e.g. "
         "'*-short-*,rl_trl-*' (host-bound cases, which a neighbour on the CPU slows)",
         (),
-        _case_globs,
+        parse_patterns,
     ),
     OptionSpec(
         "night_promote",

@@ -104,10 +104,20 @@ def round_order(round_index: int, env_a: str, env_b: str) -> tuple[tuple[str, st
     return sides if round_index % 2 else sides[::-1]
 
 
-def last_run_in(round_dir: Path) -> Path | None:
+def last_run_in(folder: Path) -> Path | None:
     """The newest run folder a round's output holds (a round run again adds one), None if none."""
-    runs = sorted(p for p in round_dir.iterdir() if RunFolder(p).is_run()) if round_dir.is_dir() else []
+    runs = sorted(p for p in folder.iterdir() if RunFolder(p).is_run()) if folder.is_dir() else []
     return runs[-1] if runs else None
+
+
+def round_dir(output: Path, round_index: int, label: str) -> Path:
+    """Where side ``label`` (A or B) of round ``round_index`` writes its run folder."""
+    return output / f"round{round_index}-{label}"
+
+
+def holds_rounds(output: Path) -> bool:
+    """Whether a study's folder already holds a round of either side (measured or cut short)."""
+    return any(output.glob("round*-[AB]"))
 
 
 def run_round(
@@ -118,7 +128,7 @@ def run_round(
     empty_baselines.mkdir(parents=True, exist_ok=True)
     folders: dict[str, Path] = {}
     for label, python in round_order(round_index, env_a, env_b):
-        out = output / f"round{round_index}-{label}"
+        out = round_dir(output, round_index, label)
         print(f"[trainperf ab] round {round_index}/{planned}, environment {label}: {python}", flush=True)
         command = [
             sys.executable, "-m", "pytest", *pytest_args,
@@ -139,16 +149,6 @@ def run_round(
     return folders
 
 
-def run_rounds(
-    env_a: str, env_b: str, rounds: int, pytest_args: Sequence[str], output: Path
-) -> tuple[list[Path], list[Path]]:
-    """Run the selection A B, B A, A B ... (``round_order``); return each side's run folders."""
-    if rounds < 1:
-        raise TrainperfError("--rounds must be at least 1")
-    measured = [run_round(index, rounds, env_a, env_b, pytest_args, output) for index in range(1, rounds + 1)]
-    return [r["A"] for r in measured], [r["B"] for r in measured]
-
-
 @dataclass(frozen=True, slots=True)
 class RoundPlan:
     rounds: int
@@ -165,12 +165,13 @@ can be judged)."""
 
 
 def measure_rounds(
-    env_a: str, env_b: str, plan: RoundPlan, pytest_args: Sequence[str], output: Path, judge: Judge,
-    kept: tuple[list[Path], list[Path]] = ([], []),
+    env_a: str, env_b: str, plan: RoundPlan, pytest_args: Sequence[str], output: Path,
+    judge: Judge | None = None, kept: tuple[list[Path], list[Path]] = ([], []),
 ) -> tuple[list[Path], list[Path]]:  # fmt: skip
-    """Each side's run folders after the plan's rounds: ``kept`` (an interrupted study's completed
-    rounds) first, then new rounds until the plan's count, then, with a precision target, more
-    until the target or ``max_rounds``; each addition says why."""
+    """Run the selection A B, B A, A B ... (``round_order``) and return each side's run folders:
+    ``kept`` (an interrupted study's completed rounds) first, then new rounds until the plan's
+    count, then, with a precision target (which needs ``judge``), more until the target or
+    ``max_rounds``; each addition says why."""
     if plan.rounds < 1 or plan.max_rounds < plan.rounds:
         raise TrainperfError("--rounds must be at least 1 and --max-rounds at least --rounds")
     folders_a, folders_b = list(kept[0]), list(kept[1])
@@ -180,7 +181,7 @@ def measure_rounds(
             measured = run_round(len(folders_a) + 1, target, env_a, env_b, pytest_args, output)
             folders_a.append(measured["A"])
             folders_b.append(measured["B"])
-        if plan.within_pct is None:
+        if plan.within_pct is None or judge is None:
             return folders_a, folders_b
         precision = least_precise(judge(folders_a, folders_b))
         extra = more_rounds(precision, target, plan.within_pct, plan.max_rounds)
@@ -204,8 +205,8 @@ def completed_rounds(output: Path) -> tuple[list[Path], list[Path]]:
     folders_a: list[Path] = []
     folders_b: list[Path] = []
     for round_index in range(1, 10_000):
-        run_a = last_run_in(output / f"round{round_index}-A")
-        run_b = last_run_in(output / f"round{round_index}-B")
+        run_a = last_run_in(round_dir(output, round_index, "A"))
+        run_b = last_run_in(round_dir(output, round_index, "B"))
         if run_a is None or run_b is None:
             break
         cases = _cases_in(run_a)
@@ -231,7 +232,8 @@ def measured_sides(
 ) -> tuple[list[CaseResult], list[CaseResult]]:
     """Run the rounds and pool each side's results per case. A (``a_name``, the reference) must have
     measured every case: otherwise nothing can be judged against it, one line naming the cases."""
-    results_a, results_b = pooled_sides(*run_rounds(python_a, python_b, rounds, pytest_args, output))
+    plan = RoundPlan(rounds, max_rounds=rounds)
+    results_a, results_b = pooled_sides(*measure_rounds(python_a, python_b, plan, pytest_args, output))
     not_run = unmeasured_cases(results_a)
     if not_run:
         listed = "; ".join(f"{case}: {why}" for case, why in sorted(not_run.items()))
@@ -244,8 +246,8 @@ def rounds_in(output: Path) -> tuple[list[Path], list[Path]]:
     for judging them again without measuring; a side's rounds missing: one line naming the fix."""
     folders: dict[str, list[Path]] = {"A": [], "B": []}
     for label, found in folders.items():
-        for round_dir in sorted(output.glob(f"round*-{label}"), key=lambda p: int(p.name[5:-2] or 0)):
-            if (run := last_run_in(round_dir)) is not None:
+        for folder in sorted(output.glob(f"round*-{label}"), key=lambda p: int(p.name[5:-2] or 0)):
+            if (run := last_run_in(folder)) is not None:
                 found.append(run)
     if not folders["A"] or not folders["B"]:
         raise TrainperfError(
