@@ -27,6 +27,36 @@ class MetricValue:
     deterministic, so step k is the same batch in every run and samples can be paired."""
 
 
+@dataclass(frozen=True, slots=True)
+class KernelShare:
+    """One kernel's device time per step (its name shortened, its group: GEMM, attention, ...)."""
+
+    name: str
+    group: str
+    ms: float
+    count: float
+
+
+@dataclass(slots=True)
+class KernelSummary:
+    """Where a result's GPU kernel time goes per step: by group (the median over its runs) and its top
+    kernels (its last run's); what a kernel-time change is explained by."""
+
+    groups_ms: dict[str, float] = field(default_factory=dict)
+    top: list[KernelShare] = field(default_factory=list)
+    runs: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Any) -> KernelSummary | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(
+            groups_ms={str(k): float(v) for k, v in (data.get("groups_ms") or {}).items()},
+            top=[KernelShare(**entry) for entry in data.get("top") or []],
+            runs=int(data.get("runs") or 0),
+        )
+
+
 @dataclass(slots=True)
 class CaseResult:
     case_id: str
@@ -55,6 +85,8 @@ class CaseResult:
     diagnosis compares with."""
     planted: str | None = None
     """``--perf-plant KIND[:AMOUNT]``: a planted regression of one nature (never baselined)."""
+    kernels: KernelSummary | None = None
+    """Where the GPU's kernel time goes per step (``measure.step_parts``); None without kernel time."""
     limits: dict[str, Any] | None = None
     """How far from the GPU's limits (``trainperf.plan.limits``): model FLOPs per token and step with
     their formula, achieved TFLOP/s, MFU against the class's peak (or why n/a), energy per million
@@ -82,6 +114,7 @@ class CaseResult:
         if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
             raise TypeError("'metrics' must be an object of metric objects")
         payload["metrics"] = {name: MetricValue(**value) for name, value in metrics.items()}
+        payload["kernels"] = KernelSummary.from_dict(data.get("kernels"))
         return cls(**payload)
 
 

@@ -202,6 +202,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         flag=True,
     ),
     OptionSpec(
+        "kernel_time",
+        "record each step's GPU kernel time (CUPTI, through the PyTorch profiler) and judge kernel time "
+        "against the class and host time against this runner's own reference (off: wall time only)",
+        True,
+        _bool,
+    ),
+    OptionSpec(
         "store",
         "results history: sqlite:///PATH, postgresql://user@host:port/db, or off (default: a SQLite file in "
         "the per-user data folder, e.g. ~/.local/share/trainperf/history.sqlite)",
@@ -310,6 +317,7 @@ class Settings:
     plant: str | None = None
     diagnose: bool = True
     trace: bool = False
+    kernel_time: bool = True
     require_idle_gpu: bool = False
     gpu_wait: float = 300.0
     silent_timeout: float = 600.0

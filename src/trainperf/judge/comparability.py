@@ -5,8 +5,10 @@ is comparable only on."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from trainperf.judge.metrics import Part
 from trainperf.result import CaseResult
 
 # Effective-configuration keys whose change means "not the same work any more".
@@ -31,6 +33,36 @@ GATED_CONFIG_KEYS = (
 
 
 ANOTHER_HOST = "the baseline was measured on another host"
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """Whether the timing figures of one part of the machine are judged, and if not why."""
+
+    open: bool
+    why: str = ""
+
+
+OPEN = Gate(True)
+
+
+@dataclass(frozen=True, slots=True)
+class PartGates:
+    """The gates of a case's timing figures by the part of the machine they depend on (``Part``)."""
+
+    device: Gate
+    host: Gate
+    whole: Gate
+
+    @classmethod
+    def uniform(cls, comparable: bool, why: str = "") -> PartGates:
+        """Every part alike: the timing of a class that has no kernel time (the CPU), or of a
+        reference that lacks it."""
+        gate = Gate(comparable, "" if comparable else why or "timing not comparable with the baseline")
+        return cls(gate, gate, gate)
+
+    def of(self, part: Part) -> Gate:
+        return {Part.DEVICE: self.device, Part.HOST: self.host, Part.WHOLE: self.whole}[part]
 
 
 def timing_comparable(baseline: CaseResult, result: CaseResult, same_keys: Sequence[str]) -> tuple[bool, str]:

@@ -19,12 +19,13 @@ from typing import Any
 
 from trainperf.case import Outcome
 from trainperf.judge import stats
-from trainperf.judge.comparability import GATED_CONFIG_KEYS, config_changes, timing_comparable
+from trainperf.judge.comparability import GATED_CONFIG_KEYS, PartGates, config_changes, timing_comparable
 from trainperf.judge.fingerprint import environment_changes
 from trainperf.judge.metrics import Direction, Metric, resolve_metric
 from trainperf.result import CaseResult, MetricValue
 
 ALPHA = 0.01
+NOT_GATED = "not gated: "
 MIN_SAMPLES_FOR_TEST = 5
 MIN_PAIRS = 8
 # A step "repeats" when its times across the baseline's fresh runs (3 by default) lie within 5%.
@@ -67,6 +68,10 @@ class CaseVerdict:
     metrics: list[MetricVerdict] = field(default_factory=list)
     config_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
     environment_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+    parts: str = ""
+    """Which part of the step moved: ``step +21% = kernels +0.2% (GEMM -0.1 ms) + host +31%``."""
+    confirm: bool = False
+    """A regression of host-dependent timing alone: fresh runs confirm it before it fails."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -220,8 +225,7 @@ class _Judging:
     expectation: str
     environment: list[tuple[str, Any, Any]]
     strict: bool
-    timing_comparable: bool
-    timing_note: str
+    gates: PartGates
 
 
 def compare_case(
@@ -230,12 +234,14 @@ def compare_case(
     metrics: dict[str, Metric],
     *,
     expectation: str,
-    timing_comparable: bool,
+    timing_comparable: bool = True,
     strict: bool = False,
     timing_note: str = "",
+    gates: PartGates | None = None,
 ) -> CaseVerdict:
-    """Judge a case. ``expectation`` is the catalogue's expected outcome on this class; where the
-    timing is not comparable, ``timing_note`` says why (it is shown, never gated)."""
+    """Judge a case. ``expectation`` is the catalogue's expected outcome on this class. Timing figures
+    are gated by the part of the machine they depend on (``gates``, from ``judge.verdict``); without
+    them, alike by ``timing_comparable``, ``timing_note`` saying why not. A figure not gated is shown."""
     case = _Judging(
         result,
         baseline,
@@ -243,8 +249,7 @@ def compare_case(
         expectation,
         environment_changes(baseline.fingerprint, result.fingerprint) if baseline else [],
         strict,
-        timing_comparable,
-        timing_note,
+        gates or PartGates.uniform(timing_comparable, timing_note),
     )
     not_run = _judge_failure_to_run(case)
     if not_run is not None:
@@ -311,17 +316,18 @@ def _judge_without_baseline(case: _Judging, metrics: dict[str, Metric]) -> CaseV
 
 
 def _metric_verdicts(case: _Judging, baseline: CaseResult, metrics: dict[str, Metric]) -> list[MetricVerdict]:
-    """Each known metric against the baseline's; timing ones are shown, not gated, where the
-    timing is not comparable."""
+    """Each known metric against the baseline's; a timing one is shown, not gated, where its part of
+    the machine does not compare."""
     verdicts = []
     for name, value in case.result.metrics.items():
         metric = resolve_metric(metrics, name)
         if metric is None:
             continue
         verdict = compare_metric(metric, value, baseline.metrics.get(name))
-        if metric.timing and not case.timing_comparable:
+        gate = case.gates.of(metric.part)
+        if metric.timing and not gate.open:
             verdict.gated = False
-            verdict.note = f"not gated: {case.timing_note or 'timing not comparable with the baseline'}"
+            verdict.note = f"{NOT_GATED}{gate.why}"
         verdicts.append(verdict)
     return verdicts
 
@@ -366,8 +372,11 @@ def _judge_ran(
     improved = [v for v in gated if v.verdict is Verdict.IMPROVED]
     if improved:
         return CaseVerdict(Verdict.IMPROVED, False, f"improved: {_listed(improved)}", verdicts, changes, env)
-    if not case.timing_comparable and any(not v.gated and v.verdict is not Verdict.PASS for v in verdicts):
-        why = case.timing_note or "timing not comparable with the baseline"
+    shown = [
+        v for v in verdicts if not v.gated and v.verdict is not Verdict.PASS and v.note.startswith(NOT_GATED)
+    ]
+    if shown:
+        why = shown[0].note.removeprefix(NOT_GATED)
         return CaseVerdict(
             Verdict.PASS, False, f"within tolerance; timing shown, not gated: {why}", verdicts, changes, env
         )
@@ -388,6 +397,7 @@ __all__ = [
     "GATED_CONFIG_KEYS",
     "CaseVerdict",
     "MetricVerdict",
+    "PartGates",
     "Verdict",
     "compare_case",
     "compare_metric",

@@ -14,10 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainperf.case import Outcome
-from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case
-from trainperf.judge.metrics import Metric, device_wide_metrics
-from trainperf.result import CaseResult
+from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict
+from trainperf.judge.metrics import device_wide_metrics
 
 SOFTENED = (Verdict.PASS, Verdict.IMPROVED, Verdict.NOISY, Verdict.NEW)
 
@@ -26,6 +24,9 @@ SOFTENED = (Verdict.PASS, Verdict.IMPROVED, Verdict.NOISY, Verdict.NEW)
 class Contamination:
     reasons: tuple[str, ...]
     foreign_process: bool
+    on_gpu: bool = True
+    """Whether the GPU itself was shared or throttled; False when only the host's CPU was crowded, which
+    leaves the GPU's kernel time the case's own (records from before the split read as True)."""
 
     @classmethod
     def of_runs(cls, runs: Sequence[dict[str, Any]]) -> Contamination | None:
@@ -34,7 +35,8 @@ class Contamination:
         if not records:
             return None
         reasons = tuple(dict.fromkeys(reason for record in records for reason in record.get("reasons", [])))
-        return cls(reasons, any(record.get("foreign_process") for record in records))
+        on_gpu = any(record.get("on_gpu", True) for record in records)
+        return cls(reasons, any(record.get("foreign_process") for record in records), on_gpu)
 
     def note(self) -> str:
         return f"contaminated: {'; '.join(self.reasons)}"
@@ -53,10 +55,16 @@ def _own_regressions(metrics: Sequence[MetricVerdict], contamination: Contaminat
 
 
 def apply_contamination(
-    verdict: CaseVerdict, contamination: Contamination | None, *, strict: bool, out_of_memory: bool = False
+    verdict: CaseVerdict,
+    contamination: Contamination | None,
+    *,
+    strict: bool,
+    out_of_memory: bool = False,
+    kernel_judged: bool = False,
 ) -> CaseVerdict:
     """The case's verdict once its runs' contamination is known. The verdict must have been reached
-    with timing not comparable (its timing metrics shown, not gated) with ``contamination.note()``."""
+    with the timing it touched not comparable (shown, not gated) with ``contamination.note()``;
+    ``kernel_judged``: the GPU's kernel time was judged all the same (only the host was crowded)."""
     if contamination is None:
         return verdict
     why = contamination.note()
@@ -65,7 +73,10 @@ def apply_contamination(
     elif verdict.verdict is Verdict.REGRESSED and not _own_regressions(verdict.metrics, contamination):
         reason = f"{why}; timing, energy and device-wide memory shown, not judged"
     elif verdict.verdict in SOFTENED:
-        reason = f"{why}; timing and energy shown, not judged"
+        if kernel_judged and not contamination.on_gpu:
+            reason = f"{why}; host time, step time and energy shown, not judged; kernel time judged"
+        else:
+            reason = f"{why}; timing and energy shown, not judged"
     else:
         return verdict  # a crash, a changed configuration, an own-memory regression: they stand
     return CaseVerdict(
@@ -76,33 +87,3 @@ def apply_contamination(
         verdict.config_changes,
         verdict.environment_changes,
     )
-
-
-def judge_case(
-    result: CaseResult,
-    reference: CaseResult | None,
-    metrics: dict[str, Metric],
-    *,
-    expectation: str,
-    timing: tuple[bool, str],
-    strict: bool,
-) -> CaseVerdict:
-    """``compare_case`` with contamination applied: where a run of either side was contaminated
-    (a reference pooled from rounds, as an A/B's A is, can be), timing is shown, not judged.
-    ``timing`` is whether timing is otherwise comparable, and why not."""
-    comparable, why = timing
-    runs = [*result.runs, *(reference.runs if reference is not None else [])]
-    contamination = Contamination.of_runs(runs)
-    if contamination is not None and comparable:
-        comparable, why = False, contamination.note()
-    verdict = compare_case(
-        result,
-        reference,
-        metrics,
-        expectation=expectation,
-        timing_comparable=comparable,
-        strict=strict,
-        timing_note=why,
-    )
-    out_of_memory = result.outcome == Outcome.OOM.value
-    return apply_contamination(verdict, contamination, strict=strict, out_of_memory=out_of_memory)

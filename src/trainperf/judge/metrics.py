@@ -32,7 +32,22 @@ class Kind(str, Enum):
     POWER = "power"
     UTILISATION = "utilisation"
     """Where a profiled step's time goes: the device busy, or waiting on the host."""
+    SPEED = "speed"
+    """How fast the machine ran, beside the case: the host's speed index, the GPU's clock."""
     CLIFF = "cliff"
+
+
+class Part(str, Enum):
+    """Which part of the machine a timing figure depends on, and so where it compares.
+
+    A step's time has two parts with different physics. The GPU's kernels are set by the GPU model,
+    its clocks and the software: they transfer across machines of a class. The host's share (Python,
+    launches, data, the allocator) is set by the host's CPU, its turbo and its neighbours: it compares
+    on the same runner only. Wall-clock figures hold both."""
+
+    DEVICE = "device"
+    HOST = "host"
+    WHOLE = "whole"
 
 
 class Pooling(str, Enum):
@@ -72,6 +87,8 @@ class Metric:
     """Changes smaller than this, in the metric's unit, never count (memory jitter, say)."""
     timing: bool = False
     """Depends on speed: not gated when timing is not comparable (other CPU, emulated class)."""
+    part: Part = Part.WHOLE
+    """For a timing metric, the part of the machine it depends on (``Part``): where it compares."""
     gated: bool = True
     """Informational metrics are reported next to the verdict but never fail a case."""
     across_gpus: Across | None = None
@@ -96,6 +113,10 @@ ENERGY_PER_TOKEN = "energy_per_token_j"
 POWER_MEAN = "power_mean_w"
 BUSY_SHARE = "busy_pct"
 HOST_SIDE_SHARE = "host_side_pct"
+KERNEL_TIME = "kernel_ms"
+HOST_TIME = "host_ms"
+HOST_INDEX = "host_index"
+SM_CLOCK = "sm_clock_mhz"
 
 
 _REGISTRY: tuple[Metric, ...] = (
@@ -124,6 +145,62 @@ _REGISTRY: tuple[Metric, ...] = (
         timing=True,
         gated=False,
         description="lower quartile of steady-state step times",
+    ),
+    Metric(
+        name=KERNEL_TIME,
+        kind=Kind.TIMING,
+        unit="ms",
+        column="kernel ms",
+        label="GPU kernel time per step (ms)",
+        direction=Direction.LOWER,
+        # Set from the spread measured across H100s of one class (docs/verdicts.md#kernel-time).
+        tolerance=0.006,
+        abs_tolerance=0.05,
+        pooling=Pooling.MEDIAN_OF_STEPS,
+        timing=True,
+        part=Part.DEVICE,
+        description="time the GPU ran the step's kernels, memcpys and memsets (streams merged), from the "
+        "device's own activity records; judged step by step against the class's baseline, on any runner",
+    ),
+    Metric(
+        name=HOST_TIME,
+        kind=Kind.TIMING,
+        unit="ms",
+        column="host ms",
+        label="host time per step (ms)",
+        direction=Direction.LOWER,
+        tolerance=0.03,
+        abs_tolerance=5.0,
+        pooling=Pooling.MEDIAN_OF_STEPS,
+        timing=True,
+        part=Part.HOST,
+        description="step time the GPU had no kernel to run (step time minus kernel time): the host's share, "
+        "judged only against this runner's own reference",
+    ),
+    Metric(
+        name=HOST_INDEX,
+        kind=Kind.SPEED,
+        unit="ops/us",
+        column="host idx",
+        label="host speed index (ops/us)",
+        direction=Direction.HIGHER,
+        tolerance=0.05,
+        gated=False,
+        description="a fixed calibration of the host's CPU before the case (Python and operator dispatch): "
+        "where it moved beyond its own noise, host time is shown, not gated",
+    ),
+    Metric(
+        name=SM_CLOCK,
+        kind=Kind.SPEED,
+        unit="MHz",
+        column="SM MHz",
+        label="SM clock over the steady steps (MHz)",
+        direction=Direction.HIGHER,
+        tolerance=0.02,
+        gated=False,
+        part=Part.DEVICE,
+        description="median SM clock sampled over the steady steps (NVML): a down-clocked GPU explains "
+        "slower kernels, which are then shown, not gated",
     ),
     Metric(
         name=TOKENS_PER_S,
@@ -316,6 +393,11 @@ def register_metric(metric: Metric) -> Metric:
 def metrics_of_kind(*kinds: Kind) -> tuple[str, ...]:
     """The names of the defined metrics of these kinds, in the registry's order."""
     return tuple(name for name, metric in METRICS.items() if metric.kind in kinds)
+
+
+def metrics_of_part(part: Part) -> tuple[str, ...]:
+    """The names of the defined metrics that depend on this part of the machine (``Part``)."""
+    return tuple(name for name, metric in METRICS.items() if metric.part is part)
 
 
 def device_wide_metrics() -> tuple[str, ...]:

@@ -61,16 +61,18 @@ def contamination(
     samples: dict[str, list[Sample]],
     host: HostLoadWatch | None = None,
 ) -> dict[str, Any] | None:
-    """The run's contamination record: its reasons, and whether a foreign process shared the GPU
-    (then the device-wide memory is not the case's alone either; a neighbour on the host CPU
-    leaves it the case's)."""
+    """The run's contamination record: its reasons, whether a foreign process shared the GPU (then the
+    device-wide memory is not the case's alone either; a neighbour on the host CPU leaves it the
+    case's), and whether anything touched the GPU at all (a crowded host CPU leaves its kernel time
+    the case's own)."""
     during = watch.reasons() if watch is not None else []
     on_host = host.reasons() if host is not None else []
-    reasons = [*before_reasons(before), *during, *throttled_during(samples), *on_host]
+    on_gpu = [*before_reasons(before), *during, *throttled_during(samples)]
+    reasons = [*on_gpu, *on_host]
     if not reasons:
         return None
     foreign = bool(during) or bool(before is not None and before.foreign)
-    return {"reasons": reasons, "foreign_process": foreign}
+    return {"reasons": reasons, "foreign_process": foreign, "on_gpu": bool(on_gpu)}
 
 
 @dataclass(slots=True)

@@ -154,6 +154,7 @@ def child_spec(
         bare=bare,
         bare_window_after=window_after if bare else None,
         trace=trace.to_spec() if trace is not None else None,
+        kernel_time=ctx.settings.kernel_time and not bare,
     )
 
 

@@ -18,9 +18,13 @@ from trainperf.judge import stats
 from trainperf.judge.metrics import (
     BUSY_SHARE,
     ENERGY_PER_TOKEN,
+    HOST_INDEX,
     HOST_SIDE_SHARE,
+    HOST_TIME,
+    KERNEL_TIME,
     METRICS,
     PHASE_REMAINDER,
+    SM_CLOCK,
     STEP_TIME,
     STEP_TIME_P25,
     THROUGHPUT_PER_GPU,
@@ -30,6 +34,7 @@ from trainperf.judge.metrics import (
     resolve_metric,
 )
 from trainperf.measure.nvml import Sample
+from trainperf.measure.step_parts import step_parts
 from trainperf.result import MetricValue
 from trainperf.traces.collect import collect
 from trainperf.traces.plan import TracePlan
@@ -138,6 +143,10 @@ def measure_run(
         window = (steps[first - 1]["t_end"], steps[-1]["t_end"])
         _measure_steady_energy(run, samples, steps[first - 1 :], window)
         _measure_steady_power(run, samples, window)
+        _measure_step_parts(run, steps[first:], child.get("kernel_time"))
+    if isinstance(child.get("host_index"), dict) and child["host_index"].get("index"):
+        run.metrics[HOST_INDEX] = float(child["host_index"]["index"])
+        run.info["host_index"] = child["host_index"]
     all_powers = [s.power_w for s in samples if s.power_w is not None]
     if all_powers:
         run.metrics["power_peak_w"] = max(all_powers)
@@ -245,10 +254,27 @@ def _measure_steady_power(
     clocks = [s.sm_clock_mhz for s in in_window if s.sm_clock_mhz is not None]
     if clocks:
         run.info["sm_clock_min_mhz"], run.info["sm_clock_median_mhz"] = min(clocks), stats.median(clocks)
+        run.metrics[SM_CLOCK] = float(stats.median(clocks))
     reasons = 0
     for s in in_window:
         reasons |= s.throttle_reasons or 0
     run.info["clock_event_reasons"] = reasons
+
+
+def _measure_step_parts(run: RunMeasurement, steady: Sequence[dict[str, Any]], record: Any) -> None:
+    """Kernel and host time per steady step, with the steps' keys, where the child recorded the device's
+    work; each group's device time and the top kernels beside them; else why not."""
+    parts, why = step_parts(steady, record)
+    if parts is None:
+        if why:
+            run.info["kernel_time"] = why
+        return
+    run.metrics[KERNEL_TIME] = parts.kernel_median
+    run.metrics[HOST_TIME] = parts.host_median
+    run.extra_samples[KERNEL_TIME] = parts.kernel_ms
+    run.extra_samples[HOST_TIME] = parts.host_ms
+    run.info["kernel_groups_ms"] = parts.groups_ms
+    run.info["kernel_top"] = parts.top
 
 
 def _measure_memory(

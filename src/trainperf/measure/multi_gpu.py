@@ -102,7 +102,9 @@ def measure_gpus(
         rows.append(row)
     _combine(metrics, info, rows, [per_device[d] for d in devices])
     info["per_gpu"] = rows
-    return RunMeasurement(metrics, first.step_samples, first.throughput_samples, info, first.step_keys)
+    return RunMeasurement(
+        metrics, first.step_samples, first.throughput_samples, info, first.step_keys, first.extra_samples
+    )
 
 
 def _combine(

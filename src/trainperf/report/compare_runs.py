@@ -16,9 +16,9 @@ from typing import Any
 
 from trainperf.errors import TrainperfError
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, timing_comparable
-from trainperf.judge.contamination import judge_case
 from trainperf.judge.fingerprint import environment_changes
 from trainperf.judge.metrics import STEP_TIME, with_tolerances
+from trainperf.judge.verdict import judge_case
 from trainperf.measure.hardware import GpuClass
 from trainperf.report.table import align, format_value
 from trainperf.result import CaseResult

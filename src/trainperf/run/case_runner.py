@@ -16,14 +16,16 @@ from trainperf.errors import TrainperfError
 from trainperf.families import family_of, preflight
 from trainperf.families.envs import Interpreter, missing_message
 from trainperf.judge.compare import CaseVerdict, Verdict, timing_comparable
-from trainperf.judge.contamination import Contamination, judge_case
+from trainperf.judge.contamination import Contamination
 from trainperf.judge.learned_tolerance import learned_tolerances
-from trainperf.judge.metrics import STEP_TIME, Metric, resolve_metric
+from trainperf.judge.metrics import STEP_TIME, Metric
 from trainperf.judge.step_series import step_medians
+from trainperf.judge.verdict import judge_case
 from trainperf.launch.launcher import ChildLauncher, ChildRun, interpreter_for
 from trainperf.measure.host_turns import HostTurns
 from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.placement import cpu_share
+from trainperf.measure.step_parts import pool_kernels
 from trainperf.paths import portable_argv
 from trainperf.result import CaseResult
 from trainperf.run.case_notes import gpu_notes, reference_notes, setup_notes, turn_notes
@@ -48,6 +50,8 @@ class CaseRunner:
         self.metrics: dict[str, Metric] = context.metrics
         """The current case's metrics: their timing tolerances narrowed where it is judged against
         the runner's history (``judge.learned_tolerance``)."""
+        self.class_baseline: CaseResult | None = None
+        """The current case's baseline file: its kernel time is the class's, whatever else judges it."""
 
     def run(self, case: Case) -> CaseReport:
         """Measure (or, resumed, re-judge) a case; a folder that cannot be written is one line."""
@@ -99,6 +103,7 @@ class CaseRunner:
         ctx = self.ctx
         self.metrics = ctx.metrics
         on_file = ctx.baselines.load(ctx.gpu_class.name, result_id)
+        self.class_baseline = on_file
         if ctx.history is None or ctx.settings.update_baselines or not from_history:
             return on_file, describe_file_baseline(on_file)
         baseline, described = ctx.history.baseline(result_id, ctx.gpu_class.name, on_file)
@@ -156,7 +161,7 @@ class CaseRunner:
         self.add_runs(case, steps, result, measurements, self._repeats(), profile_last=profile_last)
         verdict = self.judge(case, result, baseline)
         confirm = ctx.settings.confirm
-        if self._needs_confirmation(verdict) and confirm and not ctx.settings.update_baselines:
+        if verdict.confirm and confirm and not ctx.settings.update_baselines:
             first = len(result.runs)
             ctx.say(
                 f"[trainperf] {case.id}: timing regression in {first} run(s); confirming with "
@@ -190,6 +195,7 @@ class CaseRunner:
             expectation=case.expectation(self.ctx.gpu_class.name),
             timing=self._timing_comparable(baseline, result),
             strict=self.ctx.settings.strict,
+            device_reference=self.class_baseline,
         )
 
     def _repeats(self) -> int:
@@ -201,15 +207,6 @@ class CaseRunner:
             if settings.update_baselines
             else settings.repeats
         )
-
-    def _needs_confirmation(self, verdict: CaseVerdict) -> bool:
-        """A regression of timing metrics alone: one process can be slow as a whole (host load,
-        a noisy neighbour), which no per-step statistic inside it can tell from a regression."""
-        if verdict.verdict is not Verdict.REGRESSED:
-            return False
-        regressed = [m for m in verdict.metrics if m.gated and m.verdict is Verdict.REGRESSED]
-        resolved = [resolve_metric(self.ctx.metrics, m.metric) for m in regressed]
-        return bool(regressed) and all(metric is not None and metric.timing for metric in resolved)
 
     def _timing_comparable(self, baseline: CaseResult | None, result: CaseResult) -> tuple[bool, str]:
         if baseline is None:
@@ -314,6 +311,7 @@ class CaseRunner:
             assert run.measurement is not None
             measurements.append(run.measurement)
         result.metrics = pool_runs(measurements)
+        result.kernels = pool_kernels(result.runs)
 
     def run_probe(self, case: Case, steps: int, settled_by: str) -> CaseResult:
         """One fresh child of ``case`` as a cliff probe: a result of its own, never pooled with others;

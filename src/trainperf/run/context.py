@@ -22,6 +22,7 @@ from trainperf.measure.placement import Placement
 from trainperf.paths import PUBLISHED_DIR, SQLITE_URL, portable, portable_argv
 from trainperf.recording.history import SessionHistory, open_history
 from trainperf.store.baselines import BaselineStore
+from trainperf.store.records import runner_label
 from trainperf.store.references import Reference, load_references
 
 
@@ -83,6 +84,8 @@ def open_run(
     if on_gpu and detection.device is not None:
         idle_mem_b = Nvml.sample(Nvml.handle(detection.device)).mem_used_b
     fingerprint = host_fingerprint(detection.info if on_gpu else None)
+    # Host time compares on its own runner only: every result says which runner measured it.
+    fingerprint["runner"] = runner_label(fingerprint, settings.runner)
     metrics = with_tolerances(tolerances_from_pyproject(rootdir), gpu_class.timing_tolerance_scale)
     commit = checkout_commit(rootdir)  # pytest-benchmark's commit_info, and the run's in the history
     started = _unwritable_is_one_line(

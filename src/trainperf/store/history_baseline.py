@@ -40,7 +40,8 @@ def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase])
         outcome="ok",
         metrics=pooled,
         effective_config=latest.effective_config,
-        fingerprint=latest.fingerprint,
+        # Pooled from one runner's runs: its host time is that runner's, whatever the stored records say.
+        fingerprint={**latest.fingerprint, "runner": latest.runner},
         source=(
             f"history: {len(history)} accepted runs on runner {latest.runner}, "
             f"{history[0].started} .. {latest.started}"

@@ -2,8 +2,10 @@
 
 Order matters: the first pattern that matches wins (a flash-attention kernel is built with
 cutlass, so attention is tried before matmul; ``addmm`` is a matmul before it is an ``add``).
-Copy kernels count as memory traffic, like memcpy/memset. Anything launched inside an
-``Optimizer.step`` region is ``optimizer`` whatever its name (``analysis.py`` does that).
+Copy kernels count as memory traffic, like memcpy/memset, except those that change a tensor's dtype
+(``LoadWithCast``/``StoreWithCast`` templates, ``bfloat16_copy_kernel``...): dtype conversions.
+Anything launched inside an ``Optimizer.step`` region is ``optimizer`` whatever its name
+(``analysis.py`` does that).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("communication", r"nccl|c10d|gloo|all_?reduce|all_?gather|reduce_?scatter|broadcast_"),
         ("optimizer", r"adam|optimizer|sgd"),
         ("quantization", r"dequant|quantiz|4bit|bnb|nf4|kgemm"),
+        # A copy that changes the dtype: the cast's load/store templates, or a dtype's own copy kernel.
+        ("conversion", r"withcast|bfloat16_copy_kernel|float16_copy_kernel|half_copy_kernel"),
         ("attention", r"flash|fmha|attention|sdpa|scaled_dot_product"),
         ("matmul", r"gemm|gemv|xmma|nvjet|cutlass|cublas|matmul|aten::mm$|addmm|bmm|aten::linear"),
         (

@@ -9,13 +9,20 @@ names them; the child does the real work (``workloads.plants``). Never baselined
   time (default 0.3): Python-side delay inside the step that the device waits on, the way a library's
   new per-layer check or logging call costs; never hidden behind work the host had queued;
 - ``memory[:MIB]``: a buffer of MIB MiB allocated, filled and held through each next step (default
-  4096 on a GPU, 256 on the CPU).
+  4096 on a GPU, 256 on the CPU);
+- ``gpu[:MS]``: MS milliseconds of extra device work in every step (default 2): real matrix products
+  launched at the step's start, as many as a calibration at the first edge says take MS ms. On a
+  host-bound step the device absorbs them in its idle time, so the step's wall time barely moves while
+  its kernel time grows by MS: what the kernel-time gate exists to catch. To plant a share of a case's
+  kernel time, take MS from its baseline (``kernel_ms`` x 0.01 for 1%);
+- ``python[:MS]``: MS milliseconds of busy Python at every step's start (default 50), while the device
+  waits: host-side time that the GPU's kernels do not see.
 """
 
 from __future__ import annotations
 
-KINDS = ("attention", "composite", "host", "memory")
-DEFAULT_AMOUNT = {"attention": 8.0, "composite": 0.0, "host": 0.3}
+KINDS = ("attention", "composite", "host", "memory", "gpu", "python")
+DEFAULT_AMOUNT = {"attention": 8.0, "composite": 0.0, "host": 0.3, "gpu": 2.0, "python": 50.0}
 MEMORY_DEFAULT_MIB = {"cuda": 4096.0, "cpu": 256.0}
 
 

@@ -2,7 +2,7 @@
 baseline file (the raw trace is not kept there).
 
 Built from a trace's analysis (``traces.analysis``) and the child's allocator summary. The time the
-accelerator is busy per step is given in eight groups, the existing kernel/operator categories
+accelerator is busy per step is given in nine groups, the existing kernel/operator categories
 mapped as below; on the CPU class that busy time is the main thread's operator self time and
 "host-side" time is the time outside any operator (the CPU has no separate device to wait on).
 """
@@ -19,6 +19,7 @@ GROUPS = (
     "quantisation",
     "communication",
     "memcpy/memset",
+    "dtype conversion",
     "other",
 )
 GROUP_OF = {
@@ -30,6 +31,7 @@ GROUP_OF = {
     "quantization": "quantisation",
     "communication": "communication",
     "memory": "memcpy/memset",
+    "conversion": "dtype conversion",
     "other": "other",
 }
 TOP_KERNELS = 20

@@ -100,6 +100,9 @@ def _run_family(spec: ChildSpec, out_dir: Path, rank: int, result: dict[str, Any
             attempt.memory_history = MemoryHistory(_torch_device(spec))
 
         attempt.recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec)
+        from trainperf.workloads.host_index import measure_host_index
+
+        result["host_index"] = measure_host_index()  # the host as the case meets it, before the model
         family = importlib.import_module(family_of(spec.case["family"]).child)
         result.update(family.run(spec, attempt.recorder))
         result["outcome"], attempt.code = "ok", EXIT_OK
@@ -140,6 +143,8 @@ def _record_steps(result: dict[str, Any], recorder: StepRecorder) -> None:
     memory = result.setdefault("memory", {})
     for key, value in recorder.memory_summary().items():
         memory.setdefault(key, value)  # a family that runs its training elsewhere reports its own
+    if (kernels := recorder.kernel_info()) is not None:
+        result["kernel_time"] = kernels
     trace = recorder.trace_info()
     if trace is not None:
         from trainperf.workloads.profiling import environment_note

@@ -5,7 +5,8 @@ which Hugging Face's SDPA attention looks up at each call: the first adds real e
 (their outputs are discarded, the kernels still run), the second computes attention as its composite
 of matmul, softmax and matmul instead of the fused kernel, the third makes the host wait for the
 device and sleep at each call (Python-side delay inside the step). ``memory`` holds a filled buffer
-through the next step.
+through the next step; ``gpu`` launches matrix products worth a fixed device time at each step's start,
+``python`` spends a fixed time in busy Python there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from typing import Any
 import torch
 
 from trainperf.traces.plant import DEFAULT_AMOUNT, MEMORY_DEFAULT_MIB, parse_plant
+
+GPU_PLANT_SIZE = 2048
+"""bf16 products of this size take about 25 us on an H100: a planted time is met to within one of them."""
+CPU_PLANT_SIZE = 256
+CALIBRATION_PRODUCTS = 50
 
 
 def composite_attention(
@@ -73,6 +79,9 @@ class Plant:
         self._calls = 0
         self._slept_s = 0.0
         self._sleep_per_call_s = 0.0
+        # The device plant's operands and how many products make its time (set by ``calibrate``).
+        self._operands: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._products = 0
         if self.kind in ("attention", "composite", "host"):
             self._wrap_sdpa()
 
@@ -106,6 +115,50 @@ class Plant:
             torch.cuda.synchronize(self.device)
         time.sleep(seconds)
         self._slept_s += time.perf_counter() - started
+
+    def calibrate(self) -> None:
+        """The device plant's product count: time a batch of products once, before the first step."""
+        if self.kind != "gpu" or self._operands is not None:
+            return
+        size = GPU_PLANT_SIZE if self.device.type == "cuda" else CPU_PLANT_SIZE
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        a = torch.randn(size, size, device=self.device, dtype=dtype)
+        b = torch.randn(size, size, device=self.device, dtype=dtype)
+        self._operands = (a, b)
+        for _ in range(3):  # warm-up: the library picks its kernel
+            torch.matmul(a, b)
+        each_ms = self._time_products(CALIBRATION_PRODUCTS) / CALIBRATION_PRODUCTS
+        self._products = max(1, round(self.amount / each_ms)) if each_ms > 0 else 1
+
+    def _time_products(self, count: int) -> float:
+        """Milliseconds ``count`` products take on the device (events on a GPU, the clock on the CPU)."""
+        assert self._operands is not None
+        a, b = self._operands
+        if self.device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(count):
+                torch.matmul(a, b)
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end))
+        started = time.perf_counter()
+        for _ in range(count):
+            torch.matmul(a, b)
+        return (time.perf_counter() - started) * 1000.0
+
+    def at_step_start(self) -> None:
+        """At a step's start (after its left edge): the device plant's products, queued, not waited
+        for; or the Python plant's busy milliseconds, while the device waits."""
+        if self.kind == "gpu" and self._operands is not None:
+            a, b = self._operands
+            for _ in range(self._products):
+                torch.matmul(a, b)
+        elif self.kind == "python":
+            until = time.perf_counter() + self.amount / 1000.0
+            spins = 0
+            while time.perf_counter() < until:
+                spins += 1  # the interpreter's own work, not a sleep: a busy host thread
 
     def after_edge(self, step_s: float) -> None:
         """At a step's synchronised edge: the next step's host delay set, or the held buffer renewed."""

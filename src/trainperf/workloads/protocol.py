@@ -74,6 +74,8 @@ class ChildSpec:
     """A bare run times the steps after this one (default ``BARE_WINDOW_START``)."""
     trace: dict[str, Any] | None = None
     """The trace plan (``TracePlan.to_spec``) when the run is profiled."""
+    kernel_time: bool = True
+    """Record the GPU's kernel time per step (``workloads.kernel_clock``; CUDA devices only)."""
 
     @property
     def dataset_steps(self) -> int:

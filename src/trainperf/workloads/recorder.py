@@ -15,6 +15,7 @@ import torch
 
 from trainperf.traces.plan import TracePlan
 from trainperf.workloads import faults
+from trainperf.workloads.kernel_clock import KernelClock
 from trainperf.workloads.plants import Plant
 from trainperf.workloads.profiling import allocator_blocks
 from trainperf.workloads.protocol import ChildSpec
@@ -38,6 +39,9 @@ class StepRecorder:
             from trainperf.workloads.profiling import StepProfiler
 
             self.profiler = StepProfiler(self.trace_plan, self.device)
+        # Kernel time over every step a trace does not take (Kineto admits one profiler at a time).
+        last_timed = self.trace_plan.wait if self.trace_plan is not None else spec.steps
+        self.kernels = KernelClock.for_run(self.device, spec.kernel_time, last_timed)
         # Kept open for the child's life (line-buffered); the process ends with os._exit.
         self._handle = open(self.path, "a", buffering=1)  # noqa: SIM115
 
@@ -49,10 +53,14 @@ class StepRecorder:
         """Mark the start of training (the left edge of the first step)."""
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+        self.plant.calibrate()
         self._sync()
+        if self.kernels is not None:
+            self.kernels.start()  # CUPTI's start-up before the edge: in no step
         if self.profiler is not None:
             self.profiler.start()
         self._last_edge = time.perf_counter()
+        self.plant.at_step_start()
 
     def step_end(self, tokens: int, **extra: Any) -> None:
         """Close a step at a synchronised edge. ``tokens`` counts non-padding tokens of the step."""
@@ -81,6 +89,9 @@ class StepRecorder:
             self.profiler.info["memory"] = allocator_blocks(self.device)
         record.update(extra)
         self.record(record)  # marks the profiled steps
+        if self.kernels is not None:
+            self.kernels.edge(record["step"])  # the marker after the edge; stops after its last step
+        self.plant.at_step_start()
         if self.profiler is not None:
             # After the edge: the profiler's start and its trace export land in marked steps only.
             self.profiler.step()
@@ -111,6 +122,10 @@ class StepRecorder:
         except Exception as exc:  # noqa: BLE001 - the trace must never hide how the run ended
             self.profiler.info["stop_error"] = f"{type(exc).__name__}: {exc}"[:300]
         return self.profiler.info
+
+    def kernel_info(self) -> dict[str, Any] | None:
+        """The device's kernel time per step (``traces.kernel_steps.KernelTimes``), None without a clock."""
+        return self.kernels.result() if self.kernels is not None else None
 
     def memory_summary(self) -> dict[str, int]:
         """This process's allocator peaks; empty where it allocated nothing on the GPU.

@@ -1,0 +1,156 @@
+"""Kernel time, host time and the host index of every run in some run folders, and each case's spread
+across runs and GPUs: the figures the kernel-time tolerance is set from (docs/verdicts.md).
+
+    python benchmarks/kernel_spread.py RUN_FOLDER... [--json FILE]
+
+One line per fresh child (its run folder, GPU, planted change, kernel clock on or off, kernel ms, host
+ms, step s, the child's wall s, host index, SM MHz, the case's verdict), then per case: kernel time's
+median, its spread (max/min - 1) and robust CV over the runs with the clock on and no plant, the GPUs
+they ran on, and what the clock cost (the median wall time and step time of its runs against those
+with it off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    case: str
+    folder: str
+    gpu: str
+    planted: str
+    clock: bool
+    kernel_ms: float | None
+    host_ms: float | None
+    step_s: float | None
+    wall_s: float | None
+    host_index: float | None
+    sm_mhz: float | None
+    verdict: str
+    parts: str
+
+
+def _steady_median(run: dict[str, Any], steps: list[dict[str, Any]]) -> float | None:
+    first = int(run.get("warmup_steps") or 1)
+    durations = [float(s["duration_s"]) for s in steps[first:] if not s.get("profiled")]
+    return statistics.median(durations) if durations else None
+
+
+def rows_of(result_path: Path) -> list[Row]:
+    """One row per fresh child of a result file, read from the child's own folder where it is kept."""
+    data = json.loads(result_path.read_text())
+    run_root = result_path.parent.parent
+    verdict = data.get("verdict") or {}
+    rows = []
+    for run in data.get("runs") or []:
+        folder = run_root / str(run.get("dir", ""))
+        child = _read(folder / "result.json")
+        steps = child.get("steps") or []
+        kernel = child.get("kernel_time") or {}
+        groups = run.get("kernel_groups_ms")
+        by_step = {int(s["step"]): float(s["busy_ms"]) for s in kernel.get("steps") or []}
+        first = int(run.get("warmup_steps") or 1)
+        steady = [s for s in steps[first:] if not s.get("profiled")]
+        kernel_ms = [by_step[int(s["step"])] for s in steady if int(s["step"]) in by_step]
+        host_ms = [float(s["duration_s"]) * 1000 - by_step[int(s["step"])] for s in steady if int(s["step"]) in by_step]
+        rows.append(
+            Row(
+                case=data["case_id"],
+                folder=result_path.parents[3].name,
+                gpu=str((data.get("fingerprint") or {}).get("gpu_uuid") or "-")[-8:],
+                planted=str(data.get("planted") or ""),
+                clock=bool(kernel) or bool(groups),
+                kernel_ms=statistics.median(kernel_ms) if kernel_ms else None,
+                host_ms=statistics.median(host_ms) if host_ms else None,
+                step_s=_steady_median(run, steps),
+                wall_s=run.get("wall_s"),
+                host_index=(run.get("host_index") or {}).get("index"),
+                sm_mhz=run.get("sm_clock_median_mhz"),
+                verdict=str(verdict.get("verdict", "?")),
+                parts=str(verdict.get("parts", "") or kernel.get("error") or run.get("kernel_time") or ""),
+            )
+        )
+    return rows
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError):
+        return {}
+
+
+def _f(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def spread(values: list[float]) -> tuple[float, float] | None:
+    """(max/min - 1, robust CV) of some values; None for fewer than two."""
+    if len(values) < 2:
+        return None
+    centre = statistics.median(values)
+    mad = statistics.median(abs(v - centre) for v in values)
+    return max(values) / min(values) - 1, 1.4826 * mad / centre
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--json", type=Path, help="write every row and summary here too")
+    args = parser.parse_args()
+    rows = [row for run in args.runs for path in sorted(run.glob("*/results/*.json")) for row in rows_of(path)]
+    rows += [row for run in args.runs for path in sorted(run.glob("results/*.json")) for row in rows_of(path)]
+    print(f"{'case':<44} {'folder':<24} {'gpu':<8} {'plant':<10} {'clk':<3} {'kernel ms':>10} {'host ms':>9} "
+          f"{'step s':>7} {'wall s':>7} {'host idx':>8} {'SM MHz':>6}  verdict / parts")
+    for row in rows:
+        print(f"{row.case[:44]:<44} {row.folder[:24]:<24} {row.gpu:<8} {row.planted[:10]:<10} "
+              f"{'on' if row.clock else 'off':<3} {_f(row.kernel_ms, 3):>10} {_f(row.host_ms, 1):>9} "
+              f"{_f(row.step_s, 4):>7} {_f(row.wall_s, 1):>7} {_f(row.host_index, 3):>8} "
+              f"{_f(row.sm_mhz, 0):>6}  {row.verdict} {row.parts}")
+    summaries = summarise(rows)
+    print()
+    for line in summaries:
+        print(line["line"])
+    if args.json:
+        args.json.write_text(json.dumps({"rows": [asdict(r) for r in rows], "cases": summaries}, indent=1))
+
+
+def summarise(rows: list[Row]) -> list[dict[str, Any]]:
+    by_case: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_case[row.case].append(row)
+    out = []
+    for case, group in sorted(by_case.items()):
+        clean = [r for r in group if r.clock and not r.planted and r.kernel_ms is not None]
+        kernels = [r.kernel_ms for r in clean if r.kernel_ms is not None]
+        line = f"{case}: {len(kernels)} run(s) on {len({r.gpu for r in clean})} GPU(s)"
+        found = spread(kernels)
+        if found:
+            line += (f"; kernel ms median {statistics.median(kernels):.3f}, spread {found[0]:.3%}, "
+                     f"robust CV {found[1]:.3%}")
+        off = [r for r in group if not r.clock and not r.planted]
+        on = [r for r in group if r.clock and not r.planted]
+        cost: dict[str, float] = {}
+        for name in ("wall_s", "step_s"):
+            a = [getattr(r, name) for r in on if getattr(r, name) is not None]
+            b = [getattr(r, name) for r in off if getattr(r, name) is not None]
+            if a and b:
+                cost[name] = statistics.median(a) / statistics.median(b) - 1
+        if cost:
+            line += "; clock on vs off: " + ", ".join(f"{k} {v:+.2%}" for k, v in cost.items())
+        out.append({"case": case, "kernel_ms": kernels, "gpus": sorted({r.gpu for r in clean}),
+                    "spread": found, "cost": cost, "line": line})
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""The one room where a case's verdict is reached (no I/O): which reference each figure is judged
+against, which timing figures gate, contamination, whether a regression needs confirming, and the line
+that says which part of a step moved.
+
+A step's time has two parts. The GPU's kernel time transfers across machines of a class: it is judged
+against the class's baseline file, on any runner, and it is deterministic enough that a regression of
+it fails at once. The host's share (step time less kernel time) compares only on the same runner: it is
+judged against that runner's own reference (its history, or a baseline file taken there), and only
+while the host's speed index sits within its own noise; elsewhere it is shown, with one line saying why
+and how to gate it. Wall-clock figures (step time, tokens/s, energy) hold both parts and gate where both
+do. A result without kernel time (the CPU class, a reference taken before kernel time was recorded) is
+judged on wall time as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from trainperf.case import Outcome
+from trainperf.judge import stats
+from trainperf.judge.comparability import OPEN, Gate, PartGates
+from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case
+from trainperf.judge.contamination import Contamination, apply_contamination
+from trainperf.judge.metrics import (
+    HOST_INDEX,
+    HOST_TIME,
+    KERNEL_TIME,
+    SM_CLOCK,
+    STEP_TIME,
+    Metric,
+    Part,
+    metrics_of_part,
+    resolve_metric,
+)
+from trainperf.result import CaseResult, KernelSummary, MetricValue
+
+HOST_INDEX_FLOOR = 0.05
+"""The host index moves this much between fresh processes of one quiet host (docs/verdicts.md): a
+smaller move is the index's own noise, never a reason to stop judging host time."""
+HOST_INDEX_NOISE_MULTIPLE = 3.0
+"""Beyond this many robust sigmas of the reference's own runs, the host index has moved."""
+SM_CLOCK_TOLERANCE = 0.02
+"""A GPU whose steady SM clock sits this much below the reference's ran down-clocked."""
+OWN_POWER_CAP = 0x4
+"""NVML's software power cap: a card at its cap while it trains is the case's own load."""
+
+
+def judge_case(
+    result: CaseResult,
+    reference: CaseResult | None,
+    metrics: Mapping[str, Metric],
+    *,
+    expectation: str,
+    timing: tuple[bool, str],
+    strict: bool,
+    device_reference: CaseResult | None = None,
+) -> CaseVerdict:
+    """A case's verdict. ``reference`` is what it is judged against (the class's file or the runner's
+    history); ``device_reference`` the class's file, whose kernel time is the class's, where the
+    reference is the runner's history. ``timing``: whether the class lets timing compare at all (an
+    emulated run, another CPU on the CPU class), and why not."""
+    both = [*result.runs, *(reference.runs if reference is not None else [])]
+    contamination = Contamination.of_runs(both)
+    reference = with_device_figures(reference, device_reference)
+    gates = part_gates(result, reference, timing, contamination)
+    verdict = compare_case(
+        result, reference, dict(metrics), expectation=expectation, strict=strict, gates=gates
+    )
+    kernel_judged = gates.device.open and KERNEL_TIME in result.metrics
+    verdict = apply_contamination(
+        verdict,
+        contamination,
+        strict=strict,
+        out_of_memory=result.outcome == Outcome.OOM.value,
+        kernel_judged=kernel_judged,
+    )
+    verdict.parts = parts_line(verdict, result, reference)
+    verdict.confirm = needs_confirmation(verdict, metrics)
+    return verdict
+
+
+def with_device_figures(reference: CaseResult | None, device: CaseResult | None) -> CaseResult | None:
+    """The reference with its device-part figures (kernel time) and kernel summary taken from the class's
+    file: a runner's history judges its host, the class judges its GPU's work."""
+    if reference is None or device is None or device is reference or KERNEL_TIME not in device.metrics:
+        return reference
+    figures = {name: value for name, value in device.metrics.items() if name in metrics_of_part(Part.DEVICE)}
+    return dataclasses.replace(
+        reference, metrics={**reference.metrics, **figures}, kernels=device.kernels or reference.kernels
+    )
+
+
+def part_gates(
+    result: CaseResult,
+    reference: CaseResult | None,
+    timing: tuple[bool, str],
+    contamination: Contamination | None,
+) -> PartGates:
+    """Which timing figures gate, by the part of the machine they depend on."""
+    comparable, why = timing
+    if not comparable:
+        return PartGates.uniform(False, why)
+    if contamination is not None and contamination.on_gpu:
+        return PartGates.uniform(False, contamination.note())
+    split = reference is not None and KERNEL_TIME in result.metrics and KERNEL_TIME in reference.metrics
+    if not split:
+        return PartGates.uniform(contamination is None, contamination.note() if contamination else "")
+    assert reference is not None
+    device = device_gate(result, reference)
+    host = host_gate(result, reference, contamination)
+    whole = OPEN if host.open and device.open else Gate(False, host.why or device.why)
+    return PartGates(device, host, whole)
+
+
+def device_gate(result: CaseResult, reference: CaseResult) -> Gate:
+    """The GPU's kernel time gates unless the GPU ran down-clocked against the reference (its own power
+    cap, which is the case's load, excepted)."""
+    current, base = result.metrics.get(SM_CLOCK), reference.metrics.get(SM_CLOCK)
+    if current is None or base is None or not base.value:
+        return OPEN
+    if current.value >= base.value * (1 - SM_CLOCK_TOLERANCE):
+        return OPEN
+    if any(int(run.get("clock_event_reasons") or 0) & OWN_POWER_CAP for run in result.runs):
+        return OPEN
+    return Gate(
+        False,
+        f"the GPU ran at {current.value:.0f} MHz against {base.value:.0f} MHz in the reference "
+        "(a down-clocked GPU, not the case's own power cap)",
+    )
+
+
+def host_gate(result: CaseResult, reference: CaseResult, contamination: Contamination | None) -> Gate:
+    """Host time gates against the same runner's reference only, while the host index holds still."""
+    if contamination is not None:
+        return Gate(False, contamination.note())
+    mine, theirs = result.fingerprint.get("runner"), reference.fingerprint.get("runner")
+    if not mine or mine != theirs:
+        return Gate(
+            False,
+            f"host time compares on its own runner only and the reference is {_runner(theirs)}'s: it "
+            "gates once this runner has a reference of its own (its history: --perf-baseline auto; "
+            "or a baseline taken here)",
+        )
+    moved = host_index_moved(result.metrics.get(HOST_INDEX), reference.metrics.get(HOST_INDEX))
+    return Gate(False, moved) if moved else OPEN
+
+
+def _runner(name: object) -> str:
+    return f"runner {name}" if name else "an unnamed runner"
+
+
+def host_index_moved(current: MetricValue | None, reference: MetricValue | None) -> str:
+    """Why the host no longer compares (its speed index moved beyond its own noise), or ''."""
+    if current is None or reference is None:
+        return ""
+    runs = list(reference.per_run or [reference.value])
+    centre = stats.median(runs)
+    if not centre:
+        return ""
+    spread = stats.MAD_TO_SIGMA * stats.mad(runs) / centre if len(runs) >= 3 else 0.0
+    noise = HOST_INDEX_NOISE_MULTIPLE * spread
+    limit = max(HOST_INDEX_FLOOR, noise)
+    change = current.value / centre - 1
+    if abs(change) <= limit:
+        return ""
+    which = "slower" if change < 0 else "faster"
+    return f"host index {change:+.1%} against the reference (a {which} host; its noise is ±{limit:.1%})"
+
+
+def needs_confirmation(verdict: CaseVerdict, metrics: Mapping[str, Metric]) -> bool:
+    """A regression of host-dependent timing alone is confirmed by fresh runs before it fails: one
+    process can be slow as a whole (host load, a neighbour). Kernel time and memory are deterministic:
+    a regression of either fails at once."""
+    if verdict.verdict is not Verdict.REGRESSED:
+        return False
+    regressed = [m for m in verdict.metrics if m.gated and m.verdict is Verdict.REGRESSED]
+    resolved = [resolve_metric(dict(metrics), m.metric) for m in regressed]
+    return bool(regressed) and all(
+        metric is not None and metric.timing and metric.part is not Part.DEVICE for metric in resolved
+    )
+
+
+def parts_line(verdict: CaseVerdict, result: CaseResult, reference: CaseResult | None) -> str:
+    """``step +21.1% = kernels +0.2% (GEMM -0.1 ms) + host +31.0% (host index -28.0%)``: which part of
+    the step moved; '' where the result has no kernel time or nothing to compare."""
+    by_name = {m.metric: m for m in verdict.metrics}
+    step, kernel, host = by_name.get(STEP_TIME), by_name.get(KERNEL_TIME), by_name.get(HOST_TIME)
+    if reference is None or step is None or kernel is None or kernel.ratio is None or step.ratio is None:
+        return ""
+    line = f"step {_pct(step.ratio)} = kernels {_pct(kernel.ratio)}{_gated(kernel)}"
+    moved = largest_group_change(result.kernels, reference.kernels)
+    line += f" ({moved})" if moved else ""
+    if host is not None and host.ratio is not None:
+        line += f" + host {_pct(host.ratio)}{_gated(host)}"
+        index = _index_change(result, reference)
+        line += f" (host index {index})" if index else ""
+    return line
+
+
+def _gated(verdict: MetricVerdict) -> str:
+    return "" if verdict.gated else " shown"
+
+
+def largest_group_change(current: KernelSummary | None, reference: KernelSummary | None) -> str:
+    """The kernel group whose time per step moved most, e.g. ``GEMM -0.1 ms``."""
+    if current is None or reference is None:
+        return ""
+    groups = set(current.groups_ms) | set(reference.groups_ms)
+    deltas = {g: current.groups_ms.get(g, 0.0) - reference.groups_ms.get(g, 0.0) for g in groups}
+    if not deltas:
+        return ""
+    group = max(deltas, key=lambda g: abs(deltas[g]))
+    return f"{group} {deltas[group]:+.1f} ms"
+
+
+def _index_change(result: CaseResult, reference: CaseResult) -> str:
+    current, base = result.metrics.get(HOST_INDEX), reference.metrics.get(HOST_INDEX)
+    if current is None or base is None or not base.value:
+        return ""
+    return _pct(current.value / base.value)
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+__all__ = [
+    "HOST_INDEX_FLOOR",
+    "judge_case",
+    "needs_confirmation",
+    "part_gates",
+    "parts_line",
+    "with_device_figures",
+]

@@ -1,0 +1,182 @@
+"""GPU kernel time per training step, from the device's activity records (pure: no torch, no I/O).
+
+The child (``workloads.kernel_clock``) records every kernel, memcpy and memset the GPU ran over its
+steps, through CUPTI, and a marker kernel at each synchronised step edge. Here those records are cut
+at the markers into steps: step k is everything the device ran between the marker of edge k-1 and
+the marker of edge k. Every kernel of a step has ended before its edge (the edge is a device-wide
+synchronisation) and the next step's kernels are launched after the marker, so the cut is exact
+whatever the streams.
+
+A step's *kernel time* is the union of its activity intervals (streams that overlap count once): the
+time the GPU had work. It is set by the GPU, its clocks and the software, not by the host, so it
+transfers across machines of a class; the rest of the step (step time minus kernel time) is the host's
+share. Per group (GEMM, attention, ...) the durations are summed, as profilers report them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainperf.traces.categories import categorise, short_name
+from trainperf.traces.profile import GROUP_OF
+
+MARKER_KERNEL = "spin_kernel"
+"""The kernel ``torch.cuda._sleep(0)`` launches: nothing in a training step launches it, so it marks
+the step edges on the device's own timeline."""
+MEMORY_KINDS = ("gpu_memcpy", "gpu_memset")
+NS_PER_MS = 1e6
+TOP_KERNELS = 20
+FIRST_STEP_SKIPPED = 1
+"""The top kernels leave out the first step: its allocation, autotuning and compilation are warm-up."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceActivity:
+    """One interval the GPU worked: a kernel, a memcpy or a memset (``kind`` as Kineto names it)."""
+
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepKernels:
+    """One step's device work."""
+
+    step: int
+    busy_ms: float
+    """The union of the step's activity intervals: the time the GPU had work."""
+    groups_ms: dict[str, float]
+    """Summed durations per group (``traces.profile.GROUPS``); overlapping streams count twice here."""
+    kernels: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopKernel:
+    """A kernel's total over the recorded steps after the first (the first is warm-up)."""
+
+    name: str
+    group: str
+    total_ms: float
+    count: int
+
+
+@dataclass(slots=True)
+class KernelTimes:
+    """What a child reports of its device work: per step, and the kernels that took the most time."""
+
+    steps: list[StepKernels] = field(default_factory=list)
+    top: list[TopKernel] = field(default_factory=list)
+    top_steps: int = 0
+    """How many steps ``top`` sums over."""
+    error: str = ""
+    """Why nothing (or not every step) was recorded: no CUPTI, markers missing, a profiler failure."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> KernelTimes | None:
+        """A child's record, None where it has none; a malformed record reads as its error."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls(
+                steps=[StepKernels(**step) for step in data.get("steps") or []],
+                top=[TopKernel(**kernel) for kernel in data.get("top") or []],
+                top_steps=int(data.get("top_steps") or 0),
+                error=str(data.get("error") or ""),
+            )
+        except (TypeError, ValueError) as exc:
+            return cls(error=f"unreadable kernel-time record: {exc}")
+
+    def by_step(self) -> dict[int, StepKernels]:
+        return {step.step: step for step in self.steps}
+
+
+def group_of(activity: DeviceActivity) -> str:
+    """The profile group of one activity: copies and sets are memory traffic, kernels by their name."""
+    category = "memory" if activity.kind in MEMORY_KINDS else categorise(activity.name)
+    return GROUP_OF.get(category, "other")
+
+
+def union_ms(intervals: Iterable[tuple[int, int]]) -> float:
+    """The length of the union of ``[start, end)`` intervals in nanoseconds, as milliseconds."""
+    total = 0
+    current_start: int | None = None
+    current_end = 0
+    for start, end in sorted(intervals):
+        if current_start is None or start > current_end:
+            if current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_start is not None:
+        total += current_end - current_start
+    return total / NS_PER_MS
+
+
+def split_steps(
+    activities: Sequence[DeviceActivity], first_step: int = 1
+) -> tuple[list[list[DeviceActivity]], str]:
+    """The activities between consecutive markers, one list per step from ``first_step``, and an
+    error where the markers do not frame any step."""
+    ordered = sorted(activities, key=lambda a: a.start_ns)
+    marks = [a.start_ns for a in ordered if MARKER_KERNEL in a.name]
+    if len(marks) < 2:
+        return [], f"{len(marks)} step-edge marker(s) on the device timeline: no step framed"
+    steps: list[list[DeviceActivity]] = [[] for _ in range(len(marks) - 1)]
+    index = 0
+    for activity in ordered:
+        if MARKER_KERNEL in activity.name:
+            continue
+        while index < len(marks) - 1 and activity.start_ns >= marks[index + 1]:
+            index += 1
+        if marks[0] <= activity.start_ns < marks[-1]:
+            steps[index].append(activity)
+    return steps, ""
+
+
+def summarise_step(step: int, activities: Sequence[DeviceActivity]) -> StepKernels:
+    groups: dict[str, float] = defaultdict(float)
+    for activity in activities:
+        groups[group_of(activity)] += (activity.end_ns - activity.start_ns) / NS_PER_MS
+    return StepKernels(
+        step=step,
+        busy_ms=union_ms((a.start_ns, a.end_ns) for a in activities),
+        groups_ms={name: round(ms, 4) for name, ms in sorted(groups.items(), key=lambda kv: -kv[1])},
+        kernels=len(activities),
+    )
+
+
+def top_kernels(per_step: Sequence[Sequence[DeviceActivity]], limit: int = TOP_KERNELS) -> list[TopKernel]:
+    """The kernels that took the most device time over the given steps, by their full name (shortened
+    for the record); the group comes from the full name, whose template arguments tell a cast."""
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    group: dict[str, str] = {}
+    for activities in per_step:
+        for activity in activities:
+            entry = totals[activity.name]
+            entry[0] += activity.end_ns - activity.start_ns
+            entry[1] += 1
+            group.setdefault(activity.name, group_of(activity))
+    ranked = sorted(totals.items(), key=lambda item: -item[1][0])[:limit]
+    return [
+        TopKernel(short_name(name), group[name], round(ns / NS_PER_MS, 4), count)
+        for name, (ns, count) in ranked
+    ]
+
+
+def kernel_times(activities: Sequence[DeviceActivity], first_step: int = 1) -> KernelTimes:
+    """Per-step kernel time of a run whose first framed step is ``first_step``, and its top kernels."""
+    per_step, error = split_steps(activities, first_step)
+    if error:
+        return KernelTimes(error=error)
+    steps = [summarise_step(first_step + offset, acts) for offset, acts in enumerate(per_step)]
+    later = per_step[FIRST_STEP_SKIPPED:] if first_step == 1 else per_step
+    return KernelTimes(steps=steps, top=top_kernels(later), top_steps=len(later))
