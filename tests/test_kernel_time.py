@@ -12,6 +12,7 @@ from trainperf.traces.kernel_steps import (
     DeviceActivity,
     KernelTimes,
     kernel_times,
+    kernel_window,
     union_ms,
 )
 
@@ -81,44 +82,70 @@ def test_union_of_intervals() -> None:
     assert union_ms([]) == 0.0
 
 
-def steps_of(durations_s: list[float], tokens: int = 100) -> list[dict[str, object]]:
+def steps_of(
+    durations_s: list[float], tokens: int = 100, window: tuple[int, int] = (3, 4)
+) -> list[dict[str, object]]:
+    """Step records as the child writes them, the kernel window's steps marked."""
     edges, t = [], 1000.0
     for number, duration in enumerate(durations_s, start=1):
+        record = {
+            "step": number,
+            "t_start": t,
+            "t_end": t + duration,
+            "duration_s": duration,
+            "tokens": tokens,
+        }
+        if window[0] <= number <= window[1]:
+            record["kernel_window"] = True
+            t += 1.5  # the records are read back after the window's last edge: between two steps
         t += duration
-        edges.append({"step": number, "t_end": t, "duration_s": duration, "tokens": tokens})
+        edges.append(record)
     return edges
 
 
 def child_with_kernels(durations_s: list[float], kernel_ms: list[float]) -> dict[str, object]:
-    """A child's result whose device ran ``kernel_ms`` of each step (one GEMM a step)."""
+    """A child's result whose device ran ``kernel_ms`` in each step of the window (steps 3 and 4)."""
     activities, at = [marker(0)], 0.0
-    for duration, busy in zip(durations_s, kernel_ms):
+    for busy in kernel_ms:
         activities.append(kernel("gemm", at + 0.5, busy))
-        at += duration * 1000
+        at += 1000
         activities.append(marker(at))
-    return {"steps": steps_of(durations_s), "kernel_time": kernel_times(activities).to_dict()}
+    return {"steps": steps_of(durations_s), "kernel_time": kernel_times(activities, first_step=3).to_dict()}
 
 
-def test_each_steady_step_splits_into_kernel_and_host_time_keyed_like_step_time() -> None:
-    durations = [3.0, 0.8, 0.7, 0.9, 0.7, 0.75, 0.7, 0.8]
-    child = child_with_kernels(durations, [500.0] + [200.0] * 7)
-    run = measure_run(child, [], samples_per_step=4, idle_mem_b=None)
-    assert run.metrics[KERNEL_TIME] == 200.0
-    host = run.extra_samples[HOST_TIME]
-    assert len(host) == len(durations) - 1
-    assert all(abs(h - (d * 1000 - 200.0)) < 1e-6 for h, d in zip(host, durations[1:]))
+def test_the_window_gives_kernel_time_keyed_by_its_steps_and_the_timed_steps_the_hosts_share() -> None:
+    durations = [3.0, 0.8, 1.2, 1.1, 0.7, 0.75, 0.7, 0.8, 0.72]
+    run = measure_run(child_with_kernels(durations, [200.0, 210.0]), [], samples_per_step=4, idle_mem_b=None)
+    assert run.metrics[KERNEL_TIME] == 205.0
     metrics = run_metrics(run)
-    assert metrics[KERNEL_TIME].keys == metrics["step_time_s"].keys
-    assert run.info["kernel_groups_ms"] == {"GEMM": 200.0}
+    assert metrics[KERNEL_TIME].keys == ["3:100", "4:100"]
+    assert metrics[KERNEL_TIME].samples == [200.0, 210.0]
+    # The window's steps are not timed; the host's share is the timed median less the kernel median.
+    assert "3:100" not in (metrics["step_time_s"].keys or []) and run.info["kernel_window_steps"] == 2
+    timed = sorted([0.8, 0.7, 0.75, 0.7, 0.8, 0.72])
+    assert abs(run.metrics[HOST_TIME] - ((timed[2] + timed[3]) / 2 * 1000 - 205.0)) < 1e-6
+    assert run.info["kernel_groups_ms"] == {"GEMM": 205.0}
     summary = pool_kernels([run.info, run.info])
-    assert summary is not None and summary.groups_ms == {"GEMM": 200.0} and summary.runs == 2
+    assert summary is not None and summary.groups_ms == {"GEMM": 205.0} and summary.runs == 2
 
 
-def test_a_steady_step_without_a_kernel_record_leaves_the_run_without_kernel_time() -> None:
-    child = child_with_kernels([3.0, 0.8, 0.7, 0.9], [500.0, 200.0, 200.0, 200.0])
+def test_a_window_step_without_a_kernel_record_leaves_the_run_without_kernel_time() -> None:
+    child = child_with_kernels([3.0, 0.8, 1.2, 1.1, 0.7, 0.75, 0.7], [200.0, 210.0])
     record = dict(child["kernel_time"])  # type: ignore[call-overload]
-    record["steps"] = record["steps"][:2]
-    parts, why = step_parts(child["steps"], record)  # type: ignore[arg-type]
-    assert parts is None and "not recorded for steady step(s) 3, 4" in why
+    record["steps"] = record["steps"][:1]
+    steps = child["steps"]
+    window = [s for s in steps if s.get("kernel_window")]  # type: ignore[union-attr]
+    parts, why = step_parts(steps[4:], window, record)  # type: ignore[index]
+    assert parts is None and "not recorded for window step(s) 4" in why
     run = measure_run({**child, "kernel_time": record}, [], samples_per_step=4, idle_mem_b=None)
     assert KERNEL_TIME not in run.metrics and "not recorded" in run.info["kernel_time"]
+
+
+def test_the_window_sits_early_keeps_five_timed_steps_and_gives_way_to_a_trace() -> None:
+    assert kernel_window(40, 2) == (3, 4)
+    assert kernel_window(8, 2) == (3, 4)
+    assert kernel_window(6, 2) == (3, 3)  # four timed steps would be left with two: fewer than five
+    assert kernel_window(5, 2) is None
+    assert kernel_window(40, 0) is None
+    assert kernel_window(12, 2, trace_first=8) == (3, 4)
+    assert kernel_window(9, 2, trace_first=5) is None  # the trace's steps start where the window would

@@ -51,6 +51,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 10:
@@ -202,11 +209,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         flag=True,
     ),
     OptionSpec(
-        "kernel_time",
-        "record each step's GPU kernel time (CUPTI, through the PyTorch profiler) and judge kernel time "
-        "against the class and host time against this runner's own reference (off: wall time only)",
-        True,
-        _bool,
+        "kernel_steps",
+        "early steps of each GPU run whose kernel time is recorded (CUPTI, through the PyTorch profiler; "
+        "left out of the timing): kernel time is judged against the class, the rest of a step on this "
+        "runner only (0: off, wall time only)",
+        2,
+        _count,
     ),
     OptionSpec(
         "store",
@@ -317,7 +325,7 @@ class Settings:
     plant: str | None = None
     diagnose: bool = True
     trace: bool = False
-    kernel_time: bool = True
+    kernel_steps: int = 2
     require_idle_gpu: bool = False
     gpu_wait: float = 300.0
     silent_timeout: float = 600.0

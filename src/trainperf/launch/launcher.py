@@ -32,6 +32,7 @@ from trainperf.measure.ownership import OWNER_ENV, owner_tag
 from trainperf.measure.placement import Placement, cpu_share, reserve
 from trainperf.paths import portable
 from trainperf.synth.cache import cache_root
+from trainperf.traces.kernel_steps import kernel_window
 from trainperf.traces.plan import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
     SAMPLES_FILE,
@@ -154,8 +155,17 @@ def child_spec(
         bare=bare,
         bare_window_after=window_after if bare else None,
         trace=trace.to_spec() if trace is not None else None,
-        kernel_time=ctx.settings.kernel_time and not bare,
+        kernel_window=_kernel_window(ctx, steps, trace, bare),
     )
+
+
+def _kernel_window(ctx: LaunchContext, steps: int, trace: TracePlan | None, bare: bool) -> list[int] | None:
+    """The steps whose kernel time a GPU child records (``--perf-kernel-steps``), before any trace's."""
+    if bare or not ctx.on_gpu or ctx.settings.kernel_steps < 1:
+        return None
+    first = trace.first_profiled_step if trace is not None else None
+    window = kernel_window(steps, ctx.settings.kernel_steps, first)
+    return list(window) if window else None
 
 
 def case_devices(ctx: LaunchContext, case: Case) -> tuple[str, ...]:

@@ -54,6 +54,8 @@ class RunMeasurement:
     """``step:tokens`` of each steady step: pairs samples with the baseline's same batch."""
     extra_samples: dict[str, list[float]] = field(default_factory=dict)
     """Per-steady-step samples of further metrics (phases, the framework's throughput)."""
+    extra_keys: dict[str, list[str]] = field(default_factory=dict)
+    """The keys of those samples that are not the steady steps' (kernel time: its window's steps)."""
 
 
 def _interpolate(samples: Sequence[Sample], t: float, attribute: str) -> float | None:
@@ -93,11 +95,21 @@ def window_energy_j(samples: Sequence[Sample], start: float, end: float) -> tupl
     return None, "unavailable"
 
 
+def step_intervals(edges: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
+    """The wall-clock span of each step after ``edges[0]`` (which closes the step before): from its own
+    left edge where the child recorded it (``t_start``), else from the previous step's end. Steps left
+    out of the timing (a kernel window's) fall between two spans, never inside one."""
+    return [
+        (float(step.get("t_start", before["t_end"])), float(step["t_end"]))
+        for before, step in pairwise(edges)
+    ]
+
+
 def per_step_energy_per_token(samples: Sequence[Sample], edges: Sequence[dict[str, Any]]) -> list[float]:
-    """Energy per token of each step between consecutive edges (``edges[0]`` closes the step before)."""
+    """Energy per token of each step after ``edges[0]``, over its own span."""
     values = []
-    for before, step in pairwise(edges):
-        energy, method = window_energy_j(samples, before["t_end"], step["t_end"])
+    for (start, end), step in zip(step_intervals(edges), edges[1:]):
+        energy, method = window_energy_j(samples, start, end)
         if energy is None or method != "nvml_energy_counter" or not step["tokens"]:
             return []
         values.append(energy / step["tokens"])
@@ -132,18 +144,22 @@ def framework_mfu(steady: Sequence[dict[str, Any]]) -> float | None:
 def measure_run(
     child: dict[str, Any], samples: Sequence[Sample], *, samples_per_step: int, idle_mem_b: int | None
 ) -> RunMeasurement:
-    # Steps under the profiler (--perf-trace) run slower by its overhead: never timed.
+    # Steps under a profiler (--perf-trace, the kernel clock's window) run slower by its overhead:
+    # never timed.
     recorded = child.get("steps") or []
-    steps = [s for s in recorded if not s.get("profiled")]
+    kernel_window = [s for s in recorded if s.get("kernel_window")]
+    steps = [s for s in recorded if not s.get("profiled") and not s.get("kernel_window")]
     run = RunMeasurement({}, [], [], {"steps": len(steps)})
-    if len(steps) != len(recorded):
-        run.info["profiled_steps"] = len(recorded) - len(steps)
+    if profiled := sum(1 for s in recorded if s.get("profiled")):
+        run.info["profiled_steps"] = profiled
+    if kernel_window:
+        run.info["kernel_window_steps"] = len(kernel_window)
     if len(steps) >= 2:
         first = _measure_steady_steps(run, steps, samples_per_step)
-        window = (steps[first - 1]["t_end"], steps[-1]["t_end"])
-        _measure_steady_energy(run, samples, steps[first - 1 :], window)
-        _measure_steady_power(run, samples, window)
-        _measure_step_parts(run, steps[first:], child.get("kernel_time"))
+        spans = step_intervals(steps[first - 1 :])
+        _measure_steady_energy(run, samples, steps[first - 1 :], spans)
+        _measure_steady_power(run, samples, spans)
+        _measure_step_parts(run, steps[first:], kernel_window, child.get("kernel_time"))
     if isinstance(child.get("host_index"), dict) and child["host_index"].get("index"):
         run.metrics[HOST_INDEX] = float(child["host_index"]["index"])
         run.info["host_index"] = child["host_index"]
@@ -224,16 +240,33 @@ def _measure_steady_steps(run: RunMeasurement, steps: Sequence[dict[str, Any]], 
     return first
 
 
+def spans_energy_j(
+    samples: Sequence[Sample], spans: Sequence[tuple[float, float]]
+) -> tuple[float | None, str]:
+    """Energy over some spans of wall-clock time, and how it was obtained (the least exact method of
+    any span): a window interrupted by untimed steps is measured span by span."""
+    if not spans:
+        return None, "unavailable"
+    total, methods = 0.0, set()
+    for start, end in spans:
+        energy, method = window_energy_j(samples, start, end)
+        if energy is None:
+            return None, "unavailable"
+        total += energy
+        methods.add(method)
+    return total, "power_integral" if "power_integral" in methods else "nvml_energy_counter"
+
+
 def _measure_steady_energy(
     run: RunMeasurement,
     samples: Sequence[Sample],
     edges: Sequence[dict[str, Any]],
-    window: tuple[float, float],
+    spans: Sequence[tuple[float, float]],
 ) -> None:
-    """Energy per token over the steady window, and per steady step where the board counts energy;
+    """Energy per token over the steady steps' spans, and per steady step where the board counts energy;
     ``edges`` are the steady steps after the step that closes the warm-up."""
     steady_tokens = sum(float(s["tokens"]) for s in edges[1:])
-    energy, method = window_energy_j(samples, *window)
+    energy, method = spans_energy_j(samples, spans)
     if energy is not None and steady_tokens:
         run.metrics[ENERGY_PER_TOKEN] = energy / steady_tokens
         run.info["energy_method"] = method
@@ -244,10 +277,10 @@ def _measure_steady_energy(
 
 
 def _measure_steady_power(
-    run: RunMeasurement, samples: Sequence[Sample], window: tuple[float, float]
+    run: RunMeasurement, samples: Sequence[Sample], spans: Sequence[tuple[float, float]]
 ) -> None:
-    """Mean power, the SM clock and the clock-event reasons seen over the steady window."""
-    in_window = [s for s in samples if window[0] <= s.t <= window[1]]
+    """Mean power, the SM clock and the clock-event reasons seen over the steady steps' spans."""
+    in_window = [s for s in samples if any(start <= s.t <= end for start, end in spans)]
     powers = [s.power_w for s in in_window if s.power_w is not None]
     if powers:
         run.metrics["power_mean_w"] = sum(powers) / len(powers)
@@ -261,18 +294,20 @@ def _measure_steady_power(
     run.info["clock_event_reasons"] = reasons
 
 
-def _measure_step_parts(run: RunMeasurement, steady: Sequence[dict[str, Any]], record: Any) -> None:
-    """Kernel and host time per steady step, with the steps' keys, where the child recorded the device's
-    work; each group's device time and the top kernels beside them; else why not."""
-    parts, why = step_parts(steady, record)
+def _measure_step_parts(
+    run: RunMeasurement, steady: Sequence[dict[str, Any]], window: Sequence[dict[str, Any]], record: Any
+) -> None:
+    """Kernel time per window step, with the steps' keys, and the host's share of the timed steps, where
+    the child recorded the device's work; each group's device time and the top kernels; else why not."""
+    parts, why = step_parts(steady, window, record)
     if parts is None:
         if why:
             run.info["kernel_time"] = why
         return
     run.metrics[KERNEL_TIME] = parts.kernel_median
-    run.metrics[HOST_TIME] = parts.host_median
+    run.metrics[HOST_TIME] = parts.host_ms
     run.extra_samples[KERNEL_TIME] = parts.kernel_ms
-    run.extra_samples[HOST_TIME] = parts.host_ms
+    run.extra_keys[KERNEL_TIME] = parts.keys
     run.info["kernel_groups_ms"] = parts.groups_ms
     run.info["kernel_top"] = parts.top
 
@@ -307,7 +342,8 @@ def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
     values = {}
     for name, value in run.metrics.items():
         behind = samples.get(name) or None
-        keys = run.step_keys if behind is not None and len(run.step_keys) == len(behind) else None
+        own = run.extra_keys.get(name, run.step_keys)
+        keys = own if behind is not None and len(own) == len(behind) else None
         values[name] = MetricValue(
             value, METRICS[name].unit if name in METRICS else "", behind, [value], keys
         )

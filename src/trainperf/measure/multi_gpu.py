@@ -103,7 +103,13 @@ def measure_gpus(
     _combine(metrics, info, rows, [per_device[d] for d in devices])
     info["per_gpu"] = rows
     return RunMeasurement(
-        metrics, first.step_samples, first.throughput_samples, info, first.step_keys, first.extra_samples
+        metrics,
+        first.step_samples,
+        first.throughput_samples,
+        info,
+        first.step_keys,
+        first.extra_samples,
+        first.extra_keys,
     )
 
 

@@ -1,9 +1,13 @@
-"""A run's steady steps split into their two parts: the GPU's kernel time and the host's time (no I/O).
+"""A run's steps split into their two parts: the GPU's kernel time and the host's share (no I/O).
 
-The child reports the device's busy time per step (``traces.kernel_steps``); a step's host time is its
-wall time less that: the time the GPU had nothing to run, waiting for the host's Python, launches, data
-or allocator. Both are kept per step with the step's key, so that each is judged step by step against
-the reference's same batches like step time is.
+The child records the device's busy time over a window of early steps (``workloads.kernel_clock``),
+which are not timed: the recording slows the host. Kernel time is each window step's busy time, kept
+with the step's key so that it is judged step by step against the reference's same batches. The host's
+share is the run's median timed step less its median window kernel time: the time a step's GPU had
+nothing to run, waiting for the host's Python, launches, data or allocator. It is exact where every
+step does the same work (fixed lengths) and the run's typical figure where batch lengths vary; it is
+shown beside the verdict, and host-bound changes are gated through step time on the runner's own
+reference (``judge.verdict``).
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ MS_PER_S = 1000.0
 
 @dataclass(frozen=True, slots=True)
 class StepParts:
-    """The steady steps' kernel and host time, each step's device time by group, the top kernels."""
+    """The window's kernel time per step (with its keys), the host's share of a timed step, each
+    group's device time per step and the top kernels."""
 
     kernel_ms: list[float]
-    host_ms: list[float]
+    keys: list[str]
+    host_ms: float
     groups_ms: dict[str, float] = field(default_factory=dict)
-    """Mean device time per steady step by group (GEMM, attention, ...)."""
+    """Mean device time per window step by group (GEMM, attention, ...)."""
     top: list[dict[str, Any]] = field(default_factory=list)
     """The kernels that took the most device time, per step."""
 
@@ -35,38 +41,36 @@ class StepParts:
     def kernel_median(self) -> float:
         return stats.median(self.kernel_ms)
 
-    @property
-    def host_median(self) -> float:
-        return stats.median(self.host_ms)
-
 
 def step_parts(
-    steady: Sequence[dict[str, Any]], record: dict[str, Any] | None
+    steady: Sequence[dict[str, Any]], window: Sequence[dict[str, Any]], record: dict[str, Any] | None
 ) -> tuple[StepParts | None, str]:
-    """The parts of the steady steps, or None and why not (no GPU, no record, a step without one)."""
+    """The parts of a run, or None and why not (no GPU, no record, a window step without one)."""
     kernels = KernelTimes.from_dict(record)
     if kernels is None:
         return None, ""
     if kernels.error and not kernels.steps:
         return None, kernels.error
     by_step = kernels.by_step()
-    missing = [int(step["step"]) for step in steady if int(step["step"]) not in by_step]
-    if missing or not steady:
-        shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
-        return None, f"kernel time not recorded for steady step(s) {shown or '-'}"
-    kernel = [by_step[int(step["step"])].busy_ms for step in steady]
-    host = [max(0.0, float(step["duration_s"]) * MS_PER_S - ms) for step, ms in zip(steady, kernel)]
+    missing = [int(step["step"]) for step in window if int(step["step"]) not in by_step]
+    if missing or not window or not steady:
+        shown = ", ".join(map(str, missing)) or "-"
+        return None, f"kernel time not recorded for window step(s) {shown}"
+    kernel = [by_step[int(step["step"])].busy_ms for step in window]
+    keys = [f"{int(step['step'])}:{int(step['tokens'])}" for step in window]
+    timed_ms = stats.median([float(step["duration_s"]) * MS_PER_S for step in steady])
     groups: dict[str, float] = defaultdict(float)
-    for step in steady:
+    for step in window:
         for group, ms in by_step[int(step["step"])].groups_ms.items():
-            groups[group] += ms / len(steady)
+            groups[group] += ms / len(window)
     per = max(1, kernels.top_steps)
     top = [
         {"name": k.name, "group": k.group, "ms": round(k.total_ms / per, 4), "count": k.count / per}
         for k in kernels.top
     ]
     ordered = dict(sorted(((g, round(ms, 4)) for g, ms in groups.items()), key=lambda kv: -kv[1]))
-    return StepParts(kernel, host, ordered, top), ""
+    host = max(0.0, timed_ms - stats.median(kernel))
+    return StepParts(kernel, keys, host, ordered, top), ""
 
 
 def pool_kernels(runs: Sequence[dict[str, Any]]) -> KernelSummary | None:

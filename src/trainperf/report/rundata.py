@@ -37,10 +37,11 @@ class RunSeries:
         return [(s.t - self.t0, s.power_w) for s in self.samples if s.power_w is not None]
 
     def step_times(self, profiled: bool) -> list[tuple[float, float]]:
+        """The timed steps, or those under a profiler (a trace's, the kernel clock's window)."""
         return [
             (float(s["step"]), float(s["duration_s"]))
             for s in self.steps
-            if bool(s.get("profiled")) is profiled
+            if bool(s.get("profiled") or s.get("kernel_window")) is profiled
         ]
 
     def tokens_per_s(self) -> float | None:
@@ -48,7 +49,7 @@ class RunSeries:
         rates = [
             s["tokens"] / s["duration_s"]
             for s in self.steps[1:]
-            if s.get("duration_s") and not s.get("profiled")
+            if s.get("duration_s") and not s.get("profiled") and not s.get("kernel_window")
         ]
         return stats.median(rates) if rates else None
 

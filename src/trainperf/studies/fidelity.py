@@ -104,7 +104,9 @@ def run_fidelity(
     from trainperf.measure.hardware import load_classes
     from trainperf.run.context import open_run
 
-    settings = resolve(cli, lambda _name: None, root)
+    # The harness's per-step overhead is measured against a bare loop over the same steps: no kernel
+    # window, whose steps are untimed (its own cost: benchmarks/kernel_time_gpu.sh).
+    settings = resolve({**cli, "kernel_steps": cli.get("kernel_steps") or 0}, lambda _name: None, root)
     context = open_run(settings, detect(load_classes(), settings.gpu_class), root)
     context.say = say
     state_path = context.run_dir / STATE_FILE

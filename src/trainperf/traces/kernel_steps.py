@@ -31,6 +31,26 @@ NS_PER_MS = 1e6
 TOP_KERNELS = 20
 FIRST_STEP_SKIPPED = 1
 """The top kernels leave out the first step: its allocation, autotuning and compilation are warm-up."""
+WINDOW_START = 3
+"""The kernel window's first step: after the first two (allocation, first-time kernels), and early, so
+that a planned shorter run (``--perf-plan-steps``) records the same batches as its full-length baseline."""
+DEFAULT_WINDOW = 2
+MIN_TIMED_STEPS = 5
+"""A run keeps at least this many timed steps outside the kernel window and a trace's profiled steps."""
+
+
+def kernel_window(total_steps: int, wanted: int, trace_first: int | None = None) -> tuple[int, int] | None:
+    """The steps (first, last) whose device work a run records, or None: ``wanted`` steps from
+    ``WINDOW_START``, fewer where the run would keep under ``MIN_TIMED_STEPS`` timed steps, and before
+    a trace's profiled steps (``trace_first``; Kineto admits one profiler at a time)."""
+    usable = (trace_first - 1) if trace_first else total_steps
+    width = max(0, wanted)
+    while width > 0 and usable - width < MIN_TIMED_STEPS:
+        width -= 1
+    last = WINDOW_START + width - 1
+    if width < 1 or last > usable:
+        return None
+    return WINDOW_START, last
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +141,9 @@ def union_ms(intervals: Iterable[tuple[int, int]]) -> float:
     return total / NS_PER_MS
 
 
-def split_steps(
-    activities: Sequence[DeviceActivity], first_step: int = 1
-) -> tuple[list[list[DeviceActivity]], str]:
-    """The activities between consecutive markers, one list per step from ``first_step``, and an
-    error where the markers do not frame any step."""
+def split_steps(activities: Sequence[DeviceActivity]) -> tuple[list[list[DeviceActivity]], str]:
+    """The activities between consecutive markers, one list per framed step, and an error where the
+    markers do not frame any step."""
     ordered = sorted(activities, key=lambda a: a.start_ns)
     marks = [a.start_ns for a in ordered if MARKER_KERNEL in a.name]
     if len(marks) < 2:
@@ -173,8 +191,9 @@ def top_kernels(per_step: Sequence[Sequence[DeviceActivity]], limit: int = TOP_K
 
 
 def kernel_times(activities: Sequence[DeviceActivity], first_step: int = 1) -> KernelTimes:
-    """Per-step kernel time of a run whose first framed step is ``first_step``, and its top kernels."""
-    per_step, error = split_steps(activities, first_step)
+    """Per-step kernel time of a window whose first framed step is ``first_step``, and its top kernels
+    (over every framed step but a run's first, which is warm-up)."""
+    per_step, error = split_steps(activities)
     if error:
         return KernelTimes(error=error)
     steps = [summarise_step(first_step + offset, acts) for offset, acts in enumerate(per_step)]

@@ -91,6 +91,10 @@ def _run_family(spec: ChildSpec, out_dir: Path, rank: int, result: dict[str, Any
     """Run the case's family into ``result``, classifying every way it can end."""
     attempt = _Attempt()
     try:
+        from trainperf.workloads.host_index import measure_host_index
+
+        # The host as the case meets it: first, before CUDA is initialised (it slows the calibration).
+        result["host_index"] = measure_host_index()
         apply_memory_cap(spec)
         from trainperf.workloads.recorder import StepRecorder
 
@@ -100,9 +104,6 @@ def _run_family(spec: ChildSpec, out_dir: Path, rank: int, result: dict[str, Any
             attempt.memory_history = MemoryHistory(_torch_device(spec))
 
         attempt.recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec)
-        from trainperf.workloads.host_index import measure_host_index
-
-        result["host_index"] = measure_host_index()  # the host as the case meets it, before the model
         family = importlib.import_module(family_of(spec.case["family"]).child)
         result.update(family.run(spec, attempt.recorder))
         result["outcome"], attempt.code = "ok", EXIT_OK

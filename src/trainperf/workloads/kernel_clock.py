@@ -1,14 +1,15 @@
-"""Child side of kernel time: the GPU's own record of every kernel a run's steps launched.
+"""Child side of kernel time: the GPU's own record of every kernel a window of steps launched.
 
 CUPTI's kernel, memcpy and memset activity, read through the PyTorch profiler with the CUDA activity
-alone: no operator callbacks, no stacks, no shapes, no trace file, so the host does little more per
-launch than without it (the overhead is measured, docs/verdicts.md). A marker kernel launched at each
-synchronised step edge cuts the device's timeline into steps (``traces.kernel_steps``). The clock
-starts before the left edge of the first step and stops after the last edge it covers, so CUPTI's
-start-up and the reading of its records land in no timed step.
+alone: no operator callbacks, no stacks, no shapes, no trace file. A marker kernel launched at each
+synchronised step edge cuts the device's timeline into steps (``traces.kernel_steps``).
 
-A run profiled with ``--perf-trace`` hands the device over to the trace before its profiled steps:
-the clock covers the steps before them (Kineto admits one profiler at a time).
+Recording has a price on the host: each launch is also traced (on an H100, a QLoRA step of 17,000
+kernels ran about 16% longer), and reading the records back takes tens of microseconds per record. So
+the clock records a short window of early steps (``traces.kernel_steps.kernel_window``), which the
+parent leaves out of every timing figure, as it does a trace's profiled steps; the kernels' own
+durations on the device are what CUPTI's timestamps say whatever the host's pace. The records are read
+at the window's last edge, and the next step starts its clock after that, so no timed step carries it.
 """
 
 from __future__ import annotations
@@ -23,49 +24,60 @@ DEVICE_KINDS = ("kernel", *MEMORY_KINDS)
 
 
 class KernelClock:
-    """Records the device's activity from ``start`` to ``stop``; ``mark`` at every step edge."""
+    """Records the device's activity over the steps ``first`` to ``last``, marking each step edge."""
 
-    def __init__(self, device: torch.device, last_step: int) -> None:
+    def __init__(self, device: torch.device, first: int, last: int) -> None:
         self.device = device
-        self.last_step = last_step
-        """The step whose edge ends the clock: the run's last, or the last before a trace's window."""
+        self.first, self.last = first, last
         self._profile: Any = None
         self._result: KernelTimes | None = None
 
     @classmethod
-    def for_run(cls, device: torch.device, wanted: bool, last_step: int) -> KernelClock | None:
-        """A clock where there is a CUDA device to read and steps to time, else None."""
-        if not wanted or device.type != "cuda" or not torch.cuda.is_available() or last_step < 1:
+    def for_run(cls, device: torch.device, window: list[int] | None) -> KernelClock | None:
+        """A clock where there is a CUDA device to read and a window to record, else None."""
+        if not window or device.type != "cuda" or not torch.cuda.is_available():
             return None
-        return cls(device, last_step)
+        return cls(device, int(window[0]), int(window[1]))
 
-    def start(self) -> None:
-        """Begin recording, then mark the left edge of the first step (called after its synchronisation)."""
+    def covers(self, step: int) -> bool:
+        return self.first <= step <= self.last
+
+    def before_step(self, step: int) -> None:
+        """Called after the edge that opens ``step`` (its left edge is already taken): at the window's
+        first step, begin recording and mark that edge. CUPTI's start-up lands in this step, which
+        is not timed."""
+        if step != self.first or self._profile is not None or self._result is not None:
+            return
         try:
+            from torch._C._profiler import _ExperimentalConfig
+
             self._profile = torch.profiler.profile(
                 activities=[torch.profiler.ProfilerActivity.CUDA],
                 record_shapes=False,
                 with_stack=False,
                 profile_memory=False,
+                experimental_config=_ExperimentalConfig(disable_external_correlation=True),
             )
             self._profile.start()
-            self.mark()
+            self._mark()
         except Exception as exc:  # noqa: BLE001 - no CUPTI must never stop the measurement
             self._fail(exc)
 
-    def mark(self) -> None:
+    def _mark(self) -> None:
         """The marker kernel, launched right after a synchronised edge."""
-        if self._profile is not None:
-            with torch.cuda.device(self.device):
-                torch.cuda._sleep(0)
+        with torch.cuda.device(self.device):
+            torch.cuda._sleep(0)
 
-    def edge(self, step: int) -> None:
-        """A step's edge was taken: mark it, and stop after the clock's last step."""
+    def edge(self, step: int) -> bool:
+        """A step's synchronised edge was taken: mark it; after the window's last step, stop and read
+        the records. True when that took time the next step must not be charged with."""
         if self._profile is None:
-            return
-        self.mark()
-        if step >= self.last_step:
-            self.stop()
+            return False
+        self._mark()
+        if step < self.last:
+            return False
+        self.stop()
+        return True
 
     def stop(self) -> None:
         """Stop recording and read the activity into per-step figures (once)."""
@@ -75,7 +87,8 @@ class KernelClock:
         try:
             torch.cuda.synchronize(self.device)
             profile.stop()
-            self._result = kernel_times(device_activities(profile.profiler.kineto_results.events()))
+            activities = device_activities(profile.profiler.kineto_results.events())
+            self._result = kernel_times(activities, first_step=self.first)
         except Exception as exc:  # noqa: BLE001
             self._fail(exc)
 

@@ -74,8 +74,9 @@ class ChildSpec:
     """A bare run times the steps after this one (default ``BARE_WINDOW_START``)."""
     trace: dict[str, Any] | None = None
     """The trace plan (``TracePlan.to_spec``) when the run is profiled."""
-    kernel_time: bool = True
-    """Record the GPU's kernel time per step (``workloads.kernel_clock``; CUDA devices only)."""
+    kernel_window: list[int] | None = None
+    """``[first, last]``: the steps whose GPU kernel time the child records (``workloads.kernel_clock``;
+    CUDA devices only), left out of the timing metrics like a trace's profiled steps."""
 
     @property
     def dataset_steps(self) -> int:
@@ -85,7 +86,7 @@ class ChildSpec:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form; optional parts left out when unset, as the child has always read them."""
         data = dataclasses.asdict(self)
-        for key in ("bare_window_after", "trace", "plant", "data_steps"):
+        for key in ("bare_window_after", "trace", "plant", "data_steps", "kernel_window"):
             if data[key] is None:
                 del data[key]
         return data

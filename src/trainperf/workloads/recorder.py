@@ -32,6 +32,7 @@ class StepRecorder:
         self._fault = faults.planned()
         self.steps: list[dict[str, Any]] = []
         self._last_edge: float | None = None
+        self._last_edge_wall = 0.0
         self.trace_plan = TracePlan.from_spec(spec.trace)
         self._external: dict[str, Any] | None = None
         self.profiler = None
@@ -39,9 +40,8 @@ class StepRecorder:
             from trainperf.workloads.profiling import StepProfiler
 
             self.profiler = StepProfiler(self.trace_plan, self.device)
-        # Kernel time over every step a trace does not take (Kineto admits one profiler at a time).
-        last_timed = self.trace_plan.wait if self.trace_plan is not None else spec.steps
-        self.kernels = KernelClock.for_run(self.device, spec.kernel_time, last_timed)
+        # The GPU's kernel time over a window of early steps, before any trace's (``kernel_clock``).
+        self.kernels = KernelClock.for_run(self.device, spec.kernel_window)
         # Kept open for the child's life (line-buffered); the process ends with os._exit.
         self._handle = open(self.path, "a", buffering=1)  # noqa: SIM115
 
@@ -55,11 +55,11 @@ class StepRecorder:
             torch.cuda.reset_peak_memory_stats(self.device)
         self.plant.calibrate()
         self._sync()
-        if self.kernels is not None:
-            self.kernels.start()  # CUPTI's start-up before the edge: in no step
         if self.profiler is not None:
             self.profiler.start()
-        self._last_edge = time.perf_counter()
+        self._last_edge, self._last_edge_wall = time.perf_counter(), time.time()
+        if self.kernels is not None:
+            self.kernels.before_step(1)
         self.plant.at_step_start()
 
     def step_end(self, tokens: int, **extra: Any) -> None:
@@ -75,6 +75,7 @@ class StepRecorder:
         edge = time.perf_counter()
         record: dict[str, Any] = {
             "step": len(self.steps) + 1,
+            "t_start": self._last_edge_wall,
             "t_end": time.time(),
             "duration_s": edge - self._last_edge,
             "tokens": int(tokens),
@@ -88,14 +89,23 @@ class StepRecorder:
             # The allocator's blocks at the last profiled edge, for the profile summary.
             self.profiler.info["memory"] = allocator_blocks(self.device)
         record.update(extra)
+        if self.kernels is not None and self.kernels.covers(record["step"]):
+            record["kernel_window"] = True  # left out of the timing metrics (measure.py)
         self.record(record)  # marks the profiled steps
+        read_back = False
         if self.kernels is not None:
-            self.kernels.edge(record["step"])  # the marker after the edge; stops after its last step
+            # The marker after the edge; after the window's last step its records are read back, and
+            # the next step's clock starts after that (the device sits idle meanwhile).
+            read_back = self.kernels.edge(record["step"])
+            self.kernels.before_step(record["step"] + 1)
         self.plant.at_step_start()
         if self.profiler is not None:
             # After the edge: the profiler's start and its trace export land in marked steps only.
             self.profiler.step()
-        self._last_edge = edge
+        if read_back:
+            self._last_edge, self._last_edge_wall = time.perf_counter(), time.time()
+        else:
+            self._last_edge, self._last_edge_wall = edge, record["t_end"]
 
     def record(self, record: dict[str, Any]) -> None:
         """Append a step as given: for a framework that times its own steps in other processes
