@@ -38,10 +38,10 @@ class Row:
     parts: str
 
 
-def _steady_median(run: dict[str, Any], steps: list[dict[str, Any]]) -> float | None:
-    first = int(run.get("warmup_steps") or 1)
-    durations = [float(s["duration_s"]) for s in steps[first:] if not s.get("profiled")]
-    return statistics.median(durations) if durations else None
+def _timed_steady(run: dict[str, Any], steps: list[dict[str, Any]]) -> list[float]:
+    """The steady timed steps' durations, as the suite measures them (no profiled or window steps)."""
+    timed = [s for s in steps if not s.get("profiled") and not s.get("kernel_window")]
+    return [float(s["duration_s"]) for s in timed[int(run.get("warmup_steps") or 1) :]]
 
 
 def rows_of(result_path: Path) -> list[Row]:
@@ -57,10 +57,10 @@ def rows_of(result_path: Path) -> list[Row]:
         kernel = child.get("kernel_time") or {}
         groups = run.get("kernel_groups_ms")
         by_step = {int(s["step"]): float(s["busy_ms"]) for s in kernel.get("steps") or []}
-        first = int(run.get("warmup_steps") or 1)
-        steady = [s for s in steps[first:] if not s.get("profiled")]
-        kernel_ms = [by_step[int(s["step"])] for s in steady if int(s["step"]) in by_step]
-        host_ms = [float(s["duration_s"]) * 1000 - by_step[int(s["step"])] for s in steady if int(s["step"]) in by_step]
+        kernel_ms = [by_step[int(s["step"])] for s in steps if s.get("kernel_window") and int(s["step"]) in by_step]
+        steady = _timed_steady(run, steps)
+        step_s = statistics.median(steady) if steady else None
+        kernel_median = statistics.median(kernel_ms) if kernel_ms else None
         rows.append(
             Row(
                 case=data["case_id"],
@@ -68,9 +68,9 @@ def rows_of(result_path: Path) -> list[Row]:
                 gpu=str((data.get("fingerprint") or {}).get("gpu_uuid") or "-")[-8:],
                 planted=str(data.get("planted") or ""),
                 clock=bool(kernel) or bool(groups),
-                kernel_ms=statistics.median(kernel_ms) if kernel_ms else None,
-                host_ms=statistics.median(host_ms) if host_ms else None,
-                step_s=_steady_median(run, steps),
+                kernel_ms=kernel_median,
+                host_ms=step_s * 1000 - kernel_median if step_s is not None and kernel_median is not None else None,
+                step_s=step_s,
                 wall_s=run.get("wall_s"),
                 host_index=(run.get("host_index") or {}).get("index"),
                 sm_mhz=run.get("sm_clock_median_mhz"),

@@ -33,11 +33,11 @@ session() {  # LABEL [pytest args...]
 }
 for round in $(seq 1 "${ROUNDS:-2}"); do
   if [ "$round" -le "${COST_ROUNDS:-0}" ] && [ $((round % 2)) -eq 0 ]; then
-    session "r$round-off" --perf-kernel-time off "$@"
+    session "r$round-off" --perf-kernel-steps 0 "$@"
   fi
   session "r$round-on" "$@"
   if [ "$round" -le "${COST_ROUNDS:-0}" ] && [ $((round % 2)) -eq 1 ]; then
-    session "r$round-off" --perf-kernel-time off "$@"
+    session "r$round-off" --perf-kernel-steps 0 "$@"
   fi
 done
 for plant in ${PLANTS:-}; do
