@@ -2,13 +2,14 @@
 # The kernel-time study on one host of four GPUs, every GPU busy at once (one pytest session after
 # another per GPU, each through scripts/offline-run.sh with its own CUDA_VISIBLE_DEVICES):
 #   GPU 0  the class's baselines of the core SFT cases with kernel time (BASE_REPEATS runs each),
-#          then a host-side plant (python:50, +50 ms of Python a step) judged against them: the
-#          same runner, so host time gates
+#          then a host-side plant (python:50, +50 ms of Python a step) on the GPU-bound maxlen case
+#          judged against them: the same runner, so host time gates
 #   GPU 1  one A/A run of each core case, GPU-side plants of 1% of each case's kernel time, and runs
 #          with the kernel clock off (what it costs)
 #   GPU 2  two A/A runs of each core case, and TRL GRPO's core case
 #   GPU 3  the trl 1.6.0 -> 1.7.0 upgrade on the maxlen case through the nightly path (baselines
-#          under 1.6.0 in a folder of their own, then a run under 1.7.0), TRL GRPO full fine-tuning
+#          under 1.6.0 in a folder of their own, then a run under 1.7.0), TRL GRPO full fine-tuning,
+#          one A/A run of each core case
 # The A/A and planted runs of GPUs 1-3 are judged against the committed baselines while they run
 # (--perf-confirm 0: nothing waits on a confirmation); judge them again against GPU 0's new
 # baselines afterwards with --perf-resume (docs/measurements/2026-11-27-h100x4-kernel-time).
@@ -39,7 +40,7 @@ with_trl() {  # VERSION GPU LABEL SELECTION [pytest args...]: a session with tha
 }
 gpu0() {
   session 0 baselines "$core" --perf-update-baselines --perf-baseline-repeats "${BASE_REPEATS:-2}"
-  session 0 plant-python 'sft_hf-qwen3_8b-qlora-short-b4' --perf-plant python:50 --perf-confirm 0
+  session 0 plant-python 'sft_hf-qwen3_8b-lora-maxlen-b4' --perf-plant python:50 --perf-confirm 0
 }
 gpu1() {
   session 1 aa-1 "$core" --perf-confirm 0
@@ -57,6 +58,7 @@ gpu3() {
   with_trl 1.7.0 3 trl-1.7.0 'sft_hf-qwen3_8b-lora-maxlen-b4' --perf-baselines "$PWD/$root/baselines-trl-1.6.0" \
     --perf-confirm 0
   session 3 grpo-full 'rl_trl-qwen2_5_3b-full-fixed-b16-p128-c64-g8' --perf-confirm 0
+  session 3 aa-3 "$core" --perf-confirm 0
 }
 for gpu in 0 1 2 3; do
   timeout "${WALL_S:-540}" bash -c "$(declare -f session with_trl "gpu$gpu"); root=$root steps=$steps core='$core'; gpu$gpu" &

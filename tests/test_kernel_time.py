@@ -20,7 +20,9 @@ MS = 1_000_000  # nanoseconds
 
 
 def marker(at_ms: float) -> DeviceActivity:
-    return DeviceActivity(MARKER_KERNEL, "kernel", int(at_ms * MS), int(at_ms * MS) + 1000)
+    """The step-edge marker as CUPTI names it: with its namespace and signature."""
+    name = f"at::cuda::(anonymous namespace)::{MARKER_KERNEL}(long)"
+    return DeviceActivity(name, "kernel", int(at_ms * MS), int(at_ms * MS) + 1000)
 
 
 def kernel(name: str, start_ms: float, length_ms: float, kind: str = "kernel") -> DeviceActivity:

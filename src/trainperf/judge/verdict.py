@@ -35,9 +35,10 @@ from trainperf.judge.metrics import (
 )
 from trainperf.result import CaseResult, KernelSummary, MetricValue
 
-HOST_INDEX_FLOOR = 0.05
-"""The host index moves this much between fresh processes of one quiet host (docs/verdicts.md): a
-smaller move is the index's own noise, never a reason to stop judging host time."""
+HOST_INDEX_FLOOR = 0.25
+"""The host index moved this much between fresh children of one cloud H100 host whose steps took the
+same time (0.72 to 1.49 on a host of four GPUs busy at once; docs/verdicts.md): a smaller move is the
+index's own noise there, never a reason to stop judging host time."""
 HOST_INDEX_NOISE_MULTIPLE = 3.0
 """Beyond this many robust sigmas of the reference's own runs, the host index has moved."""
 SM_CLOCK_TOLERANCE = 0.02

@@ -15,9 +15,11 @@ share. Per group (GEMM, attention, ...) the durations are summed, as profilers r
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from trainperf.traces.categories import categorise, short_name
@@ -120,7 +122,13 @@ class KernelTimes:
 
 def group_of(activity: DeviceActivity) -> str:
     """The profile group of one activity: copies and sets are memory traffic, kernels by their name."""
-    category = "memory" if activity.kind in MEMORY_KINDS else categorise(activity.name)
+    return _group(activity.name, activity.kind)
+
+
+@lru_cache(maxsize=65536)
+def _group(name: str, kind: str) -> str:
+    # A step launches thousands of kernels of a few hundred names: each name is matched once.
+    category = "memory" if kind in MEMORY_KINDS else categorise(name)
     return GROUP_OF.get(category, "other")
 
 
@@ -144,26 +152,24 @@ def union_ms(intervals: Iterable[tuple[int, int]]) -> float:
 def split_steps(activities: Sequence[DeviceActivity]) -> tuple[list[list[DeviceActivity]], str]:
     """The activities between consecutive markers, one list per framed step, and an error where the
     markers do not frame any step."""
-    ordered = sorted(activities, key=lambda a: a.start_ns)
-    marks = [a.start_ns for a in ordered if MARKER_KERNEL in a.name]
+    # CUPTI names the marker with its namespace and signature (``at::cuda::...::spin_kernel(long)``).
+    is_mark = {name: MARKER_KERNEL in name for name in {a.name for a in activities}}
+    marks = sorted(a.start_ns for a in activities if is_mark[a.name])
     if len(marks) < 2:
-        return [], f"{len(marks)} step-edge marker(s) on the device timeline: no step framed"
+        return [], (
+            f"{len(marks)} step-edge marker(s) among {len(activities)} device activities: no step framed"
+        )
     steps: list[list[DeviceActivity]] = [[] for _ in range(len(marks) - 1)]
-    index = 0
-    for activity in ordered:
-        if MARKER_KERNEL in activity.name:
-            continue
-        while index < len(marks) - 1 and activity.start_ns >= marks[index + 1]:
-            index += 1
-        if marks[0] <= activity.start_ns < marks[-1]:
-            steps[index].append(activity)
+    for activity in activities:
+        if marks[0] <= activity.start_ns < marks[-1] and not is_mark[activity.name]:
+            steps[bisect_right(marks, activity.start_ns) - 1].append(activity)
     return steps, ""
 
 
 def summarise_step(step: int, activities: Sequence[DeviceActivity]) -> StepKernels:
     groups: dict[str, float] = defaultdict(float)
     for activity in activities:
-        groups[group_of(activity)] += (activity.end_ns - activity.start_ns) / NS_PER_MS
+        groups[_group(activity.name, activity.kind)] += (activity.end_ns - activity.start_ns) / NS_PER_MS
     return StepKernels(
         step=step,
         busy_ms=union_ms((a.start_ns, a.end_ns) for a in activities),
@@ -175,18 +181,16 @@ def summarise_step(step: int, activities: Sequence[DeviceActivity]) -> StepKerne
 def top_kernels(per_step: Sequence[Sequence[DeviceActivity]], limit: int = TOP_KERNELS) -> list[TopKernel]:
     """The kernels that took the most device time over the given steps, by their full name (shortened
     for the record); the group comes from the full name, whose template arguments tell a cast."""
-    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    group: dict[str, str] = {}
+    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for activities in per_step:
         for activity in activities:
-            entry = totals[activity.name]
+            entry = totals[(activity.name, activity.kind)]
             entry[0] += activity.end_ns - activity.start_ns
             entry[1] += 1
-            group.setdefault(activity.name, group_of(activity))
     ranked = sorted(totals.items(), key=lambda item: -item[1][0])[:limit]
     return [
-        TopKernel(short_name(name), group[name], round(ns / NS_PER_MS, 4), count)
-        for name, (ns, count) in ranked
+        TopKernel(short_name(name), _group(name, kind), round(ns / NS_PER_MS, 4), count)
+        for (name, kind), (ns, count) in ranked
     ]
 
 
