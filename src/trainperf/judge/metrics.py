@@ -153,8 +153,9 @@ _REGISTRY: tuple[Metric, ...] = (
         column="kernel ms",
         label="GPU kernel time per step (ms)",
         direction=Direction.LOWER,
-        # Set from the spread measured across H100s of one class (docs/verdicts.md#kernel-time).
-        tolerance=0.006,
+        # 1.5 times the widest spread measured across H100s of one class: 0.53% over six runs on four
+        # GPUs for the maxlen case, 0.46% over three machines for a QLoRA step (docs/verdicts.md).
+        tolerance=0.008,
         abs_tolerance=0.05,
         pooling=Pooling.MEDIAN_OF_STEPS,
         timing=True,

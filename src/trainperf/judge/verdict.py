@@ -41,6 +41,9 @@ same time (0.72 to 1.49 on a host of four GPUs busy at once; docs/verdicts.md): 
 index's own noise there, never a reason to stop judging host time."""
 HOST_INDEX_NOISE_MULTIPLE = 3.0
 """Beyond this many robust sigmas of the reference's own runs, the host index has moved."""
+HOST_INDEX_WIDEST_MULTIPLE = 1.5
+"""Or beyond 1.5 times the widest move of one of the reference's runs from their median: a baseline of
+two or three runs says too little for a sigma, but not nothing."""
 SM_CLOCK_TOLERANCE = 0.02
 """A GPU whose steady SM clock sits this much below the reference's ran down-clocked."""
 OWN_POWER_CAP = 0x4
@@ -115,8 +118,15 @@ def part_gates(
 
 
 def device_gate(result: CaseResult, reference: CaseResult) -> Gate:
-    """The GPU's kernel time gates unless the GPU ran down-clocked against the reference (its own power
-    cap, which is the case's load, excepted)."""
+    """The GPU's kernel time gates where both windows ran the same batches, unless the GPU ran
+    down-clocked against the reference (its own power cap, which is the case's load, excepted)."""
+    mine, theirs = result.metrics[KERNEL_TIME].keys, reference.metrics[KERNEL_TIME].keys
+    if mine and theirs and not set(mine) & set(theirs):
+        return Gate(
+            False,
+            f"the kernel window ran other batches ({', '.join(sorted(set(mine)))}) than the reference's "
+            f"({', '.join(sorted(set(theirs)))}): give the runs the reference's step count (--perf-steps)",
+        )
     current, base = result.metrics.get(SM_CLOCK), reference.metrics.get(SM_CLOCK)
     if current is None or base is None or not base.value:
         return OPEN
@@ -160,8 +170,8 @@ def host_index_moved(current: MetricValue | None, reference: MetricValue | None)
     if not centre:
         return ""
     spread = stats.MAD_TO_SIGMA * stats.mad(runs) / centre if len(runs) >= 3 else 0.0
-    noise = HOST_INDEX_NOISE_MULTIPLE * spread
-    limit = max(HOST_INDEX_FLOOR, noise)
+    widest = max(abs(run / centre - 1) for run in runs)
+    limit = max(HOST_INDEX_FLOOR, HOST_INDEX_NOISE_MULTIPLE * spread, HOST_INDEX_WIDEST_MULTIPLE * widest)
     change = current.value / centre - 1
     if abs(change) <= limit:
         return ""
