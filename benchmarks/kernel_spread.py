@@ -36,6 +36,9 @@ class Row:
     sm_mhz: float | None
     verdict: str
     parts: str
+    keys: tuple[str, ...] = ()
+    per_key: tuple[float, ...] = ()
+    contaminated: bool = False
 
 
 def _timed_steady(run: dict[str, Any], steps: list[dict[str, Any]]) -> list[float]:
@@ -57,7 +60,8 @@ def rows_of(result_path: Path) -> list[Row]:
         kernel = child.get("kernel_time") or {}
         groups = run.get("kernel_groups_ms")
         by_step = {int(s["step"]): float(s["busy_ms"]) for s in kernel.get("steps") or []}
-        kernel_ms = [by_step[int(s["step"])] for s in steps if s.get("kernel_window") and int(s["step"]) in by_step]
+        window = [s for s in steps if s.get("kernel_window") and int(s["step"]) in by_step]
+        kernel_ms = [by_step[int(s["step"])] for s in window]
         steady = _timed_steady(run, steps)
         step_s = statistics.median(steady) if steady else None
         kernel_median = statistics.median(kernel_ms) if kernel_ms else None
@@ -76,6 +80,9 @@ def rows_of(result_path: Path) -> list[Row]:
                 sm_mhz=run.get("sm_clock_median_mhz"),
                 verdict=str(verdict.get("verdict", "?")),
                 parts=str(verdict.get("parts", "") or kernel.get("error") or run.get("kernel_time") or ""),
+                keys=tuple(f"{int(s['step'])}:{int(s['tokens'])}" for s in window),
+                per_key=tuple(kernel_ms),
+                contaminated=bool(run.get("contamination")),
             )
         )
     return rows
@@ -106,6 +113,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--json", type=Path, help="write every row and summary here too")
+    parser.add_argument("--baselines", type=Path, help="a class's baselines folder: each run's kernel time against it")
+    parser.add_argument("--tolerance", type=float, default=0.008, help="kernel time's tolerance (fraction)")
     args = parser.parse_args()
     rows = [row for run in args.runs for path in sorted(run.glob("*/results/*.json")) for row in rows_of(path)]
     rows += [row for run in args.runs for path in sorted(run.glob("results/*.json")) for row in rows_of(path)]
@@ -120,6 +129,10 @@ def main() -> None:
     print()
     for line in summaries:
         print(line["line"])
+    if args.baselines:
+        print()
+        for line in against_baselines(rows, args.baselines, args.tolerance):
+            print(line)
     if args.json:
         args.json.write_text(json.dumps({"rows": [asdict(r) for r in rows], "cases": summaries}, indent=1))
 
@@ -150,6 +163,31 @@ def summarise(rows: list[Row]) -> list[dict[str, Any]]:
         out.append({"case": case, "kernel_ms": kernels, "gpus": sorted({r.gpu for r in clean}),
                     "spread": found, "cost": cost, "line": line})
     return out
+
+
+def against_baselines(rows: list[Row], folder: Path, tolerance: float) -> list[str]:
+    """Each unplanted run's kernel time against its case's baseline file, step by step of the window:
+    the median ratio, beyond the tolerance or not, and a count per case."""
+    lines, beyond, judged = [], 0, 0
+    for row in rows:
+        base = _read(folder / f"{row.case}.json")
+        value = (base.get("metrics") or {}).get("kernel_ms") or {}
+        groups: dict[str, list[float]] = defaultdict(list)
+        for key, sample in zip(value.get("keys") or [], value.get("samples") or []):
+            groups[key].append(sample)
+        ratios = [v / statistics.median(groups[k]) for k, v in zip(row.keys, row.per_key) if k in groups]
+        if not ratios:
+            continue
+        ratio = statistics.median(ratios)
+        out = abs(ratio - 1) > tolerance
+        tag = "contaminated, not judged" if row.contaminated else ("BEYOND" if out else "within")
+        if not row.planted and not row.contaminated:
+            judged += 1
+            beyond += out
+        lines.append(f"{row.case:<44} {row.folder[:18]:<18} {row.gpu:<8} {row.planted or '-':<10} "
+                     f"kernel {ratio - 1:+.2%} [{min(ratios) - 1:+.2%}, {max(ratios) - 1:+.2%}] {tag}")
+    lines.append(f"unplanted, uncontaminated runs against the baselines: {judged}, beyond ±{tolerance:.1%}: {beyond}")
+    return lines
 
 
 if __name__ == "__main__":

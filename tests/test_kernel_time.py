@@ -145,9 +145,11 @@ def test_a_window_step_without_a_kernel_record_leaves_the_run_without_kernel_tim
 
 def test_the_window_sits_early_keeps_five_timed_steps_and_gives_way_to_a_trace() -> None:
     assert kernel_window(40, 2) == (3, 4)
-    assert kernel_window(8, 2) == (3, 4)
-    assert kernel_window(6, 2) == (3, 3)  # four timed steps would be left with two: fewer than five
-    assert kernel_window(5, 2) is None
+    assert kernel_window(20, 2) == (3, 4)
+    assert kernel_window(8, 2) == (3, 3)  # at most one step in ten: a short run's steps are long ones
+    assert kernel_window(6, 1) == (3, 3)
+    assert kernel_window(5, 2) is None  # four timed steps would be left: fewer than five
     assert kernel_window(40, 0) is None
-    assert kernel_window(12, 2, trace_first=8) == (3, 4)
+    assert kernel_window(24, 2, trace_first=20) == (3, 4)
+    assert kernel_window(12, 2, trace_first=8) == (3, 3)
     assert kernel_window(9, 2, trace_first=5) is None  # the trace's steps start where the window would

@@ -1,10 +1,5 @@
-"""Verdicts: a result against its baseline, metric by metric and as a whole (no I/O).
-
-Metric verdicts: pass, regressed, improved, noisy, new. A regression needs a change beyond
-the metric's tolerance *and* statistical support at ``ALPHA``: for steps paired with the
-baseline's same batches, a one-sided bootstrap test of the median per-step ratio (over the
-steps that repeat across the baseline's runs, where it has several); otherwise a one-sided
-Mann-Whitney test on the samples. A change beyond tolerance without that support is noisy.
+"""Case verdicts: a result against its baseline as a whole, from its metrics' verdicts
+(``judge.metric_verdict``; no I/O). Which timing figures gate is ``judge.verdict``'s to say.
 
 Case verdicts, most severe first: outcome-changed (fit before, not now; or a crash),
 config-changed (the effective configuration differs), regressed, noisy, improved, new, pass.
@@ -14,50 +9,25 @@ A run that shared its GPU or was throttled from outside is contaminated (``judge
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from typing import Any
 
 from trainperf.case import Outcome
-from trainperf.judge import stats
 from trainperf.judge.comparability import GATED_CONFIG_KEYS, PartGates, config_changes, timing_comparable
 from trainperf.judge.fingerprint import environment_changes
-from trainperf.judge.metrics import Direction, Metric, resolve_metric
-from trainperf.result import CaseResult, MetricValue
+from trainperf.judge.metric_verdict import (
+    ALPHA,
+    MIN_PAIRS,
+    MIN_STABLE_PAIRS,
+    MetricVerdict,
+    Verdict,
+    compare_metric,
+    keyed_groups,
+    paired_keys,
+)
+from trainperf.judge.metrics import Metric, resolve_metric
+from trainperf.result import CaseResult
 
-ALPHA = 0.01
 NOT_GATED = "not gated: "
-MIN_SAMPLES_FOR_TEST = 5
-MIN_PAIRS = 8
-# A step "repeats" when its times across the baseline's fresh runs (3 by default) lie within 5%.
-MIN_RUNS_FOR_STABILITY = 3
-STABLE_STEP_RANGE = 0.05
-MIN_STABLE_PAIRS = 5
-
-
-class Verdict(str, Enum):
-    PASS = "pass"
-    REGRESSED = "regressed"
-    IMPROVED = "improved"
-    NOISY = "noisy"
-    NEW = "new"
-    OUTCOME_CHANGED = "outcome-changed"
-    CONFIG_CHANGED = "config-changed"
-    EXPECTED_OOM = "expected-oom"
-    NOT_COMPARED = "not-compared"
-    CONTAMINATED = "contaminated"
-
-
-@dataclass(slots=True)
-class MetricVerdict:
-    metric: str
-    verdict: Verdict
-    current: float | None
-    baseline: float | None
-    ratio: float | None
-    interval: tuple[float, float] | None = None
-    p_value: float | None = None
-    gated: bool = True
-    note: str = ""
 
 
 @dataclass(slots=True)
@@ -79,140 +49,6 @@ class CaseVerdict:
         for metric in data["metrics"]:
             metric["verdict"] = metric["verdict"].value
         return data
-
-
-def keyed_groups(value: MetricValue) -> dict[str, list[float]] | None:
-    """Samples grouped by their work key (one per fresh run), None when not keyed."""
-    if not value.keys or not value.samples or len(value.keys) != len(value.samples):
-        return None
-    groups: dict[str, list[float]] = {}
-    for key, sample in zip(value.keys, value.samples):
-        groups.setdefault(key, []).append(sample)
-    return groups
-
-
-def paired_keys(
-    current_groups: dict[str, list[float]], baseline_groups: dict[str, list[float]]
-) -> tuple[list[str], bool]:
-    """The steps to compare pair by pair, and whether they are the baseline's stable ones.
-
-    Where the baseline was pooled from several fresh runs, it shows which steps repeat: on an
-    H100 the GPU-bound steps of Qwen3-8B LoRA repeated within 2% while host-bound short batches
-    and steps that met a new shape (allocator growth) moved by 20-40% from run to run. Judging
-    only the steps that repeat keeps a uniform slowdown visible instead of drowned in that noise.
-    """
-    shared = sorted(current_groups.keys() & baseline_groups.keys())
-    stable = [
-        key
-        for key in shared
-        if len(baseline_groups[key]) >= MIN_RUNS_FOR_STABILITY
-        and stats.relative_range(baseline_groups[key]) <= STABLE_STEP_RANGE
-    ]
-    if len(stable) >= MIN_STABLE_PAIRS:
-        return stable, True
-    return (shared, False) if len(shared) >= MIN_PAIRS else ([], False)
-
-
-def _judge(
-    verdict: MetricVerdict, metric: Metric, relative_worse: float, p_worse: float, p_better: float
-) -> None:
-    if relative_worse > 0:
-        verdict.p_value = p_worse
-        verdict.verdict = Verdict.REGRESSED if p_worse < ALPHA else Verdict.NOISY
-    else:
-        verdict.p_value = p_better
-        verdict.verdict = Verdict.IMPROVED if p_better < ALPHA else Verdict.NOISY
-    if verdict.verdict is Verdict.NOISY:
-        verdict.note = f"beyond tolerance but not significant (p={verdict.p_value:.3f})"
-
-
-def compare_metric(metric: Metric, current: MetricValue, baseline: MetricValue | None) -> MetricVerdict:
-    """Judge one metric. Keyed samples (same batches both sides) are compared step by step:
-    the change is the median of per-step ratios and its support a one-sided bootstrap test of
-    that median, so host stalls on a few steps move neither. Otherwise: the values' ratio and a Mann-Whitney
-    test on samples."""
-    if baseline is None:
-        return MetricVerdict(metric.name, Verdict.NEW, current.value, None, None, gated=metric.gated)
-    base, cur = baseline.value, current.value
-    verdict = MetricVerdict(
-        metric.name, Verdict.PASS, cur, base, cur / base if base else None, gated=metric.gated
-    )
-    if abs(cur - base) <= metric.abs_tolerance:
-        return verdict
-    current_groups, baseline_groups = keyed_groups(current), keyed_groups(baseline)
-    keys, stable = (
-        paired_keys(current_groups, baseline_groups) if current_groups and baseline_groups else ([], False)
-    )
-    if keys:
-        assert current_groups is not None and baseline_groups is not None
-        _judge_paired_steps(verdict, metric, current_groups, baseline_groups, keys, stable)
-    else:
-        _judge_samples(verdict, metric, current, baseline)
-    return verdict
-
-
-def _judge_paired_steps(
-    verdict: MetricVerdict,
-    metric: Metric,
-    current_groups: dict[str, list[float]],
-    baseline_groups: dict[str, list[float]],
-    keys: list[str],
-    stable: bool,
-) -> None:
-    """The change is the median of the paired steps' ratios; its support a bootstrap test of it,
-    which resamples the runs too where both sides have several (``stats.run_step_bootstrap_medians``)."""
-    lower_better = metric.direction is Direction.LOWER
-    ratios = stats.paired_ratios(
-        {k: stats.median(current_groups[k]) for k in keys},
-        {k: stats.median(baseline_groups[k]) for k in keys},
-    )
-    ratio = stats.median(ratios)
-    by_run = stats.steps_of_every_run(current_groups, baseline_groups, keys, MIN_PAIRS)
-    verdict.interval, p_up, p_down = stats.paired_support(ratios, by_run)
-    verdict.ratio = ratio
-    verdict.note = (
-        f"paired over {len(ratios)} steps"
-        + (" that repeat within the baseline's runs" if stable else "")
-        + (f", runs resampled ({len(by_run[0][0])} vs {len(by_run[1][0])})" if by_run else "")
-    )
-    relative_worse = (ratio - 1) if lower_better else (1 - ratio)
-    if abs(relative_worse) <= metric.tolerance:
-        return
-    _judge(
-        verdict,
-        metric,
-        relative_worse,
-        p_up if lower_better else p_down,
-        p_down if lower_better else p_up,
-    )
-
-
-def _judge_samples(
-    verdict: MetricVerdict, metric: Metric, current: MetricValue, baseline: MetricValue
-) -> None:
-    """Unpaired: the change is the values' ratio; its support a Mann-Whitney test on the samples
-    where both sides have enough of them, none (the change alone decides) where they don't."""
-    lower_better = metric.direction is Direction.LOWER
-    base, cur = baseline.value, current.value
-    relative_worse = ((cur - base) if lower_better else (base - cur)) / abs(base) if base else 0.0
-    have_samples = (
-        current.samples is not None
-        and baseline.samples is not None
-        and min(len(current.samples), len(baseline.samples)) >= MIN_SAMPLES_FOR_TEST
-    )
-    if have_samples:
-        assert current.samples is not None and baseline.samples is not None
-        verdict.interval = stats.bootstrap_ratio_interval(current.samples, baseline.samples)
-    if abs(relative_worse) <= metric.tolerance:
-        return
-    if not have_samples:
-        verdict.verdict = Verdict.REGRESSED if relative_worse > 0 else Verdict.IMPROVED
-        return
-    assert current.samples is not None and baseline.samples is not None
-    cur_larger = stats.mann_whitney_greater(current.samples, baseline.samples)
-    cur_smaller = stats.mann_whitney_greater(baseline.samples, current.samples)
-    p_worse, p_better = (cur_larger, cur_smaller) if lower_better else (cur_smaller, cur_larger)
-    _judge(verdict, metric, relative_worse, p_worse, p_better)
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +231,8 @@ def _percent(ratio: float | None) -> str:
 __all__ = [
     "ALPHA",
     "GATED_CONFIG_KEYS",
+    "MIN_PAIRS",
+    "MIN_STABLE_PAIRS",
     "CaseVerdict",
     "MetricVerdict",
     "PartGates",
@@ -402,6 +240,7 @@ __all__ = [
     "compare_case",
     "compare_metric",
     "config_changes",
+    "keyed_groups",
     "paired_keys",
     "timing_comparable",
 ]

@@ -46,6 +46,8 @@ HOST_INDEX_WIDEST_MULTIPLE = 1.5
 two or three runs says too little for a sigma, but not nothing."""
 SM_CLOCK_TOLERANCE = 0.02
 """A GPU whose steady SM clock sits this much below the reference's ran down-clocked."""
+GROUP_CHANGE_MS = 0.05
+"""A kernel group that moved less than this per step is not named as what moved."""
 OWN_POWER_CAP = 0x4
 """NVML's software power cap: a card at its cap while it trains is the case's own load."""
 
@@ -203,7 +205,8 @@ def parts_line(verdict: CaseVerdict, result: CaseResult, reference: CaseResult |
     moved = largest_group_change(result.kernels, reference.kernels)
     line += f" ({moved})" if moved else ""
     if host is not None and host.ratio is not None:
-        line += f" + host {_pct(host.ratio)}{_gated(host)}"
+        # Host time is shown beside step time, which gates it where the host compares.
+        line += f" + host {_pct(host.ratio)}{_gated(step)}"
         index = _index_change(result, reference)
         line += f" (host index {index})" if index else ""
     return line
@@ -222,7 +225,7 @@ def largest_group_change(current: KernelSummary | None, reference: KernelSummary
     if not deltas:
         return ""
     group = max(deltas, key=lambda g: abs(deltas[g]))
-    return f"{group} {deltas[group]:+.1f} ms"
+    return f"{group} {deltas[group]:+.1f} ms" if abs(deltas[group]) >= GROUP_CHANGE_MS else ""
 
 
 def _index_change(result: CaseResult, reference: CaseResult) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from trainperf.errors import TrainperfError
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, timing_comparable
 from trainperf.judge.fingerprint import environment_changes
-from trainperf.judge.metrics import STEP_TIME, with_tolerances
+from trainperf.judge.metrics import KERNEL_TIME, STEP_TIME, with_tolerances
 from trainperf.judge.verdict import judge_case
 from trainperf.measure.hardware import GpuClass
 from trainperf.report.table import align, format_value
@@ -42,6 +42,12 @@ RATIO_LEGEND = (
     "A/B step s: each side's median step; B/A step: the median of per-step ratios, each step of B over "
     "the same step of A (paired by step, so it can differ from the ratio of the two medians), with its "
     "95% bootstrap interval (the runs resampled too where each side has several)"
+)
+
+KERNEL_LEGEND = (
+    "B/A kernel: GPU kernel time of each window step of B over A's same step, the median and [range] "
+    "over B's runs; it transfers across the machines of a class, the rest of a step (host) compares on "
+    "one host only"
 )
 
 COLUMNS = (
@@ -200,6 +206,7 @@ def _row(case: CaseComparison) -> list[str]:
         format_value(_value(case.b, STEP_TIME)),
         _pct(step.ratio if step else None),
         f"[{_pct(interval[0])}, {_pct(interval[1])}]" if interval else "-",
+        _kernel_cell(case),
         _pct(tps.ratio if tps else None),
         "-" if alloc_a is None and alloc_b is None else f"{format_value(alloc_a)} -> {format_value(alloc_b)}",
         case.verdict.verdict.value
@@ -207,8 +214,23 @@ def _row(case: CaseComparison) -> list[str]:
     ]
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    return align(list(COLUMNS), rows)
+def _table(rows: list[list[str]], kernel: bool) -> list[str]:
+    """The table; with a kernel-time column after the step interval where any case has kernel time."""
+    if not kernel:
+        return align(list(COLUMNS), [row[:5] + row[6:] for row in rows])
+    titles = list(COLUMNS)
+    titles.insert(5, "B/A kernel")
+    return align(titles, rows)
+
+
+def _kernel_cell(case: CaseComparison) -> str:
+    kernel = case.metric(KERNEL_TIME)
+    if kernel is None or kernel.ratio is None:
+        return "-"
+    shown = "" if kernel.gated else " shown"
+    if kernel.interval:
+        return f"{_pct(kernel.ratio)} [{_pct(kernel.interval[0])}, {_pct(kernel.interval[1])}]{shown}"
+    return f"{_pct(kernel.ratio)}{shown}"
 
 
 def _environment_line(changes: list[tuple[str, Any, Any]]) -> str:
@@ -231,6 +253,7 @@ def _planted_lines(comparison: RunComparison) -> list[str]:
 
 def render(comparison: RunComparison) -> str:
     """The comparison as plain text: runs, environment diff, table, details, unmatched cases, summary."""
+    kernel = any(case.metric(KERNEL_TIME) is not None for case in comparison.cases)
     lines = [
         f"A: {comparison.label_a}",
         f"B: {comparison.label_b}",
@@ -238,10 +261,11 @@ def render(comparison: RunComparison) -> str:
         _environment_line(comparison.environment),
         *_planted_lines(comparison),
         "",
-        *_table([_row(c) for c in comparison.cases]),
+        *_table([_row(c) for c in comparison.cases], kernel),
         RATIO_LEGEND,
+        *([KERNEL_LEGEND] if kernel else []),
     ]
-    details = []
+    details = [f"{case.case_id}: {case.verdict.parts}" for case in comparison.cases if case.verdict.parts]
     for case in comparison.cases:
         if case.verdict.verdict not in (Verdict.PASS, Verdict.EXPECTED_OOM):
             details.append(f"{case.case_id}: {case.verdict.verdict.value} - {case.verdict.reason}")
@@ -276,6 +300,7 @@ def _case_dict(case: CaseComparison) -> dict[str, Any]:
         "verdict": case.verdict.verdict.value,
         "fails": case.fails,
         "reason": case.verdict.reason,
+        "parts": case.verdict.parts,
         "outcome_a": case.a.outcome,
         "outcome_b": case.b.outcome,
         "planted_slowdown_a": case.a.planted_slowdown,

@@ -6,7 +6,15 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trainperf.judge.metrics import BUSY_SHARE, METRICS, PEAK_ALLOCATED, STEP_TIME, TOKENS_PER_S
+from trainperf.judge.metrics import (
+    BUSY_SHARE,
+    HOST_TIME,
+    KERNEL_TIME,
+    METRICS,
+    PEAK_ALLOCATED,
+    STEP_TIME,
+    TOKENS_PER_S,
+)
 from trainperf.plan.limits import mfu_cell
 from trainperf.result import CaseResult
 from trainperf.traces.diff import describe as describe_trace_diff
@@ -25,6 +33,8 @@ SHOWN = (
     "outcome",
     "verdict",
     STEP_TIME,
+    KERNEL_TIME,
+    HOST_TIME,
     TOKENS_PER_S,
     "samples_per_hour",
     "mfu",
@@ -40,9 +50,10 @@ SHOWN = (
 still judged (a changed one is named under the table) and written to the JSON, JUnit and store."""
 COLUMNS = tuple((key, CASE_COLUMNS[key] if key in CASE_COLUMNS else METRICS[key].column) for key in SHOWN)
 """(key, title): a metric's title is its definition's ``column``."""
-WHERE_MEASURED = (BUSY_SHARE,)
+WHERE_MEASURED = (BUSY_SHARE, KERNEL_TIME, HOST_TIME)
 """Columns shown only where a result of the table has the figure: the busy share comes from
-profiled steps, which a nightly takes only when asked (``--perf-trace``)."""
+profiled steps, which a nightly takes only when asked (``--perf-trace``); kernel and host time from
+a GPU's kernel window."""
 
 
 def columns(results: Sequence[CaseResult]) -> list[tuple[str, str]]:
@@ -67,10 +78,11 @@ def format_value(value: float | None) -> str:
 def _change(verdict: dict[str, Any]) -> str:
     """The most telling metric change: step time, else throughput, else the first with a ratio."""
     metrics = {m["metric"]: m for m in verdict.get("metrics", []) if m.get("ratio") is not None}
+    kernel = f", kernel {(metrics[KERNEL_TIME]['ratio'] - 1) * 100:+.1f}%" if KERNEL_TIME in metrics else ""
     for name in (STEP_TIME, TOKENS_PER_S, PEAK_ALLOCATED):
         if name in metrics:
             ratio = metrics[name]["ratio"]
-            return f"{name.split('_')[0]} {(ratio - 1) * 100:+.1f}%"
+            return f"{name.split('_')[0]} {(ratio - 1) * 100:+.1f}%{kernel}"
     return "-"
 
 
