@@ -47,7 +47,7 @@ def kernel_window(total_steps: int, wanted: int, trace_first: int | None = None)
     read back), fewer where the run would keep under ``MIN_TIMED_STEPS`` timed steps, and before a
     trace's profiled steps (``trace_first``; Kineto admits one profiler at a time)."""
     usable = (trace_first - 1) if trace_first else total_steps
-    width = min(max(0, wanted), max(1, usable // 10))
+    width = min(max(0, wanted), max(1, total_steps // 10))
     while width > 0 and usable - width < MIN_TIMED_STEPS:
         width -= 1
     last = WINDOW_START + width - 1
