@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from trainperf.judge.metrics import KERNEL_TIME
 from trainperf.result import CaseResult
 
 
@@ -40,7 +41,29 @@ def _cpu_identity(result: CaseResult) -> bool:
     return bool(result.fingerprint.get("cpu_id"))
 
 
+KERNEL_TIME_ELSEWHERE = ("rl_verl",)
+"""Families whose kernels run in other processes (verl's Ray workers): no kernel window to record."""
+
+
+def _kernel_time(result: CaseResult) -> bool:
+    """Kernel time where a GPU run of a family that trains in its own process could record it."""
+    family = str(result.case.get("family") or result.case_id.split("-")[0])
+    return (
+        KERNEL_TIME in result.metrics
+        or result.outcome != "ok"
+        or result.gpu_class == "cpu"
+        or result.cliff is not None
+        or family in KERNEL_TIME_ELSEWHERE
+    )
+
+
 GAPS = (
+    Gap(
+        "kernel time",
+        "its runs are judged on wall time against every runner of the class, host and all (false reds on "
+        "a slower host)",
+        _kernel_time,
+    ),
     Gap("profile", "the diagnosis has no profile to compare a slower run's with", _profiled),
     Gap("memory-peak step", "--perf-plan-steps cannot keep a shortened run's memory peak", _peak_step),
     Gap("wall time", "trainperf cost and the shard split leave the case out", _wall_time),
