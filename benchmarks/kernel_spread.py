@@ -39,6 +39,7 @@ class Row:
     keys: tuple[str, ...] = ()
     per_key: tuple[float, ...] = ()
     contaminated: bool = False
+    stack: str = ""
 
 
 def _timed_steady(run: dict[str, Any], steps: list[dict[str, Any]]) -> list[float]:
@@ -83,6 +84,7 @@ def rows_of(result_path: Path) -> list[Row]:
                 keys=tuple(f"{int(s['step'])}:{int(s['tokens'])}" for s in window),
                 per_key=tuple(kernel_ms),
                 contaminated=bool(run.get("contamination")),
+                stack=" ".join(f"{k} {(data.get('fingerprint') or {}).get(k)}" for k in ("torch", "trl")),
             )
         )
     return rows
@@ -140,10 +142,12 @@ def main() -> None:
 def summarise(rows: list[Row]) -> list[dict[str, Any]]:
     by_case: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
-        by_case[row.case].append(row)
+        # Kernel time compares within one window's batches and one stack; a throttled run is not its spread.
+        window = ",".join(row.keys) if row.keys else "no window"
+        by_case[f"{row.case} [{window}; {row.stack}]"].append(row)
     out = []
     for case, group in sorted(by_case.items()):
-        clean = [r for r in group if r.clock and not r.planted and r.kernel_ms is not None]
+        clean = [r for r in group if r.clock and not r.planted and not r.contaminated and r.kernel_ms is not None]
         kernels = [r.kernel_ms for r in clean if r.kernel_ms is not None]
         line = f"{case}: {len(kernels)} run(s) on {len({r.gpu for r in clean})} GPU(s)"
         found = spread(kernels)
@@ -180,13 +184,18 @@ def against_baselines(rows: list[Row], folder: Path, tolerance: float) -> list[s
             continue
         ratio = statistics.median(ratios)
         out = abs(ratio - 1) > tolerance
+        same_stack = row.stack == " ".join(f"{k} {(base.get('fingerprint') or {}).get(k)}" for k in ("torch", "trl"))
         tag = "contaminated, not judged" if row.contaminated else ("BEYOND" if out else "within")
-        if not row.planted and not row.contaminated:
+        tag += "" if same_stack else f" (another stack: {row.stack})"
+        if not row.planted and not row.contaminated and same_stack:
             judged += 1
             beyond += out
         lines.append(f"{row.case:<44} {row.folder[:18]:<18} {row.gpu:<8} {row.planted or '-':<10} "
                      f"kernel {ratio - 1:+.2%} [{min(ratios) - 1:+.2%}, {max(ratios) - 1:+.2%}] {tag}")
-    lines.append(f"unplanted, uncontaminated runs against the baselines: {judged}, beyond ±{tolerance:.1%}: {beyond}")
+    lines.append(
+        f"unplanted, uncontaminated runs of the baselines' stack against them: {judged}, "
+        f"beyond ±{tolerance:.1%}: {beyond}"
+    )
     return lines
 
 

@@ -17,8 +17,8 @@ import pytest
 from trainperf.errors import TrainperfError
 from trainperf.measure import idle, nvml
 from trainperf.measure.contamination import throttled_during
+from trainperf.measure.energy import window_energy_j
 from trainperf.measure.hygiene import judge, read_nvml
-from trainperf.measure.measurement import window_energy_j
 from trainperf.measure.nvml import Nvml, Sampler
 
 GIB = 2**30

@@ -48,6 +48,8 @@ SM_CLOCK_TOLERANCE = 0.02
 """A GPU whose steady SM clock sits this much below the reference's ran down-clocked."""
 GROUP_CHANGE_MS = 0.05
 """A kernel group that moved less than this per step is not named as what moved."""
+OWN_RUNNER = "compares on its own runner only"
+"""How a verdict says its host time was shown because the reference is another runner's."""
 OWN_POWER_CAP = 0x4
 """NVML's software power cap: a card at its cap while it trains is the case's own load."""
 
@@ -151,9 +153,8 @@ def host_gate(result: CaseResult, reference: CaseResult, contamination: Contamin
     if not mine or mine != theirs:
         return Gate(
             False,
-            f"host time compares on its own runner only and the reference is {_runner(theirs)}'s: it "
-            "gates once this runner has a reference of its own (its history: --perf-baseline auto; "
-            "or a baseline taken here)",
+            f"host time {OWN_RUNNER} and the reference is {_runner(theirs)}'s: it gates once this runner "
+            "has a reference of its own (its history: --perf-baseline auto; or a baseline taken here)",
         )
     moved = host_index_moved(result.metrics.get(HOST_INDEX), reference.metrics.get(HOST_INDEX))
     return Gate(False, moved) if moved else OPEN
@@ -241,6 +242,7 @@ def _pct(ratio: float) -> str:
 
 __all__ = [
     "HOST_INDEX_FLOOR",
+    "OWN_RUNNER",
     "judge_case",
     "needs_confirmation",
     "part_gates",

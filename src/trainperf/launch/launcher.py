@@ -19,7 +19,7 @@ from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.families.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
 from trainperf.launch import interruption, process
-from trainperf.launch.bytecode import with_bytecode_cache
+from trainperf.launch.child_env import child_command, child_env
 from trainperf.launch.guard import Progress, RunWatch, both, check_before
 from trainperf.launch.launch_context import LaunchContext
 from trainperf.launch.outcome import classify
@@ -28,10 +28,8 @@ from trainperf.measure.idle import idle_level, wait_idle
 from trainperf.measure.measurement import RunMeasurement, collect_trace, measure_run
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
-from trainperf.measure.ownership import OWNER_ENV, owner_tag
-from trainperf.measure.placement import Placement, cpu_share, reserve
+from trainperf.measure.placement import Placement, reserve
 from trainperf.paths import portable
-from trainperf.synth.cache import cache_root
 from trainperf.traces.kernel_steps import kernel_window
 from trainperf.traces.plan import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
@@ -43,8 +41,6 @@ from trainperf.workloads.protocol import (
     read_child_result,
     read_steps,
 )
-
-LAUNCHER_MODULE = "torch.distributed.run"
 
 
 @dataclass(slots=True)
@@ -71,51 +67,6 @@ class Launched:
     watched: dict[str, Any] = field(default_factory=dict)
     """What the watches recorded (``launch.guard.RunWatch``): the host's CPU, and what made the run's
     timing untrustworthy (``contamination``: a foreign process, external throttling)."""
-
-
-def child_command(python: str, gpus: int, spec_path: Path, family: str) -> list[str]:
-    """The child's command line: the workload itself, or the launcher with one rank per GPU."""
-    workload = ["-m", "trainperf.workloads", str(spec_path)]
-    if not family_of(family).launches_ranks(gpus):
-        return [python, *workload]
-    # --standalone: a private rendezvous on a free local port, so two workers' launchers never meet.
-    return [
-        python,
-        "-m",
-        LAUNCHER_MODULE,
-        "--standalone",
-        "--nnodes=1",
-        f"--nproc-per-node={gpus}",
-        *workload,
-    ]
-
-
-def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
-    """The child's environment variables, less the store's URL and password (``isolated``: a workload
-    environment of its own, no PYTHONPATH of the suite's); bytecode cached where the runner writes none."""
-    env = {k: v for k, v in os.environ.items() if k != "TRAINPERF_STORE"}
-    if isolated:
-        env.pop("PYTHONPATH", None)
-    env.update(
-        PYTHONUNBUFFERED="1",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        HF_HUB_DISABLE_TELEMETRY="1",
-        HF_DATASETS_DISABLE_PROGRESS_BARS="1",
-        TOKENIZERS_PARALLELISM="false",
-        CUDA_VISIBLE_DEVICES=device if device is not None else "",
-        # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: without this, the
-        # child's GPU "1" need not be the GPU the parent samples as 1.
-        CUDA_DEVICE_ORDER="PCI_BUS_ID",
-    )
-    # Everything the child starts inherits it: the suite knows its own processes, orphans too.
-    env[OWNER_ENV] = owner_tag()
-    env.update(share.env() if (share := cpu_share(env)) else {})
-    # The child imports this very trainperf, whatever interpreter runs it.
-    src = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
-    return with_bytecode_cache(env, cache_root("bytecode"))
 
 
 def interpreter_for(ctx: LaunchContext, case: Case) -> Interpreter | None:

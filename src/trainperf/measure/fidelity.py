@@ -32,7 +32,8 @@ from trainperf.judge.metrics import (
     TOKENS_PER_S,
     Metric,
 )
-from trainperf.measure.measurement import RunMeasurement, counter_energy_j, pool_runs, power_integral_j
+from trainperf.measure.energy import counter_energy_j, power_integral_j
+from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.nvml import Sample
 
 AA_BASE, AA_OTHER, BARE = "A", "A2", "bare"

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from trainperf.errors import TrainperfError
+from trainperf.judge.metrics import Metric, with_tolerances
 from trainperf.paths import FIXTURES_DIR
 
 HARDWARE_DIR = FIXTURES_DIR / "hardware"
@@ -42,6 +43,11 @@ class GpuClass:
     """Whether a case judged against its runner's history narrows its timing tolerances to what the
     history shows (``judge.learned_tolerance``): false where a runner's own speed moves between
     levels further apart than any ten runs show."""
+
+    def metrics(self, overrides: dict[str, Any]) -> dict[str, Metric]:
+        """The metric registry with this class's tolerances: ``[tool.trainperf.tolerances]``'s
+        overrides, the timing ones scaled for the class. Every judge of the class's results reads these."""
+        return with_tolerances(overrides, self.timing_tolerance_scale)
 
     def matches(self, device_name: str) -> bool:
         lowered = device_name.lower()

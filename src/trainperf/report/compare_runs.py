@@ -17,7 +17,7 @@ from typing import Any
 from trainperf.errors import TrainperfError
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, timing_comparable
 from trainperf.judge.fingerprint import environment_changes
-from trainperf.judge.metrics import KERNEL_TIME, STEP_TIME, with_tolerances
+from trainperf.judge.metrics import KERNEL_TIME, STEP_TIME
 from trainperf.judge.verdict import judge_case
 from trainperf.measure.hardware import GpuClass
 from trainperf.report.table import align, format_value
@@ -158,7 +158,7 @@ def compare_runs(
         raise TrainperfError(
             f"{label_a} ({len(by_id_a)} cases) and {label_b} ({len(by_id_b)} cases) have no case in common"
         )
-    metrics = with_tolerances(dict(tolerances), gpu_class.timing_tolerance_scale)
+    metrics = gpu_class.metrics(dict(tolerances))
     cases = []
     for case_id in common:
         a, b = by_id_a[case_id], by_id_b[case_id]

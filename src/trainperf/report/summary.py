@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trainperf.judge.comparability import ANOTHER_HOST
+from trainperf.judge.verdict import OWN_RUNNER
 from trainperf.paths import portable
 from trainperf.report.build import write_reports
 from trainperf.report.table import failure_detail, render_text
@@ -21,16 +22,36 @@ def details(
     lines: list[str] = []
     for result in results:
         # A pass whose timing was shown but not gated (another host, an emulated class) says why:
-        # its table row can read "step +260%".
-        ungated = "not gated" in str(result.verdict.get("reason", ""))
-        if result.verdict.get("verdict") not in QUIET_VERDICTS or ungated:
+        # its table row can read "step +260%". One whose host time was shown because its reference is
+        # another runner's says which part moved; the line under the table says why, once.
+        reason = str(result.verdict.get("reason", ""))
+        quiet = result.verdict.get("verdict") in QUIET_VERDICTS
+        if quiet and OWN_RUNNER in reason and result.verdict.get("parts"):
+            lines.append(f"{result.case_id}: {result.verdict['parts']}")
+        elif not quiet or "not gated" in reason:
             lines += failure_detail(result)
         lines += [
             f"{result.case_id}: {note}" for note in notes.get(result.case_id, result.verdict.get("notes", []))
         ]
         if result.case_id in written:
             lines.append(f"{result.case_id}: baseline written to {portable(written[result.case_id])}")
-    return lines + another_host_line(results)
+    return lines + another_host_line(results) + own_runner_line(results)
+
+
+def own_runner_line(results: Sequence[CaseResult]) -> list[str]:
+    """One line for the cases whose kernel time was judged against the class while their host's share
+    was shown, its reference being another runner's: what gates it on this runner."""
+    shown = [r for r in results if OWN_RUNNER in str(r.verdict.get("reason", ""))]
+    if not shown:
+        return []
+    gpu_class = shown[0].gpu_class
+    fix = f"pytest -m {gpu_class} --perf-update-baselines --perf-baselines baselines-$(hostname)"
+    line = (
+        f"host time of {len(shown)} case(s) shown, not gated (kernel time judged against the class): their "
+        "references were taken on other runners; it gates here once this runner's history holds "
+        f"--perf-history-runs accepted runs (--perf-baseline auto), or with its own baselines: {fix}"
+    )
+    return [line]
 
 
 def another_host_line(results: Sequence[CaseResult]) -> list[str]:

@@ -138,6 +138,8 @@ def failure_detail(result: CaseResult) -> list[str]:
     """Lines explaining a verdict: the changed metrics and configuration, and environment drift."""
     verdict = result.verdict
     lines = [f"{result.case_id}: {verdict.get('verdict')} - {verdict.get('reason', '')}"]
+    if verdict.get("parts"):
+        lines.append(f"    {verdict['parts']}")
     if verdict.get("judged_against"):
         lines.append(f"    judged against {verdict['judged_against']}")
     for metric in verdict.get("metrics", []):

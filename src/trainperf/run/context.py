@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from trainperf.errors import TrainperfError
 from trainperf.ground.folder import RunFolder
 from trainperf.ground.settings import Settings
-from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
+from trainperf.judge.metrics import Metric, tolerances_from_pyproject
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import CPU_CLASS, GpuClass
 from trainperf.measure.host import checkout_commit, host_fingerprint
@@ -86,7 +86,7 @@ def open_run(
     fingerprint = host_fingerprint(detection.info if on_gpu else None)
     # Host time compares on its own runner only: every result says which runner measured it.
     fingerprint["runner"] = runner_label(fingerprint, settings.runner)
-    metrics = with_tolerances(tolerances_from_pyproject(rootdir), gpu_class.timing_tolerance_scale)
+    metrics = gpu_class.metrics(tolerances_from_pyproject(rootdir))
     commit = checkout_commit(rootdir)  # pytest-benchmark's commit_info, and the run's in the history
     started = _unwritable_is_one_line(
         run_dir,

@@ -24,7 +24,6 @@ from trainperf.judge.metrics import (
     Metric,
     metrics_of_kind,
     tolerances_from_pyproject,
-    with_tolerances,
 )
 from trainperf.judge.step_power import POWER_MARGIN, MetricPower, power_at
 from trainperf.measure.hardware import CPU_CLASS, GpuClass, load_classes
@@ -111,7 +110,7 @@ def projected_plans(baselines: list[CaseResult], rootdir: Path) -> dict[str, Ste
         full = requested_steps(baseline)
         if gpu_class is None or full is None or baseline.cliff:
             continue
-        metrics = with_tolerances(overrides, gpu_class.timing_tolerance_scale)
+        metrics = gpu_class.metrics(overrides)
         case = Case.from_dict(baseline.case)
         plans[baseline.case_id] = plan_steps(case, baseline, metrics, full, memory_limit(case, gpu_class))
     return plans

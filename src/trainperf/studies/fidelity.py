@@ -94,19 +94,25 @@ def load_state(run_dir: Path) -> tuple[Plan, dict[str, Any]]:
         raise TrainperfError(f"{state_path} is not a fidelity plan ({exc}); start a new run") from None
 
 
+def _harness_settings(cli: dict[str, Any], root: Path) -> Any:
+    """The session's settings. The harness's per-step overhead is measured against a bare loop over the
+    same steps, so no kernel window unless asked (its steps are untimed; its own cost is measured by
+    benchmarks/kernel_time_gpu.sh)."""
+    from trainperf.ground.settings import resolve
+
+    return resolve({**cli, "kernel_steps": cli.get("kernel_steps") or 0}, lambda _name: None, root)
+
+
 def run_fidelity(
     root: Path, case: Case, plan: Plan, cli: dict[str, Any], say: Callable[[str], None] = print
 ) -> Path:
     """Launch the plan's children (or the rest of them, with ``resume``); return the run folder."""
-    from trainperf.ground.settings import resolve
     from trainperf.launch.launcher import ChildLauncher
     from trainperf.measure.detection import detect
     from trainperf.measure.hardware import load_classes
     from trainperf.run.context import open_run
 
-    # The harness's per-step overhead is measured against a bare loop over the same steps: no kernel
-    # window, whose steps are untimed (its own cost: benchmarks/kernel_time_gpu.sh).
-    settings = resolve({**cli, "kernel_steps": cli.get("kernel_steps") or 0}, lambda _name: None, root)
+    settings = _harness_settings(cli, root)
     context = open_run(settings, detect(load_classes(), settings.gpu_class), root)
     context.say = say
     state_path = context.run_dir / STATE_FILE
@@ -184,6 +190,18 @@ def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
     return report
 
 
+def _class_step_tolerance(root: Path, session: dict[str, Any]) -> float:
+    """The step-time tolerance the suite gates this run's class with (its scale, pyproject's override)."""
+    from trainperf.measure.hardware import load_classes
+
+    classes = load_classes()
+    gpu_class = classes.get(str(session.get("gpu_class") or ""))
+    if gpu_class is None:
+        named = session.get("gpu_class")
+        raise TrainperfError(f"the fidelity run's class {named!r} is not in fixtures/hardware")
+    return gpu_class.metrics(tolerances_from_pyproject(root))[STEP_TIME].tolerance
+
+
 def _measure_children(
     run_dir: Path, plan: Plan, state: dict[str, Any], idle_mem_b: int | None
 ) -> _MeasuredChildren:
@@ -247,7 +265,7 @@ def _report(
     unplanted = [run for run in children.harness if run.label in (fidelity.AA_BASE, fidelity.AA_OTHER)]
     harness_tps = [tps for harness_round, _bare in by_round.values() for tps in harness_round]
     bare_tps = [tps for _harness, bare_round in by_round.values() for tps in bare_round]
-    default_tolerance = float(tolerances_from_pyproject(root).get(STEP_TIME, 0.05))
+    default_tolerance = _class_step_tolerance(root, session)
     tolerances = sorted({*fidelity.TOLERANCE_SWEEP, default_tolerance})
     judged = fidelity.detection(children.groups, tolerances)
     summary = fidelity.detection_summary(judged)
