@@ -16,7 +16,16 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from trainperf.judge.metrics import CLIFF_AXES, METRICS, PEAK_ALLOCATED, STEP_TIME, TOKENS_PER_S
+from trainperf.judge.metrics import (
+    CLIFF_AXES,
+    HOST_INDEX,
+    HOST_TIME,
+    KERNEL_TIME,
+    METRICS,
+    PEAK_ALLOCATED,
+    STEP_TIME,
+    TOKENS_PER_S,
+)
 from trainperf.paths import PAGE_FILE
 from trainperf.report.dashboard_case import Links, case_page, kind_chip, legend, shown_time
 from trainperf.report.html import MARKER
@@ -36,8 +45,10 @@ from trainperf.report.trend_read import explanation
 from trainperf.report.trend_svg import COLOURS
 from trainperf.store.interface import HistoryStore
 
-HEADLINE = (STEP_TIME, TOKENS_PER_S, PEAK_ALLOCATED, "energy_per_token_j")
+HEADLINE = (STEP_TIME, KERNEL_TIME, TOKENS_PER_S, PEAK_ALLOCATED, "energy_per_token_j")
 OTHER = (
+    HOST_TIME,
+    HOST_INDEX,
     "device_mem_peak_gib",
     "peak_reserved_gib",
     "host_peak_rss_gib",

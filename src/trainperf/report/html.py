@@ -15,7 +15,7 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.ground.folder import RunFolder
-from trainperf.judge.metrics import STEP_TIME, TOKENS_PER_S
+from trainperf.judge.metrics import KERNEL_TIME, STEP_TIME, TOKENS_PER_S
 from trainperf.judge.step_series import step_medians
 from trainperf.report.limits import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
@@ -57,7 +57,14 @@ window.addEventListener('load', function () {
   document.documentElement.setAttribute('data-report', 'rendered');
 });
 """
-TIMING = (STEP_TIME, TOKENS_PER_S, "peak_allocated_gib", "device_mem_peak_gib", "energy_per_token_j")
+TIMING = (
+    STEP_TIME,
+    KERNEL_TIME,
+    TOKENS_PER_S,
+    "peak_allocated_gib",
+    "device_mem_peak_gib",
+    "energy_per_token_j",
+)
 """The metrics the ratio charts show: the ones a verdict rests on."""
 
 
