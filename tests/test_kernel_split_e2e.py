@@ -18,7 +18,9 @@ MS = 1_000_000
 CASE = "sft_hf-qwen3_8b-qlora-short-b4"
 MARK = f"at::cuda::(anonymous namespace)::{MARKER_KERNEL}(long)"
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
-CAST = "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda, LoadWithCast<1>, StoreWithCast<1> >"
+CAST = (
+    "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda, LoadWithCast<1>, StoreWithCast<1> >"
+)
 
 
 def child(step_s: float, gemm_ms: float, cast_ms: float, jitter: float) -> dict[str, object]:
