@@ -19,7 +19,7 @@ CASE = "sft_hf-qwen3_8b-qlora-short-b4"
 MARK = f"at::cuda::(anonymous namespace)::{MARKER_KERNEL}(long)"
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 CAST = (
-    "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda, LoadWithCast<1>, StoreWithCast<1> >"
+    "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda, LoadWithCast<1>, StoreWithCast<1>>"
 )
 
 
