@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
+from trainperf.errors import TrainperfError
 from trainperf.ground.folder import RunFolder
 from trainperf.ground.settings import resolve
 from trainperf.launch import interruption
@@ -67,7 +68,7 @@ def test_the_runner_records_the_cut_child_and_the_record_lapses_once_the_case_ha
     line = interruption.describe(context.run_dir, cut)
     assert f"interrupted during {CASE.id} run 1/3 after 2/12 steps, " in line
     assert "at its pace it needed about 40s more" in line
-    assert f"--perf-resume {context.run_dir}" in line
+    assert f"--perf-resume={context.run_dir}" in line
 
     (context.run_dir / "results").mkdir(exist_ok=True)
     (context.run_dir / "results" / f"{CASE.id}.json").write_text("{}")  # a resumed run finished it
@@ -124,6 +125,7 @@ def test_a_corrupt_record_is_ignored(tmp_path: Path) -> None:
 CATALOGUE = """
 import pytest
 from trainperf.case import Case
+from trainperf.errors import TrainperfError
 from trainperf.ground.catalogue import params
 
 KNOBS = {"family": "sft_hf", "model": "qwen3_tiny", "method": "lora", "profile": "short", "batch_size": 4}
@@ -205,3 +207,14 @@ def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_s
     for pid in leftover:  # never leave an orphan training on the test machine
         os.kill(pid, signal.SIGKILL)
     assert leftover == []  # no child left training
+
+
+def test_a_run_folder_taken_for_pytests_rootdir_is_refused_with_the_form_that_works(tmp_path: Path) -> None:
+    """`--perf-resume DIR` as two words makes pytest read DIR as a test path and root itself there: the
+    baselines would be looked for inside the run folder and every case would read `new`. Refused."""
+    run_dir = tmp_path / "reports" / "20261127-171138-cpu"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text("{}")
+    with pytest.raises(TrainperfError, match=f"give it as --perf-resume={run_dir} "):
+        resolve({"resume": str(run_dir)}, lambda _name: None, run_dir)
+    assert resolve({"resume": str(run_dir)}, lambda _name: None, tmp_path).resume == run_dir

@@ -13,6 +13,7 @@ from typing import Any
 
 from trainperf.errors import TrainperfError
 from trainperf.measure.host_turns import parse_patterns
+from trainperf.paths import SESSION_FILE
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +348,13 @@ class Settings:
 
 def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:
     """Resolve every option; a bad value is one line naming the option and where it came from."""
+    if (rootdir / SESSION_FILE).is_file():
+        # `--perf-resume DIR` as two words: pytest read DIR as a test path and took its rootdir from it,
+        # so the baselines and the output would be looked for inside the run folder (every case `new`).
+        raise TrainperfError(
+            f"pytest took its rootdir from the run folder {rootdir}: give it as --perf-resume={rootdir} "
+            "(with '='), from the project's root"
+        )
     values: dict[str, Any] = {}
     for spec in OPTIONS:
         raw, origin = cli.get(spec.name), spec.cli

@@ -75,7 +75,7 @@ def describe(run_dir: Path, interruption: Interruption) -> str:
     return (
         f"trainperf: interrupted during {interruption.label} after {interruption.steps_done}/"
         f"{interruption.steps_requested} steps{pace} (its files: {run_dir / interruption.child_dir}); "
-        f"finished cases are kept: run again with --perf-resume {run_dir} to judge them and re-run the rest"
+        f"finished cases are kept: run again with --perf-resume={run_dir} to judge them and re-run the rest"
     )
 
 

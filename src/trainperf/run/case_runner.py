@@ -342,7 +342,7 @@ def unwritable(exc: OSError, run_dir: Path) -> str:
     where = exc.filename or run_dir
     return (
         f"cannot write {where}: {exc.strerror or exc}; the cases finished before are kept in {run_dir}: "
-        f"free space (or make it writable) and run again with --perf-resume {run_dir}"
+        f"free space (or make it writable) and run again with --perf-resume={run_dir}"
     )
 
 
