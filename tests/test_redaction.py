@@ -81,7 +81,11 @@ def test_a_training_child_is_not_given_the_store(monkeypatch: pytest.MonkeyPatch
     from trainperf.launch.launcher import child_env
 
     monkeypatch.setenv("TRAINPERF_STORE", "postgresql://ci:pw6@db/x")
-    assert "TRAINPERF_STORE" not in child_env(None) and "pw6" not in json.dumps(child_env(None))
+    monkeypatch.setenv("PGPASSWORD", "pw7")
+    monkeypatch.setenv("PGPASSFILE", "/home/ci/.pgpass")
+    env = child_env(None)
+    assert "TRAINPERF_STORE" not in env and "pw6" not in json.dumps(env)
+    assert "PGPASSWORD" not in env and "PGPASSFILE" not in env and "pw7" not in json.dumps(env)
 
 
 @dataclass(frozen=True)

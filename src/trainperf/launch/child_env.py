@@ -31,10 +31,15 @@ def child_command(python: str, gpus: int, spec_path: Path, family: str) -> list[
     ]
 
 
+STORE_SECRETS = ("TRAINPERF_STORE", "PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE")
+"""The results store's URL and PostgreSQL's password variables: the parent's to use, never the training
+child's (it records nothing in the store, and a workload's logs may print its environment)."""
+
+
 def child_env(device: str | None, *, isolated: bool = False) -> dict[str, str]:
     """The child's environment variables, less the store's URL and password (``isolated``: a workload
     environment of its own, no PYTHONPATH of the suite's); bytecode cached where the runner writes none."""
-    env = {k: v for k, v in os.environ.items() if k != "TRAINPERF_STORE"}
+    env = {k: v for k, v in os.environ.items() if k not in STORE_SECRETS}
     if isolated:
         env.pop("PYTHONPATH", None)
     env.update(
