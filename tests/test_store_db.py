@@ -30,6 +30,14 @@ def test_unknown_scheme_is_one_line() -> None:
         resolve_url("mysql://db/x", None, {})
 
 
+def test_a_malformed_port_is_one_line_without_the_password() -> None:
+    with pytest.raises(StoreError) as raised:
+        resolve_url("postgresql://ci:s3cret@db:notaport/tp", None, {})
+    message = str(raised.value)
+    assert "does not parse" in message and "its port a number" in message and "s3cret" not in message
+    assert "\n" not in message
+
+
 def test_new_sqlite_store_records_its_schema_version(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "h.sqlite"))
     with store.reading() as conn:

@@ -48,6 +48,8 @@ def normalise_url(text: str) -> str:
     """``sqlite:///PATH`` and ``postgresql://...`` as given (psycopg 3 as the driver); a bare path
     is a SQLite file."""
     text = text.strip()
+    if text.startswith(("postgresql://", "postgres://", "postgresql+")):
+        _check_server_url(text)
     if text.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + text.split("://", 1)[1]
     if text.startswith(("postgresql+", "sqlite:")):
@@ -58,6 +60,20 @@ def normalise_url(text: str) -> str:
             f"store URL scheme '{scheme}' is not supported: use sqlite:///PATH or postgresql://user@host:port/db"
         )
     return f"sqlite:///{Path(text).expanduser().resolve()}"
+
+
+def _check_server_url(text: str) -> None:
+    """A server URL whose port parses (a malformed one was a traceback from the database library, the
+    URL's password in its frames): one line naming the URL without its secret."""
+    from urllib.parse import urlsplit
+
+    try:
+        urlsplit(text).port  # noqa: B018 - reading it is the check
+    except ValueError as exc:
+        raise StoreError(
+            f"store URL {shown(text)} does not parse ({exc}): give postgresql://user@host:port/db, its port "
+            "a number"
+        ) from None
 
 
 def shown(url: str) -> str:
