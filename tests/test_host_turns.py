@@ -103,3 +103,16 @@ def test_a_run_alone_on_the_host_records_its_turn_and_says_so(pytester: pytest.P
     assert turns and all(turn["alone"] and turn["waited_s"] >= 0 for turn in turns)
     assert "ran alone on the host (--perf-host-lock)" in " ".join(record["verdict"]["notes"])
     assert lock.is_file()
+
+
+def test_a_glob_with_an_unclosed_bracket_and_negative_seconds_are_refused_at_start(tmp_path: Path) -> None:
+    """'[' would match no case id (fnmatch reads it as a literal), a negative watchdog would be off:
+    both were accepted in silence."""
+    from trainperf.ground.settings import resolve
+
+    with pytest.raises(ValueError, match="unclosed"):
+        parse_patterns("*-short-*,[")
+    assert parse_patterns("*-b[48]") == ("*-b[48]",)
+    for option, value in (("alone", "["), ("silent_timeout", "-5"), ("gpu_wait", "-1")):
+        with pytest.raises(TrainperfError, match="is not valid"):
+            resolve({option: value}, lambda _name: None, tmp_path)

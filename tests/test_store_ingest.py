@@ -139,3 +139,18 @@ def test_each_folder_says_why_nothing_was_added_and_the_rest_go_on(
     # Every folder stored (an empty run is no failure): 0; no folder named held a run: 2.
     assert call("ingest", folders[2], folders[3], "--store", url, "--quiet") == 0
     assert call("ingest", folders[0], "--store", url, "--quiet") == 2
+
+
+def test_a_run_folders_result_that_is_not_a_case_result_is_said_and_fails_the_ingest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run folder's results/ holds case results only: a JSON list there (a damaged or foreign file)
+    is listed as skipped and the command exits non-zero, not "0 added" and 0."""
+    from test_store_cli import call
+
+    run = write_run_folder(tmp_path / "reports" / "run", nightly(1), [make_result(CASES[0], nightly(1), 0.5)])
+    (run / "results" / "stray.json").write_text("[1, 2, 3]")
+    assert call("ingest", str(run), "--store", f"sqlite:///{tmp_path / 'h.sqlite'}") == 1
+    out, _ = capsys.readouterr()
+    assert "stray.json: not a case result (a JSON list, no case_id)" in out
+    assert "1 case result(s) added" in out

@@ -52,6 +52,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise ValueError("must be >= 0 seconds (0: off)")
+    return value
+
+
 def _count(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -239,13 +246,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "seconds to wait before a run for its GPU to be free of foreign processes and throttling; a run "
         "that starts or ends beside one is contaminated (timing shown, not judged)",
         300.0,
-        lambda text: max(0.0, float(text)),
+        _seconds,
     ),
     OptionSpec(
         "silent_timeout",
         "seconds a child may write nothing (no step, no output) before it is killed as hung (0: never)",
         600.0,
-        lambda text: max(0.0, float(text)),
+        _seconds,
     ),
     OptionSpec(
         "require_idle_gpu",

@@ -46,6 +46,10 @@ def parse_patterns(text: str) -> tuple[str, ...]:
     patterns = tuple(part.strip() for part in text.split(",") if part.strip())
     if not patterns:
         raise ValueError("give case-id globs separated by commas, e.g. '*-short-*,rl_trl-*'")
+    for pattern in patterns:
+        if pattern.count("[") != pattern.count("]"):
+            # fnmatch reads an unclosed '[' as a literal, which no case id holds: it would match nothing.
+            raise ValueError(f"the glob {pattern!r} has an unclosed '[': close it, e.g. '*-b[48]'")
     return patterns
 
 

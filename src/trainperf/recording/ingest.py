@@ -110,8 +110,11 @@ def _looks_like_result(path: Path) -> bool:
     return '"case_id"' in head and '"gpu_class"' in head
 
 
-def _load_results(files: Sequence[Path], skipped: list[str]) -> list[tuple[Path, CaseResult]]:
-    """Each file parsed once; a JSON file that is not a case result is passed over, a damaged one reported."""
+def _load_results(
+    files: Sequence[Path], skipped: list[str], *, only_results: bool = False
+) -> list[tuple[Path, CaseResult]]:
+    """Each file parsed once; a JSON file that is not a case result is passed over (reported where the
+    folder holds case results only: a run folder's ``results/``), a damaged one reported."""
     loaded = []
     for path in files:
         try:
@@ -120,6 +123,8 @@ def _load_results(files: Sequence[Path], skipped: list[str]) -> list[tuple[Path,
             skipped.append(f"{path}: not readable JSON ({exc})")
             continue
         if not (isinstance(data, dict) and "case_id" in data and "schema_version" in data):
+            if only_results:
+                skipped.append(f"{path}: not a case result (a JSON {type(data).__name__}, no case_id)")
             continue
         try:
             loaded.append((path, CaseResult.from_dict(data, origin=str(path))))
@@ -258,7 +263,9 @@ def _ingest_results(
         info = run_info(run_dir, [], runner)
         if store.stored_case_count(info.run_key) >= len(files) > 0:
             return 0, len(files)  # every result of this run is stored: nothing to parse
-    results = sorted(_load_results(files, skipped), key=lambda item: item[1].created)
+    results = sorted(
+        _load_results(files, skipped, only_results=run.is_run()), key=lambda item: item[1].created
+    )
     added = 0
     for group in _run_groups(run_dir, results):
         info = run_info(run_dir, [r for _, r in group], runner)

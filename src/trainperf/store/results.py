@@ -12,7 +12,8 @@ from trainperf.result import CaseResult
 
 
 def load_result(path: Path) -> CaseResult:
-    """Read a result or baseline file; any defect is one line naming the file and the fix."""
+    """Read a result or baseline file; any defect is one line naming the file and the fix (a baseline
+    is written again by its class's runner, a run's result by running its case again)."""
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict):
@@ -23,8 +24,14 @@ def load_result(path: Path) -> CaseResult:
     except (OSError, ValueError, TypeError) as exc:
         raise TrainperfError(
             f"{path} is corrupt ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
-            "delete it or re-create it with --perf-update-baselines"
+            f"delete it, or write it again: {_rewrite_hint(path)}"
         ) from exc
+
+
+def _rewrite_hint(path: Path) -> str:
+    if path.parent.name == "results":  # a run folder's: <run>/results/<case>.json
+        return f"pytest ... --perf-resume={path.parent.parent} runs every case without a readable result"
+    return "pytest -m <class> --perf-update-baselines -k <case> on a runner of the class"
 
 
 def save_result(path: Path, result: CaseResult) -> None:
