@@ -115,11 +115,18 @@ def ab_rows(study: Study) -> list[list[str]]:
             f"{_num(alloc.get('a'), 1)} -> {_num(alloc.get('b'), 1)}",
             _pct(energy.get("ratio")),
             f"{_num(step.get('a'), 3)} -> {_num(step.get('b'), 3)}",
-            broken_cases.get(case["case_id"]) or (case.get("reason") if case["verdict"] != "pass" else ""),
+            broken_cases.get(case["case_id"]) or _explained(case),
         ])  # fmt: skip
     for case_id, why in sorted((record.get("a_not_run") or {}).items()):
         rows.append([label, case_id, "not-judged", "-", "-", "-", "-", "-", f"A cannot run it: {why}"])
     return rows
+
+
+def _explained(case: Mapping[str, Any]) -> str:
+    """The row's last cell: which part of a step moved (where kernel time was recorded), then the
+    reason of a verdict other than pass."""
+    reason = case.get("reason") if case["verdict"] != "pass" else ""
+    return "; ".join(str(part) for part in (case.get("parts"), reason) if part)
 
 
 AB_COLUMNS = (
