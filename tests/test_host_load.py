@@ -37,8 +37,8 @@ def test_a_neighbour_on_a_saturated_host_contaminates_the_run() -> None:
     reasons = _watch(cores=2, busy=0.97, foreign_cores=0.8).reasons()
     assert reasons == ["host CPU: other processes used 0.8 of 2 cores on a host 97% busy (compile pid 4242)"]
     record = contamination(None, None, {}, _watch(cores=2, busy=0.97, foreign_cores=0.8))
-    # The host's CPU is not the GPU: the device-wide memory stays the case's own.
-    assert record == {"reasons": reasons, "foreign_process": False}
+    # The host's CPU is not the GPU: the device-wide memory and the kernel time stay the case's own.
+    assert record == {"reasons": reasons, "foreign_process": False, "on_gpu": False}
 
 
 def test_a_neighbour_on_a_host_with_idle_cores_took_nothing() -> None:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from trainperf.plan.retake import GAPS, gaps_of, retake_command, stale_baselines
-from trainperf.result import CaseResult
+from trainperf.result import CaseResult, MetricValue
 
 
 def _baseline(case_id: str, *, complete: bool) -> CaseResult:
@@ -19,10 +19,28 @@ def _baseline(case_id: str, *, complete: bool) -> CaseResult:
         case={},
         gpu_class="h100",
         outcome="ok",
+        metrics={"kernel_ms": MetricValue(196.6, "ms")} if complete else {},
         runs=[run],
         fingerprint={"cpu_id": "GenuineIntel family 6 model 143 stepping 8"} if complete else {},
         profile={"groups": {"gemm": 0.5}} if complete else None,
     )
+
+
+def test_kernel_time_is_no_gap_where_a_run_cannot_record_it() -> None:
+    """verl trains in Ray workers, a cliff search is no pooled run, the CPU has no kernels, an OOM ran
+    no steady step: none of them lacks kernel time."""
+    for case_id, changes in (
+        ("rl_verl-qwen2_5_0_5b-full-gsm8k-b64", {}),
+        ("sft_hf-a-b4-cliff-batch_size", {"cliff": {"axis": "batch_size"}}),
+        ("sft_hf-a-b4", {"gpu_class": "cpu"}),
+        ("sft_hf-a-b4", {"outcome": "oom"}),
+    ):
+        baseline = _baseline(case_id, complete=True)
+        baseline.metrics = {}
+        for key, value in changes.items():
+            setattr(baseline, key, value)
+        assert "kernel time" not in gaps_of(baseline), case_id
+    assert "kernel time" in gaps_of(_baseline("sft_hf-a-b4", complete=False))
 
 
 def test_a_baseline_of_today_has_no_gap_and_an_old_one_every_gap() -> None:
@@ -52,6 +70,6 @@ def test_the_command_line_lists_the_gaps_and_the_retake(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     out = completed.stdout
     assert "== h100: 1 of 2 baselines lack a figure the suite now reads" in out
-    assert "  sft_hf-old: profile, memory-peak step, wall time, CPU identity" in out
+    assert "  sft_hf-old: kernel time, profile, memory-peak step, wall time, CPU identity" in out
     assert "sft_hf-new" not in out
     assert out.rstrip().endswith("pytest perf_tests -m h100 --perf-update-baselines -k sft_hf-old")

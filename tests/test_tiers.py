@@ -216,7 +216,7 @@ def test_the_night_option_deselects_the_other_nights_cases_in_one_line(tmp_path:
     assert items(done) == set(plan.tonight(sorted(items(whole))))
     assert (
         f"trainperf: night 2026-11-27 Fri: 9 core + 8 rotating + 0 promoted of {len(items(whole))} cases, "
-        "projected 48.4 GPU-min (+4 without a recorded wall time) of a 60 GPU-min night budget; 47 "
+        "projected 48.3 GPU-min (+4 without a recorded wall time) of a 60 GPU-min night budget; 47 "
         "deselected, each runs within 7 nights"
     ) in done.stdout
     assert "core     tonight every night                  sft_hf-qwen3_8b-lora-short-b4" in done.stdout

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from trainperf.errors import TrainperfError
 from trainperf.jsonio import write_json_atomic
+from trainperf.paths import RESULTS_DIR
 from trainperf.result import CaseResult
 
 
@@ -29,7 +30,7 @@ def load_result(path: Path) -> CaseResult:
 
 
 def _rewrite_hint(path: Path) -> str:
-    if path.parent.name == "results":  # a run folder's: <run>/results/<case>.json
+    if path.parent.name == RESULTS_DIR:  # a run folder's: <run>/results/<case>.json
         return f"pytest ... --perf-resume={path.parent.parent} runs every case without a readable result"
     return "pytest -m <class> --perf-update-baselines -k <case> on a runner of the class"
 

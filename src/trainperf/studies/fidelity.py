@@ -19,7 +19,7 @@ from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.ground.folder import RunFolder
 from trainperf.jsonio import write_json_atomic
-from trainperf.judge.metrics import STEP_TIME, tolerances_from_pyproject
+from trainperf.judge.metrics import STEP_TIME, tolerances_from_pyproject, with_tolerances
 from trainperf.measure import fidelity
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
@@ -194,12 +194,11 @@ def _class_step_tolerance(root: Path, session: dict[str, Any]) -> float:
     """The step-time tolerance the suite gates this run's class with (its scale, pyproject's override)."""
     from trainperf.measure.hardware import load_classes
 
-    classes = load_classes()
-    gpu_class = classes.get(str(session.get("gpu_class") or ""))
-    if gpu_class is None:
-        named = session.get("gpu_class")
-        raise TrainperfError(f"the fidelity run's class {named!r} is not in fixtures/hardware")
-    return gpu_class.metrics(tolerances_from_pyproject(root))[STEP_TIME].tolerance
+    overrides = tolerances_from_pyproject(root)
+    gpu_class = load_classes().get(str(session.get("gpu_class") or ""))
+    # A run folder from before sessions recorded their class: the configured tolerance, unscaled.
+    metrics = gpu_class.metrics(overrides) if gpu_class is not None else with_tolerances(overrides)
+    return metrics[STEP_TIME].tolerance
 
 
 def _measure_children(
