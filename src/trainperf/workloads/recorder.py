@@ -98,7 +98,6 @@ class StepRecorder:
             # the next step's clock starts after that (the device sits idle meanwhile).
             read_back = self.kernels.edge(record["step"])
             self.kernels.before_step(record["step"] + 1)
-        self.plant.at_step_start()
         if self.profiler is not None:
             # After the edge: the profiler's start and its trace export land in marked steps only.
             self.profiler.step()
@@ -106,6 +105,7 @@ class StepRecorder:
             self._last_edge, self._last_edge_wall = time.perf_counter(), time.time()
         else:
             self._last_edge, self._last_edge_wall = edge, record["t_end"]
+        self.plant.at_step_start()  # the next step's own: after its left edge, whichever was taken
 
     def record(self, record: dict[str, Any]) -> None:
         """Append a step as given: for a framework that times its own steps in other processes
