@@ -29,7 +29,7 @@ class MetricValue:
 
 @dataclass(frozen=True, slots=True)
 class KernelShare:
-    """One kernel's device time per step (its name shortened, its group: GEMM, attention, ...)."""
+    """One kernel's GPU time per step (its name shortened, its group: GEMM, attention, ...)."""
 
     name: str
     group: str

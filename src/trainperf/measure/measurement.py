@@ -228,7 +228,7 @@ def _measure_step_parts(
     run: RunMeasurement, steady: Sequence[dict[str, Any]], window: Sequence[dict[str, Any]], record: Any
 ) -> None:
     """Kernel time per window step, with the steps' keys, and the host's share of the timed steps, where
-    the child recorded the device's work; each group's device time and the top kernels; else why not."""
+    the child recorded the device's work; each group's GPU time and the top kernels; else why not."""
     parts, why = step_parts(steady, window, record)
     if parts is None:
         if why:

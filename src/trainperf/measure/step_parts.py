@@ -27,15 +27,15 @@ MS_PER_S = 1000.0
 @dataclass(frozen=True, slots=True)
 class StepParts:
     """The window's kernel time per step (with its keys), the host's share of a timed step, each
-    group's device time per step and the top kernels."""
+    group's GPU time per step and the top kernels."""
 
     kernel_ms: list[float]
     keys: list[str]
     host_ms: float
     groups_ms: dict[str, float] = field(default_factory=dict)
-    """Mean device time per window step by group (GEMM, attention, ...)."""
+    """Mean GPU time per window step by group (GEMM, attention, ...)."""
     top: list[dict[str, Any]] = field(default_factory=list)
-    """The kernels that took the most device time, per step."""
+    """The kernels that took the most GPU time, per step."""
 
     @property
     def kernel_median(self) -> float:

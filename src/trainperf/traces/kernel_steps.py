@@ -180,7 +180,7 @@ def summarise_step(step: int, activities: Sequence[DeviceActivity]) -> StepKerne
 
 
 def top_kernels(per_step: Sequence[Sequence[DeviceActivity]], limit: int = TOP_KERNELS) -> list[TopKernel]:
-    """The kernels that took the most device time over the given steps, by their full name (shortened
+    """The kernels that took the most GPU time over the given steps, by their full name (shortened
     for the record); the group comes from the full name, whose template arguments tell a cast."""
     totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for activities in per_step:

@@ -5,7 +5,7 @@ which Hugging Face's SDPA attention looks up at each call: the first adds real e
 (their outputs are discarded, the kernels still run), the second computes attention as its composite
 of matmul, softmax and matmul instead of the fused kernel, the third makes the host wait for the
 device and sleep at each call (Python-side delay inside the step). ``memory`` holds a filled buffer
-through the next step; ``gpu`` launches matrix products worth a fixed device time at each step's start,
+through the next step; ``gpu`` launches matrix products worth a fixed GPU time at each step's start,
 ``python`` spends a fixed time in busy Python there.
 """
 
