@@ -14,6 +14,7 @@ from typing import Any
 from trainperf.errors import TrainperfError
 from trainperf.measure.host_turns import parse_patterns
 from trainperf.paths import SESSION_FILE
+from trainperf.traces.kernel_steps import DEFAULT_WINDOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +222,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "early steps of each GPU run whose kernel time is recorded (CUPTI, through the PyTorch profiler; "
         "left out of the timing): kernel time is judged against the class, the rest of a step on this "
         "runner only (0: off, wall time only)",
-        2,
+        DEFAULT_WINDOW,
         _count,
     ),
     OptionSpec(
@@ -333,7 +334,7 @@ class Settings:
     plant: str | None = None
     diagnose: bool = True
     trace: bool = False
-    kernel_steps: int = 2
+    kernel_steps: int = DEFAULT_WINDOW
     require_idle_gpu: bool = False
     gpu_wait: float = 300.0
     silent_timeout: float = 600.0
@@ -356,8 +357,7 @@ class Settings:
 def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:
     """Resolve every option; a bad value is one line naming the option and where it came from."""
     if (rootdir / SESSION_FILE).is_file():
-        # `--perf-resume DIR` as two words: pytest read DIR as a test path and took its rootdir from it,
-        # so the baselines and the output would be looked for inside the run folder (every case `new`).
+        # `--perf-resume DIR` in two words: pytest rooted itself in DIR, where no baselines are (all `new`).
         raise TrainperfError(
             f"pytest took its rootdir from the run folder {rootdir}: give it as --perf-resume={rootdir} "
             "(with '='), from the project's root"

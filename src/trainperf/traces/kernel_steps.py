@@ -121,14 +121,10 @@ class KernelTimes:
         return {step.step: step for step in self.steps}
 
 
-def group_of(activity: DeviceActivity) -> str:
-    """The profile group of one activity: copies and sets are memory traffic, kernels by their name."""
-    return _group(activity.name, activity.kind)
-
-
 @lru_cache(maxsize=65536)
 def _group(name: str, kind: str) -> str:
-    # A step launches thousands of kernels of a few hundred names: each name is matched once.
+    """The profile group of one activity: copies and sets are memory traffic, kernels by their name
+    (a step launches thousands of kernels of a few hundred names: each name is matched once)."""
     category = "memory" if kind in MEMORY_KINDS else categorise(name)
     return GROUP_OF.get(category, "other")
 
