@@ -283,3 +283,27 @@ def test_html_renders_in_headless_chromium_without_script_errors(tmp_path: Path)
     assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+
+def test_ratio_dots_are_red_for_the_worse_whatever_the_metrics_direction() -> None:
+    """Tokens/s up 18% is better, step time up 5% and kernel time up 1% worse: the dot's colour follows
+    each metric's direction, not whether its ratio is above 1."""
+    from trainperf.report.html import _ratios
+
+    result = CaseResult(
+        case_id="sft_hf-qwen3_8b-lora-short-b4", case={}, gpu_class="h100", outcome="ok",
+        verdict={"metrics": [
+            {"metric": "tokens_per_s", "ratio": 1.18, "interval": [1.1, 1.2]},
+            {"metric": "step_time_s", "ratio": 1.05, "interval": None},
+            {"metric": "kernel_ms", "ratio": 1.01, "interval": [1.005, 1.015]},
+            {"metric": "peak_allocated_gib", "ratio": 0.9, "interval": None},
+        ]},
+    )  # fmt: skip
+    svg = _ratios([result])
+    colours = {name: colour for colour, name in re.findall(r'fill="(#[0-9a-f]{6})"><title>\S+ (\w+): ', svg)}
+    assert colours == {
+        "tokens_per_s": "#2ca02c",
+        "step_time_s": "#d62728",
+        "kernel_ms": "#d62728",
+        "peak_allocated_gib": "#2ca02c",
+    }

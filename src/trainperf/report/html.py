@@ -15,7 +15,7 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.ground.folder import RunFolder
-from trainperf.judge.metrics import KERNEL_TIME, STEP_TIME, TOKENS_PER_S
+from trainperf.judge.metrics import KERNEL_TIME, METRICS, STEP_TIME, TOKENS_PER_S, Direction, resolve_metric
 from trainperf.judge.step_series import step_medians
 from trainperf.report.limits import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
@@ -167,11 +167,19 @@ def _phases(run_dir: Path, results: Sequence[CaseResult]) -> str:
     return stacked_bars("seconds per step by phase (RL)", "s", bars)
 
 
+def _ratio_row(metric: dict[str, Any]) -> tuple[str, float, tuple[float, float] | None, bool]:
+    """A metric's ratio for the ratio charts, with whether it changed for the worse (its direction)."""
+    defined = resolve_metric(METRICS, str(metric["metric"]))
+    higher_is_worse = defined is None or defined.direction is Direction.LOWER
+    ratio = float(metric["ratio"])
+    return str(metric["metric"]), ratio, _interval(metric), ratio > 1 if higher_is_worse else ratio < 1
+
+
 def _ratios(results: Sequence[CaseResult]) -> str:
     groups = []
     for result in results:
         rows_ = [
-            (metric["metric"], metric["ratio"], _interval(metric))
+            _ratio_row(metric)
             for metric in result.verdict.get("metrics", [])
             if metric.get("metric") in TIMING and metric.get("ratio") is not None
         ]
@@ -225,7 +233,7 @@ def _comparisons(run_dir: Path) -> list[str]:
             (
                 str(case.get("case_id")),
                 [
-                    (metric["metric"], metric["ratio"], _interval(metric))
+                    _ratio_row(metric)
                     for metric in case.get("metrics", [])
                     if metric.get("metric") in TIMING and metric.get("ratio") is not None
                 ],

@@ -260,17 +260,18 @@ def _legend(names: Sequence[str], colors: dict[str, str], left: float, top: floa
 
 
 def grouped_ratio_chart(
-    title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float, tuple[float, float] | None]]]]
+    title: str, groups: Sequence[tuple[str, Sequence[tuple[str, float, tuple[float, float] | None, bool]]]]
 ) -> str:
     """Ratios (current / reference) with their 95% intervals, one group per case: the case id on a
-    row of its own over the full width, its metrics' names beside their points. The frame widens
-    to the longest label, so no case id or metric name is cut."""
+    row of its own over the full width, its metrics' names beside their points, red where the change
+    is for the worse (a ratio above 1 is worse for a time, better for a throughput: each row says).
+    The frame widens to the longest label, so no case id or metric name is cut."""
     groups = [(name, list(rows)) for name, rows in groups if rows]
     if not groups:
         return ""
-    values = [v for _, rows in groups for _, ratio, ci in rows for v in (ratio, *(ci or ()))]
+    values = [v for _, rows in groups for _, ratio, ci, _ in rows for v in (ratio, *(ci or ()))]
     low, high = min(min(values), 0.9), max(max(values), 1.1)
-    label_w = max(140, int(CHAR_W * max(len(label) for _, rows in groups for label, _, _ in rows)) + 16)
+    label_w = max(140, int(CHAR_W * max(len(label) for _, rows in groups for label, *_ in rows)) + 16)
     width = max(WIDTH, int(CHAR_W * 1.1 * max(len(name) for name, _ in groups)) + 24, label_w + 240)
     row_h = 20
     height = TOP + row_h * sum(len(rows) + 1 for _, rows in groups) + 30
@@ -290,7 +291,7 @@ def grouped_ratio_chart(
             f'<text class="group" x="6" y="{y + 4}" font-size="11" font-weight="bold">{escape(name)}</text>'
         )
         y += row_h
-        for label, ratio, interval in rows:
+        for label, ratio, interval, worse in rows:
             out.append(
                 f'<text x="{label_w - 6}" y="{y + 4}" text-anchor="end" font-size="10">{escape(label)}</text>'
             )
@@ -299,7 +300,7 @@ def grouped_ratio_chart(
                     f'<line x1="{sx(interval[0]):.1f}" x2="{sx(interval[1]):.1f}" y1="{y}" y2="{y}" '
                     'stroke="#555" stroke-width="2"/>'
                 )
-            color = "#d62728" if ratio > 1 else "#2ca02c"
+            color = "#d62728" if worse else "#2ca02c"
             out.append(
                 f'<circle class="ratio" cx="{sx(ratio):.1f}" cy="{y}" r="4" fill="{color}">'
                 f"<title>{escape(name)} {escape(label)}: {ratio:.3f}</title></circle>"
