@@ -72,3 +72,27 @@ def test_every_planted_step_of_a_synthetic_history_is_red_with_its_adverse_size(
     assert all(tone == "bad" and float(size) > 0 for tone, size, _ in sizes), sizes
     assert {metric for *_, metric in sizes} == {"step time (s)"}
     assert "the median of its runs since its last good one" in index
+
+
+def test_a_skipped_run_is_drawn_as_skipped_not_failed_and_its_reason_said_once(tmp_path: Path) -> None:
+    import json
+
+    from trainperf.report.dashboard import _cause
+    from trainperf.report.dashboard_case import kind_chip
+    from trainperf.report.trend_model import Finding, kind_of
+
+    why = "environment 'verl-sglang' does not exist: create it with `trainperf env create verl-sglang`"
+    skipped = _stored(3, 0.5, "not-compared")
+    skipped.outcome, skipped.message, skipped.values = "skipped", why, {}
+    assert kind_of(skipped) == "skipped"
+    assert ">skipped<" in kind_chip(skipped) and "failed" not in kind_chip(skipped)
+    crashed = _stored(4, 0.5, "outcome-changed")
+    crashed.outcome = "crash"
+    assert kind_of(crashed) == "failed"
+    # The run folder's verdict gives the same reason the store kept as the message: said once.
+    result = tmp_path / "result.json"
+    result.write_text(json.dumps({"verdict": {"verdict": "not-compared", "reason": why}}))
+    skipped.result_path = str(result)
+    trend = build_trends([_stored(day, 0.5, "pass") for day in range(3)] + [skipped], ["step_time_s"])[0]
+    cause = _cause(Finding(trend=trend, run=len(trend.runs) - 1, changes=[]), None)
+    assert cause.count(why) == 1, cause

@@ -74,7 +74,7 @@ td.size { font-weight: bold; white-space: nowrap; font-size: 15px; } td.size sma
 .cells i { display: inline-block; width: 7px; height: 14px; margin-right: 1px; background: #3a6fb0; }
 .cells i.regressed, .cells i.failed { background: #d62728; } .cells i.improved { background: #2ca02c; }
 .cells i.noisy { background: #e08a00; } .cells i.contaminated { background: #999; }
-.cells i.planted { background: #8e44ad; }
+.cells i.planted { background: #8e44ad; } .cells i.skipped { background: #aaa; }
 .legend { font-size: 12px; color: #444; } .legend svg { vertical-align: middle; }
 .plots { display: flex; flex-wrap: wrap; gap: 10px; } svg { background: #fff; }
 #tip { position: fixed; display: none; background: #fff; border: 1px solid #888; padding: 3px 6px;
@@ -212,7 +212,9 @@ def _cause(finding: Finding, runs_root: Path | None) -> str:
         parts.append(f"planted +{run.planted:.0%} slowdown (a check of the gate, not a change of the code)")
     if run.outcome != "ok":
         parts.append(f"outcome {run.outcome}")
-    parts += [text for text in (said.diagnosis, said.reason, run.message or "") if text]
+    parts += [text for text in (said.diagnosis, said.reason) if text]
+    if run.message and run.message not in said.reason:  # a skip's reason is its message: said once
+        parts.append(run.message)
     if not said.found:
         # The store keeps what the run was judged against (or the reason where it had none).
         parts += [run.judged_against.split(";")[0]] if run.judged_against else []

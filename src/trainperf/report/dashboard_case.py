@@ -30,6 +30,7 @@ KINDS = (
     ("contaminated", "contaminated (GPU or host shared; off the line)"),
     ("planted", "planted slowdown, a check of the gate (off the line; filled: judged regressed)"),
     ("failed", "failed (no value; on the bottom edge)"),
+    ("skipped", "skipped, with its reason (no value; on the bottom edge)"),
     ("improved", "improved"),
 )
 TOOLTIP = """
@@ -106,6 +107,8 @@ def kind_chip(run: StoredRun) -> str:
         text = f"{run.verdict} (planted +{run.planted:.0%})"
     if kind == "failed":
         text = f"failed: {run.outcome}"
+    if kind == "skipped":
+        text = "skipped"
     return f"<span class='chip' style='background:{COLOURS[kind]}'>{escape(text)}</span>"
 
 

@@ -30,13 +30,16 @@ LEARNED = re.compile(r"(\w+) tolerance [\d.]+% -> ([\d.]+)%")
 
 
 def kind_of(run: StoredRun) -> str:
-    """The marker a run is drawn with: failed, planted, contaminated, regressed, noisy, improved, pass."""
+    """The marker a run is drawn with: skipped, failed, planted, contaminated, regressed, noisy,
+    improved, pass."""
     if not run.kind:
         run.kind = _classified(run)
     return run.kind
 
 
 def _classified(run: StoredRun) -> str:
+    if run.outcome == "skipped":
+        return "skipped"  # it did not run (an environment missing, too few GPUs): no failure
     if run.outcome != "ok":
         return "failed"
     if run.planted:

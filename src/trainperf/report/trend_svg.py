@@ -31,6 +31,7 @@ COLOURS = {
     "contaminated": "#777777",
     "planted": "#8e44ad",
     "failed": "#d62728",
+    "skipped": "#aaaaaa",
     "pass": "#3a6fb0",
 }
 ENV_LABELS_UP_TO = 3
@@ -245,7 +246,7 @@ def marker(kind: str, x: float, y: float, tip: str = "", judged_red: bool = Fals
     elif kind == "planted":
         fill = f"fill='{colour}'" if judged_red else hollow
         shape = f"<rect x='{x - 4:.1f}' y='{y - 4:.1f}' width='8' height='8' {fill}>{title}</rect>"
-    elif kind in ("contaminated", "failed"):
+    elif kind in ("contaminated", "failed", "skipped"):
         cross = f"M{x - 4:.1f},{y - 4:.1f}l8,8m0,-8l-8,8"
         shape = f"<path d='{cross}' stroke='{colour}' stroke-width='2.2'>{title}</path>"
     else:
