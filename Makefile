@@ -17,9 +17,9 @@ $(VENV)/.installed: pyproject.toml ci/envs/hf.txt ci/envs/cpu.txt
 setup: $(VENV)/.installed
 
 # The main job on a machine without a GPU: the tiny cases, real training steps, gated
-# against baselines/cpu/, with a summary table and a run folder under reports/.
+# against baselines/cpu/, with a summary table, a run folder and a JUnit file under reports/.
 cpu: setup
-	$(PY) -m pytest perf_tests -m cpu
+	$(PY) -m pytest perf_tests -m cpu --junitxml reports/junit-cpu.xml
 
 # The GPU runner's matrix for the detected class (maxq, h100, h200).
 gpu: setup
