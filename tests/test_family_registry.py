@@ -64,3 +64,12 @@ def test_an_unknown_family_in_a_spec_is_one_line(tmp_path: Path) -> None:
     result: dict[str, object] = {}
     child._run_family(ChildSpec(case={"family": "nope"}, steps=1, out_dir=str(tmp_path)), tmp_path, 0, result)
     assert result["outcome"] == "crash" and "unknown workload family 'nope'" in str(result["message"])
+
+
+def test_the_families_that_train_elsewhere_are_those_whose_baselines_need_no_kernel_time() -> None:
+    """``trainperf baselines --stale`` (plan layer, below the families) names the families whose
+    training runs outside the child's process: the same ones as the families say of themselves."""
+    from trainperf.families import FAMILIES
+    from trainperf.plan.retake import KERNEL_TIME_ELSEWHERE
+
+    assert {name for name, family in FAMILIES.items() if not family.kernel_time} == set(KERNEL_TIME_ELSEWHERE)

@@ -106,13 +106,16 @@ def child_spec(
         bare=bare,
         bare_window_after=window_after if bare else None,
         trace=trace.to_spec() if trace is not None else None,
-        kernel_window=_kernel_window(ctx, steps, trace, bare),
+        kernel_window=_kernel_window(ctx, case, steps, trace, bare),
     )
 
 
-def _kernel_window(ctx: LaunchContext, steps: int, trace: TracePlan | None, bare: bool) -> list[int] | None:
-    """The steps whose kernel time a GPU child records (``--perf-kernel-steps``), before any trace's."""
-    if bare or not ctx.on_gpu or ctx.settings.kernel_steps < 1:
+def _kernel_window(
+    ctx: LaunchContext, case: Case, steps: int, trace: TracePlan | None, bare: bool
+) -> list[int] | None:
+    """The steps whose kernel time a GPU child records (``--perf-kernel-steps``), before any trace's;
+    none where the family trains outside the child's process."""
+    if bare or not ctx.on_gpu or ctx.settings.kernel_steps < 1 or not family_of(case.family).kernel_time:
         return None
     first = trace.first_profiled_step if trace is not None else None
     window = kernel_window(steps, ctx.settings.kernel_steps, first)
