@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from trainperf.traces.analysis import merge
 from trainperf.traces.categories import categorise, short_name
 from trainperf.traces.profile import GROUP_OF
 
@@ -131,19 +132,7 @@ def _group(name: str, kind: str) -> str:
 
 def union_ms(intervals: Iterable[tuple[int, int]]) -> float:
     """The length of the union of ``[start, end)`` intervals in nanoseconds, as milliseconds."""
-    total = 0
-    current_start: int | None = None
-    current_end = 0
-    for start, end in sorted(intervals):
-        if current_start is None or start > current_end:
-            if current_start is not None:
-                total += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    if current_start is not None:
-        total += current_end - current_start
-    return total / NS_PER_MS
+    return sum(end - start for start, end in merge(intervals)) / NS_PER_MS
 
 
 def split_steps(activities: Sequence[DeviceActivity]) -> tuple[list[list[DeviceActivity]], str]:
