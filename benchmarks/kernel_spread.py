@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainperf.measure.step_parts import step_parts
+
 
 @dataclass(frozen=True, slots=True)
 class Row:
@@ -42,10 +44,14 @@ class Row:
     stack: str = ""
 
 
-def _timed_steady(run: dict[str, Any], steps: list[dict[str, Any]]) -> list[float]:
-    """The steady timed steps' durations, as the suite measures them (no profiled or window steps)."""
+def steady_steps(run: dict[str, Any], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steady timed steps, as the suite measures them (no profiled or window steps)."""
     timed = [s for s in steps if not s.get("profiled") and not s.get("kernel_window")]
-    return [float(s["duration_s"]) for s in timed[int(run.get("warmup_steps") or 1) :]]
+    return timed[int(run.get("warmup_steps") or 1) :]
+
+
+def _timed_steady(run: dict[str, Any], steps: list[dict[str, Any]]) -> list[float]:
+    return [float(s["duration_s"]) for s in steady_steps(run, steps)]
 
 
 def rows_of(result_path: Path) -> list[Row]:
@@ -60,12 +66,11 @@ def rows_of(result_path: Path) -> list[Row]:
         steps = child.get("steps") or []
         kernel = child.get("kernel_time") or {}
         groups = run.get("kernel_groups_ms")
-        by_step = {int(s["step"]): float(s["busy_ms"]) for s in kernel.get("steps") or []}
-        window = [s for s in steps if s.get("kernel_window") and int(s["step"]) in by_step]
-        kernel_ms = [by_step[int(s["step"])] for s in window]
         steady = _timed_steady(run, steps)
         step_s = statistics.median(steady) if steady else None
-        kernel_median = statistics.median(kernel_ms) if kernel_ms else None
+        # The suite's own split of the run (trainperf.measure.step_parts), as its verdicts read it.
+        window = [s for s in steps if s.get("kernel_window")]
+        parts, _why = step_parts(steady_steps(run, steps), window, kernel or None)
         rows.append(
             Row(
                 case=data["case_id"],
@@ -73,16 +78,16 @@ def rows_of(result_path: Path) -> list[Row]:
                 gpu=str((data.get("fingerprint") or {}).get("gpu_uuid") or "-")[-8:],
                 planted=str(data.get("planted") or ""),
                 clock=bool(kernel) or bool(groups),
-                kernel_ms=kernel_median,
-                host_ms=step_s * 1000 - kernel_median if step_s is not None and kernel_median is not None else None,
+                kernel_ms=parts.kernel_median if parts else None,
+                host_ms=parts.host_ms if parts else None,
                 step_s=step_s,
                 wall_s=run.get("wall_s"),
                 host_index=(run.get("host_index") or {}).get("index"),
                 sm_mhz=run.get("sm_clock_median_mhz"),
                 verdict=str(verdict.get("verdict", "?")),
                 parts=str(verdict.get("parts", "") or kernel.get("error") or run.get("kernel_time") or ""),
-                keys=tuple(f"{int(s['step'])}:{int(s['tokens'])}" for s in window),
-                per_key=tuple(kernel_ms),
+                keys=tuple(parts.keys) if parts else (),
+                per_key=tuple(parts.kernel_ms) if parts else (),
                 contaminated=bool(run.get("contamination")),
                 stack=" ".join(f"{k} {(data.get('fingerprint') or {}).get(k)}" for k in ("torch", "trl")),
             )

@@ -43,7 +43,7 @@ done
 for plant in ${PLANTS:-}; do
   session "plant-${plant//[:.]/_}" --perf-plant "$plant" "$@"
 done
-python3 benchmarks/kernel_spread.py "$root"/*/run | tee "$root/table.txt"
+PYTHONPATH=src python3 benchmarks/kernel_spread.py "$root"/*/run | tee "$root/table.txt"
 out=${OUT:-reports/out}
 mkdir -p "$out"
 tar czf "$out/kernel-time-$tag.tgz" --exclude='*.safetensors' --exclude='*.parquet' --exclude='*.pt.trace.json*' \

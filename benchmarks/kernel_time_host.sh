@@ -64,7 +64,7 @@ for gpu in 0 1 2 3; do
   timeout "${WALL_S:-540}" bash -c "$(declare -f session with_trl "gpu$gpu"); root=$root steps=$steps core='$core'; gpu$gpu" &
 done
 wait
-python3 benchmarks/kernel_spread.py "$root"/*/run --json "$root/spread.json" | tee "$root/table.txt"
+PYTHONPATH=src python3 benchmarks/kernel_spread.py "$root"/*/run --json "$root/spread.json" | tee "$root/table.txt"
 out=${OUT:-reports/out}
 mkdir -p "$out"
 tar czf "$out/kernel-time-host.tgz" --exclude='*.safetensors' --exclude='*.parquet' --exclude='*.pt.trace.json*' \
