@@ -38,6 +38,11 @@ def details(
     return lines + another_host_line(results) + own_runner_line(results)
 
 
+def own_baselines_command(gpu_class: str) -> str:
+    """The command that writes this host's own baselines of a class, beside the committed ones."""
+    return f"pytest -m {gpu_class} --perf-update-baselines --perf-baselines baselines-$(hostname)"
+
+
 def own_runner_line(results: Sequence[CaseResult]) -> list[str]:
     """One line for the cases whose kernel time was judged against the class while their host's share
     was shown, its reference being another runner's: what gates it on this runner."""
@@ -45,7 +50,7 @@ def own_runner_line(results: Sequence[CaseResult]) -> list[str]:
     if not shown:
         return []
     gpu_class = shown[0].gpu_class
-    fix = f"pytest -m {gpu_class} --perf-update-baselines --perf-baselines baselines-$(hostname)"
+    fix = own_baselines_command(gpu_class)
     line = (
         f"host time of {len(shown)} case(s) shown, not gated (kernel time judged against the class): their "
         "references were taken on other runners; it gates here once this runner's history holds "
@@ -67,7 +72,7 @@ def another_host_line(results: Sequence[CaseResult]) -> list[str]:
     if not notes:
         return []
     gpu_class, why = next(iter(notes.values()))
-    fix = f"pytest -m {gpu_class} --perf-update-baselines --perf-baselines baselines-$(hostname)"
+    fix = own_baselines_command(gpu_class)
     line = (
         f"timing of {len(notes)} case(s) shown, not gated: {why}; to gate timing on this host, write its "
         f"own baselines once, on an idle machine: {fix}, then run with --perf-baselines baselines-$(hostname)"
