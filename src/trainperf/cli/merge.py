@@ -36,7 +36,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainperf.fleet.merge import copy_into, nightly_record, not_run, read_shards
+    from trainperf.fleet.merge import copy_into, nightly_record, read_shards, unjudged_lines
     from trainperf.report.junit import junit_xml
     from trainperf.report.summary import details, write_summary
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     output = args.output.resolve()
     folder = copy_into(shards, output, record)
     results = folder.results_by_finish()
-    lines = details(results, {}, {}) + [f"{key}: not run in any shard" for key in not_run(shards)]
+    lines = details(results, {}, {}) + unjudged_lines(shards)
     gpu_class = shards[0].gpu_class
     print(write_summary(output, gpu_class, results, lines))
     (output / JUNIT_FILE).write_text(junit_xml(results, f"trainperf.{gpu_class}"))

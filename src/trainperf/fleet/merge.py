@@ -202,3 +202,20 @@ def not_run(shards: list[ShardRun]) -> list[str]:
     """Cases of the selection with no result in any shard (a test skipped before its case ran)."""
     done = {r.case_id for s in shards for r in s.results}
     return sorted(key for key in shards[0].split if key not in done)
+
+
+def unjudged_lines(shards: list[ShardRun]) -> list[str]:
+    """A line for each case of the selection without a result: cut in its shard, with the runs it
+    kept and how to go on from them, or not run in any shard."""
+    lines = []
+    for key in not_run(shards):
+        shard = next((s for s in shards if s.split.get(key) == s.shard.index), None)
+        kept = RunFolder(shard.folder).finished_run_count(key) if shard else 0
+        if shard is not None and kept:
+            lines.append(
+                f"{key}: interrupted in shard {shard.shard.index}/{shard.shard.count} with {kept} "
+                f"finished run(s) kept; --perf-resume={shard.folder} goes on from them"
+            )
+        else:
+            lines.append(f"{key}: not run in any shard")
+    return lines

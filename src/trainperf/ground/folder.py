@@ -5,6 +5,7 @@ results/<case>.json           each finished case's result, written atomically as
 results/<cliff>.probes.jsonl  a cliff search's probes, one line each, for --perf-resume
 results.jsonl                 one line per finished case, flushed: nothing is lost on a crash
 cases/<case>/r<n>/            each fresh child's spec, steps, samples, logs and result
+cases/<case>/finished-runs.json   the runs of a case that has no result yet, for --perf-resume
 traces/<case>/                each case's profiler traces under --perf-trace
 interrupted.json              the case a Ctrl-C or time limit cut (``launch.interruption``)
 summary.md, index.html, benchmark.json   the reports (``report.build``)
@@ -26,6 +27,7 @@ from trainperf.measure.nvml import Sample, read_samples
 from trainperf.paths import (
     BENCHMARK_FILE,
     CASES_DIR,
+    FINISHED_RUNS_FILE,
     INTERRUPTED_FILE,
     PAGE_FILE,
     RESULTS_DIR,
@@ -116,6 +118,17 @@ class RunFolder:
 
     def case_dir(self, case_id: str) -> Path:
         return self.root / CASES_DIR / case_id
+
+    def finished_runs_path(self, case_id: str) -> Path:
+        return self.case_dir(case_id) / FINISHED_RUNS_FILE
+
+    def finished_run_count(self, case_id: str) -> int:
+        """How many runs of a case without a result are kept (``run.finished_runs``); 0 when none
+        or the record is unreadable."""
+        try:
+            return int(json.loads(self.finished_runs_path(case_id).read_text()).get("runs") or 0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0
 
     def new_child_dir(self, case_id: str, repeat: int) -> Path:
         """``cases/<case>/r<repeat+1>``, or the next free one when the case is probed again (a

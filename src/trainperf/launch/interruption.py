@@ -67,14 +67,17 @@ def pending(run_dir: Path) -> Interruption | None:
 
 
 def describe(run_dir: Path, interruption: Interruption) -> str:
+    """The cut child, its pace, the case's runs that are kept, and how to go on."""
     pace = ""
     if interruption.ran_s is not None:
         pace = f", {interruption.ran_s:.0f}s in"
         if interruption.needed_more_s:
             pace += f"; at its pace it needed about {interruption.needed_more_s:.0f}s more"
+    kept = RunFolder(run_dir).finished_run_count(interruption.case_id)
+    runs = f"; {interruption.case_id} keeps its {kept} finished run(s) and goes on from them" if kept else ""
     return (
         f"trainperf: interrupted during {interruption.label} after {interruption.steps_done}/"
-        f"{interruption.steps_requested} steps{pace} (its files: {run_dir / interruption.child_dir}); "
+        f"{interruption.steps_requested} steps{pace} (its files: {run_dir / interruption.child_dir}){runs}; "
         f"finished cases are kept: run again with --perf-resume={run_dir} to judge them and re-run the rest"
     )
 

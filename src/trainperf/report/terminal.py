@@ -50,11 +50,12 @@ def write_session_summary(terminal: Any, state: SessionState) -> None:
         results = [report.result for report in state.reports]
         notes = {report.result.case_id: report.notes for report in state.reports}
         written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
-        lines = details(results, notes, written)
+        lines = details(results, notes, written) + cut_lines(run_dir)
         _write_folder_summary(terminal, run_dir, state.context.gpu_class.name, results, lines)
     for line in state.conclude_history():
         terminal.write_line(line)
-    _write_interruption(terminal, run_dir)
+    if not state.reports:
+        _write_interruption(terminal, run_dir)
 
 
 def write_workers_summary(terminal: Any, run_dirs: Sequence[Path], written: dict[str, str]) -> None:
@@ -66,16 +67,22 @@ def write_workers_summary(terminal: Any, run_dirs: Sequence[Path], written: dict
             terminal.write_line(f"trainperf: {exc}")
             continue
         if results:
-            lines = details(results, {}, dict(written))
+            lines = details(results, {}, dict(written)) + cut_lines(run_dir)
             _write_folder_summary(terminal, run_dir, results[0].gpu_class, results, lines)
-        _write_interruption(terminal, run_dir)
+        else:
+            _write_interruption(terminal, run_dir)
+
+
+def cut_lines(run_dir: Path) -> list[str]:
+    """The last line of a cut run's summary (summary.md's too): the case it cut and how to go on."""
+    cut = interruption.pending(run_dir)
+    return [interruption.describe(run_dir, cut)] if cut is not None else []
 
 
 def _write_interruption(terminal: Any, run_dir: Path) -> None:
-    """The last line of a cut run's summary: the case it cut and how to go on."""
-    cut = interruption.pending(run_dir)
-    if cut is not None:
-        terminal.write_line(interruption.describe(run_dir, cut))
+    """A cut run with no finished case has no table: its line alone."""
+    for line in cut_lines(run_dir):
+        terminal.write_line(line)
 
 
 def _write_folder_summary(

@@ -28,9 +28,11 @@ from trainperf.measure.placement import cpu_share
 from trainperf.measure.step_parts import pool_kernels
 from trainperf.paths import portable_argv
 from trainperf.result import CaseResult
+from trainperf.run import finished_runs
 from trainperf.run.case_notes import gpu_notes, reference_notes, setup_notes, turn_notes
 from trainperf.run.context import RunContext
 from trainperf.run.diagnosis import attach_diagnosis
+from trainperf.run.finished_runs import FinishedRuns
 from trainperf.run.limits import attach_limits
 from trainperf.run.runner_port import CaseReport
 from trainperf.run.step_plan import StepCount, memory_limit, step_count
@@ -127,6 +129,20 @@ class CaseRunner:
             notes.append(line)
             return None
 
+    def _kept_runs(self, case_id: str, steps: StepCount, notes: list[str]) -> FinishedRuns | None:
+        """Under --perf-resume, the runs a cut case had finished: the resumed case runs only the rest."""
+        if self.ctx.settings.resume is None:
+            return None
+        kept, why = finished_runs.load(self.ctx.folder, case_id, steps.steps)
+        if why is not None:
+            self.ctx.say(f"[trainperf] {case_id}: {why}")
+            notes.append(why)
+        if kept is not None:
+            line = f"resumed: {len(kept.result.runs)} run(s) finished before the cut kept, the rest run now"
+            self.ctx.say(f"[trainperf] {case_id}: {line}")
+            notes.append(line)
+        return kept
+
     def keep(self, result: CaseResult, verdict: CaseVerdict) -> None:
         """The finished case into its run folder, then into the results history (never the other way:
         the folder is complete even when the store is out of reach). A folder that cannot take it
@@ -137,6 +153,7 @@ class CaseRunner:
             if self.ctx.history is not None:
                 self.ctx.history.record(result, None)
             raise
+        finished_runs.drop(self.ctx.folder, result.case_id)
         if self.ctx.history is not None:
             self.ctx.history.record(result, self.ctx.folder.result_path(result.case_id))
 
@@ -155,14 +172,18 @@ class CaseRunner:
             if over := family.memory_floor(case, case.memory_cap_gib or ctx.gpu_class.memory_gib):
                 notes.append(f"expected to run out of memory at any micro-batch: {over}")
         measurements: list[RunMeasurement] = []
+        kept = self._kept_runs(case.id, steps, notes)
+        if kept is not None:
+            result, measurements = kept.result, kept.measurements
         # A baseline carries a profile summary: its last run profiles its last steps (cheaper than an
         # extra run; those steps are left out of the timing metrics).
         profile_last = ctx.settings.update_baselines and ctx.settings.diagnose
-        self.add_runs(case, steps, result, measurements, self._repeats(), profile_last=profile_last)
+        missing = self._repeats() - (kept.count(finished_runs.MEASUREMENT) if kept else 0)
+        self.add_runs(case, steps, result, measurements, max(0, missing), profile_last=profile_last)
         verdict = self.judge(case, result, baseline)
         confirm = ctx.settings.confirm
         if verdict.confirm and confirm and not ctx.settings.update_baselines:
-            first = len(result.runs)
+            first = sum(1 for run in result.runs if run.get("purpose") != finished_runs.CONFIRMATION)
             ctx.say(
                 f"[trainperf] {case.id}: timing regression in {first} run(s); confirming with "
                 f"{confirm} fresh run(s) (--perf-confirm)"
@@ -170,8 +191,15 @@ class CaseRunner:
             # The last confirmation run is profiled when a confirmed regression will want a diagnosis:
             # it then costs no extra run (its profiled steps stay out of the timing, as always).
             diagnosable = ctx.settings.diagnose and bool(baseline and baseline.profile)
+            confirmed = kept.count(finished_runs.CONFIRMATION) if kept else 0
             self.add_runs(
-                case, steps, result, measurements, confirm, purpose="confirmation", profile_last=diagnosable
+                case,
+                steps,
+                result,
+                measurements,
+                max(0, confirm - confirmed),
+                purpose=finished_runs.CONFIRMATION,
+                profile_last=diagnosable,
             )
             verdict = self.judge(case, result, baseline)
             held = "confirmed" if verdict.verdict is Verdict.REGRESSED else "not confirmed"
@@ -274,7 +302,7 @@ class CaseRunner:
         result: CaseResult,
         measurements: list[RunMeasurement],
         count: int,
-        purpose: str = "measurement",
+        purpose: str = finished_runs.MEASUREMENT,
         settled_by: str | None = None,
         profile_last: bool = False,
     ) -> None:
@@ -310,6 +338,8 @@ class CaseRunner:
                 return
             assert run.measurement is not None
             measurements.append(run.measurement)
+            if purpose in finished_runs.KEPT_PURPOSES:  # a cut in the next run loses none of these
+                finished_runs.keep(self.ctx.folder, FinishedRuns(steps.steps, result, measurements))
         result.metrics = pool_runs(measurements)
         result.kernels = pool_kernels(result.runs)
 

@@ -1,0 +1,122 @@
+"""A case cut in its third run keeps the two that ended: the summary and the merge list it as
+interrupted with them, and --perf-resume runs only the missing one (children replaced by a recorder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainperf.case import Case, Outcome
+from trainperf.fleet.merge import ShardRun, unjudged_lines
+from trainperf.ground.folder import RunFolder
+from trainperf.ground.settings import Shard, resolve
+from trainperf.judge.metrics import STEP_TIME
+from trainperf.launch import interruption
+from trainperf.launch.launcher import ChildRun
+from trainperf.measure.detection import Detection
+from trainperf.measure.hardware import load_classes
+from trainperf.measure.measurement import RunMeasurement
+from trainperf.result import CaseResult
+from trainperf.run import finished_runs
+from trainperf.run.case_runner import CaseRunner
+from trainperf.run.context import RunContext, open_run
+
+CASE = Case(
+    family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",)
+)
+
+
+class Children:
+    """Stands in for the launcher: run ``repeat`` ends well with steps of (1 + repeat/10) s, except
+    those named in ``cut``, which raise KeyboardInterrupt as a Ctrl-C in the child's wait does."""
+
+    def __init__(self, cut: tuple[int, ...] = ()) -> None:
+        self.cut = cut
+        self.started: list[tuple[int, int]] = []
+
+    def run(self, case: Case, steps: int, *, repeat: int, total: int, **_kw: Any) -> ChildRun:
+        self.started.append((repeat, steps))
+        if repeat in self.cut:
+            raise KeyboardInterrupt
+        step_s = 1.0 + repeat / 10
+        measurement = RunMeasurement({STEP_TIME: step_s}, [step_s] * 4, [100.0] * 4)
+        info = {"dir": f"cases/{case.id}/r{repeat + 1}", "steps": steps}
+        return ChildRun(Outcome.OK, "", {}, measurement, info)
+
+
+def _runner(tmp_path: Path, children: Children, **options: str) -> tuple[RunContext, CaseRunner]:
+    cli = {"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines"), "repeats": "3"}
+    settings = resolve({**cli, **options}, lambda _n: None, tmp_path)
+    context = open_run(settings, Detection(load_classes()["cpu"], None, None, False), tmp_path)
+    context.say = lambda _line: None
+    runner = CaseRunner(context)
+    runner.launcher = children  # type: ignore[assignment]
+    return context, runner
+
+
+def test_a_cut_case_keeps_its_finished_runs_and_a_resumed_run_adds_only_the_missing_one(
+    tmp_path: Path,
+) -> None:
+    context, runner = _runner(tmp_path, Children(cut=(2,)), steps="12")
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(CASE)
+    folder = RunFolder(context.run_dir)
+    assert not folder.has_result(CASE.id) and folder.finished_run_count(CASE.id) == 2
+    cut = interruption.Interruption(CASE.id, f"{CASE.id} run 3/3", f"cases/{CASE.id}/r3", 5, 12)
+    interruption.record(context.run_dir, cut)
+    assert f"{CASE.id} keeps its 2 finished run(s) and goes on from them" in interruption.describe(
+        context.run_dir, cut
+    )
+
+    resumed = Children()
+    _, runner = _runner(tmp_path, resumed, steps="12", resume=str(context.run_dir))
+    report = runner.run(CASE)
+    assert resumed.started == [(2, 12)]  # the third run only, numbered after the kept two
+    assert [run["dir"] for run in report.result.runs] == [f"cases/{CASE.id}/r{n}" for n in (1, 2, 3)]
+    assert sorted(set(report.result.metrics[STEP_TIME].samples or [])) == [1.0, 1.1, 1.2]
+    assert "resumed: 2 run(s) finished before the cut kept, the rest run now" in report.notes
+    assert folder.has_result(CASE.id) and not folder.finished_runs_path(CASE.id).exists()
+    assert interruption.pending(context.run_dir) is None
+
+
+def test_kept_runs_of_another_step_count_are_run_again_and_said_so(tmp_path: Path) -> None:
+    context, runner = _runner(tmp_path, Children(cut=(1,)), steps="12")
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(CASE)
+    again = Children()
+    _, runner = _runner(tmp_path, again, steps="20", resume=str(context.run_dir))
+    report = runner.run(CASE)
+    assert again.started == [(0, 20), (1, 20), (2, 20)]
+    assert "its kept runs ran 12 steps, this run asks 20; running them again" in report.notes
+
+
+def test_an_unreadable_record_of_kept_runs_is_said_and_the_case_runs_whole(tmp_path: Path) -> None:
+    context, runner = _runner(tmp_path, Children(cut=(1,)), steps="12")
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(CASE)
+    RunFolder(context.run_dir).finished_runs_path(CASE.id).write_text('{"steps": 12, "result": {')
+    again = Children()
+    _, runner = _runner(tmp_path, again, steps="12", resume=str(context.run_dir))
+    report = runner.run(CASE)
+    assert len(again.started) == 3 and any("are unreadable" in note for note in report.notes)
+
+
+def test_the_merge_lists_a_cut_case_with_its_kept_runs_not_as_never_run(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path / "shard-2")
+    kept = CaseResult(case_id="cut", case={}, gpu_class="cpu", outcome="ok", runs=[{}, {}])
+    measurement = RunMeasurement({STEP_TIME: 1.0}, [1.0], [1.0])
+    finished_runs.keep(folder, finished_runs.FinishedRuns(12, kept, [measurement, measurement]))
+    split = {"cut": 2, "never": 1, "done": 1}
+    shards = [
+        ShardRun(
+            tmp_path / "shard-1", Shard(1, 2), "cpu", "c", split, [], [CaseResult("done", {}, "cpu", "ok")]
+        ),
+        ShardRun(folder.root, Shard(2, 2), "cpu", "c", split, [], []),
+    ]
+    cut = f"cut: interrupted in shard 2/2 with 2 finished run(s) kept; --perf-resume={folder.root}"
+    assert unjudged_lines(shards) == [
+        f"{cut} goes on from them",
+        "never: not run in any shard",
+    ]
