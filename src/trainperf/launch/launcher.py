@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from trainperf.measure.idle import idle_level, wait_idle
 from trainperf.measure.measurement import RunMeasurement, collect_trace, measure_run
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
-from trainperf.measure.placement import Placement, reserve
+from trainperf.measure.placement import OWN_RAY, Placement, reserve
 from trainperf.paths import portable
 from trainperf.traces.kernel_steps import kernel_window
 from trainperf.traces.plan import TracePlan, plan_trace
@@ -131,6 +130,16 @@ def case_devices(ctx: LaunchContext, case: Case) -> tuple[str, ...]:
     assert ctx.device is not None
     placement = ctx.placement or Placement((ctx.device,))
     return placement.for_case(case.gpus)
+
+
+def waiting_line(label: str, lock: str) -> str:
+    """What a child waits for before it starts: a GPU, or the host's one Ray of a family's own."""
+    if lock == OWN_RAY:
+        return (
+            f"[trainperf] {label}: waiting for another case's Ray on this host to end (this family ends "
+            "its Ray with `ray stop --force`, which would stop the other's)"
+        )
+    return f"[trainperf] {label}: waiting for GPU {lock}"
 
 
 def read_back(case: Case, out_dir: Path) -> dict[str, Any]:
@@ -272,8 +281,12 @@ class ChildLauncher:
         ctx = self.ctx
         devices = case_devices(ctx, case)
         everyone = ctx.placement.devices if ctx.placement else devices
-        on_wait: Callable[[str], None] = lambda gpu: ctx.say(f"[trainperf] {label}: waiting for GPU {gpu}")
-        with reserve(devices, everyone, on_wait=on_wait) as waited:
+        own_ray = family_of(case.family).starts_own_ray
+
+        def on_wait(lock: str) -> None:
+            ctx.say(waiting_line(label, lock))
+
+        with reserve(devices, everyone, on_wait=on_wait, own_ray=own_ray) as waited:
             before, dirty = check_before(ctx.settings, ctx.say, case, devices, label, spec.bare)
             idle = {d: idle_level(d, ctx.device, ctx.idle_mem_b) for d in devices}
             watch = RunWatch.for_run(devices, spec.bare)
