@@ -20,6 +20,7 @@ from typing import Any
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.fleet.cost import case_cost
+from trainperf.fleet.night_cost import PROJECTED_KEY
 from trainperf.ground.catalogue import catalogue_items
 from trainperf.ground.folder import RunFolder
 from trainperf.ground.settings import Settings
@@ -193,10 +194,12 @@ def keep_night(
         lines.append(f"trainperf: no promoted cases: {note}")
     if session.listing:
         lines += case_lines(plan, selection)
+    tonight = plan.tonight(selection)
     return {
         "date": plan.night.isoformat(),
-        "tonight": plan.tonight(selection),
+        "tonight": tonight,
         "promoted": dict(plan.promoted),
+        PROJECTED_KEY: {key: plan.gpu_s.get(key) for key in tonight},
     }
 
 

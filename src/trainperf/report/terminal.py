@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.fleet.night_cost import night_cost, recorded_night
 from trainperf.ground.folder import RunFolder
 from trainperf.launch import interruption
 from trainperf.paths import REPORT_FILES, RESULTS_DIR
+from trainperf.recording.ingest import sessions_of
 from trainperf.report.summary import details, write_summary
 from trainperf.result import CaseResult
 from trainperf.run.session import SessionState
@@ -50,7 +52,7 @@ def write_session_summary(terminal: Any, state: SessionState) -> None:
         results = [report.result for report in state.reports]
         notes = {report.result.case_id: report.notes for report in state.reports}
         written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
-        lines = details(results, notes, written) + cut_lines(run_dir)
+        lines = details(results, notes, written) + night_lines(run_dir, results) + cut_lines(run_dir)
         _write_folder_summary(terminal, run_dir, state.context.gpu_class.name, results, lines)
     for line in state.conclude_history():
         terminal.write_line(line)
@@ -67,10 +69,20 @@ def write_workers_summary(terminal: Any, run_dirs: Sequence[Path], written: dict
             terminal.write_line(f"trainperf: {exc}")
             continue
         if results:
-            lines = details(results, {}, dict(written)) + cut_lines(run_dir)
+            lines = details(results, {}, dict(written)) + night_lines(run_dir, results) + cut_lines(run_dir)
             _write_folder_summary(terminal, run_dir, results[0].gpu_class, results, lines)
         else:
             _write_interruption(terminal, run_dir)
+
+
+def night_lines(run_dir: Path, results: Sequence[CaseResult]) -> list[str]:
+    """A night's measured GPU-minutes against its projection (``fleet.night_cost``)."""
+    try:
+        night = recorded_night(sessions_of(run_dir))
+    except TrainperfError:
+        return []
+    cost = night_cost(night, results) if night else None
+    return [cost.line()] if cost else []
 
 
 def cut_lines(run_dir: Path) -> list[str]:
