@@ -80,7 +80,8 @@ def ab_step(
     busy = [case for case in comparison.cases if case.verdict.verdict is Verdict.CONTAMINATED]
     if busy and not changed:  # nothing failed, but a busy host's timing cannot say "good" either
         raise Unjudged(f"{busy[0].case_id}: {busy[0].verdict.reason}")
-    return Judgement(version, changed, max(ratios, default=None), verdicts)
+    moved = "; ".join(f"{case.case_id}: {case.kernels}" for case in comparison.cases if case.kernels)
+    return Judgement(version, changed, max(ratios, default=None), verdicts, detail=moved)
 
 
 class Unjudged(Exception):
@@ -171,7 +172,14 @@ def runnable_ends(versions: list[str], build: Builder, say: Say) -> list[str]:
 
 def _write(output: Path, args: argparse.Namespace, result: Bisection, build: Builder) -> None:
     steps = [
-        {"version": s.version, "bad": s.bad, "broken": s.broken, "ratio": s.ratio, "verdict": s.verdict}
+        {
+            "version": s.version,
+            "bad": s.bad,
+            "broken": s.broken,
+            "ratio": s.ratio,
+            "verdict": s.verdict,
+            "kernels": s.detail,
+        }
         for s in result.steps
     ]
     record: dict[str, Any] = {

@@ -40,6 +40,9 @@ class CaseVerdict:
     environment_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
     parts: str = ""
     """Which part of the step moved: ``step +21% = kernels +0.2% (GEMM -0.1 ms) + host +31%``."""
+    kernels: str = ""
+    """Where kernel time moved (regressed or improved): which groups and kernels moved
+    (``judge.kernel_changes``)."""
     confirm: bool = False
     """A regression of host-dependent timing alone: fresh runs confirm it before it fails."""
 

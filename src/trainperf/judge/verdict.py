@@ -22,6 +22,7 @@ from trainperf.judge import stats
 from trainperf.judge.comparability import OPEN, Gate, PartGates
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case
 from trainperf.judge.contamination import Contamination, apply_contamination
+from trainperf.judge.kernel_changes import group_deltas, kernel_changes
 from trainperf.judge.metrics import (
     HOST_INDEX,
     HOST_TIME,
@@ -46,8 +47,6 @@ HOST_INDEX_WIDEST_MULTIPLE = 1.5
 two or three runs says too little for a sigma, but not nothing."""
 SM_CLOCK_TOLERANCE = 0.02
 """A GPU whose steady SM clock sits this much below the reference's ran down-clocked."""
-GROUP_CHANGE_MS = 0.05
-"""A kernel group that moved less than this per step is not named as what moved."""
 OWN_RUNNER = "compares on its own runner only"
 """How a verdict says its host time was shown because the reference is another runner's."""
 OWN_POWER_CAP = 0x4
@@ -84,6 +83,7 @@ def judge_case(
         kernel_judged=kernel_judged,
     )
     verdict.parts = parts_line(verdict, result, reference)
+    verdict.kernels = moved_kernels(verdict, result, reference)
     verdict.confirm = needs_confirmation(verdict, metrics)
     return verdict
 
@@ -213,6 +213,14 @@ def parts_line(verdict: CaseVerdict, result: CaseResult, reference: CaseResult |
     return line
 
 
+def moved_kernels(verdict: CaseVerdict, result: CaseResult, reference: CaseResult | None) -> str:
+    """Which kernel groups and kernels moved, where kernel time regressed or improved; ''."""
+    kernel = next((m for m in verdict.metrics if m.metric == KERNEL_TIME), None)
+    if reference is None or kernel is None or kernel.verdict not in (Verdict.REGRESSED, Verdict.IMPROVED):
+        return ""
+    return kernel_changes(result.kernels, reference.kernels)
+
+
 def _gated(verdict: MetricVerdict) -> str:
     return "" if verdict.gated else " shown"
 
@@ -221,12 +229,9 @@ def largest_group_change(current: KernelSummary | None, reference: KernelSummary
     """The kernel group whose time per step moved most, e.g. ``GEMM -0.1 ms``."""
     if current is None or reference is None:
         return ""
-    groups = set(current.groups_ms) | set(reference.groups_ms)
-    deltas = {g: current.groups_ms.get(g, 0.0) - reference.groups_ms.get(g, 0.0) for g in groups}
-    if not deltas:
-        return ""
-    group = max(deltas, key=lambda g: abs(deltas[g]))
-    return f"{group} {deltas[group]:+.1f} ms" if abs(deltas[group]) >= GROUP_CHANGE_MS else ""
+    moved = group_deltas(current, reference)
+    group = next(iter(moved), None)
+    return f"{group} {moved[group]:+.1f} ms" if group is not None else ""
 
 
 def _index_change(result: CaseResult, reference: CaseResult) -> str:
@@ -244,6 +249,7 @@ __all__ = [
     "HOST_INDEX_FLOOR",
     "OWN_RUNNER",
     "judge_case",
+    "moved_kernels",
     "needs_confirmation",
     "part_gates",
     "parts_line",

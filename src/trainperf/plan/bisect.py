@@ -37,6 +37,7 @@ class Judgement:
     """The case's step-time ratio, probed / GOOD (the worst over the selection's cases)."""
     verdict: str
     detail: str = ""
+    """What moved inside the kernel time of the cases whose kernel time moved (an A/B step)."""
     broken: bool = False
     """The probed version could not be measured (``verdict`` says why): neither good nor bad."""
 

@@ -76,6 +76,11 @@ class CaseComparison:
     def metric(self, name: str) -> MetricVerdict | None:
         return next((m for m in self.verdict.metrics if m.metric == name), None)
 
+    @property
+    def kernels(self) -> str:
+        """Which kernel groups and kernels moved, where B's kernel time moved against A's."""
+        return self.verdict.kernels
+
 
 @dataclass(frozen=True, slots=True)
 class RunComparison:
@@ -266,6 +271,7 @@ def render(comparison: RunComparison) -> str:
         *([KERNEL_LEGEND] if kernel else []),
     ]
     details = [f"{case.case_id}: {case.verdict.parts}" for case in comparison.cases if case.verdict.parts]
+    details += [f"{case.case_id}: what moved: {case.kernels}" for case in comparison.cases if case.kernels]
     for case in comparison.cases:
         if case.verdict.verdict not in (Verdict.PASS, Verdict.EXPECTED_OOM):
             details.append(f"{case.case_id}: {case.verdict.verdict.value} - {case.verdict.reason}")
@@ -301,6 +307,7 @@ def _case_dict(case: CaseComparison) -> dict[str, Any]:
         "fails": case.fails,
         "reason": case.verdict.reason,
         "parts": case.verdict.parts,
+        "kernels": case.kernels,
         "outcome_a": case.a.outcome,
         "outcome_b": case.b.outcome,
         "planted_slowdown_a": case.a.planted_slowdown,

@@ -140,6 +140,8 @@ def failure_detail(result: CaseResult) -> list[str]:
     lines = [f"{result.case_id}: {verdict.get('verdict')} - {verdict.get('reason', '')}"]
     if verdict.get("parts"):
         lines.append(f"    {verdict['parts']}")
+    if verdict.get("kernels"):
+        lines.append(f"    what moved: {verdict['kernels']}")
     if verdict.get("judged_against"):
         lines.append(f"    judged against {verdict['judged_against']}")
     for metric in verdict.get("metrics", []):

@@ -123,10 +123,12 @@ def ab_rows(study: Study) -> list[list[str]]:
 
 
 def _explained(case: Mapping[str, Any]) -> str:
-    """The row's last cell: which part of a step moved (where kernel time was recorded), then the
-    reason of a verdict other than pass."""
+    """The row's last cell: which part of a step moved (where kernel time was recorded), which
+    kernel groups and kernels moved (where kernel time did), then the reason of a verdict other
+    than pass."""
     reason = case.get("reason") if case["verdict"] != "pass" else ""
-    return "; ".join(str(part) for part in (case.get("parts"), reason) if part)
+    moved = f"what moved: {case['kernels']}" if case.get("kernels") else ""
+    return "; ".join(str(part) for part in (case.get("parts"), moved, reason) if part)
 
 
 AB_COLUMNS = (
@@ -161,6 +163,15 @@ def bisect_conclusion(record: Mapping[str, Any]) -> str:
     )
 
 
+def _moved_at_first_bad(record: Mapping[str, Any]) -> list[str]:
+    """What moved inside the kernel time at the release the bisection found, where it recorded it."""
+    first_bad = record.get("first_bad")
+    step = next((s for s in record.get("steps", []) if first_bad and s.get("version") == first_bad), None)
+    if not step or not step.get("kernels"):
+        return []
+    return [f"What moved at {record['package']} {first_bad}: {step['kernels']}", ""]
+
+
 def bisect_lines(study: Study) -> list[str]:
     record = study.record
     moved_ends = ""
@@ -191,6 +202,7 @@ def bisect_lines(study: Study) -> list[str]:
         )
     columns = ("version", "judged", "verdict", "B/A step", "step s", "peak alloc GiB", "device peak GiB")
     lines += ["", *_table(columns, rows), "", f"**Result:** {bisect_conclusion(record)}.", ""]
+    lines += _moved_at_first_bad(record)
     selection = " ".join(shlex.quote(str(s)) for s in record.get("selection", []))
     lines.append(
         f"Reproduce: `trainperf bisect {record['package']} {requested[0]}..{requested[1]} --rounds "
