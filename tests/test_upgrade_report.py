@@ -134,3 +134,23 @@ def test_two_given_environments_are_named_by_what_moved_and_reproduced_with_thei
     pinned = {**record, "a": {"pins": {"trl": "1.0.0"}, "python": ".venvs/candidates/trl-1.0.0/bin/python"}}
     pinned["b"] = {"pins": {"trl": "1.16.0"}, "python": ".venvs/candidates/trl-1.16.0/bin/python"}
     assert reproduce_ab(pinned).startswith("trainperf ab --pin-a trl==1.0.0 --pin-b trl==1.16.0 --rounds 2")
+
+
+def test_a_row_with_kernel_time_shows_its_kernel_interval_host_indexes_and_what_moved() -> None:
+    case = {
+        "case_id": "sft_hf-qwen3_8b-lora-maxlen-b4", "verdict": "regressed", "reason": "kernel_ms +17.7%",
+        "parts": "step +16.5% = kernels +17.7% (dtype conversion +202.3 ms) + host -1.4%",
+        "kernels": "dtype conversion +202.3 ms",
+        "metrics": [
+            {"metric": "step_time_s", "ratio": 1.165, "interval": [1.150, 1.183], "gated": False},
+            {"metric": "kernel_ms", "ratio": 1.177, "interval": [1.176, 1.178], "gated": True},
+            {"metric": "host_index", "a": 1.12, "b": 0.98},
+        ],
+    }  # fmt: skip
+    record = {
+        "kind": "ab", "rounds": 1, "selection": ["-m", "h100"], "verdict": "regressed",
+        "a": {"pins": {"trl": "1.6.0"}}, "b": {"pins": {"trl": "1.7.0"}}, "comparison": {"cases": [case]},
+    }  # fmt: skip
+    (row,) = ab_rows(Study("trl", "ab", record))
+    assert row[3:6] == ["+16.5% [+15.0%, +18.3%] shown", "+17.7% [+17.6%, +17.8%]", "1.12 -> 0.98"]
+    assert row[-1] == f"{case['parts']}; what moved: dtype conversion +202.3 ms; kernel_ms +17.7%"

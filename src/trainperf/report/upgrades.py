@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainperf.judge.fingerprint import SOFTWARE_KEYS
-from trainperf.judge.metrics import STEP_TIME
+from trainperf.judge.metrics import HOST_INDEX, KERNEL_TIME, STEP_TIME
 from trainperf.plan.bisect import narrowed, steps_of
 
 STEP_FIGURES = (STEP_TIME, "peak_allocated_gib", "device_mem_peak_gib")
@@ -98,19 +98,21 @@ def ab_rows(study: Study) -> list[list[str]]:
         broken = record.get("broken", {})
         side = str(broken.get("side", "b")).upper()
         cause = f"{side} cannot run: {broken.get('package', '')}: {broken.get('cause', '')}"
-        return [[label, "(all)", "broken-environment", "-", "-", "-", "-", "-", cause]]
+        return [[label, "(all)", "broken-environment", *BLANK, cause]]
     rows = []
     broken_cases = record.get("broken_cases") or {}
     for case in record.get("comparison", {}).get("cases", []):
         step, tps = _metric(case, STEP_TIME), _metric(case, "tokens_per_s")
         alloc, energy = _metric(case, "peak_allocated_gib"), _metric(case, "energy_per_token_j")
-        interval = step.get("interval")
+        index = _metric(case, HOST_INDEX)
         verdict = "broken-environment" if case["case_id"] in broken_cases else case["verdict"]
         rows.append([
             label,
             case["case_id"],
             verdict,
-            f"{_pct(step.get('ratio'))} [{_pct(interval[0])}, {_pct(interval[1])}]" if interval else "-",
+            _ratio_cell(step),
+            _ratio_cell(_metric(case, KERNEL_TIME)),
+            f"{_num(index.get('a'), 2)} -> {_num(index.get('b'), 2)}" if index else "-",
             _pct(tps.get("ratio")),
             f"{_num(alloc.get('a'), 1)} -> {_num(alloc.get('b'), 1)}",
             _pct(energy.get("ratio")),
@@ -118,7 +120,7 @@ def ab_rows(study: Study) -> list[list[str]]:
             broken_cases.get(case["case_id"]) or _explained(case),
         ])  # fmt: skip
     for case_id, why in sorted((record.get("a_not_run") or {}).items()):
-        rows.append([label, case_id, "not-judged", "-", "-", "-", "-", "-", f"A cannot run it: {why}"])
+        rows.append([label, case_id, "not-judged", *BLANK, f"A cannot run it: {why}"])
     return rows
 
 
@@ -132,9 +134,23 @@ def _explained(case: Mapping[str, Any]) -> str:
 
 
 AB_COLUMNS = (
-    "upgrade", "case", "verdict", "B/A step, 95% interval", "tokens/s", "peak alloc GiB A -> B",
-    "energy/token", "step s A -> B", "diagnosis",
+    "upgrade", "case", "verdict", "B/A step, 95% interval", "B/A kernel [range]", "host index A -> B",
+    "tokens/s", "peak alloc GiB A -> B", "energy/token", "step s A -> B", "diagnosis",
 )  # fmt: skip
+BLANK = ["-"] * (len(AB_COLUMNS) - 4)
+"""The figure cells of a row without figures (a side that cannot run)."""
+
+
+def _ratio_cell(metric: Mapping[str, Any]) -> str:
+    """``+1.2% [+0.3%, +2.0%]``: B/A with its interval (kernel time's: the range of its window's
+    steps); '-' where the row has no such figure."""
+    interval = metric.get("interval")
+    if not metric:
+        return "-"
+    shown = "" if metric.get("gated", True) else " shown"
+    if interval:
+        return f"{_pct(metric.get('ratio'))} [{_pct(interval[0])}, {_pct(interval[1])}]{shown}"
+    return f"{_pct(metric.get('ratio'))}{shown}"
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
