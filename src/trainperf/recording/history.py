@@ -70,10 +70,17 @@ class SessionHistory:
         if self.store is None or self.run is None:
             return
         try:
-            self.store.record_case(self.run, result, str(result_path) if result_path else None)
-            self.recorded += 1
+            stored = self.store.record_case(self.run, result, str(result_path) if result_path else None)
         except TrainperfError as exc:
             self._lost(str(exc))
+            return
+        if stored:
+            self.recorded += 1
+        else:  # counted only where it was written: a result already there is said as such
+            self.lines.append(
+                f"{result.case_id}: a result of the same key (case, creation time, host, GPU) is already in "
+                "the results history; this one was not recorded again"
+            )
 
     def _lost(self, why: str) -> None:
         self.problem = why

@@ -279,7 +279,7 @@ class CaseRunner:
             planted_slowdown=ctx.settings.plant_slowdown,
             planted=ctx.settings.plant,
             emulated=ctx.emulated,
-            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            created=datetime.now(timezone.utc).isoformat(timespec="microseconds"),
         )
 
     def interpreter(self, case: Case) -> Interpreter | None:

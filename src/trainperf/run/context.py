@@ -178,7 +178,7 @@ def _write_run_file(
     """Append this session to the run folder's record; return when it started (the run's key in
     the results history, which ``trainperf ingest`` derives from this file alike)."""
     record = {
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
         "argv": portable_argv(sys.argv),
         "gpu_class": detection.gpu_class.name if detection.gpu_class else None,
         "class_overridden": detection.overridden,
