@@ -120,3 +120,27 @@ def test_the_merge_lists_a_cut_case_with_its_kept_runs_not_as_never_run(tmp_path
         f"{cut} goes on from them",
         "never: not run in any shard",
     ]
+
+
+def test_a_child_that_could_not_write_its_files_is_a_harness_fault_never_the_workloads_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainperf.errors import TrainperfError
+    from trainperf.launch import process
+
+    def full_disk(command: list[str], *, log_dir: Path, **_kw: Any) -> process.Exit:
+        tail = "  File \"protocol.py\"\nOSError: [Errno 28] No space left on device: 'result.json'"
+        return process.Exit(returncode=1, timed_out=False, wall_s=3.0, stderr_tail=tail)
+
+    cli = {"output": str(tmp_path / "reports"), "baselines": str(tmp_path / "baselines"), "steps": "4"}
+    settings = resolve(
+        {**cli, "store": f"sqlite:///{tmp_path / 'history.sqlite'}"}, lambda _n: None, tmp_path
+    )
+    context = open_run(settings, Detection(load_classes()["cpu"], None, None, False), tmp_path)
+    context.say = lambda _line: None
+    monkeypatch.setattr("trainperf.launch.process.run_child", full_disk)
+    with pytest.raises(TrainperfError, match="No space left on device") as raised:
+        CaseRunner(context).run(CASE)
+    assert f"--perf-resume={context.run_dir}" in str(raised.value)
+    assert not RunFolder(context.run_dir).has_result(CASE.id)  # no `crash` result to judge or record
+    assert context.history is not None and context.history.recorded == 0

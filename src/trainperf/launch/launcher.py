@@ -7,7 +7,9 @@ together. The outcome of the child is ``launch.outcome``'s to decide.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,7 @@ from trainperf.launch import interruption, process
 from trainperf.launch.child_env import child_command, child_env
 from trainperf.launch.guard import Progress, RunWatch, both, check_before
 from trainperf.launch.launch_context import LaunchContext
-from trainperf.launch.outcome import classify
+from trainperf.launch.outcome import classify, says_out_of_space
 from trainperf.measure.hardware import CPU_CLASS
 from trainperf.measure.idle import idle_level, wait_idle
 from trainperf.measure.measurement import RunMeasurement, collect_trace, measure_run
@@ -130,6 +132,19 @@ def case_devices(ctx: LaunchContext, case: Case) -> tuple[str, ...]:
     assert ctx.device is not None
     placement = ctx.placement or Placement((ctx.device,))
     return placement.for_case(case.gpus)
+
+
+FULL_BELOW_B = 1 << 20
+"""A run folder's file system with less than this free is full for a child writing its files."""
+
+
+def out_of_space(folder: Path, stderr_tail: str) -> bool:
+    """Whether a failed child could not write its files: its stderr says so, or its folder's disk is full."""
+    try:
+        full = shutil.disk_usage(folder).free < FULL_BELOW_B
+    except OSError:
+        full = False
+    return full or says_out_of_space(stderr_tail)
 
 
 def waiting_line(label: str, lock: str) -> str:
@@ -303,6 +318,10 @@ class ChildLauncher:
                 spec.steps,
                 silent_s=exit_.silent_s,
             )
+            if outcome is Outcome.CRASH and out_of_space(out_dir, exit_.stderr_tail):
+                # Raised as the folder's own fault: the case is not judged and nothing is recorded
+                # as the workload's crash; the cases before it stay, and --perf-resume goes on.
+                raise OSError(errno.ENOSPC, f"the child could not write its files ({message})", str(out_dir))
             measurement = measure_child(ctx, case, child, launched)
             idle_after = [wait_idle(d, idle[d], ctx.say) for d in devices]
         return launched, child, outcome, message, measurement, idle_after

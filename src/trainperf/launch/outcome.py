@@ -69,3 +69,13 @@ def timeout_advice(steps: list[dict[str, Any]], requested: int, timeout_s: float
 def _last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "(empty)"
+
+
+OUT_OF_SPACE_MARKERS = ("no space left on device", "[errno 28]", "disk quota exceeded", "[errno 122]")
+
+
+def says_out_of_space(stderr_tail: str) -> bool:
+    """Whether a failed child's stderr says it could not write its files: a harness fault (the run
+    folder's disk), never the workload's outcome."""
+    lowered = stderr_tail.lower()
+    return any(marker in lowered for marker in OUT_OF_SPACE_MARKERS)

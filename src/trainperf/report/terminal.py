@@ -104,5 +104,9 @@ def _write_folder_summary(
     terminal.write_line(write_summary(run_dir, gpu_class, results, lines))
     for line in lines:
         terminal.write_line(line)
-    kept = ", ".join([*REPORT_FILES, f"{RESULTS_DIR}/*.json"])
-    terminal.write_line(f"trainperf: results in {run_dir} ({kept})")
+    # Only what is there: a disk that filled up mid-run may have left a report unwritten.
+    written = [name for name in REPORT_FILES if (run_dir / name).is_file()]
+    missing = [name for name in REPORT_FILES if name not in written]
+    kept = ", ".join([*written, f"{RESULTS_DIR}/*.json"])
+    unwritten = f"; not written: {', '.join(missing)}" if missing else ""
+    terminal.write_line(f"trainperf: results in {run_dir} ({kept}){unwritten}")
