@@ -109,3 +109,20 @@ def test_failure_detail_environment_drift() -> None:
         },
     )
     assert failure_detail(result) == ["c: pass - within tolerance", "    environment: torch 2.12.0 -> 2.13.0"]
+
+
+def test_the_h100_matrix_fits_100_columns_with_whole_ids_and_says_what_it_left_out() -> None:
+    from trainperf.paths import REPO_ROOT
+    from trainperf.store.results import load_result
+
+    results = [load_result(path) for path in sorted((REPO_ROOT / "baselines" / "h100").glob("*.json"))]
+    text = render_text(results, 100)
+    lines = text.splitlines()
+    ids = {result.case_id for result in results}
+    assert all(len(line) <= 100 or line in ids for line in lines)  # an id longer than that stands alone
+    assert all(any(line.startswith(case_id) for line in lines) for case_id in ids)  # every id, whole
+    assert all(title in lines[0] for title in ("case", "verdict", "step s", "vs baseline"))
+    assert "left out to fit 100 columns: W mean, J/tok" in " ".join(lines[-3:])
+    assert render_text(RESULTS, 1000) == REFERENCE  # room enough: nothing left out or wrapped
+    narrow = render_text(RESULTS, 60).splitlines()
+    assert narrow[0].split() == ["case", "verdict", "step", "s", "vs", "baseline"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from trainperf.paths import PUBLISHED_DIR
 from trainperf.report.table import render_text
+from trainperf.report.terminal import terminal_width
 from trainperf.result import CaseResult
 from trainperf.store.results import load_result
 
@@ -28,7 +29,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
             _print_stale(gpu_class, results)
             continue
         print(f"== {gpu_class} ({len(results)} baselines)")
-        print(render_text(results))
+        print(render_text(results, terminal_width()))
         # A cliff's result is its largest fit, which the table's per-step columns cannot show.
         for result in results:
             if result.cliff:

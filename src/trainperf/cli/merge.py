@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from trainperf.fleet.night_cost import night_cost, recorded_night
     from trainperf.report.junit import junit_xml
     from trainperf.report.summary import details, write_summary
+    from trainperf.report.terminal import terminal_width
 
     shards = read_shards(list(args.run_dirs))
     record, nightly = nightly_record(shards, args.runner)
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     cost = night_cost(night, results) if night else None
     lines = details(results, {}, {}) + unjudged_lines(shards) + ([cost.line()] if cost else [])
     gpu_class = shards[0].gpu_class
-    print(write_summary(output, gpu_class, results, lines))
+    print(write_summary(output, gpu_class, results, lines, terminal_width()))
     (output / JUNIT_FILE).write_text(junit_xml(results, f"trainperf.{gpu_class}"))
     for line in lines:
         print(line)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from trainperf.ground.folder import RunFolder
 from trainperf.report.table import failure_detail, render_text
+from trainperf.report.terminal import terminal_width
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -22,7 +23,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))
         return 0
-    print(render_text(results))
+    print(render_text(results, terminal_width()))
     for line in details:
         print(line)
     from trainperf.report.build import write_reports

@@ -80,10 +80,17 @@ def another_host_line(results: Sequence[CaseResult]) -> list[str]:
     return [line]
 
 
-def write_summary(run_dir: Path, gpu_class: str, results: Sequence[CaseResult], lines: Sequence[str]) -> str:
-    """Write the run's reports (summary.md, index.html, benchmark.json) and return the text table;
-    where they cannot be written (a full disk), the table still, and a line saying how to get them."""
-    table = render_text(results)
+def write_summary(
+    run_dir: Path,
+    gpu_class: str,
+    results: Sequence[CaseResult],
+    lines: Sequence[str],
+    width: int | None = None,
+) -> str:
+    """Write the run's reports (summary.md, index.html, benchmark.json) and return the text table
+    (fitted to ``width``, a terminal's columns); where they cannot be written (a full disk), the
+    table still, and a line saying how to get them."""
+    table = render_text(results, width)
     try:
         write_reports(run_dir, results, f"trainperf {gpu_class}: {run_dir.name}", lines)
     except OSError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -86,12 +87,12 @@ def _change(verdict: dict[str, Any]) -> str:
     return "-"
 
 
-def rows(results: Sequence[CaseResult]) -> list[list[str]]:
+def rows(results: Sequence[CaseResult], shown: Sequence[tuple[str, str]] | None = None) -> list[list[str]]:
     table = []
     for result in results:
         values = {name: value.value for name, value in result.metrics.items()}
         row = []
-        for key, _ in columns(results):
+        for key, _ in shown if shown is not None else columns(results):
             if key == "case":
                 row.append(result.case_id)
             elif key == "outcome":
@@ -121,8 +122,72 @@ def align(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def render_text(results: Sequence[CaseResult]) -> str:
-    return "\n".join(align([title for _, title in columns(results)], rows(results)))
+def render_text(results: Sequence[CaseResult], width: int | None = None) -> str:
+    """The table as text; with ``width`` (a terminal's columns), fitted to it (``fit``), with a line
+    naming what was left out."""
+    shown = columns(results)
+    body = rows(results, shown)
+    if width is None:
+        return "\n".join(align([title for _, title in shown], body))
+    shown, body, left_out = fit(shown, body, width)
+    lines = _with_long_ids_above(shown, body)
+    if left_out:
+        note = f"(left out to fit {width} columns: {', '.join(left_out)}; summary.md has every column)"
+        lines += textwrap.wrap(note, width=max(width, 40))
+    return "\n".join(lines)
+
+
+KEPT = ("case", "verdict", STEP_TIME, "change")
+"""What a fitted table always keeps: which case, its verdict and the figure that moved."""
+LEFT_OUT_FIRST = (
+    "power_mean_w", "energy_per_token_j", "device_mem_peak_gib", "estimate", BUSY_SHARE, "mfu",
+    "samples_per_hour", "outcome", HOST_TIME, TOKENS_PER_S, PEAK_ALLOCATED, KERNEL_TIME,
+)  # fmt: skip
+"""The order a narrow terminal loses columns in: the figures read least first."""
+ID_CAP = 44
+"""In a fitted table, a case id longer than this stands on a line of its own, whole (ids are what
+users copy into ``-k``), with its figures on the next line."""
+
+
+def fit(
+    shown: Sequence[tuple[str, str]], body: Sequence[Sequence[str]], width: int
+) -> tuple[list[tuple[str, str]], list[list[str]], list[str]]:
+    """Columns that fit ``width`` (all of them where they do): those every row leaves empty go first
+    (unnamed), then
+    ``LEFT_OUT_FIRST`` in order (named); an id over ``ID_CAP`` counts as ``ID_CAP`` wide, since it
+    will stand on its own line."""
+    if _width(shown, body, range(len(shown))) <= width:
+        return list(shown), [list(row) for row in body], []
+    keep = [i for i, (key, _) in enumerate(shown) if key in KEPT or any(row[i] != "-" for row in body)]
+    capped = [[row[0][:ID_CAP], *row[1:]] for row in body] if shown and shown[0][0] == "case" else body
+    left_out: list[str] = []
+    for key in LEFT_OUT_FIRST:
+        if _width(shown, capped, keep) <= width:
+            break
+        index = next((i for i in keep if shown[i][0] == key), None)
+        if index is not None:
+            keep.remove(index)
+            left_out.append(shown[index][1])
+    return [shown[i] for i in keep], [[row[i] for i in keep] for row in body], left_out
+
+
+def _with_long_ids_above(shown: Sequence[tuple[str, str]], body: Sequence[Sequence[str]]) -> list[str]:
+    """The aligned table, each id longer than ``ID_CAP`` whole on a line above its figures."""
+    if not shown or shown[0][0] != "case" or all(len(row[0]) <= ID_CAP for row in body):
+        return align([title for _, title in shown], body)
+    long_ids = {n: row[0] for n, row in enumerate(body) if len(row[0]) > ID_CAP}
+    blanked = [["" if n in long_ids else row[0], *row[1:]] for n, row in enumerate(body)]
+    aligned = align([title for _, title in shown], blanked)
+    lines = aligned[:2]
+    for n, line in enumerate(aligned[2:]):
+        lines += [long_ids[n]] if n in long_ids else []
+        lines.append(line)
+    return lines
+
+
+def _width(shown: Sequence[tuple[str, str]], body: Sequence[Sequence[str]], keep: Sequence[int]) -> int:
+    widths = [max(len(shown[i][1]), *(len(row[i]) for row in body)) for i in keep]
+    return sum(widths) + 2 * (len(widths) - 1)
 
 
 def render_markdown(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:

@@ -3,6 +3,9 @@ summary of each run folder (its table, the lines under it, where its reports are
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,21 @@ def night_lines(run_dir: Path, results: Sequence[CaseResult]) -> list[str]:
     return [cost.line()] if cost else []
 
 
+DEFAULT_WIDTH = 100
+"""A CI log's width where no terminal says its own."""
+
+
+def terminal_width() -> int:
+    """``COLUMNS`` where set, else the terminal's, else ``DEFAULT_WIDTH`` (a log file, a CI step)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if sys.stdout.isatty() else DEFAULT_WIDTH
+
+
 def cut_lines(run_dir: Path) -> list[str]:
     """The last line of a cut run's summary (summary.md's too): the case it cut and how to go on."""
     cut = interruption.pending(run_dir)
@@ -101,7 +119,7 @@ def _write_folder_summary(
     terminal: Any, run_dir: Path, gpu_class: str, results: Sequence[CaseResult], lines: list[str]
 ) -> None:
     terminal.section(f"trainperf: {gpu_class} ({len(results)} cases)")
-    terminal.write_line(write_summary(run_dir, gpu_class, results, lines))
+    terminal.write_line(write_summary(run_dir, gpu_class, results, lines, terminal_width()))
     for line in lines:
         terminal.write_line(line)
     # Only what is there: a disk that filled up mid-run may have left a report unwritten.
