@@ -73,6 +73,9 @@ def test_baseline_then_pass_then_planted_slowdown_fails(pytester: pytest.Pyteste
     second = run(pytester)
     second.assert_outcomes(passed=1)
     assert CASE_ID in second.stdout.str()
+    # A serial session says its progress too: its cases at the start, each as it ends.
+    assert "[trainperf] session: 1 case(s) to run" in second.stdout.str()
+    assert f"[trainperf] case 1/1 done: {CASE_ID} passed (" in second.stdout.str()
 
     # 6x: far beyond what a noisy shared CPU does to a run (back-to-back runs moved by up to 27%).
     # Where the host CPU watch saw another job crowd the run, it is `contaminated` and passes: its

@@ -81,6 +81,9 @@ def test_a_night_session_under_xdist_says_what_it_took_against_its_projection(tm
     line = next(line for line in done.stdout.splitlines() if line.startswith("trainperf: night 2026-11-27: "))
     assert "2 case(s) took " in line and " GPU-min (2 launch(es), 0 confirmation run(s)) against " in line
     assert line in (run_dir / "summary.md").read_text()
+    # The controller says the session's progress: at the start, and as each worker's case ends.
+    assert "[trainperf] session: 2 case(s) to run on 2 workers" in done.stdout
+    assert "[trainperf] case 2/2 done: sft_hf-qwen3_tiny-" in done.stdout
     records = [json.loads(path.read_text()) for path in run_dir.glob("run.gw*.json")]
     night = recorded_night([s for record in records for s in record["sessions"]])
     assert night is not None and set(night[PROJECTED_KEY]) == set(night["tonight"])

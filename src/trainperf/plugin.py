@@ -19,8 +19,10 @@ from trainperf.launch import interruption
 from trainperf.report.case_outcome import CaseOutcome
 from trainperf.report.junit import property_recorder, wire_junit_figures
 from trainperf.report.terminal import (
+    ProgressLines,
     live_line_writer,
     write_deselected_note,
+    write_plan_lines,
     write_session_summary,
     write_workers_summary,
 )
@@ -74,6 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
             state.stamp = xdist.new_stamp(settings.output)
     state.stamp = state.stamp or xdist.shared_stamp(config)
     config.stash[STATE] = state
+    if not xdist.worker_id(config):  # the process that shows the terminal
+        config.pluginmanager.register(ProgressLines(config), "trainperf-progress")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -134,6 +138,9 @@ def pytest_collection_modifyitems(
         )
         state.settings = state.plan.settings
         xdist.send_plan_lines(config, state.plan.lines, state.plan.emptied)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and not xdist.worker_id(config) and state.plan.lines:
+            write_plan_lines(reporter, state)  # before the work, not only in the summary after it
 
 
 @pytest.fixture(scope="session")

@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.families import FAMILIES
 from trainperf.fleet.night_cost import night_cost, recorded_night
 from trainperf.ground.folder import RunFolder
 from trainperf.launch import interruption
 from trainperf.paths import REPORT_FILES, RESULTS_DIR
 from trainperf.recording.ingest import sessions_of
+from trainperf.report.progress import SessionProgress
 from trainperf.report.summary import details, write_summary
 from trainperf.result import CaseResult
-from trainperf.run.session import SessionState
+from trainperf.run.session import SessionState, case_of
 
 
 def live_line_writer(reporter: Any, capture: Any) -> Callable[[str], None]:
@@ -42,8 +44,16 @@ def write_deselected_note(terminal: Any, state: SessionState) -> None:
             f"trainperf: {state.deselected_other_class} case(s) of other GPU classes deselected "
             f"(this machine: {state.detection.describe() if state.detection else '?'})"
         )
-    for line in state.plan.lines if state.plan else []:  # the shard and what the budget left out
+    if not state.plan_said:
+        write_plan_lines(terminal, state)
+
+
+def write_plan_lines(terminal: Any, state: SessionState) -> None:
+    """The night's, the shard's and the budget's lines: once, at the start where the session has
+    them then (a serial session), else in the summary (an xdist controller hears them at the end)."""
+    for line in state.plan.lines if state.plan else []:
         terminal.write_line(line)
+    state.plan_said = True
 
 
 def write_session_summary(terminal: Any, state: SessionState) -> None:
@@ -128,3 +138,53 @@ def _write_folder_summary(
     kept = ", ".join([*written, f"{RESULTS_DIR}/*.json"])
     unwritten = f"; not written: {', '.join(missing)}" if missing else ""
     terminal.write_line(f"trainperf: results in {run_dir} ({kept}){unwritten}")
+
+
+class ProgressLines:
+    """A pytest plugin of the session's progress lines (``report.progress``), on the process that
+    shows the terminal: a serial session, or an xdist controller (the workers' cases end there)."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.progress: SessionProgress | None = None
+        self.ids: set[str] = set()
+
+    def _say(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+                reporter.write("\n")  # after -q's progress dots, which ensure_newline does not end
+            reporter.write_line(line)
+
+    def _begin(self, ids: Sequence[str]) -> None:
+        if self.progress is None and ids and not self.config.option.collectonly:
+            self.ids = set(ids)
+            workers = getattr(self.config.option, "numprocesses", None)  # xdist's -n, resolved by now
+            spread = workers if isinstance(workers, int) and workers > 0 else 1
+            self.progress = SessionProgress(len(ids), spread)
+            self._say(self.progress.start_line())
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        """A serial session: its cases, once the night, the shard and the class have chosen them."""
+        self._begin([item.nodeid for item in session.items if case_of(item) is not None])
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self._begin([nodeid for nodeid in ids if case_label(nodeid)])
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        ended = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
+        if self.progress is None or not ended or report.nodeid not in self.ids:
+            return
+        self.ids.discard(report.nodeid)
+        label = case_label(report.nodeid) or report.nodeid
+        self._say(self.progress.ended(label, report.outcome, float(report.duration)))
+
+
+def case_label(nodeid: str) -> str | None:
+    """The case id of a case's test id (``test_case[<case id>]``, a case id begins with its family);
+    None for any other test (an xdist controller knows its items by their ids alone)."""
+    if not nodeid.endswith("]") or "[" not in nodeid:
+        return None
+    label = nodeid[nodeid.index("[") + 1 : -1]
+    return label if label.split("-", 1)[0] in FAMILIES else None

@@ -50,6 +50,8 @@ class SessionState:
     """Under xdist, on the controller: baselines the workers wrote, by case id."""
     plan: SessionPlan | None = None
     """This session's shard and budget (``--perf-shard``, ``--perf-budget``)."""
+    plan_said: bool = False
+    """The plan's lines are on the terminal already (said at collection)."""
 
     @property
     def budget(self) -> Budget | None:
