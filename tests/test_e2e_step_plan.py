@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from crowded import written_baseline
+from required import missing
 from test_e2e_cpu import write_catalogue
 
 from trainperf.judge.compare import MIN_PAIRS
@@ -42,6 +43,14 @@ def test_planned_run_is_shorter_and_pairs_with_the_baselines_first_batches(pytes
     planned_run.assert_outcomes(passed=1)
     planned = latest_result(pytester)
     steps = planned["runs"][0]["steps_requested"]
+    if steps == 16:
+        # A baseline whose two runs a busy neighbour spread apart (under the host watch's threshold)
+        # leaves no shorter run that detects as often: the plan must say so and run in full; the
+        # short path cannot be checked on such a host (skipped with why; under CI, a failure).
+        out = planned_run.stdout.str()
+        noisy = next((line for line in out.splitlines() if "steps not planned (" in line), None)
+        assert noisy is not None and ("too noisy" in noisy or "no shorter run" in noisy), out[-2000:]
+        missing("the planned-steps path", f"the baseline's runs were too noisy to plan on this host: {noisy}")
     assert steps < 16 and planned["runs"][0]["data_steps"] == 16
     assert f"steps planned: {steps} of 16" in planned_run.stdout.str()
     # Every steady step of the planned run is one of the baseline's (same step, same tokens).
