@@ -16,6 +16,7 @@ from trainperf.errors import TrainperfError
 from trainperf.fleet.session_plan import SessionPlan, plan_session, session_exit_status
 from trainperf.ground.settings import OPTIONS, resolve
 from trainperf.launch import interruption
+from trainperf.measure.hardware import load_classes
 from trainperf.report.case_outcome import CaseOutcome
 from trainperf.report.junit import property_recorder, wire_junit_figures
 from trainperf.report.terminal import (
@@ -36,14 +37,16 @@ from trainperf.run.session import (
 )
 
 MARKERS = {
-    "cpu": "tiny cases that run on the CPU of any machine",
     "gpu": "cases that need a GPU",
-    "maxq": "cases for the RTX PRO 6000 Blackwell Max-Q runner class",
-    "h100": "cases for the H100 runner class",
-    "h200": "cases for the H200 runner class",
     "multi_gpu": "cases that need more than one GPU",
     "slow": "cases that take minutes (large models)",
 }
+"""The markers that are not a GPU class's; each class file (``fixtures/hardware/``) adds its own."""
+
+
+def class_markers() -> dict[str, str]:
+    """One marker per GPU class file: a class is declared once, in its file."""
+    return {name: f"cases of the {name} class: {gpu.description}" for name, gpu in load_classes().items()}
 
 
 STATE = pytest.StashKey[SessionState]()
@@ -62,7 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     interruption.keep_ctrl_c()
-    for name, text in MARKERS.items():
+    for name, text in {**class_markers(), **MARKERS}.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     cli = {spec.name: config.getoption(f"perf_{spec.name}") for spec in OPTIONS}
     try:

@@ -1,6 +1,5 @@
-"""The ``trainperf`` command: env [create|list] | side-by-side | engines | baselines | estimate | report |
-compare | ab | bisect | fidelity | verl-metrics | ingest | history | dashboard | export |
-merge | slurm submit | ray submit | cost.
+"""The ``trainperf`` command: the commands around the pytest plugin, one module each (their list is
+``cli.parser.COMMANDS``, which ``trainperf --help`` prints).
 
 Every bad input ends in one line on stderr and exit status 2 (``TrainperfError``).
 """
@@ -12,11 +11,16 @@ import sys
 
 from trainperf.errors import TrainperfError
 
+DESCRIPTION = (
+    "trainperf's commands beside its pytest plugin (pytest perf_tests -m CLASS runs the cases). Every bad "
+    "input ends in one line on stderr and exit status 2."
+)
+
 
 def main(argv: list[str] | None = None) -> int:
     from trainperf.cli.parser import build_parser
 
-    args = build_parser(__doc__).parse_args(argv)
+    args = build_parser(DESCRIPTION).parse_args(argv)
     try:
         return int(args.func(args))
     except TrainperfError as exc:

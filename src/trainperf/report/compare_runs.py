@@ -3,7 +3,7 @@
 Typical use: the same runner class before (A) and after (B) a driver or library upgrade. Run A
 plays the baseline: each case present in both runs goes through ``compare.compare_case``
 exactly as a run is judged against its stored baseline (paired per-step ratios, bootstrap test,
-tolerances of the class). ``trainperf compare`` (cli.py) loads the folders, calls
+tolerances of the class). ``trainperf compare`` (``cli.compare``) loads the folders, calls
 :func:`compare_runs` and prints :func:`render` or :meth:`RunComparison.to_dict`.
 """
 

@@ -2,7 +2,7 @@
 
 The profiled window is the *last* steps of the run: ``warmup`` profiler warm-up steps, then
 ``active`` recorded steps. Those steps are marked ``profiled`` in ``steps.jsonl`` and left out of
-every timing metric (``measure.py``); putting them last means the profiler's start-up lands in a
+every timing metric (``measure.measurement``); putting them last means the profiler's start-up lands in a
 marked step and the trace export after the final edge lands in no measured step at all. Profiling
 extra steps after the measured ones instead would change the work per run (more steps, a longer
 dataset) and so the meaning of a case's step count.

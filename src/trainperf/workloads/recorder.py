@@ -90,7 +90,7 @@ class StepRecorder:
             self.profiler.info["memory"] = allocator_blocks(self.device)
         record.update(extra)
         if self.kernels is not None and self.kernels.covers(record["step"]):
-            record["kernel_window"] = True  # left out of the timing metrics (measure.py)
+            record["kernel_window"] = True  # left out of the timing metrics (measure.measurement)
         self.record(record)  # marks the profiled steps
         read_back = False
         if self.kernels is not None:
@@ -111,7 +111,7 @@ class StepRecorder:
         """Append a step as given: for a framework that times its own steps in other processes
         (verl's ``timing_s/step``), where an edge in this process would measure nothing."""
         if self.trace_plan is not None and self.trace_plan.profiled(int(record.get("step", 0))):
-            record.setdefault("profiled", True)  # left out of the timing metrics (measure.py)
+            record.setdefault("profiled", True)  # left out of the timing metrics (measure.measurement)
         self.steps.append(record)
         self._handle.write(json.dumps(record) + "\n")
         faults.at_step(len(self.steps), self._fault)  # a drill only (TRAINPERF_INJECT_FAULT)
