@@ -84,3 +84,11 @@ def test_scalar_name_patterns_do_not_match_everything(tmp_path: Path) -> None:
     except TrainperfError:
         return  # rejecting the file is a fine answer too
     assert classify("NVIDIA A100-SXM4-80GB", classes) is None
+
+
+def test_every_gpu_class_file_registers_its_marker_and_nothing_else_declares_one() -> None:
+    from trainperf.measure.hardware import load_classes
+    from trainperf.plugin import MARKERS, class_markers
+
+    assert set(class_markers()) == set(load_classes())
+    assert not set(MARKERS) & set(load_classes())  # a class's marker comes from its file alone

@@ -232,11 +232,3 @@ def test_n_auto_skips_virtualenvs_and_hidden_folders(tmp_path: Path, monkeypatch
         (tmp_path / folder / "test_installed.py").write_text(catalogue)
     (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     assert xdist.workers_for_auto(_config(tmp_path, ".")) is None
-
-
-def test_every_gpu_class_file_registers_its_marker_and_nothing_else_declares_one() -> None:
-    from trainperf.measure.hardware import load_classes
-    from trainperf.plugin import MARKERS, class_markers
-
-    assert set(class_markers()) == set(load_classes())
-    assert not set(MARKERS) & set(load_classes())  # a class's marker comes from its file alone
