@@ -16,7 +16,7 @@ from trainperf.errors import TrainperfError
 from trainperf.fleet.session_plan import SessionPlan, plan_session, session_exit_status
 from trainperf.ground.settings import OPTIONS, resolve
 from trainperf.launch import interruption
-from trainperf.measure.hardware import load_classes
+from trainperf.measure.hardware import markers
 from trainperf.report.case_outcome import CaseOutcome
 from trainperf.report.junit import property_recorder, wire_junit_figures
 from trainperf.report.terminal import (
@@ -36,19 +36,6 @@ from trainperf.run.session import (
     choose_cases,
 )
 
-MARKERS = {
-    "gpu": "cases that need a GPU",
-    "multi_gpu": "cases that need more than one GPU",
-    "slow": "cases that take minutes (large models)",
-}
-"""The markers that are not a GPU class's; each class file (``fixtures/hardware/``) adds its own."""
-
-
-def class_markers() -> dict[str, str]:
-    """One marker per GPU class file: a class is declared once, in its file."""
-    return {name: f"cases of the {name} class: {gpu.description}" for name, gpu in load_classes().items()}
-
-
 STATE = pytest.StashKey[SessionState]()
 
 
@@ -65,7 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     interruption.keep_ctrl_c()
-    for name, text in {**class_markers(), **MARKERS}.items():
+    for name, text in markers().items():
         config.addinivalue_line("markers", f"{name}: {text}")
     cli = {spec.name: config.getoption(f"perf_{spec.name}") for spec in OPTIONS}
     try:

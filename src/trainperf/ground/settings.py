@@ -12,6 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.ground.option_values import (
+    baseline_mode,
+    boolean,
+    count,
+    fraction,
+    night_date,
+    plant_spec,
+    positive_float,
+    positive_int,
+    seconds,
+)
 from trainperf.measure.host_turns import parse_patterns
 from trainperf.paths import SESSION_FILE
 from trainperf.traces.kernel_steps import DEFAULT_WINDOW
@@ -37,48 +48,6 @@ class OptionSpec:
     @property
     def ini(self) -> str:
         return "perf_" + self.name
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be >= 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise ValueError("must be > 0")
-    return value
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise ValueError("must be >= 0 seconds (0: off)")
-    return value
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError("must be >= 0")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 10:
-        raise ValueError("must be a fraction such as 0.05")
-    return value
-
-
-def _baseline_mode(text: str) -> str:
-    mode = str(text).strip().lower()
-    if mode not in ("file", "history", "auto"):
-        raise ValueError("must be file, history or auto")
-    return mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,45 +78,21 @@ def parse_shard(text: str) -> Shard:
 
 
 def _shard(text: str) -> str:
-    return str(parse_shard(text))
-
-
-def _night(text: str) -> str:
-    from datetime import datetime, timezone
-
-    from trainperf.plan.tiers import parse_night
-
-    return parse_night(text, datetime.now(timezone.utc).date()).isoformat()
-
-
-def _plant(text: str) -> str:
-    from trainperf.traces.plant import parse_plant
-
-    parse_plant(text)
-    return str(text).strip().lower()
-
-
-def _bool(text: str) -> bool:
-    lowered = str(text).strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError("must be true or false")
+    return str(parse_shard(text))  # the canonical K/N
 
 
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("output", "folder for run folders (one per run)", "reports"),
     OptionSpec("baselines", "baselines folder (<class>/<case-id>.json)", "baselines"),
     OptionSpec(
-        "update_baselines", "write baselines from this run and show what changed", False, _bool, flag=True
+        "update_baselines", "write baselines from this run and show what changed", False, boolean, flag=True
     ),
-    OptionSpec("repeats", "fresh child processes per case (pooled)", 1, _positive_int),
+    OptionSpec("repeats", "fresh child processes per case (pooled)", 1, positive_int),
     OptionSpec(
         "baseline_repeats",
         "fresh runs per case when writing baselines (a single process can be slow or fast as a whole)",
         3,
-        _positive_int,
+        positive_int,
     ),
     OptionSpec(
         "confirm",
@@ -159,19 +104,19 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "steps",
         "optimizer steps per run for cases that do not fix their own (default: 40 on GPU, 16 on CPU)",
         None,
-        _positive_int,
+        positive_int,
     ),
     OptionSpec(
         "plan_steps",
         "run a case only as many steps as its baseline's run-to-run noise needs for the gate to catch a "
         "5% slowdown as often as at full length (docs/fleet.md)",
         False,
-        _bool,
+        boolean,
         flag=True,
     ),
-    OptionSpec("timeout", "wall-clock limit per child, seconds", 1800.0, _positive_float),
+    OptionSpec("timeout", "wall-clock limit per child, seconds", 1800.0, positive_float),
     OptionSpec("gpu_class", "use this GPU class instead of the detected one", None),
-    OptionSpec("strict", "fail on noisy, new, and environment changes too", False, _bool, flag=True),
+    OptionSpec("strict", "fail on noisy, new, and environment changes too", False, boolean, flag=True),
     OptionSpec(
         "emulate",
         "cap memory to this smaller GPU class (e.g. maxq on an H200): its memory and OOM verdicts; "
@@ -183,21 +128,21 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "plant_slowdown",
         "make every step this fraction slower (to check the gate); never baselined",
         0.0,
-        _fraction,
+        fraction,
     ),
     OptionSpec(
         "plant",
         "plant a regression of one nature in every child, to check the diagnosis: attention[:N], composite, "
         "host[:FRACTION] or memory[:MIB]; never baselined",
         None,
-        _plant,
+        plant_spec,
     ),
     OptionSpec(
         "diagnose",
         "on a confirmed timing, energy or memory regression, profile one more run of the case and name "
         "where the time or memory went (off: no extra run)",
         True,
-        _bool,
+        boolean,
     ),
     OptionSpec("progress_interval", "seconds between progress lines of a running case (0: off)", 30.0, float),
     OptionSpec(
@@ -214,7 +159,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "profile the last steps of each run with torch.profiler (left out of the timing metrics) and "
         "analyse the trace: GPU busy/idle, kernel categories, host-bound gaps",
         False,
-        _bool,
+        boolean,
         flag=True,
     ),
     OptionSpec(
@@ -223,7 +168,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "left out of the timing): kernel time is judged against the class, the rest of a step on this "
         "runner only (0: off, wall time only)",
         DEFAULT_WINDOW,
-        _count,
+        count,
     ),
     OptionSpec(
         "store",
@@ -236,31 +181,31 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "judge against: file (baselines/<class>/), history (this runner's last accepted runs), auto "
         "(history once it holds --perf-history-runs accepted runs of the case, the file before)",
         "auto",
-        _baseline_mode,
+        baseline_mode,
     ),
     OptionSpec("runner", "this runner's name in the results history (default: host/GPU UUID)", None),
     OptionSpec(
-        "history_runs", "accepted runs of the runner's history a case is judged against", 10, _positive_int
+        "history_runs", "accepted runs of the runner's history a case is judged against", 10, positive_int
     ),
     OptionSpec(
         "gpu_wait",
         "seconds to wait before a run for its GPU to be free of foreign processes and throttling; a run "
         "that starts or ends beside one is contaminated (timing shown, not judged)",
         300.0,
-        _seconds,
+        seconds,
     ),
     OptionSpec(
         "silent_timeout",
         "seconds a child may write nothing (no step, no output) before it is killed as hung (0: never)",
         600.0,
-        _seconds,
+        seconds,
     ),
     OptionSpec(
         "require_idle_gpu",
         "fail a case whose GPU is busy (a foreign process) or throttled before it starts, instead of "
         "measuring it",
         False,
-        _bool,
+        boolean,
         flag=True,
     ),
     OptionSpec(
@@ -275,20 +220,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "minutes this session may take: the most valuable cases first (a recent change, the longest "
         "unrun), and no case started that would not end in time (those left out are skipped)",
         None,
-        _positive_float,
+        positive_float,
     ),
     OptionSpec(
         "night",
         "run the class's plan for this night (YYYY-MM-DD or today, UTC): its core tier, the rotating cases "
         "of its weekday and the promoted ones; the rest is deselected (docs/fleet.md)",
         None,
-        _night,
+        night_date,
     ),
     OptionSpec(
         "night_budget",
         "GPU-minutes a night should take: the night's line says when its plan is over",
         None,
-        _positive_float,
+        positive_float,
     ),
     OptionSpec(
         "host_lock",
@@ -314,6 +259,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
+    """Every option's resolved value (``resolve``; ``night``: an ISO date, ``today`` resolved); each default
+    is declared once, in ``OPTIONS``."""
+
     output: Path
     baselines: Path
     update_baselines: bool
@@ -322,7 +270,7 @@ class Settings:
     confirm: int
     steps: int | None
     timeout: float
-    plan_steps: bool = False
+    plan_steps: bool
     gpu_class: str | None
     strict: bool
     emulate: str | None
@@ -330,26 +278,25 @@ class Settings:
     plant_slowdown: float
     progress_interval: float
     python: str | None
-    env: str | None = None
-    plant: str | None = None
-    diagnose: bool = True
-    trace: bool = False
-    kernel_steps: int = DEFAULT_WINDOW
-    require_idle_gpu: bool = False
-    gpu_wait: float = 300.0
-    silent_timeout: float = 600.0
-    store: str | None = None
-    baseline: str = "auto"
-    runner: str | None = None
-    history_runs: int = 10
-    shard: str | None = None
-    budget: float | None = None
-    night: str | None = None
-    """``--perf-night``: the night's date (ISO), ``today`` resolved."""
-    night_budget: float | None = None
-    night_promote: str | None = None
-    host_lock: Path | None = None
-    alone: tuple[str, ...] = ()
+    env: str | None
+    plant: str | None
+    diagnose: bool
+    trace: bool
+    kernel_steps: int
+    require_idle_gpu: bool
+    gpu_wait: float
+    silent_timeout: float
+    store: str | None
+    baseline: str
+    runner: str | None
+    history_runs: int
+    shard: str | None
+    budget: float | None
+    night: str | None
+    night_budget: float | None
+    night_promote: str | None
+    host_lock: Path | None
+    alone: tuple[str, ...]
     fleet: dict[str, Any] | None = None
     """Recorded in run.json: the shard and the whole split (``fleet.session_plan``), set at collection."""
 

@@ -123,3 +123,18 @@ def visible_gpu_index() -> str | None:
         return None
     first = visible.split(",")[0].strip()
     return first or "-1"  # an empty CUDA_VISIBLE_DEVICES hides every GPU
+
+
+OTHER_MARKERS = {
+    "gpu": "cases that need a GPU",
+    "multi_gpu": "cases that need more than one GPU",
+    "slow": "cases that take minutes (large models)",
+}
+"""The pytest markers that are not a GPU class's."""
+
+
+def markers() -> dict[str, str]:
+    """Every pytest marker the suite registers: one per GPU class file (a class is declared once, in its
+    file; its description is the marker's help), and ``OTHER_MARKERS``."""
+    classes = {name: f"cases of the {name} class: {gpu.description}" for name, gpu in load_classes().items()}
+    return {**classes, **OTHER_MARKERS}
