@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainperf.case import Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import STACK_IMPORTS, BrokenEnvironment, check_runs
 from trainperf.families.env_create import probe_versions
@@ -29,10 +31,11 @@ from trainperf.measure.measurement import merge_metric
 from trainperf.result import CaseResult
 from trainperf.studies.precision import least_precise, more_rounds, precision_line
 
+MEASURED_OUTCOMES = (Outcome.OK.value, Outcome.OOM.value, Outcome.TIMEOUT.value)
+"""Outcomes a side measured (an OOM and a time-out are measurements); anything else measured nothing."""
 STUDY_STORE = "study.sqlite"
 """The rounds' own results store, inside the study's folder: A/B and bisect rounds measure other
 environments, so they never land in the runner's history that judges its nights."""
-CRASHED = "crash"
 
 
 def check_environment(python: str, label: str) -> str:
@@ -56,11 +59,11 @@ def check_environment(python: str, label: str) -> str:
 def broken_cases(results_a: Sequence[CaseResult], results_b: Sequence[CaseResult]) -> dict[str, str]:
     """Cases that ran under A and crashed under B (not an OOM or a time-out, which are measured
     outcomes): B cannot run them, and the message says why."""
-    ran_a = {r.case_id for r in results_a if r.outcome == "ok"}
+    ran_a = {r.case_id for r in results_a if r.outcome == Outcome.OK.value}
     return {
         r.case_id: (r.message.strip().splitlines() or ["crashed with no message"])[-1][:300]
         for r in results_b
-        if r.case_id in ran_a and r.outcome == CRASHED
+        if r.case_id in ran_a and r.outcome == Outcome.CRASH.value
     }
 
 
@@ -69,21 +72,21 @@ def unmeasured_cases(results: Sequence[CaseResult]) -> dict[str, str]:
     return {
         r.case_id: (r.message.strip().splitlines() or [r.outcome])[-1][:300]
         for r in results
-        if r.outcome not in ("ok", "oom", "timeout")
+        if r.outcome not in MEASURED_OUTCOMES
     }
 
 
 def pool_case(results: Sequence[CaseResult]) -> CaseResult:
     """One case's results from several rounds as one result: samples, keys and runs concatenated."""
     first = results[0]
-    failed = next((r for r in results if r.outcome != "ok"), None)
+    failed = next((r for r in results if r.outcome != Outcome.OK.value), None)
     metrics = {
         name: merge_metric(name, [r.metrics[name] for r in results if name in r.metrics])
         for name in first.metrics
     }
     return dataclasses.replace(
         first,
-        outcome=failed.outcome if failed else "ok",
+        outcome=failed.outcome if failed else Outcome.OK.value,
         message=failed.message if failed else "",
         metrics=metrics,
         runs=[run for r in results for run in r.runs],
@@ -110,9 +113,19 @@ def last_run_in(folder: Path) -> Path | None:
     return runs[-1] if runs else None
 
 
+ROUND_NAME = re.compile(r"^round(\d+)-([AB])$")
+"""``round_dir``'s folder names, read back by ``round_of``."""
+
+
 def round_dir(output: Path, round_index: int, label: str) -> Path:
     """Where side ``label`` (A or B) of round ``round_index`` writes its run folder."""
     return output / f"round{round_index}-{label}"
+
+
+def round_of(folder: Path) -> tuple[int, str] | None:
+    """(round, side) of a folder ``round_dir`` named; None for any other folder."""
+    match = ROUND_NAME.match(folder.name)
+    return (int(match.group(1)), match.group(2)) if match else None
 
 
 def holds_rounds(output: Path) -> bool:
@@ -245,10 +258,10 @@ def rounds_in(output: Path) -> tuple[list[Path], list[Path]]:
     """The run folders of a study's rounds already in ``output`` (``round<i>-A``, ``round<i>-B``),
     for judging them again without measuring; a side's rounds missing: one line naming the fix."""
     folders: dict[str, list[Path]] = {"A": [], "B": []}
-    for label, found in folders.items():
-        for folder in sorted(output.glob(f"round*-{label}"), key=lambda p: int(p.name[5:-2] or 0)):
-            if (run := last_run_in(folder)) is not None:
-                found.append(run)
+    rounds = sorted((found, folder) for folder in output.glob("round*-[AB]") if (found := round_of(folder)))
+    for (_, label), folder in rounds:
+        if (run := last_run_in(folder)) is not None:
+            folders[label].append(run)
     if not folders["A"] or not folders["B"]:
         raise TrainperfError(
             f"{output} holds no measured rounds of both sides (round<i>-A/, round<i>-B/): "
