@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,10 +28,10 @@ def test_a_python_without_the_training_stack_cannot_run(
 ) -> None:
     """As B it is the study's verdict (broken-environment, status 1); as A it stops the study in one
     line (status 2): nothing can be judged against it."""
-    bare = shutil.which("python3") if not shutil.which("python3", path="/usr/bin") else "/usr/bin/python3"
-    probe = subprocess.run([bare, "-c", "import torch"], capture_output=True, check=False) if bare else None
-    if bare is None or probe is None or probe.returncode == 0:
-        pytest.skip("no interpreter without torch on this machine")
+    # A fresh venv without site packages: an interpreter without the training stack on any machine.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    assert subprocess.run([bare, "-c", "import torch"], capture_output=True, check=False).returncode != 0
     out_b, out_a = str(tmp_path / "b"), str(tmp_path / "a")
     assert main(["ab", "--env-a", sys.executable, "--env-b", bare, "--output", out_b, "--", "-m", "cpu"]) == 1
     out = capsys.readouterr().out
@@ -126,20 +125,16 @@ def test_a_over_a_on_the_cpu_passes(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert again["comparison"]["run_a"] == record["comparison"]["run_a"]  # its labels kept too
 
 
-def test_a_relative_interpreter_is_made_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_interpreter_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Children start in their own run folder: a relative --perf-python must not break them."""
     from trainperf.ground.settings import resolve
 
-    monkeypatch.chdir(REPO_ROOT)
-    relative = (
-        Path(sys.executable).relative_to(REPO_ROOT)
-        if Path(sys.executable).is_relative_to(REPO_ROOT)
-        else None
-    )
-    if relative is None:
-        pytest.skip("the test interpreter is outside the repository")
-    settings = resolve({"python": str(relative)}, lambda name: None, REPO_ROOT)
-    assert settings.python == str(REPO_ROOT / relative)
+    # A project whose interpreter is inside it (a venv in the checkout), given relative to its root.
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path)
+    settings = resolve({"python": "venv/bin/python"}, lambda name: None, tmp_path)
+    assert settings.python == str(tmp_path / "venv" / "bin" / "python")  # the venv's, not its target
 
 
 def test_rounds_turn_their_order_every_other_round() -> None:
