@@ -102,6 +102,7 @@ class Drill:
 
     def __post_init__(self) -> None:
         (self.root / "test_catalogue.py").write_text(CATALOGUE)
+        (self.root / "baselines").mkdir(exist_ok=True)  # empty (a missing folder is refused as a typo)
         self.output = self.output or self.root / "reports"
 
     def command(self, *extra: str, select: str = "") -> list[str]:

@@ -34,6 +34,7 @@ def test_case(case, trainperf):
 
 def write_catalogue(pytester: pytest.Pytester, extra: str = "") -> None:
     pytester.makepyfile(test_catalogue=CATALOGUE.format(extra=extra))
+    pytester.mkdir("baselines")  # empty: its cases read `new` (a missing folder is refused as a typo)
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

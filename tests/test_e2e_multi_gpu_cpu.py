@@ -28,6 +28,7 @@ def test_case(case, trainperf):
 def test_two_ranks_on_the_cpu(pytester: pytest.Pytester) -> None:
     required.module("trl", "pip install -e '.[hf]'")
     pytester.makepyfile(test_catalogue=CATALOGUE)
+    pytester.mkdir("baselines")
     result = pytester.runpytest_subprocess(
         "-m",
         "cpu",

@@ -30,6 +30,7 @@ def test_case(case, trainperf):
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_catalogue=CATALOGUE)
+    (pytester.path / "baselines").mkdir(exist_ok=True)
     return pytester.runpytest_subprocess(
         "-m",
         "cpu",

@@ -180,6 +180,7 @@ def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_s
         "--perf-baselines",
         "baselines",
     ]
+    (tmp_path / "baselines").mkdir()
     process = subprocess.Popen(
         like_a_ci_step(command), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -60,6 +60,7 @@ def test_junitxml_under_xunit2_is_clean_and_carries_the_verdict(
     """The case's child starts and skips at once (unsloth needs a CUDA GPU): a verdict, no training.
     Under xdist the figures reach the controller, which writes the XML, on the workers' reports."""
     pytester.makepyfile(test_catalogue=CATALOGUE)
+    (pytester.path / "baselines").mkdir(exist_ok=True)
     result = pytester.runpytest_subprocess(
         *workers,
         "-m",

@@ -114,3 +114,17 @@ def test_every_option_is_documented() -> None:
 
     page = (REPO_ROOT / "docs" / "options.md").read_text()
     assert [spec.cli for spec in OPTIONS if f"`{spec.cli}" not in page] == []
+
+
+def test_a_baselines_folder_that_does_not_exist_is_refused_unless_this_run_writes_it(tmp_path: Path) -> None:
+    from trainperf.errors import TrainperfError
+    from trainperf.ground.settings import check_baselines
+
+    typo = {"baselines": str(tmp_path / "baselnes")}
+    with pytest.raises(
+        TrainperfError, match=r"no baselines folder at .*baselnes .*would read `new` and pass"
+    ):
+        check_baselines(resolve(typo, _ini(), tmp_path))
+    check_baselines(resolve({**typo, "update_baselines": True}, _ini(), tmp_path))  # it will create it
+    (tmp_path / "baselnes").mkdir()
+    check_baselines(resolve(typo, _ini(), tmp_path))

@@ -58,6 +58,7 @@ def fake_python(path: Path) -> Path:
 
 def run(pytester: pytest.Pytester, output: str, *args: str) -> tuple[pytest.RunResult, list[Path]]:
     python = fake_python(pytester.path)
+    (pytester.path / "baselines").mkdir(exist_ok=True)
     result = pytester.runpytest_subprocess(
         "-m",
         "cpu",

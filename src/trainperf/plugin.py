@@ -14,7 +14,7 @@ import pytest
 from trainperf import xdist
 from trainperf.errors import TrainperfError
 from trainperf.fleet.session_plan import SessionPlan, plan_session, session_exit_status
-from trainperf.ground.settings import OPTIONS, resolve
+from trainperf.ground.settings import OPTIONS, check_baselines, resolve
 from trainperf.launch import interruption
 from trainperf.measure.hardware import markers
 from trainperf.report.case_outcome import CaseOutcome
@@ -106,6 +106,8 @@ def pytest_collection_modifyitems(
     if not perf_items:
         return
     try:
+        if not config.option.collectonly:  # a session that runs cases: a mistyped folder is refused
+            check_baselines(config.stash[STATE].settings)
         dropped = choose_cases(
             config.stash[STATE], perf_items, by_marker=bool(config.option.markexpr),
             listing_only=bool(config.option.collectonly),

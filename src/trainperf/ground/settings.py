@@ -345,3 +345,15 @@ def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Se
             f"--perf-resume {values['resume']} is not a run folder; give reports/<run> of an earlier run"
         )
     return Settings(**values)
+
+
+def check_baselines(settings: Settings) -> None:
+    """A baselines folder that does not exist is a typo, not a first run: every case would read
+    `new` and pass. Refused in one line, unless this run writes baselines (it creates the folder)."""
+    if settings.update_baselines or settings.baselines.is_dir():
+        return
+    raise TrainperfError(
+        f"no baselines folder at {settings.baselines} (--perf-baselines / TRAINPERF_BASELINES): every case "
+        "would read `new` and pass; give the folder that holds baselines/<class>/, or write baselines first "
+        "with --perf-update-baselines, which creates it"
+    )
