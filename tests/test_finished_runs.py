@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case, Outcome
-from trainperf.fleet.merge import ShardRun, unjudged_lines
+from trainperf.fleet.merge import ShardRun, unjudged_cases
 from trainperf.ground.folder import RunFolder
 from trainperf.ground.settings import Shard, resolve
 from trainperf.judge.metrics import STEP_TIME
@@ -116,7 +116,7 @@ def test_the_merge_lists_a_cut_case_with_its_kept_runs_not_as_never_run(tmp_path
         ShardRun(folder.root, Shard(2, 2), "cpu", "c", split, [], []),
     ]
     cut = f"cut: interrupted in shard 2/2 with 2 finished run(s) kept; --perf-resume={folder.root}"
-    assert unjudged_lines(shards) == [
+    assert [f"{case.case_id}: {case.why}" for case in unjudged_cases(shards)] == [
         f"{cut} goes on from them",
         "never: not run in any shard",
     ]

@@ -12,6 +12,7 @@ import required
 from store_data import make_result, nightly
 
 from trainperf.report.junit import junit_xml, property_recorder
+from trainperf.result import INTERRUPTED, NOT_RUN, Unjudged
 
 SCHEMA = Path(__file__).parent / "data" / "junit" / "junit-10.xsd"
 
@@ -104,11 +105,20 @@ def test_the_merged_runs_junit_is_valid_and_carries_the_figures(tmp_path: Path) 
     skipped = make_result("sft_hf-qwen3_32b-full-long-b4", nightly(1), 0.0, outcome="skipped")
     skipped.message = "needs 2 GPUs"
     path = tmp_path / "junit.xml"
-    path.write_text(junit_xml([passed, failed, skipped], "trainperf.h100"))
+    cut = Unjudged(
+        "sft_hf-qwen3_8b-qlora-short-b4", INTERRUPTED, "interrupted in shard 2/4 with 2 finished run(s)"
+    )
+    never = Unjudged("rl_trl-qwen2_5_3b-full-fixed-b16-p128-c64-g8", NOT_RUN, "not run in any shard")
+    path.write_text(junit_xml([passed, failed, skipped], "trainperf.h100", [cut, never]))
     assert_valid_junit(path)
     suite = ET.parse(path).getroot().find("testsuite")
     assert suite is not None
-    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
+    # Every case of the selection counts: the cut and the never-run ones as skips saying why.
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("5", "1", "3")
+    by_name = {c.get("name"): c.find("skipped") for c in suite.iter("testcase")}
+    assert (
+        by_name[cut.case_id] is not None and by_name[cut.case_id].get("message") == f"interrupted: {cut.why}"
+    )
     assert suite.get("time") == "151.750" and suite.get("hostname") == "runner-a"
     assert suite.get("timestamp") == "2026-01-02T01:57:58+00:00"  # the first case: 121.75 s before 02:00
     cases = {c.get("name"): c for c in suite.iter("testcase")}

@@ -122,3 +122,17 @@ def requested_steps(result: CaseResult | None) -> int | None:
     """The steps a result's runs were told to run (a baseline's: like for like), None without a record."""
     recorded = [run.get("steps_requested") for run in result.runs] if result else []
     return int(recorded[0]) if recorded and recorded[0] else None
+
+
+INTERRUPTED = "interrupted"
+NOT_RUN = "not run"
+
+
+@dataclass(frozen=True, slots=True)
+class Unjudged:
+    """A case of the selection without a result: cut short (its kept runs said) or never started."""
+
+    case_id: str
+    state: str
+    """``INTERRUPTED`` or ``NOT_RUN``."""
+    why: str

@@ -22,7 +22,7 @@ from trainperf.jsonio import append_jsonl, read_jsonl
 from trainperf.paths import CASES_DIR, RESULTS_DIR, SESSION_FILE, portable
 from trainperf.paths import RESULTS_INDEX_FILE as INDEX_FILE
 from trainperf.recording.ingest import sessions_of
-from trainperf.result import CaseResult
+from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
 from trainperf.store.records import RunInfo, run_key, runner_label
 
 
@@ -204,18 +204,19 @@ def not_run(shards: list[ShardRun]) -> list[str]:
     return sorted(key for key in shards[0].split if key not in done)
 
 
-def unjudged_lines(shards: list[ShardRun]) -> list[str]:
-    """A line for each case of the selection without a result: cut in its shard, with the runs it
-    kept and how to go on from them, or not run in any shard."""
-    lines = []
+def unjudged_cases(shards: list[ShardRun]) -> list[Unjudged]:
+    """Each case of the selection without a result: cut in its shard, with the runs it kept and how
+    to go on from them, or not run in any shard."""
+    found = []
     for key in not_run(shards):
         shard = next((s for s in shards if s.split.get(key) == s.shard.index), None)
         kept = RunFolder(shard.folder).finished_run_count(key) if shard else 0
         if shard is not None and kept:
-            lines.append(
-                f"{key}: interrupted in shard {shard.shard.index}/{shard.shard.count} with {kept} "
-                f"finished run(s) kept; --perf-resume={shard.folder} goes on from them"
+            why = (
+                f"interrupted in shard {shard.shard.index}/{shard.shard.count} with {kept} finished run(s) "
+                f"kept; --perf-resume={shard.folder} goes on from them"
             )
+            found.append(Unjudged(key, INTERRUPTED, why))
         else:
-            lines.append(f"{key}: not run in any shard")
-    return lines
+            found.append(Unjudged(key, NOT_RUN, "not run in any shard"))
+    return found

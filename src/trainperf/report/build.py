@@ -12,17 +12,24 @@ from pathlib import Path
 
 from trainperf.ground.folder import RunFolder
 from trainperf.report.export import benchmark_json
+from trainperf.report.headline import headline
 from trainperf.report.html import render_html, run_info
 from trainperf.report.markdown import render_summary
-from trainperf.result import CaseResult
+from trainperf.result import CaseResult, Unjudged
 
 
 def write_reports(
-    run_dir: Path, results: Sequence[CaseResult], title: str, details: Sequence[str] = ()
+    run_dir: Path,
+    results: Sequence[CaseResult],
+    title: str,
+    details: Sequence[str] = (),
+    unjudged: Sequence[Unjudged] = (),
 ) -> list[Path]:
+    """The reports, each led by the run's headline: its cases judged, cut, not run and skipped."""
     folder = RunFolder(run_dir)
     summary, page, bench = folder.summary_path, folder.page_path, folder.benchmark_path
-    summary.write_text(render_summary(results, title, details))
-    page.write_text(render_html(run_dir, results, title, details))
+    line = headline(results, unjudged)
+    summary.write_text(render_summary(results, title, details, line))
+    page.write_text(render_html(run_dir, results, title, details, line))
     bench.write_text(json.dumps(benchmark_json(results, run_info(run_dir)), indent=1))
     return [summary, page, bench]

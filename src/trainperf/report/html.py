@@ -279,7 +279,9 @@ def _traces(results: Sequence[CaseResult]) -> tuple[str, str, str]:
     return busy, categories, "\n".join(lines)
 
 
-def render_html(run_dir: Path, results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
+def render_html(
+    run_dir: Path, results: Sequence[CaseResult], title: str, details: Sequence[str] = (), headline: str = ""
+) -> str:
     info = run_info(run_dir)
     idle_b = int(info.get("idle_mem_b") or 0)
     busy, categories, trace_text = _traces(results)
@@ -308,7 +310,9 @@ def render_html(run_dir: Path, results: Sequence[CaseResult], title: str, detail
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>{escape(title)}</title><script>{MARKER}</script><style>{STYLE}</style></head>"
-        f"<body><h1>{escape(title)}</h1><p>{escape(_describe_run(info))}</p>{body}</body></html>\n"
+        f"<body><h1>{escape(title)}</h1>"
+        + (f'<p class="headline"><strong>{escape(headline)}</strong></p>' if headline else "")
+        + f"<p>{escape(_describe_run(info))}</p>{body}</body></html>\n"
     )
 
 
@@ -320,7 +324,9 @@ def run_info(run_dir: Path) -> dict[str, Any]:
 
 def _describe_run(info: dict[str, Any]) -> str:
     fingerprint = info.get("fingerprint") or {}
-    parts = [f"class {info.get('gpu_class', '?')}", f"started {info.get('started', '?')}"]
+    parts = [f"class {info.get('gpu_class', '?')}", f"started {str(info.get('started', '?'))[:19]}"]
+    commit = (info.get("commit") or {}).get("id")
+    parts += [f"commit {str(commit)[:12]}"] if commit else []
     parts += [
         f"{key} {fingerprint[key]}"
         for key in ("gpu_name", "driver", "cuda", "torch", "cpu")

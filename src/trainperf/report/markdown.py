@@ -78,8 +78,14 @@ def _cliffs(results: Sequence[CaseResult]) -> list[str]:
     ]
 
 
-def render_summary(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
+def render_summary(
+    results: Sequence[CaseResult], title: str, details: Sequence[str] = (), headline: str = ""
+) -> str:
+    """``summary.md``: the title, the headline (``report.headline``) first, the table, the details."""
     text = render_markdown(results, title, details).rstrip("\n")
+    if headline:
+        title_line, _, rest = text.partition("\n")
+        text = f"{title_line}\n\n**{headline}**\n{rest}"
     extra = (
         limits_markdown(results)
         + _trace_rows(results)

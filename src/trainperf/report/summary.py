@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from trainperf.case import Outcome
 from trainperf.judge.comparability import ANOTHER_HOST
 from trainperf.judge.verdict import OWN_RUNNER
 from trainperf.paths import portable
 from trainperf.report.build import write_reports
+from trainperf.report.headline import headline
 from trainperf.report.table import failure_detail, render_text
-from trainperf.result import CaseResult
+from trainperf.result import CaseResult, Unjudged
 
 QUIET_VERDICTS = ("pass", "new", "expected-oom", "not-compared")
 
@@ -26,7 +28,9 @@ def details(
         # another runner's says which part moved; the line under the table says why, once.
         reason = str(result.verdict.get("reason", ""))
         quiet = result.verdict.get("verdict") in QUIET_VERDICTS
-        if quiet and OWN_RUNNER in reason and result.verdict.get("parts"):
+        if result.outcome == Outcome.SKIPPED.value:  # why it was skipped, on the page as in pytest's -rs
+            lines.append(f"{result.case_id}: skipped - {result.message or reason or 'no reason recorded'}")
+        elif quiet and OWN_RUNNER in reason and result.verdict.get("parts"):
             lines.append(f"{result.case_id}: {result.verdict['parts']}")
         elif not quiet or "not gated" in reason:
             lines += failure_detail(result)
@@ -86,13 +90,15 @@ def write_summary(
     results: Sequence[CaseResult],
     lines: Sequence[str],
     width: int | None = None,
+    unjudged: Sequence[Unjudged] = (),
 ) -> str:
-    """Write the run's reports (summary.md, index.html, benchmark.json) and return the text table
-    (fitted to ``width``, a terminal's columns); where they cannot be written (a full disk), the
-    table still, and a line saying how to get them."""
-    table = render_text(results, width)
+    """Write the run's reports (summary.md, index.html, benchmark.json) and return the headline and
+    the text table (fitted to ``width``, a terminal's columns); where they cannot be written (a full
+    disk), those still, and a line saying how to get them. ``unjudged``: the selection's cases
+    without a result (cut, not run), which the headline counts."""
+    table = f"{headline(results, unjudged)}\n{render_text(results, width)}"
     try:
-        write_reports(run_dir, results, f"trainperf {gpu_class}: {run_dir.name}", lines)
+        write_reports(run_dir, results, f"trainperf {gpu_class}: {run_dir.name}", lines, unjudged)
     except OSError as exc:
         return (
             f"{table}\ntrainperf: reports not written under {run_dir} ({exc.strerror}); the results are "

@@ -19,7 +19,7 @@ from trainperf.paths import REPORT_FILES, RESULTS_DIR
 from trainperf.recording.ingest import sessions_of
 from trainperf.report.progress import SessionProgress
 from trainperf.report.summary import details, write_summary
-from trainperf.result import CaseResult
+from trainperf.result import INTERRUPTED, CaseResult, Unjudged
 from trainperf.run.session import SessionState, case_of
 
 
@@ -129,7 +129,9 @@ def _write_folder_summary(
     terminal: Any, run_dir: Path, gpu_class: str, results: Sequence[CaseResult], lines: list[str]
 ) -> None:
     terminal.section(f"trainperf: {gpu_class} ({len(results)} cases)")
-    terminal.write_line(write_summary(run_dir, gpu_class, results, lines, terminal_width()))
+    cut = interruption.pending(run_dir)  # the headline counts the case a stop cut
+    unjudged = [Unjudged(cut.case_id, INTERRUPTED, cut.label)] if cut is not None else []
+    terminal.write_line(write_summary(run_dir, gpu_class, results, lines, terminal_width(), unjudged))
     for line in lines:
         terminal.write_line(line)
     # Only what is there: a disk that filled up mid-run may have left a report unwritten.

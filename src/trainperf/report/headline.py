@@ -1,0 +1,36 @@
+"""The first line of a run's summary and page: how many cases were judged and how, and how many
+were not (cut short, never run, skipped), so that a night cut by a time limit never looks calm.
+
+Pure: results and the cases without one in, one line out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trainperf.case import Outcome
+from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
+
+
+def headline(results: Sequence[CaseResult], unjudged: Sequence[Unjudged] = ()) -> str:
+    """``17 cases: 2 judged (1 noisy, 1 pass), 1 interrupted, 12 not run, 2 skipped``; failing
+    verdicts first, then the rest by name."""
+    skipped = [r for r in results if r.outcome == Outcome.SKIPPED.value]
+    judged = [r for r in results if r not in skipped]
+    verdicts: dict[str, int] = {}
+    failing: set[str] = set()
+    for result in judged:
+        verdict = str(result.verdict.get("verdict") or result.outcome)
+        verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        if result.verdict.get("fails"):
+            failing.add(verdict)
+    order = sorted(verdicts, key=lambda v: (v not in failing, v))
+    tally = ", ".join(f"{verdicts[v]} {v}" for v in order)
+    parts = [f"{len(judged)} judged" + (f" ({tally})" if tally else "")]
+    for state in (INTERRUPTED, NOT_RUN):
+        if count := sum(1 for case in unjudged if case.state == state):
+            parts.append(f"{count} {state}")
+    if skipped:
+        parts.append(f"{len(skipped)} skipped")
+    total = len(results) + len(unjudged)
+    return f"{total} case(s): {', '.join(parts)}"

@@ -1,0 +1,43 @@
+"""The headline that leads a run's summary, page and terminal table: cases judged and how, and the
+ones cut, never run or skipped, so that a night a time limit cut short never reads as calm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainperf.report.build import write_reports
+from trainperf.report.headline import headline
+from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
+
+
+def _result(case_id: str, verdict: str, outcome: str = "ok", fails: bool = False) -> CaseResult:
+    return CaseResult(case_id, {}, "h100", outcome, verdict={"verdict": verdict, "fails": fails})
+
+
+RESULTS = [
+    _result("a", "pass"),
+    _result("b", "noisy"),
+    _result("c", "regressed", fails=True),
+    _result("d", "not-compared", outcome="skipped"),
+]
+UNJUDGED = [
+    Unjudged("e", INTERRUPTED, "cut"),
+    Unjudged("f", NOT_RUN, "never"),
+    Unjudged("g", NOT_RUN, "never"),
+]
+
+
+def test_the_headline_counts_every_case_failing_verdicts_first() -> None:
+    assert headline(RESULTS, UNJUDGED) == (
+        "7 case(s): 3 judged (1 regressed, 1 noisy, 1 pass), 1 interrupted, 2 not run, 1 skipped"
+    )
+    assert headline(RESULTS[:1]) == "1 case(s): 1 judged (1 pass)"
+
+
+def test_summary_and_page_lead_with_the_headline(tmp_path: Path) -> None:
+    write_reports(tmp_path, RESULTS, "trainperf h100: night", ["f: not run in any shard"], UNJUDGED)
+    summary = (tmp_path / "summary.md").read_text().splitlines()
+    assert summary[:3] == ["# trainperf h100: night", "", f"**{headline(RESULTS, UNJUDGED)}**"]
+    page = (tmp_path / "index.html").read_text()
+    assert page.index('<p class="headline">') < page.index("<table")
+    assert "7 case(s): 3 judged (1 regressed, 1 noisy, 1 pass)" in page
