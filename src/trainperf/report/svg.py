@@ -70,13 +70,32 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
+TITLE_FONT = 13.0
+SMALLEST_TITLE_FONT = 9.0
+CHAR_EM = 0.62
+"""A bold sans-serif character's mean width in ems: what a title's width is judged by."""
+
+
+def fitted_title(title: str, width: float = WIDTH - 16) -> tuple[str, float]:
+    """The title as drawn and its font size: smaller down to ``SMALLEST_TITLE_FONT`` until it fits
+    ``width``, then shortened in the middle (the whole title stays the plot's label and tooltip)."""
+    size = min(TITLE_FONT, width / max(1, len(title) * CHAR_EM))
+    if size >= SMALLEST_TITLE_FONT:
+        return title, size
+    room = int(width / (SMALLEST_TITLE_FONT * CHAR_EM))
+    head = (room - 3) // 2
+    return title[:head] + "..." + title[len(title) - (room - 3 - head) :], SMALLEST_TITLE_FONT
+
+
 def _frame(title: str, height: int = HEIGHT) -> list[str]:
     attributes = f'width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img"'
+    shown, size = fitted_title(title)
     return [
         f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" {attributes} aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
         (
-            f'<text x="{WIDTH / 2}" y="16" text-anchor="middle" font-size="13" '
-            f'font-weight="bold">{escape(title)}</text>'
+            f'<text x="{WIDTH / 2}" y="16" text-anchor="middle" font-size="{size:.1f}" '
+            f'font-weight="bold">{escape(shown)}</text>'
         ),
     ]
 
