@@ -106,12 +106,12 @@ def pytest_collection_modifyitems(
     if not perf_items:
         return
     try:
-        if not config.option.collectonly:  # a session that runs cases: a mistyped folder is refused
-            check_baselines(config.stash[STATE].settings)
         dropped = choose_cases(
             config.stash[STATE], perf_items, by_marker=bool(config.option.markexpr),
             listing_only=bool(config.option.collectonly),
         )  # fmt: skip
+        if not config.option.collectonly:  # a session that runs cases: a mistyped folder is refused
+            check_baselines(config.stash[STATE].settings)
     except TrainperfError as exc:
         raise pytest.UsageError(str(exc)) from None
     if dropped:
