@@ -96,6 +96,7 @@ def test_the_first_page_lists_what_is_red_largest_first_with_cause_environment_a
     red = _section(_text(index), "Not a pass on the latest run: 2 case(s)", "Change points from")
     assert red.index(CASES[1]) < red.index(CASES[0])  # a run with no value at all comes first
     assert "failed: oom" in red
+    assert "no figure: the run failed" in red[: red.index(CASES[1])]  # its change cell says why
     row = red[red.index(CASES[0]) :]
     assert re.search(r"since 2026-01-24 02:00 23c0ffee 1 run\(s\); last good 2026-01-23 02:00", row)
     assert "host-side delay: host-side +341.3 ms" in row and "regressed: step_time_s +8.1%" in row

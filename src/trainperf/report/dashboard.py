@@ -150,7 +150,7 @@ def index_body(
 
 def _changes_cell(finding: Finding) -> str:
     if not finding.changes:
-        return "<td class='size bad'>no value</td>"
+        return f"<td class='size bad'><small>{escape(_no_change_because(finding))}</small></td>"
     (name, change), rest = finding.changes[0], _beyond(finding, finding.changes[1:])[:2]
     metric = finding.trend.metrics.get(name)
     tone = "bad" if metric is not None and metric.adverse(change) else "good"
@@ -160,6 +160,17 @@ def _changes_cell(finding: Finding) -> str:
         for n, c in rest
     )
     return f"<td class='size {tone}'>{change:+.1%} <small>{escape(LABELS.get(name, name))}</small>{more}</td>"
+
+
+def _no_change_because(finding: Finding) -> str:
+    """Why a red row has no change to show: its latest run failed, the history holds no good run
+    before it to measure against, or its runs recorded none of the metrics."""
+    trend = finding.trend
+    if kind_of(trend.runs[finding.run]) == "failed":
+        return "no figure: the run failed"
+    if not any(kind_of(run) in ("pass", "improved") for run in trend.runs[: finding.since]):
+        return "no earlier good run to measure against"
+    return "no figure recorded"
 
 
 def _beyond(finding: Finding, changes: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
