@@ -122,6 +122,7 @@ def test_gpu_selection_on_a_cpu_machine_is_a_usage_error(pytester: pytest.Pytest
 
 def test_missing_model_config_fails_in_one_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_catalogue=CATALOGUE.format(extra="").replace("qwen3_tiny", "no_such_model"))
+    pytester.mkdir("baselines")
     result = run(pytester)
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
