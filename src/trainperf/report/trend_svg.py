@@ -277,8 +277,24 @@ def _markers(
             y = HEIGHT - BOTTOM
         if run.planted:
             tip += f" (planted +{run.planted:.0%} slowdown, verdict {run.verdict})"
-        out.append(marker(kind, x, y, tip if i in titled else "", judged_red=run.verdict in RED))
+        drawn = kind_on_metric(kind, metric, percents.get(i))
+        if drawn != kind:
+            tip += f" (the case {kind}; this metric did not move that way)"
+        out.append(marker(drawn, x, y, tip if i in titled else "", judged_red=run.verdict in RED))
     return out
+
+
+def kind_on_metric(kind: str, metric: MetricTrend, percent: float | None) -> str:
+    """The run's mark on one metric's plot: a case regressed (or improved) is drawn so on the
+    metrics that moved that way beyond their tolerance, and as a plain point on the others, so that
+    memory that fell or throughput that rose is never drawn red beside the step time that regressed."""
+    if kind not in ("regressed", "improved") or percent is None:
+        return kind
+    change = percent / 100 - 1
+    beyond = abs(change) > metric.tolerance and metric.lower_is_better is not None
+    if beyond and metric.adverse(change) == (kind == "regressed"):
+        return kind
+    return "pass"
 
 
 def _fmt(value: float) -> str:
