@@ -31,3 +31,22 @@ def test_clock_and_case_labels() -> None:
     )
     assert case_label("tests/test_x.py::test_plain") is None
     assert case_label("tests/test_tiers.py::test_a_bad_night[27/11/2026]") is None  # not a case
+
+
+def test_a_session_without_xdist_loads_the_progress_lines() -> None:
+    # xdist's hooks are optional: without xdist an unknown hook would stop every session at start.
+    import subprocess
+    import sys
+
+    from trainperf.paths import REPO_ROOT
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "perf_tests", "-m", "cpu", "-p", "no:xdist", "--collect-only", "-q"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "PluginValidationError" not in done.stdout + done.stderr

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from trainperf.errors import TrainperfError
 from trainperf.families import FAMILIES
 from trainperf.fleet.night_cost import night_cost, recorded_night
@@ -171,6 +173,7 @@ class ProgressLines:
         """A serial session: its cases, once the night, the shard and the class have chosen them."""
         self._begin([item.nodeid for item in session.items if case_of(item) is not None])
 
+    @pytest.hookimpl(optionalhook=True)  # xdist's hook: a session without xdist never calls it
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
         self._begin([nodeid for nodeid in ids if case_label(nodeid)])
 
