@@ -106,9 +106,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         # ab_step is looked up here, at the call: a test may stand in for the measured step.
         bound, request = run(request, _options(args), lambda *step: ab_step(*step), say, into=result)
     except KeyboardInterrupt:
-        return _interrupted(request, result, output)
+        return _interrupted(request, result)
     except Unjudged as busy:
-        return _interrupted(request, result, output, why=f"the host was busy ({busy})")
+        return _interrupted(request, result, why=f"the host was busy ({busy})")
     return _conclude(request, result, bound)
 
 
@@ -118,12 +118,12 @@ def _options(args: argparse.Namespace) -> CandidateOptions:
     return CandidateSettings(args.base_python, args.wheelhouse, args.envs, args.allow_conflicts).options()
 
 
-def _interrupted(request: BisectRequest, result: Bisection, output: Path, why: str = "") -> int:
+def _interrupted(request: BisectRequest, result: Bisection, why: str = "") -> int:
     """One line: where the first bad version lies so far, and how to go on. 130 for Ctrl-C, 3 for a
     step that a busy host left unjudged twice (run again where the host is quiet)."""
     if not result.versions:  # stopped while the ends' environments were being built
         print(
-            f"trainperf bisect: interrupted before its first step; nothing measured in {output}",
+            f"trainperf bisect: interrupted before its first step; nothing measured in {request.output}",
             file=sys.stderr,
         )
         return 130
@@ -133,7 +133,7 @@ def _interrupted(request: BisectRequest, result: Bisection, output: Path, why: s
     print(
         f"trainperf bisect: {stopped}; after {len(result.steps)} judged step(s) the first "
         f"{'change' if request.look_for == 'change' else 'bad version'} lies {where}; the same command with "
-        f"--output {output} goes on from there",
+        f"--output {request.output} goes on from there",
         file=sys.stderr,
     )
     return 3 if why else 130

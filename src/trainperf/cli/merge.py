@@ -37,7 +37,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from trainperf.fleet.merge import copy_into, nightly_record, read_shards, unjudged_cases
-    from trainperf.fleet.night_cost import night_cost, recorded_night
+    from trainperf.fleet.night_cost import night_lines
     from trainperf.report.junit import junit_xml
     from trainperf.report.summary import details, write_summary
     from trainperf.report.terminal import terminal_width
@@ -47,11 +47,9 @@ def run(args: argparse.Namespace) -> int:
     output = args.output.resolve()
     folder = copy_into(shards, output, record)
     results = folder.results_by_finish()
-    night = recorded_night(shards[0].sessions)
-    cost = night_cost(night, results) if night else None
     unjudged = unjudged_cases(shards)
     lines = details(results, {}, {}) + [f"{case.case_id}: {case.why}" for case in unjudged]
-    lines += [cost.line()] if cost else []
+    lines += night_lines(shards[0].sessions, results)
     gpu_class = shards[0].gpu_class
     print(write_summary(output, gpu_class, results, lines, terminal_width(), unjudged))
     (output / JUNIT_FILE).write_text(junit_xml(results, f"trainperf.{gpu_class}", unjudged))

@@ -82,3 +82,10 @@ def night_cost(night: Mapping[str, Any], results: Sequence[CaseResult]) -> Night
         unprojected_cases=len(unknown),
         unprojected_min=sum(costs[r.case_id].gpu_s for r in unknown) / 60,
     )
+
+
+def night_lines(sessions: Sequence[Mapping[str, Any]], results: Sequence[CaseResult]) -> list[str]:
+    """The night's line for a run (or a merge) whose sessions planned one; none otherwise."""
+    night = recorded_night(sessions)
+    cost = night_cost(night, results) if night else None
+    return [cost.line()] if cost else []

@@ -153,9 +153,8 @@ def fit(
     shown: Sequence[tuple[str, str]], body: Sequence[Sequence[str]], width: int
 ) -> tuple[list[tuple[str, str]], list[list[str]], list[str]]:
     """Columns that fit ``width`` (all of them where they do): those every row leaves empty go first
-    (unnamed), then
-    ``LEFT_OUT_FIRST`` in order (named); an id over ``ID_CAP`` counts as ``ID_CAP`` wide, since it
-    will stand on its own line."""
+    (unnamed), then ``LEFT_OUT_FIRST`` in order (named); an id over ``ID_CAP`` counts as ``ID_CAP``
+    wide, since it will stand on its own line."""
     if _width(shown, body, range(len(shown))) <= width:
         return list(shown), [list(row) for row in body], []
     keep = [i for i, (key, _) in enumerate(shown) if key in KEPT or any(row[i] != "-" for row in body)]

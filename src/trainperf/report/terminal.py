@@ -14,7 +14,7 @@ import pytest
 
 from trainperf.errors import TrainperfError
 from trainperf.families import FAMILIES
-from trainperf.fleet.night_cost import night_cost, recorded_night
+from trainperf.fleet.night_cost import night_lines
 from trainperf.ground.folder import RunFolder
 from trainperf.launch import interruption
 from trainperf.paths import REPORT_FILES, RESULTS_DIR
@@ -67,7 +67,7 @@ def write_session_summary(terminal: Any, state: SessionState) -> None:
         results = [report.result for report in state.reports]
         notes = {report.result.case_id: report.notes for report in state.reports}
         written = {r.result.case_id: r.baseline_written for r in state.reports if r.baseline_written}
-        lines = details(results, notes, written) + night_lines(run_dir, results) + cut_lines(run_dir)
+        lines = details(results, notes, written)
         _write_folder_summary(terminal, run_dir, state.context.gpu_class.name, results, lines)
     for line in state.conclude_history():
         terminal.write_line(line)
@@ -84,20 +84,10 @@ def write_workers_summary(terminal: Any, run_dirs: Sequence[Path], written: dict
             terminal.write_line(f"trainperf: {exc}")
             continue
         if results:
-            lines = details(results, {}, dict(written)) + night_lines(run_dir, results) + cut_lines(run_dir)
+            lines = details(results, {}, dict(written))
             _write_folder_summary(terminal, run_dir, results[0].gpu_class, results, lines)
         else:
             _write_interruption(terminal, run_dir)
-
-
-def night_lines(run_dir: Path, results: Sequence[CaseResult]) -> list[str]:
-    """A night's measured GPU-minutes against its projection (``fleet.night_cost``)."""
-    try:
-        night = recorded_night(sessions_of(run_dir))
-    except TrainperfError:
-        return []
-    cost = night_cost(night, results) if night else None
-    return [cost.line()] if cost else []
 
 
 DEFAULT_WIDTH = 100
@@ -115,24 +105,23 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if sys.stdout.isatty() else DEFAULT_WIDTH
 
 
-def cut_lines(run_dir: Path) -> list[str]:
-    """The last line of a cut run's summary (summary.md's too): the case it cut and how to go on."""
-    cut = interruption.pending(run_dir)
-    return [interruption.describe(run_dir, cut)] if cut is not None else []
-
-
 def _write_interruption(terminal: Any, run_dir: Path) -> None:
     """A cut run with no finished case has no table: its line alone."""
-    for line in cut_lines(run_dir):
-        terminal.write_line(line)
+    cut = interruption.pending(run_dir)
+    if cut is not None:
+        terminal.write_line(interruption.describe(run_dir, cut))
 
 
 def _write_folder_summary(
     terminal: Any, run_dir: Path, gpu_class: str, results: Sequence[CaseResult], lines: list[str]
 ) -> None:
+    """The table with its headline, the lines under it (the night's cost and, last, the case a stop
+    cut: summary.md's too) and where the reports are."""
     terminal.section(f"trainperf: {gpu_class} ({len(results)} cases)")
+    lines = lines + night_lines(_sessions(run_dir), results)
     cut = interruption.pending(run_dir)  # the headline counts the case a stop cut
     unjudged = [Unjudged(cut.case_id, INTERRUPTED, cut.label)] if cut is not None else []
+    lines += [interruption.describe(run_dir, cut)] if cut is not None else []
     terminal.write_line(write_summary(run_dir, gpu_class, results, lines, terminal_width(), unjudged))
     for line in lines:
         terminal.write_line(line)
@@ -142,6 +131,14 @@ def _write_folder_summary(
     kept = ", ".join([*written, f"{RESULTS_DIR}/*.json"])
     unwritten = f"; not written: {', '.join(missing)}" if missing else ""
     terminal.write_line(f"trainperf: results in {run_dir} ({kept}){unwritten}")
+
+
+def _sessions(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's session records; none where they cannot be read (the summary goes on without them)."""
+    try:
+        return sessions_of(run_dir)
+    except TrainperfError:
+        return []
 
 
 class ProgressLines:

@@ -174,8 +174,8 @@ def identity(request: BisectRequest) -> dict[str, object]:
     }
 
 
-def earlier_steps(output: Path, request: BisectRequest, say: Say) -> dict[str, Judgement]:
-    path = output / "bisect.json"
+def earlier_steps(request: BisectRequest, say: Say) -> dict[str, Judgement]:
+    path = request.output / "bisect.json"
     try:
         record = json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, ValueError):
@@ -186,7 +186,7 @@ def earlier_steps(output: Path, request: BisectRequest, say: Say) -> dict[str, J
     return steps
 
 
-def write_record(output: Path, request: BisectRequest, result: Bisection, build: Builder) -> None:
+def write_record(request: BisectRequest, result: Bisection, build: Builder) -> None:
     steps = [
         {
             "version": s.version,
@@ -216,7 +216,7 @@ def write_record(output: Path, request: BisectRequest, result: Bisection, build:
         "broken": {version: exc.cause for version, exc in sorted(build.broken.items())},
         "moved": {version: [list(m) for m in c.moved] for version, c in sorted(build.built.items())},
     }
-    (output / "bisect.json").write_text(json.dumps(record, indent=1) + "\n")
+    (request.output / "bisect.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
 def run(
@@ -237,7 +237,7 @@ def run(
     )
     good = build(request.good)
     assert isinstance(good, Candidate)  # runnable_ends kept only ends that run
-    earlier = earlier_steps(request.output, request, say)
+    earlier = earlier_steps(request, say)
 
     def judge(version: str) -> Judgement:
         if version in earlier:
@@ -252,5 +252,5 @@ def run(
     try:
         bisect(versions, judge, into=into)
     finally:
-        write_record(request.output, request, into, build)
+        write_record(request, into, build)
     return bound, request
