@@ -214,9 +214,12 @@ def test_the_night_option_deselects_the_other_nights_cases_in_one_line(tmp_path:
     done = collect("h100", "--perf-night", "2026-11-27", "--perf-night-budget", "60")
     assert done.returncode == 0, done.stdout + done.stderr
     assert items(done) == set(plan.tonight(sorted(items(whole))))
+    # The projection is the committed baselines' (re-taking one moves it): the plan's own sum.
+    minutes, unknown = plan.projected(items(done))
+    assert unknown == 4
     assert (
         f"trainperf: night 2026-11-27 Fri: 9 core + 8 rotating + 0 promoted of {len(items(whole))} cases, "
-        "projected 48.3 GPU-min (+4 without a recorded wall time) of a 60 GPU-min night budget; 47 "
+        f"projected {minutes:.1f} GPU-min (+4 without a recorded wall time) of a 60 GPU-min night budget; 47 "
         "deselected, each runs within 7 nights"
     ) in done.stdout
     assert "core     tonight every night                  sft_hf-qwen3_8b-lora-short-b4" in done.stdout

@@ -128,3 +128,19 @@ def test_pool_runs_concatenates_and_takes_median() -> None:
     tps = pooled["tokens_per_s"]
     assert tps.samples is not None and len(tps.samples) == 30
     assert tps.keys == step.keys
+
+
+def test_a_profiled_run_leaves_its_host_memory_peak_out_of_the_figures() -> None:
+    """The profiler keeps its records in the child until they are read back: the process's peak is
+    the profiler's, so a baseline pooled with it would call every later unprofiled run improved."""
+    child = _child()
+    child["steps"][-1]["profiled"] = True
+    child["memory"]["host_peak_rss_b"] = 7 * GIB
+    profiled = measure_run(child, [], samples_per_step=4, idle_mem_b=None)
+    plain = measure_run(_child(), [], samples_per_step=4, idle_mem_b=None)
+    assert "host_peak_rss_gib" not in profiled.metrics
+    assert profiled.info["host_peak_rss_profiled_gib"] == 7.0
+    assert profiled.metrics["peak_allocated_gib"] == 9.0  # the device's figures stay
+    pooled = pool_runs([plain, profiled])
+    assert pooled["host_peak_rss_gib"].value == 3.0
+    assert pooled["host_peak_rss_gib"].per_run == [3.0]
