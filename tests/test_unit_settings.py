@@ -80,6 +80,18 @@ def test_bad_values_name_their_origin(
     assert "\n" not in str(info.value)
 
 
+def test_an_option_given_empty_is_refused_not_taken_as_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--perf-resume "$dir"` with an empty variable would otherwise run every case afresh.
+    with pytest.raises(TrainperfError) as info:
+        resolve({"resume": ""}, _ini(), tmp_path)
+    assert str(info.value).startswith("--perf-resume was given empty (resume this run folder")
+    assert "leave the option out" in str(info.value)
+    monkeypatch.setenv("TRAINPERF_RESUME", "")  # an empty environment variable stays unset, as in shells
+    assert resolve({}, _ini(), tmp_path).resume is None
+
+
 def test_relative_paths_resolve_against_rootdir(tmp_path: Path) -> None:
     absolute = tmp_path / "elsewhere"
     settings = resolve({"output": "out/runs", "baselines": str(absolute)}, _ini(), tmp_path)

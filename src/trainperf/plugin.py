@@ -34,6 +34,7 @@ from trainperf.run.session import (
     SessionState,
     case_of,
     choose_cases,
+    skip_unplaceable,
 )
 
 STATE = pytest.StashKey[SessionState]()
@@ -129,6 +130,7 @@ def pytest_collection_modifyitems(
             (state.rootdir, bool(config.option.collectonly)),
         )
         state.settings = state.plan.settings
+        skip_unplaceable(state, items)
         xdist.send_plan_lines(config, state.plan.lines, state.plan.emptied)
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and not xdist.worker_id(config) and state.plan.lines:

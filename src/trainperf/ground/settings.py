@@ -312,6 +312,12 @@ def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Se
     values: dict[str, Any] = {}
     for spec in OPTIONS:
         raw, origin = cli.get(spec.name), spec.cli
+        if raw == "" and not spec.flag:
+            # `--perf-resume "$dir"` with an empty variable: taken as unset, it would silently run
+            # something else (every case afresh) than what was asked.
+            raise TrainperfError(
+                f"{spec.cli} was given empty ({spec.help}): give a value, or leave the option out"
+            )
         if raw is None or (spec.flag and raw is False):
             raw, origin = os.environ.get(spec.env), spec.env
         if raw is None or raw == "":

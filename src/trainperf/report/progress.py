@@ -30,26 +30,35 @@ class SessionProgress:
 
     total: int
     workers: int = 1
+    skipped_at_start: dict[str, int] = field(default_factory=dict)
+    """Cases skipped before any starts (not counted in ``total``), by reason."""
     started: float = field(default_factory=time.monotonic)
     done: int = 0
+    ran: int = 0
+    """Cases that ended other than skipped: the pace is theirs (a skip takes no time)."""
     spent_s: float = 0.0
-    """The finished cases' own durations, summed (their pace)."""
+    """The cases that ran, their own durations summed (their pace)."""
     outcomes: dict[str, int] = field(default_factory=dict)
 
     def start_line(self) -> str:
         spread = f" on {self.workers} workers" if self.workers > 1 else ""
-        return f"{PREFIX} session: {self.total} case(s) to run{spread}"
+        skipped = "".join(
+            f"; {count} skipped ({reason})" for reason, count in sorted(self.skipped_at_start.items())
+        )
+        return f"{PREFIX} session: {self.total} case(s) to run{spread}{skipped}"
 
     def ended(self, label: str, outcome: str, duration_s: float, now: float | None = None) -> str:
         """Count a case that ended; the line that says so, with the session's elapsed and left."""
         self.done += 1
-        self.spent_s += max(0.0, duration_s)
+        if outcome != "skipped":
+            self.ran += 1
+            self.spent_s += max(0.0, duration_s)
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         elapsed = (time.monotonic() if now is None else now) - self.started
         left = max(0, self.total - self.done)
         pace = ""
-        if left:
-            ahead = left * (self.spent_s / self.done) / max(1, min(self.workers, left))
+        if left and self.ran:
+            ahead = left * (self.spent_s / self.ran) / max(1, min(self.workers, left))
             pace = f", ~{clock(ahead)} left at this pace"
         tally = ", ".join(f"{n} {name}" for name, n in sorted(self.outcomes.items()))
         return (

@@ -158,17 +158,24 @@ class ProgressLines:
                 reporter.write("\n")  # after -q's progress dots, which ensure_newline does not end
             reporter.write_line(line)
 
-    def _begin(self, ids: Sequence[str]) -> None:
-        if self.progress is None and ids and not self.config.option.collectonly:
+    def _begin(self, ids: Sequence[str], skipped: dict[str, int] | None = None) -> None:
+        if self.progress is None and (ids or skipped) and not self.config.option.collectonly:
             self.ids = set(ids)
             workers = getattr(self.config.option, "numprocesses", None)  # xdist's -n, resolved by now
             spread = workers if isinstance(workers, int) and workers > 0 else 1
-            self.progress = SessionProgress(len(ids), spread)
+            self.progress = SessionProgress(len(ids), spread, dict(skipped or {}))
             self._say(self.progress.start_line())
 
     def pytest_collection_finish(self, session: Any) -> None:
-        """A serial session: its cases, once the night, the shard and the class have chosen them."""
-        self._begin([item.nodeid for item in session.items if case_of(item) is not None])
+        """A serial session: its cases, once the night, the shard and the class have chosen them; those
+        marked skipped already (more GPUs than the host has) are said apart, not counted ahead."""
+        cases = [item for item in session.items if case_of(item) is not None]
+        skipped: dict[str, int] = {}
+        for item in cases:
+            if (mark := item.get_closest_marker("skip")) is not None:
+                reason = str(mark.kwargs.get("reason") or (mark.args[0] if mark.args else "skipped"))
+                skipped[reason] = skipped.get(reason, 0) + 1
+        self._begin([item.nodeid for item in cases if item.get_closest_marker("skip") is None], skipped)
 
     @pytest.hookimpl(optionalhook=True)  # xdist's hook: a session without xdist never calls it
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
