@@ -2,7 +2,7 @@
 
     python benchmarks/history_year.py [--nights 365 --cases 70] [--work /tmp/trainperf-year] [--postgres]
 
-Targets (365 nights x 70 cases x 12 metrics): ingest <= 30 s into SQLite, <= 60 s into PostgreSQL;
+Targets (365 nights x 70 cases x 13 metrics): ingest <= 30 s into SQLite, <= 60 s into PostgreSQL;
 dashboard <= 15 s; ``trainperf history`` of one case <= 1 s. ``--postgres`` starts a server of
 its own (Debian's postgresql package, as the tests do).
 """

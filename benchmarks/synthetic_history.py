@@ -1,9 +1,10 @@
-"""Synthetic nightly run folders for the history benchmarks: N nights x C cases x 12 metrics.
+"""Synthetic nightly run folders for the history benchmarks: N nights x C cases x 13 metrics.
 
 Each night is a run folder as a pytest session leaves it (``run.json``, ``results/<case>.json``)
-with 16 keyed step times per case. Noise follows the runners: step-time CV 0.3% on GPU-bound
-cases, 2-8% on host-bound ones; from night 200 every fifth case is 3% slower, and on night 120
-transformers moves from 5.17.0 to 5.18.0 (an environment change for the dashboard to mark).
+with 16 keyed step times per case and the kernel time of a two-step window. Noise follows the
+runners: step-time CV 0.3% on GPU-bound cases, 2-8% on host-bound ones, kernel time 0.1% on all;
+from night 200 every fifth case is 3% slower (its GPU work), and on night 120 transformers moves
+from 5.17.0 to 5.18.0 (an environment change for the dashboard to mark).
 Each result's stored verdict is the one a gate with a 2% step-time tolerance gives it: the slowed
 cases read `regressed` from night 200 on (a regressed run is never accepted, so nothing makes the
 slower level the new normal until the baseline is re-taken), every other result `pass`.
@@ -34,6 +35,7 @@ FINGERPRINT = {
     "bitsandbytes": "0.50.2",
 }
 STEPS = 16
+KERNEL_WINDOW = 2
 SLOWER_FROM_NIGHT, SLOWER_EVERY, SLOWDOWN = 200, 5, 1.03
 UPGRADE_NIGHT = 120
 
@@ -59,12 +61,18 @@ def _result(
     keys = [f"{k + 2}:{tokens}" for k in range(STEPS)]
     rates = [tokens / s for s in steps]
     step = sorted(steps)[STEPS // 2]
+    # The GPU's share of the step: the same work every run to within 0.1% whatever the host did,
+    # so the planted step shows here on the host-bound cases too.
+    kernel_level = 1000 * (0.2 + 0.005 * index) * (SLOWDOWN if slowed else 1.0)
+    kernels = [kernel_level * (1 + rng.gauss(0, 0.001)) for _ in range(KERNEL_WINDOW)]
+    kernel = sorted(kernels)[KERNEL_WINDOW // 2]
 
     def one(value: float, unit: str) -> MetricValue:
         return MetricValue(value, unit, None, [value])
 
     metrics = {
         "step_time_s": MetricValue(step, "s", steps, [step], keys),
+        "kernel_ms": MetricValue(kernel, "ms", kernels, [kernel], keys[:KERNEL_WINDOW]),
         "step_time_p25_s": one(sorted(steps)[STEPS // 4], "s"),
         "tokens_per_s": MetricValue(tokens / step, "tok/s", rates, [tokens / step], keys),
         "samples_per_hour": one(4 * 3600 / step, "samples/h"),

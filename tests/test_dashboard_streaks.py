@@ -70,8 +70,39 @@ def test_every_planted_step_of_a_synthetic_history_is_red_with_its_adverse_size(
     sizes = re.findall(r"<td class='size (\w+)'>([+-][\d.]+)% <small>([^<]+)", red)
     assert len(sizes) == 14, sizes
     assert all(tone == "bad" and float(size) > 0 for tone, size, _ in sizes), sizes
-    assert {metric for *_, metric in sizes} == {"step time (s)"}
+    # The planted work is the GPU's: kernel time, to within 0.1% a run, sizes it on every case, the
+    # host-bound ones too (their step times spread 2-8%).
+    assert {metric for *_, metric in sizes} == {"GPU kernel time per step (ms)"}
     assert "the median of its runs since its last good one" in index
+
+
+def test_a_synthetic_history_lists_its_planted_steps_by_kernel_time_and_no_step_inside_a_tolerance(
+    tmp_path: Path,
+) -> None:
+    """Forty nights of ten cases around the night two of them (one GPU-bound, one host-bound) became
+    3% slower: the change points are those two, both seen in kernel time; host memory's wander (a
+    real step to the detector over a long quiet series) is inside its tolerance and not listed."""
+    history = _synthetic_history()
+    history.write_nights(tmp_path / "runs", 40, 10, first_night=history.SLOWER_FROM_NIGHT - 20)
+    store = open_store(str(tmp_path / "h.sqlite"))
+    try:
+        ingest(store, [tmp_path / "runs"], say=lambda _: None)
+        build_site(store, tmp_path / "site")
+    finally:
+        store.close()
+    index = (tmp_path / "site" / "index.html").read_text()
+    changes = index[index.index("Change points from") : index.index("All cases")]
+    listed = re.findall(r"([+-][\d.]+)% <small>([^<]+)</small>.*?>(sft_hf-synthetic_\d+[\w-]+)<", changes)
+    assert sorted(case for *_, case in listed) == [
+        "sft_hf-synthetic_00-lora-maxlen-b4",
+        "sft_hf-synthetic_05-lora-short-b4",
+    ], listed
+    assert all(
+        metric == "GPU kernel time per step (ms)" and 2.5 < float(size) < 3.5 for size, metric, _ in listed
+    )
+    every = index[index.index("All cases") :]
+    assert "<th>kernel time, % of reference</th>" in every
+    assert every.count("<svg class='spark'") == 20  # step time and kernel time for each of the ten
 
 
 def test_a_skipped_run_is_drawn_as_skipped_not_failed_and_its_reason_said_once(tmp_path: Path) -> None:
