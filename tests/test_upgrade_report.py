@@ -154,3 +154,39 @@ def test_a_row_with_kernel_time_shows_its_kernel_interval_host_indexes_and_what_
     (row,) = ab_rows(Study("trl", "ab", record))
     assert row[3:6] == ["+16.5% [+15.0%, +18.3%] shown", "+17.7% [+17.6%, +17.8%]", "1.12 -> 0.98"]
     assert row[-1] == f"{case['parts']}; what moved: dtype conversion +202.3 ms; kernel_ms +17.7%"
+
+
+def test_each_release_pair_gets_one_sentence_of_what_its_rows_concluded() -> None:
+    from trainperf.report.upgrade_summary import summary_lines
+
+    def case(case_id: str, verdict: str, step: tuple[str, float], memory: tuple[str, float, float]) -> dict:
+        return {
+            "case_id": case_id,
+            "verdict": verdict,
+            "metrics": [
+                {"metric": "step_time_s", "verdict": step[0], "ratio": step[1]},
+                {"metric": "peak_allocated_gib", "verdict": memory[0], "a": memory[1], "b": memory[2]},
+            ],
+        }
+
+    trl = {
+        "kind": "ab", "a": {"pins": {"trl": "1.6.0"}}, "b": {"pins": {"trl": "1.7.0"}},
+        "comparison": {"cases": [
+            case("maxlen", "regressed", ("regressed", 1.165), ("improved", 32.1, 21.7)),
+            case("short", "noisy", ("noisy", 1.09), ("pass", 20.0, 20.0)),
+            case("long", "pass", ("pass", 1.002), ("pass", 15.9, 15.9)),
+        ]},
+    }  # fmt: skip
+    broken = {
+        "kind": "ab", "verdict": "broken-environment", "a": {"pins": {"peft": "0.17.0"}},
+        "b": {"pins": {"peft": "0.21.2"}}, "broken": {"side": "a", "package": "peft 0.17.0", "cause": "x"},
+    }  # fmt: skip
+    lines = summary_lines(
+        [Study("trl", "ab", trl, stack="GPU NVIDIA H100 80GB HBM3, driver 580"), Study("peft", "ab", broken)]
+    )
+    assert lines[2] == (
+        "- trl 1.6.0 -> 1.7.0 (3 row(s), H100): slower on maxlen (step +16.5%); less memory on maxlen "
+        "(allocated 32.1 -> 21.7 GiB); 1 unchanged beyond tolerance; 1 not concluded (noisy)."
+    )
+    assert lines[3] == "- peft 0.17.0 -> 0.21.2: peft 0.17.0 cannot run beside today's stack."
+    assert summary_lines([]) == []

@@ -236,7 +236,10 @@ AB_LEGEND = (
 
 
 def render_page(studies: Sequence[Study], command: str) -> str:
-    """The whole page: the A/B tables (one a date and GPU), each bisection, each study's explanation."""
+    """The whole page: a sentence per release pair, the A/B tables (one a date and GPU), each
+    bisection, each study's explanation."""
+    from trainperf.report.upgrade_summary import summary_lines  # it reads this module's rows
+
     ab = [s for s in studies if s.kind == "ab"]
     bisections = [s for s in studies if s.kind == "bisect"]
     dates = sorted({_date(s) for s in studies} - {""})
@@ -248,6 +251,7 @@ def render_page(studies: Sequence[Study], command: str) -> str:
         f"Measured: {', '.join(dates) or 'undated'}.",
         "",
         *_at_a_glance(ab, bisections),
+        *summary_lines(ab),
         "## A/B of release pairs",
         "",
         AB_LEGEND,

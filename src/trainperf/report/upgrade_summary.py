@@ -1,0 +1,121 @@
+"""The upgrade page's summary: per release pair, one sentence of what moving to the newer release did
+to training, from the A/B rows' own verdicts and figures (no I/O, nothing typed by hand).
+
+A sentence reads ``trl 1.0.0 -> 1.16.0 (5 row(s), H100 and H200): slower on rl_trl-...
+(step +26.1%); less memory on sft_hf-qwen3_8b-lora-maxlen-b4 (allocated 31.9 -> 20.4 GiB); 1
+unchanged beyond tolerance.`` It names only what a row's verdict concluded: a `noisy` row is counted,
+never read as a change, and a release pair whose older side cannot run says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainperf.judge.metrics import STEP_TIME
+from trainperf.report.upgrades import Study, change_label
+
+MEMORY = "peak_allocated_gib"
+
+
+@dataclass(slots=True)
+class PairFindings:
+    """What the A/B rows of one release pair concluded, across the studies and GPUs that ran it."""
+
+    label: str
+    gpus: set[str] = field(default_factory=set)
+    rows: int = 0
+    slower: list[str] = field(default_factory=list)
+    faster: list[str] = field(default_factory=list)
+    more_memory: list[str] = field(default_factory=list)
+    less_memory: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    noisy: int = 0
+    cannot_run: list[str] = field(default_factory=list)
+
+    def sentence(self) -> str:
+        parts = [
+            *(f"slower on {case}" for case in self.slower),
+            *(f"faster on {case}" for case in self.faster),
+            *(f"more memory on {case}" for case in self.more_memory),
+            *(f"less memory on {case}" for case in self.less_memory),
+        ]
+        if self.unchanged:
+            parts.append(f"{self.unchanged} unchanged beyond tolerance")
+        if self.noisy:
+            parts.append(f"{self.noisy} not concluded (noisy)")
+        parts += self.cannot_run
+        where = f" ({self.rows} row(s), {' and '.join(sorted(self.gpus))})" if self.rows else ""
+        return f"{self.label}{where}: {'; '.join(parts) or 'nothing judged'}."
+
+
+def _metric(case: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    return next((m for m in case.get("metrics", []) if m.get("metric") == name), {})
+
+
+def _gpu(study: Study) -> str:
+    """The GPU's short name (``H100``) from the runs' stack line."""
+    name = study.stack.split(",")[0].removeprefix("GPU ").strip() if study.stack else ""
+    return next((word for word in name.split() if word[:1] == "H" or word[:1].isdigit()), name) or "?"
+
+
+def _percent(ratio: Any) -> str:
+    return (
+        f"{(float(ratio) - 1) * 100:+.1f}%"
+        if isinstance(ratio, int | float) and math.isfinite(ratio)
+        else "?"
+    )
+
+
+def _add_case(found: PairFindings, case: Mapping[str, Any]) -> None:
+    """One A/B row: its timing and memory conclusions, where its verdicts drew any."""
+    case_id = str(case["case_id"])
+    found.rows += 1
+    step, memory = _metric(case, STEP_TIME), _metric(case, MEMORY)
+    concluded = False
+    if step.get("verdict") in ("regressed", "improved"):
+        into = found.slower if step["verdict"] == "regressed" else found.faster
+        into.append(f"{case_id} (step {_percent(step.get('ratio'))})")
+        concluded = True
+    if memory.get("verdict") in ("regressed", "improved"):
+        into = found.more_memory if memory["verdict"] == "regressed" else found.less_memory
+        into.append(f"{case_id} (allocated {memory.get('a', 0):.1f} -> {memory.get('b', 0):.1f} GiB)")
+        concluded = True
+    if case.get("verdict") == "noisy":
+        found.noisy += 1
+    elif not concluded and case.get("verdict") == "pass":
+        found.unchanged += 1
+
+
+def pair_findings(ab: Sequence[Study]) -> list[PairFindings]:
+    """Each release pair's findings, by package and versions, in the order the studies first name them."""
+    pairs: dict[str, PairFindings] = {}
+    for study in ab:
+        record = study.record
+        found = pairs.setdefault(change_label(record), PairFindings(change_label(record)))
+        if record.get("verdict") == "broken-environment" and "comparison" not in record:
+            broken = record.get("broken") or {}
+            found.cannot_run.append(f"{broken.get('package', 'one side')} cannot run beside today's stack")
+            continue
+        broken_cases = record.get("broken_cases") or {}
+        for case in (record.get("comparison") or {}).get("cases", []):
+            if case.get("case_id") in broken_cases:
+                continue
+            found.gpus.add(_gpu(study))
+            _add_case(found, case)
+    return list(pairs.values())
+
+
+def summary_lines(ab: Sequence[Study]) -> list[str]:
+    """The page's summary section: one sentence per release pair."""
+    findings = pair_findings(ab)
+    if not findings:
+        return []
+    return [
+        "What moving to the newer release did, per release pair (from the rows below):",
+        "",
+        *(f"- {found.sentence()}" for found in findings),
+        "",
+    ]
