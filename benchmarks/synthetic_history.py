@@ -19,6 +19,7 @@ from pathlib import Path
 
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
+from trainperf.stored_verdict import StoredVerdict
 
 FINGERPRINT = {
     "hostname": "nightly-h100",
@@ -95,9 +96,9 @@ def _result(
         effective_config={"trainable_params": 43_646_976},
         fingerprint=fingerprint,
         verdict=(
-            {"verdict": "regressed", "reason": f"regressed: step_time_s {100 * (SLOWDOWN - 1):+.1f}%"}
+            StoredVerdict("regressed", reason=f"regressed: step_time_s {100 * (SLOWDOWN - 1):+.1f}%")
             if slowed
-            else {"verdict": "pass"}
+            else StoredVerdict("pass")
         ),
         created=created,
     )

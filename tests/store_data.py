@@ -9,6 +9,7 @@ from typing import Any
 
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
+from trainperf.stored_verdict import StoredVerdict
 
 CASE_IDS_FOR_EXPORT = ("sft_hf-qwen3_8b-lora-short-b4", "sft_hf-qwen3_8b-lora-maxlen-b4")
 GPU = {
@@ -61,7 +62,7 @@ def make_result(
         metrics=metrics,
         effective_config={"trainable_params": 43_646_976, "attn_implementation": "sdpa"},
         fingerprint=dict(fingerprint or GPU),
-        verdict={"verdict": verdict},
+        verdict=StoredVerdict(verdict=verdict),
         created=created,
     )
 

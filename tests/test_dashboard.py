@@ -37,7 +37,8 @@ def _maxlen(day: int, fingerprint: dict[str, object]) -> CaseResult:
     verdict = {CONTAMINATED: "contaminated", NOISY: "noisy", LAST: "regressed"}.get(day, "pass")
     result = make_result(CASES[0], nightly(day), level, fingerprint=fingerprint, seed=day, verdict=verdict)
     if day == LAST:
-        result.verdict.update(reason="regressed: step_time_s +8.1%", diagnosis={"line": DIAGNOSIS})
+        result.verdict.reason = "regressed: step_time_s +8.1%"
+        result.verdict.diagnosis = {"line": DIAGNOSIS}
     return result
 
 
@@ -51,7 +52,7 @@ def make_store(tmp_path: Path, url: str | None = None) -> Store:
         outcome = "oom" if day == LAST else "ok"
         verdict = "outcome-changed" if day == LAST else "pass"
         short = make_result(CASES[1], nightly(day), 0.3, fingerprint=fp, seed=100 + day, outcome=outcome)
-        short.verdict["verdict"] = verdict
+        short.verdict.verdict = verdict
         results = [_maxlen(day, fp), short]
         folder = write_run_folder(tmp_path / "reports" / f"n{day:02d}", nightly(day), results, fp)
         run = RunInfo(

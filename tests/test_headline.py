@@ -8,10 +8,11 @@ from pathlib import Path
 from trainperf.report.build import write_reports
 from trainperf.report.headline import headline
 from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
+from trainperf.stored_verdict import StoredVerdict
 
 
 def _result(case_id: str, verdict: str, outcome: str = "ok", fails: bool = False) -> CaseResult:
-    return CaseResult(case_id, {}, "h100", outcome, verdict={"verdict": verdict, "fails": fails})
+    return CaseResult(case_id, {}, "h100", outcome, verdict=StoredVerdict(verdict=verdict, fails=fails))
 
 
 RESULTS = [

@@ -15,6 +15,7 @@ from store_data import make_result, nightly, write_run_folder
 from test_store_cli import call
 
 from trainperf.errors import TrainperfError
+from trainperf.stored_verdict import StoredMetricVerdict
 
 CASE = "sft_hf-qwen3_8b-lora-maxlen-b4"
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -64,9 +65,9 @@ def test_contaminated_runs_beside_a_series_are_counted(
 
 def _memory_regression(day: int) -> object:
     result = make_result(CASE, nightly(day), 0.5, seed=day, verdict="regressed")
-    result.verdict["metrics"] = [
-        {"metric": "step_time_s", "verdict": "pass"},
-        {"metric": "peak_allocated_gib", "verdict": "regressed"},
+    result.verdict.metrics = [
+        StoredMetricVerdict("step_time_s", "pass"),
+        StoredMetricVerdict("peak_allocated_gib", "regressed"),
     ]
     return result
 

@@ -100,7 +100,7 @@ def test_the_merged_runs_junit_is_valid_and_carries_the_figures(tmp_path: Path) 
     passed = make_result("sft_hf-qwen3_8b-lora-maxlen-b4", nightly(1), 0.5)
     passed.runs = [{"wall_s": 61.5}, {"wall_s": 60.25}]
     failed = make_result("sft_hf-qwen3_8b-lora-short-b4", nightly(1), 0.6, verdict="regressed")
-    failed.verdict["fails"] = True
+    failed.verdict.fails = True
     failed.runs = [{"wall_s": 30.0}]
     skipped = make_result("sft_hf-qwen3_32b-full-long-b4", nightly(1), 0.0, outcome="skipped")
     skipped.message = "needs 2 GPUs"

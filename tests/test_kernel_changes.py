@@ -65,7 +65,7 @@ def test_the_verdict_of_a_kernel_regression_says_what_moved_and_a_pass_does_not(
     verdict = judged(slower, BASELINE)
     assert verdict.verdict is Verdict.REGRESSED and verdict.kernels == "GEMM +2.0 ms"
     assert judged(result(1.0, 200.5, gemm_ms=60.5), BASELINE).kernels == ""
-    slower.verdict = verdict.to_dict()
+    slower.verdict = verdict.stored()
     assert "    what moved: GEMM +2.0 ms" in failure_detail(slower)
 
 

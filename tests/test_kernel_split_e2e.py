@@ -89,7 +89,7 @@ def test_a_slower_host_elsewhere_is_shown_with_its_reason_and_one_line_under_the
     assert case.verdict.verdict is Verdict.PASS and OWN_RUNNER in case.verdict.reason
     assert case.verdict.parts.startswith("step +30.0% = kernels +0.0% + host +37.5% shown")
     b = case.b
-    b.verdict = case.verdict.to_dict()
+    b.verdict = case.verdict.stored()
     lines = details([b], {}, {})
     assert lines[0] == f"{CASE}: {case.verdict.parts}"
     assert lines[-1].startswith(

@@ -77,7 +77,7 @@ def _judged(toy: Metric) -> CaseResult:
     verdict = compare_case(
         result, baseline, with_tolerances({toy.name: 0.1}), expectation="ok", timing_comparable=True
     )
-    result.verdict = verdict.to_dict()
+    result.verdict = verdict.stored()
     return result
 
 
@@ -92,9 +92,9 @@ def test_a_toy_metric_is_pooled_and_judged_by_its_definition(toy: Metric) -> Non
     result = _judged(toy)
     pooled = result.metrics[toy.name]
     assert (pooled.value, pooled.unit, pooled.per_run) == (80.0, "w", [70.0, 80.0, 75.0])  # max of runs
-    judged = {m["metric"]: m for m in result.verdict["metrics"]}
-    assert judged[toy.name]["verdict"] == "regressed" and judged[STEP_TIME]["verdict"] == "pass"
-    assert result.verdict["verdict"] == "regressed" and "toy_widgets -20.0%" in result.verdict["reason"]
+    judged = {m.metric: m for m in result.verdict.metrics}
+    assert judged[toy.name].verdict == "regressed" and judged[STEP_TIME].verdict == "pass"
+    assert result.verdict.verdict == "regressed" and "toy_widgets -20.0%" in result.verdict.reason
 
 
 def test_a_toy_metric_reaches_every_report_and_the_store(toy: Metric, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from trainperf.report.build import write_reports
 from trainperf.report.export import step_stats
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
+from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
 from trainperf.traces.analysis import analyse
 from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
@@ -93,26 +94,22 @@ def make_run(run_dir: Path) -> list[CaseResult]:
             "kwh_per_mtok": 0.21,
         },
         runs=[{"dir": _child(run_dir, "sft_hf-qwen3_8b-lora-short-b4", _steps(8, 0.8), samples)}],
-        verdict={
-            "verdict": "regressed",
-            "reason": "step_time_s +12%",
-            "metrics": [
-                {
-                    "metric": "step_time_s",
-                    "verdict": "regressed",
-                    "ratio": 1.12,
-                    "interval": [1.08, 1.15],
-                    "baseline": 0.72,
-                    "current": 0.81,
-                    "gated": True,
-                },
-                {"metric": "device_mem_peak_gib", "verdict": "pass", "ratio": 1.01, "gated": True},
-                {"metric": "energy_per_token_j", "verdict": "pass", "ratio": 1.09, "interval": [1.02, 1.15]},
+        verdict=StoredVerdict(
+            verdict="regressed",
+            reason="step_time_s +12%",
+            metrics=[
+                StoredMetricVerdict(
+                    "step_time_s", "regressed", current=0.81, baseline=0.72, ratio=1.12, interval=(1.08, 1.15)
+                ),
+                StoredMetricVerdict("device_mem_peak_gib", "pass", ratio=1.01),
+                StoredMetricVerdict("energy_per_token_j", "pass", ratio=1.09, interval=(1.02, 1.15)),
             ],
-            "baseline_step_times": [[k, 0.72] for k in range(4, 9)],
-            "diagnosis": "diagnosis: host-side +90 ms/step (GPU idle while the host prepares the batch)",
-            "trace_diff": trace_diff(base, slow),
-        },
+            baseline_step_times=[[k, 0.72] for k in range(4, 9)],
+            diagnosis={
+                "line": "diagnosis: host-side +90 ms/step (GPU idle while the host prepares the batch)"
+            },
+            trace_diff=trace_diff(base, slow),
+        ),
         trace={"summary": slow, "file": "traces/x/r1.pt.trace.json.gz", "bytes": 3 * 2**20},
     )
     probes = [
@@ -140,7 +137,7 @@ def make_run(run_dir: Path) -> list[CaseResult]:
             "confirmed": True,
             "summary": "batch_size 8 fits, 9 runs out of memory",
         },
-        verdict={"verdict": "pass"},
+        verdict=StoredVerdict(verdict="pass"),
     )
     rl_steps = _steps(4, 2.0, phases={"generate": 1.4, "update_actor": 0.4, "reference": 0.1})
     rl = CaseResult(
@@ -150,7 +147,7 @@ def make_run(run_dir: Path) -> list[CaseResult]:
         outcome="ok",
         metrics={"step_time_s": MetricValue(2.0, "s", [2.0, 2.0, 2.0])},
         runs=[{"dir": _child(run_dir, RL_CASE, rl_steps)}],
-        verdict={"verdict": "new"},
+        verdict=StoredVerdict(verdict="new"),
     )
     (run_dir / "compare.json").write_text(
         json.dumps(
@@ -298,12 +295,12 @@ def test_ratio_dots_are_red_for_the_worse_whatever_the_metrics_direction() -> No
 
     result = CaseResult(
         case_id="sft_hf-qwen3_8b-lora-short-b4", case={}, gpu_class="h100", outcome="ok",
-        verdict={"metrics": [
-            {"metric": "tokens_per_s", "ratio": 1.18, "interval": [1.1, 1.2]},
-            {"metric": "step_time_s", "ratio": 1.05, "interval": None},
-            {"metric": "kernel_ms", "ratio": 1.01, "interval": [1.005, 1.015]},
-            {"metric": "peak_allocated_gib", "ratio": 0.9, "interval": None},
-        ]},
+        verdict=StoredVerdict(verdict="pass", metrics=[
+            StoredMetricVerdict("tokens_per_s", "pass", ratio=1.18, interval=(1.1, 1.2)),
+            StoredMetricVerdict("step_time_s", "pass", ratio=1.05),
+            StoredMetricVerdict("kernel_ms", "pass", ratio=1.01, interval=(1.005, 1.015)),
+            StoredMetricVerdict("peak_allocated_gib", "pass", ratio=0.9),
+        ]),
     )  # fmt: skip
     svg = _ratios([result])
     colours = {name: colour for colour, name in re.findall(r'fill="(#[0-9a-f]{6})"><title>\S+ (\w+): ', svg)}

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from trainperf.report.summary import details
 from trainperf.result import CaseResult
+from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
 
 
 def _result(verdict: str, reason: str) -> CaseResult:
     return CaseResult(
         case_id="sft_hf-qwen3_tiny-qlora-short-b4", case={}, gpu_class="cpu", outcome="ok",
-        verdict={"verdict": verdict, "reason": reason, "judged_against": "the class's baseline file (a run)"},
+        verdict=StoredVerdict(verdict, reason=reason, judged_against="the class's baseline file (a run)"),
     )  # fmt: skip
 
 
@@ -27,10 +28,10 @@ def test_a_plain_pass_adds_no_lines() -> None:
 
 def _timed(case_id: str, gated: bool) -> CaseResult:
     note = "" if gated else "not gated: the baseline was measured on another host (cpu_id unrecorded -> 'x')"
-    metric = {"metric": "step_time_s", "verdict": "pass", "gated": gated, "note": note}
+    metric = StoredMetricVerdict("step_time_s", "pass", gated=gated, note=note)
     return CaseResult(
         case_id=case_id, case={}, gpu_class="cpu", outcome="ok",
-        verdict={"verdict": "pass", "reason": "within tolerance", "metrics": [metric]},
+        verdict=StoredVerdict("pass", reason="within tolerance", metrics=[metric]),
     )  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import TrainperfError
+from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
 from trainperf.traces.analysis import analyse, merge
 from trainperf.traces.categories import categorise
 from trainperf.traces.collect import attach_diff
@@ -82,14 +83,18 @@ def test_a_launch_blocking_run_is_host_bound_and_a_slow_gemm_gpu_bound() -> None
 def test_diff_is_attached_only_to_a_timing_regression_with_traces_on_both_sides() -> None:
     base = {"summary": summary("gpu_step.json")}
     current = {"summary": summary("gpu_step_host_bound.json")}
-    regressed = {"metrics": [{"metric": "step_time_s", "verdict": "regressed"}]}
+    regressed = StoredVerdict("regressed", metrics=[StoredMetricVerdict("step_time_s", "regressed")])
     assert attach_diff(regressed, current, base) is None
-    assert regressed["trace_diff"]["verdict"] == "host-bound"
-    passed = {"metrics": [{"metric": "step_time_s", "verdict": "pass"}]}
-    assert attach_diff(passed, current, base) is None and "trace_diff" not in passed
-    shown = {"metrics": [{"metric": "step_time_s", "verdict": "regressed", "gated": False}]}
-    assert attach_diff(shown, current, None) is None and "trace_diff" not in shown  # contaminated
-    note = attach_diff({"metrics": [{"metric": "step_time_s", "verdict": "regressed"}]}, current, None)
+    assert regressed.trace_diff is not None and regressed.trace_diff["verdict"] == "host-bound"
+    passed = StoredVerdict("pass", metrics=[StoredMetricVerdict("step_time_s", "pass")])
+    assert attach_diff(passed, current, base) is None and passed.trace_diff is None
+    shown = StoredVerdict(
+        "contaminated", metrics=[StoredMetricVerdict("step_time_s", "regressed", gated=False)]
+    )
+    assert attach_diff(shown, current, None) is None and shown.trace_diff is None  # contaminated
+    note = attach_diff(
+        StoredVerdict("regressed", metrics=[StoredMetricVerdict("step_time_s", "regressed")]), current, None
+    )
     assert note is not None and "baseline has no trace" in note
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -11,6 +12,7 @@ from trainperf.judge import stats
 from trainperf.judge.compare import Verdict, compare_case, compare_metric
 from trainperf.judge.metrics import METRICS, with_tolerances
 from trainperf.result import CaseResult, MetricValue
+from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
 
 STEP = METRICS["step_time_s"]
 TPS = METRICS["tokens_per_s"]
@@ -265,14 +267,31 @@ def test_case_informational_metric_never_fails() -> None:
     assert power.verdict is Verdict.REGRESSED and power.gated is False
 
 
-def test_case_verdict_to_dict_is_plain() -> None:
+def test_case_verdict_is_stored_as_plain_values_that_round_trip_through_json() -> None:
     verdict = _judge(_result(metrics=_ok_metrics(step_scale=1.2)), _result(metrics=_ok_metrics()))
-    data = verdict.to_dict()
+    stored = verdict.stored()
+    data = json.loads(json.dumps(stored.to_dict()))
     assert data["verdict"] == "regressed"
     assert {m["metric"]: m["verdict"] for m in data["metrics"]} == {
         "step_time_s": "regressed",
         "peak_allocated_gib": "pass",
     }
+    assert StoredVerdict.from_dict(data) == stored
+
+
+def test_a_stored_verdict_reads_old_and_empty_dicts() -> None:
+    assert StoredVerdict.from_dict({}) == StoredVerdict() and StoredVerdict().to_dict() == {}
+    assert not StoredVerdict.from_dict(None).judged
+    unjudged = StoredVerdict.from_dict({"verdict": None, "reason": "fidelity child plant0.05 (r1)"})
+    assert not unjudged.judged and unjudged.to_dict()["verdict"] is None
+    old = StoredVerdict.from_dict(
+        {"verdict": "pass", "fails": False, "metrics": [{"metric": "step_time_s", "interval": [0.9, None]}]}
+    )
+    assert old.judged and old.metrics == [StoredMetricVerdict("step_time_s", "")]
+    assert set(old.to_dict()) == {
+        "verdict", "fails", "reason", "metrics", "config_changes", "environment_changes", "parts", "kernels",
+        "confirm",
+    }  # fmt: skip
 
 
 # -- steps that repeat across the baseline's runs ------------------------------------------------

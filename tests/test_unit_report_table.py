@@ -8,13 +8,14 @@ from trainperf.judge.compare import compare_case
 from trainperf.judge.metrics import with_tolerances
 from trainperf.report.table import failure_detail, render_markdown, render_text
 from trainperf.result import CaseResult, MetricValue
+from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
 
 
 def _result(
     case_id: str,
     outcome: str,
     metrics: dict[str, float],
-    verdict: dict[str, Any],
+    verdict: StoredVerdict,
     estimate_gib: float | None = None,
     limits: dict[str, Any] | None = None,
 ) -> CaseResult:
@@ -42,14 +43,16 @@ RESULTS = [
             "energy_per_token_j": 0.0123,
             "power_mean_w": 450.0,
         },
-        {"verdict": "regressed", "metrics": [{"metric": "step_time_s", "ratio": 1.25}]},
+        StoredVerdict(
+            verdict="regressed", metrics=[StoredMetricVerdict("step_time_s", "regressed", ratio=1.25)]
+        ),
         limits={"mfu": None, "mfu_note": "n/a: the class's hardware file gives no bf16_dense_tflops peak"},
     ),
     _result(
         "sft_hf-qwen3_32b-full-short-b2",
         "oom",
         {"peak_allocated_gib": 78.91},
-        {"verdict": "expected-oom", "metrics": []},
+        StoredVerdict(verdict="expected-oom"),
         estimate_gib=262.4,
     ),
 ]
@@ -86,9 +89,9 @@ def test_failure_detail_lists_gated_metric_only() -> None:
 
     baseline, current = case(1.0, 300.0), case(1.25, 450.0)
     verdict = compare_case(current, baseline, with_tolerances({}), expectation="ok", timing_comparable=True)
-    current.verdict = verdict.to_dict()
+    current.verdict = verdict.stored()
     # Both changed beyond tolerance; power_mean_w is informational (gated=False).
-    assert {m["metric"]: m["verdict"] for m in current.verdict["metrics"]} == {
+    assert {m.metric: m.verdict for m in current.verdict.metrics} == {
         "step_time_s": "regressed",
         "power_mean_w": "regressed",
     }
@@ -102,11 +105,9 @@ def test_failure_detail_environment_drift() -> None:
         "c",
         "ok",
         {},
-        {
-            "verdict": "pass",
-            "reason": "within tolerance",
-            "environment_changes": [["torch", "2.12.0", "2.13.0"]],
-        },
+        StoredVerdict(
+            verdict="pass", reason="within tolerance", environment_changes=[("torch", "2.12.0", "2.13.0")]
+        ),
     )
     assert failure_detail(result) == ["c: pass - within tolerance", "    environment: torch 2.12.0 -> 2.13.0"]
 

@@ -12,6 +12,7 @@ from trainperf.errors import TrainperfError
 from trainperf.result import SCHEMA_VERSION, CaseResult, MetricValue
 from trainperf.store.baselines import BaselineStore
 from trainperf.store.results import load_result, save_result
+from trainperf.stored_verdict import StoredVerdict
 
 CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 
@@ -29,7 +30,7 @@ def _result(**kw: Any) -> CaseResult:
         "effective_config": {"gradient_checkpointing": True},
         "fingerprint": {"torch": "2.13.0"},
         "runs": [{"returncode": 0, "steps_requested": 16}],
-        "verdict": {"verdict": "pass", "fails": False},
+        "verdict": StoredVerdict(verdict="pass"),
         "created": "2025-01-01T00:00:00+00:00",
     }
     fields.update(kw)
@@ -52,7 +53,7 @@ def test_baseline_store_round_trip(tmp_path: Path) -> None:
     assert loaded is not None
     assert loaded.metrics == _result().metrics
     assert loaded.source == "run-1: pytest perf_tests"
-    assert loaded.verdict == {}  # a baseline carries no verdict
+    assert loaded.verdict == StoredVerdict() and not loaded.verdict.judged  # a baseline carries no verdict
     assert store.case_ids("cpu") == [CASE_ID]
     assert store.load("cpu", "other-case") is None
     assert store.load("h100", CASE_ID) is None
@@ -61,7 +62,7 @@ def test_baseline_store_round_trip(tmp_path: Path) -> None:
 def test_save_does_not_mutate_the_result(tmp_path: Path) -> None:
     result = _result(source="")
     BaselineStore(tmp_path).save(result, source="run-2")
-    assert result.verdict == {"verdict": "pass", "fails": False}
+    assert result.verdict == StoredVerdict(verdict="pass")
     assert result.source == ""
 
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.stored_verdict import StoredVerdict
 
 SCHEMA_VERSION = 1
 
@@ -69,7 +70,7 @@ class CaseResult:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)
     """One entry per fresh child: exit, steps, warm-up, stalls, timings, idle check, log folder."""
-    verdict: dict[str, Any] = field(default_factory=dict)
+    verdict: StoredVerdict = field(default_factory=StoredVerdict)
     references: list[dict[str, Any]] | None = None
     """Measured / published for matching published reference points (never gating)."""
     cliff: dict[str, Any] | None = None
@@ -99,7 +100,9 @@ class CaseResult:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["verdict"] = self.verdict.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], origin: str = "result") -> CaseResult:
@@ -115,6 +118,7 @@ class CaseResult:
             raise TypeError("'metrics' must be an object of metric objects")
         payload["metrics"] = {name: MetricValue(**value) for name, value in metrics.items()}
         payload["kernels"] = KernelSummary.from_dict(data.get("kernels"))
+        payload["verdict"] = StoredVerdict.from_dict(data.get("verdict"))
         return cls(**payload)
 
 

@@ -26,6 +26,7 @@ from trainperf.judge.metrics import STEP_TIME
 from trainperf.store.interface import HistoryStore, open_history_store, resolve_url
 from trainperf.store.records import LeftOut, Point
 from trainperf.store.series import Series, series_of
+from trainperf.stored_verdict import StoredVerdict
 
 DEFAULT_METRIC = STEP_TIME
 RUNS_FOR_A_CHANGE_POINT = 2 * MIN_SEGMENT
@@ -131,12 +132,10 @@ def metric_verdicts(store: HistoryStore, case_id: str, metric: str) -> dict[tupl
 def _verdict_in_file(result_path: str | None, metric: str) -> str | None:
     try:
         data = json.loads(Path(result_path).read_text()) if result_path else {}
-    except (OSError, ValueError):
+        judged = StoredVerdict.from_dict(data.get("verdict")).metrics if isinstance(data, dict) else []
+    except (OSError, ValueError, TypeError):
         return None
-    judged = (data.get("verdict") or {}).get("metrics") or [] if isinstance(data, dict) else []
-    return next(
-        (str(m.get("verdict")) for m in judged if isinstance(m, dict) and m.get("metric") == metric), None
-    )
+    return next((m.verdict for m in judged if m.metric == metric), None)
 
 
 def shown_verdict(history: CaseHistory, point: Point) -> str:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         f"trainperf: merged {len(shards)} shard(s), {len(results)} case(s), into {output} "
         f"(summary.md, index.html, benchmark.json, {JUNIT_FILE}); nightly {nightly.run_key[:12]}{stored}"
     )
-    return 1 if any(r.verdict.get("fails") for r in results) else 0
+    return 1 if any(r.verdict.fails for r in results) else 0
 
 
 def _store(url: str | None, shards: list[Any], nightly: Any) -> str:

@@ -17,7 +17,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     details = [
         line
         for r in results
-        if r.verdict.get("verdict") not in (None, "pass", "new", "expected-oom")
+        if r.verdict.judged and r.verdict.verdict not in ("pass", "new", "expected-oom")
         for line in failure_detail(r)
     ]
     if args.json:

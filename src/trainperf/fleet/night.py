@@ -96,7 +96,7 @@ def folder_results(path: Path, gpu_class: str) -> list[LastResult]:
         for result in RunFolder(folder).results():
             if result.gpu_class != gpu_class or result.planted or result.planted_slowdown or result.emulated:
                 continue
-            found.append(LastResult(result.case_id, result.created, str(result.verdict.get("verdict") or "")))
+            found.append(LastResult(result.case_id, result.created, result.verdict.verdict))
     return found
 
 

@@ -8,7 +8,7 @@ A run that shared its GPU or was throttled from outside is contaminated (``judge
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainperf.case import Outcome
@@ -26,6 +26,7 @@ from trainperf.judge.metric_verdict import (
 )
 from trainperf.judge.metrics import Metric, resolve_metric
 from trainperf.result import CaseResult
+from trainperf.stored_verdict import StoredVerdict
 
 NOT_GATED = "not gated: "
 
@@ -46,12 +47,19 @@ class CaseVerdict:
     confirm: bool = False
     """A regression of host-dependent timing alone: fresh runs confirm it before it fails."""
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["verdict"] = self.verdict.value
-        for metric in data["metrics"]:
-            metric["verdict"] = metric["verdict"].value
-        return data
+    def stored(self) -> StoredVerdict:
+        """The verdict as the case's result keeps it; the run adds what it was judged against."""
+        return StoredVerdict(
+            verdict=self.verdict.value,
+            fails=self.fails,
+            reason=self.reason,
+            metrics=[metric.stored() for metric in self.metrics],
+            config_changes=list(self.config_changes),
+            environment_changes=list(self.environment_changes),
+            parts=self.parts,
+            kernels=self.kernels,
+            confirm=self.confirm,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from enum import Enum
 from trainperf.judge import stats
 from trainperf.judge.metrics import Direction, Metric, Part
 from trainperf.result import MetricValue
+from trainperf.stored_verdict import StoredMetricVerdict
 
 ALPHA = 0.01
 MIN_SAMPLES_FOR_TEST = 5
@@ -51,6 +52,20 @@ class MetricVerdict:
     p_value: float | None = None
     gated: bool = True
     note: str = ""
+
+    def stored(self) -> StoredMetricVerdict:
+        """The metric's verdict as its case's result keeps it."""
+        return StoredMetricVerdict(
+            self.metric,
+            self.verdict.value,
+            self.current,
+            self.baseline,
+            self.ratio,
+            self.interval,
+            self.p_value,
+            self.gated,
+            self.note,
+        )
 
 
 def keyed_groups(value: MetricValue) -> dict[str, list[float]] | None:

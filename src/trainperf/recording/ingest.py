@@ -27,6 +27,7 @@ from trainperf.paths import BENCHMARK_FILE, CASES_DIR, TRACES_DIR
 from trainperf.result import SCHEMA_VERSION, CaseResult
 from trainperf.store.interface import HistoryStore, StoreBusy
 from trainperf.store.records import CaseItem, RunInfo, run_key, runner_label
+from trainperf.stored_verdict import StoredVerdict
 from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, read_child_result
 
 FIDELITY_STATE = "fidelity.json"
@@ -342,7 +343,7 @@ def _fidelity_child(
         fingerprint=fingerprint,
         planted_slowdown=planted,
         created=_child_time(child, info.started),
-        verdict={"verdict": None, "reason": f"fidelity child {entry['label']} ({entry['dir']})"},
+        verdict=StoredVerdict(reason=f"fidelity child {entry['label']} ({entry['dir']})"),
         schema_version=SCHEMA_VERSION,
     )
 

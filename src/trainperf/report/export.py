@@ -76,7 +76,7 @@ def quartiles(data: Sequence[float]) -> tuple[float, float]:
 
 def key_figures(result: CaseResult) -> dict[str, Any]:
     """The figures worth carrying beside a test outcome (JUnit properties, ``extra_info``)."""
-    figures: dict[str, Any] = {"verdict": result.verdict.get("verdict"), "outcome": result.outcome}
+    figures: dict[str, Any] = {"verdict": result.verdict.verdict or None, "outcome": result.outcome}
     figures.update({name: round(value.value, 6) for name, value in result.metrics.items()})
     summary = (result.trace or {}).get("summary")
     if summary:
@@ -84,11 +84,9 @@ def key_figures(result: CaseResult) -> dict[str, Any]:
         if summary["kind"] == "gpu":
             steps = max(1, int(summary.get("steps") or 1))
             figures["trace_host_bound_idle_ms_per_step"] = round(summary["idle_host_bound_ms"] / steps, 3)
-    diff = result.verdict.get("trace_diff")
-    if diff:
+    if diff := result.verdict.trace_diff:
         figures["trace_diff_verdict"] = diff["verdict"]
-    diagnosis = result.verdict.get("diagnosis")
-    if isinstance(diagnosis, dict) and diagnosis.get("line"):
+    if (diagnosis := result.verdict.diagnosis) and diagnosis.get("line"):
         figures["diagnosis"] = diagnosis["line"]
     limits = result.limits or {}
     for name in ("mfu", "framework_mfu", "achieved_tflops", "model_flops_per_token", "kwh_per_mtok"):

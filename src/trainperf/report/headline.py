@@ -20,9 +20,9 @@ def headline(results: Sequence[CaseResult], unjudged: Sequence[Unjudged] = ()) -
     verdicts: dict[str, int] = {}
     failing: set[str] = set()
     for result in judged:
-        verdict = str(result.verdict.get("verdict") or result.outcome)
+        verdict = result.verdict.verdict or result.outcome
         verdicts[verdict] = verdicts.get(verdict, 0) + 1
-        if result.verdict.get("fails"):
+        if result.verdict.fails:
             failing.add(verdict)
     order = sorted(verdicts, key=lambda v: (v not in failing, v))
     tally = ", ".join(f"{verdicts[v]} {v}" for v in order)

@@ -79,7 +79,7 @@ def _table(results: Sequence[CaseResult]) -> str:
     head = "".join(f"<th>{escape(title)}</th>" for _, title in columns(results))
     body = []
     for result, row in zip(results, rows(results)):
-        verdict = escape(str(result.verdict.get("verdict", "-")))
+        verdict = escape(result.verdict.verdict or "-")
         cells = "".join(f"<td>{escape(cell)}</td>" for cell in row)
         body.append(f'<tr class="v-{verdict}">{cells}</tr>')
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
@@ -167,21 +167,22 @@ def _phases(run_dir: Path, results: Sequence[CaseResult]) -> str:
     return stacked_bars("seconds per step by phase (RL)", "s", bars)
 
 
-def _ratio_row(metric: dict[str, Any]) -> tuple[str, float, tuple[float, float] | None, bool]:
+def _ratio_row(
+    name: str, ratio: float, interval: tuple[float, float] | None
+) -> tuple[str, float, tuple[float, float] | None, bool]:
     """A metric's ratio for the ratio charts, with whether it changed for the worse (its direction)."""
-    defined = resolve_metric(METRICS, str(metric["metric"]))
+    defined = resolve_metric(METRICS, name)
     higher_is_worse = defined is None or defined.direction is Direction.LOWER
-    ratio = float(metric["ratio"])
-    return str(metric["metric"]), ratio, _interval(metric), ratio > 1 if higher_is_worse else ratio < 1
+    return name, ratio, interval, ratio > 1 if higher_is_worse else ratio < 1
 
 
 def _ratios(results: Sequence[CaseResult]) -> str:
     groups = []
     for result in results:
         rows_ = [
-            _ratio_row(metric)
-            for metric in result.verdict.get("metrics", [])
-            if metric.get("metric") in TIMING and metric.get("ratio") is not None
+            _ratio_row(metric.metric, metric.ratio, metric.interval)
+            for metric in result.verdict.metrics
+            if metric.metric in TIMING and metric.ratio is not None
         ]
         groups.append((result.case_id, rows_))
     return grouped_ratio_chart("this run / baseline (95% interval)", groups)
@@ -192,7 +193,7 @@ def _step_times_vs_baseline(results: Sequence[CaseResult]) -> list[str]:
     plots = []
     for result in results:
         current = step_medians(result.metrics.get(STEP_TIME))
-        baseline = result.verdict.get("baseline_step_times") or []
+        baseline = result.verdict.baseline_step_times
         if len(current) + len(baseline) < 2 or not baseline:
             continue
         lines = [
@@ -233,7 +234,7 @@ def _comparisons(run_dir: Path) -> list[str]:
             (
                 str(case.get("case_id")),
                 [
-                    _ratio_row(metric)
+                    _ratio_row(str(metric["metric"]), float(metric["ratio"]), _interval(metric))
                     for metric in case.get("metrics", [])
                     if metric.get("metric") in TIMING and metric.get("ratio") is not None
                 ],
@@ -266,9 +267,7 @@ def _traces(results: Sequence[CaseResult]) -> tuple[str, str, str]:
         top = "; ".join(f"{t['name'][:60]} {t['share']:.0%}" for t in summary.get("top", [])[:5])
         size = (result.trace or {}).get("bytes")
         where = (result.trace or {}).get("file") or (result.trace or {}).get("deleted", "")
-        lines += [
-            f"{result.case_id}: {line.strip()}" for line in describe(result.verdict.get("trace_diff") or {})
-        ]
+        lines += [f"{result.case_id}: {line.strip()}" for line in describe(result.verdict.trace_diff or {})]
         lines.append(
             f"{result.case_id}: {summary['kind']} busy {summary['busy_fraction']:.1%} over {steps} profiled "
             "step(s); "

@@ -108,9 +108,9 @@ def junit_xml(results: Sequence[CaseResult], suite: str, unjudged: Sequence[Unju
         if result.outcome == "skipped":
             skipped += 1
             ElementTree.SubElement(case, "skipped", message=result.message or "skipped")
-        elif result.verdict.get("fails"):
+        elif result.verdict.fails:
             failures += 1
-            failure = ElementTree.SubElement(case, "failure", message=str(result.verdict.get("verdict")))
+            failure = ElementTree.SubElement(case, "failure", message=result.verdict.verdict)
             failure.text = "\n".join(failure_detail(result))
         ElementTree.SubElement(case, "system-out").text = figures_text(figures)
     for missing in unjudged:

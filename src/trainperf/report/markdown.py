@@ -45,8 +45,7 @@ def _trace_rows(results: Sequence[CaseResult]) -> list[str]:
 def _diffs(results: Sequence[CaseResult]) -> list[str]:
     lines = []
     for result in results:
-        diff = result.verdict.get("trace_diff")
-        if diff:
+        if diff := result.verdict.trace_diff:
             lines += [f"- {result.case_id}: {describe(diff)[0].removeprefix('trace diff: ')}"]
             lines += [f"  {line.strip()}" for line in describe(diff)[1:]]
     return ["", "## Trace diffs against the baseline", "", *lines] if lines else []

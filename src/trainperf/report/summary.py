@@ -26,17 +26,15 @@ def details(
         # A pass whose timing was shown but not gated (another host, an emulated class) says why:
         # its table row can read "step +260%". One whose host time was shown because its reference is
         # another runner's says which part moved; the line under the table says why, once.
-        reason = str(result.verdict.get("reason", ""))
-        quiet = result.verdict.get("verdict") in QUIET_VERDICTS
+        reason = result.verdict.reason
+        quiet = result.verdict.verdict in QUIET_VERDICTS
         if result.outcome == Outcome.SKIPPED.value:  # why it was skipped, on the page as in pytest's -rs
             lines.append(f"{result.case_id}: skipped - {result.message or reason or 'no reason recorded'}")
-        elif quiet and OWN_RUNNER in reason and result.verdict.get("parts"):
-            lines.append(f"{result.case_id}: {result.verdict['parts']}")
+        elif quiet and OWN_RUNNER in reason and result.verdict.parts:
+            lines.append(f"{result.case_id}: {result.verdict.parts}")
         elif not quiet or "not gated" in reason:
             lines += failure_detail(result)
-        lines += [
-            f"{result.case_id}: {note}" for note in notes.get(result.case_id, result.verdict.get("notes", []))
-        ]
+        lines += [f"{result.case_id}: {note}" for note in notes.get(result.case_id, result.verdict.notes)]
         if result.case_id in written:
             lines.append(f"{result.case_id}: baseline written to {portable(written[result.case_id])}")
     return lines + another_host_line(results) + own_runner_line(results)
@@ -50,7 +48,7 @@ def own_baselines_command(gpu_class: str) -> str:
 def own_runner_line(results: Sequence[CaseResult]) -> list[str]:
     """One line for the cases whose kernel time was judged against the class while their host's share
     was shown, its reference being another runner's: what gates it on this runner."""
-    shown = [r for r in results if OWN_RUNNER in str(r.verdict.get("reason", ""))]
+    shown = [r for r in results if OWN_RUNNER in r.verdict.reason]
     if not shown:
         return []
     gpu_class = shown[0].gpu_class
@@ -68,10 +66,10 @@ def another_host_line(results: Sequence[CaseResult]) -> list[str]:
     measured on another host (a pass there reads like any other): which, why, and the command
     that gives this host baselines of its own."""
     notes = {
-        result.case_id: (result.gpu_class, metric["note"].removeprefix("not gated: "))
+        result.case_id: (result.gpu_class, metric.note.removeprefix("not gated: "))
         for result in results
-        for metric in result.verdict.get("metrics", [])
-        if not metric.get("gated", True) and ANOTHER_HOST in str(metric.get("note", ""))
+        for metric in result.verdict.metrics
+        if not metric.gated and ANOTHER_HOST in metric.note
     }
     if not notes:
         return []

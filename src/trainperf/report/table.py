@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
-from typing import Any
 
 from trainperf.judge.metrics import (
     BUSY_SHARE,
@@ -18,6 +17,7 @@ from trainperf.judge.metrics import (
 )
 from trainperf.plan.limits import mfu_cell
 from trainperf.result import CaseResult
+from trainperf.stored_verdict import StoredVerdict
 from trainperf.traces.diff import describe as describe_trace_diff
 
 CASE_COLUMNS = {
@@ -76,14 +76,13 @@ def format_value(value: float | None) -> str:
     return f"{value:.4f}"
 
 
-def _change(verdict: dict[str, Any]) -> str:
+def _change(verdict: StoredVerdict) -> str:
     """The most telling metric change: step time, else throughput, else the first with a ratio."""
-    metrics = {m["metric"]: m for m in verdict.get("metrics", []) if m.get("ratio") is not None}
-    kernel = f", kernel {(metrics[KERNEL_TIME]['ratio'] - 1) * 100:+.1f}%" if KERNEL_TIME in metrics else ""
+    ratios = {m.metric: m.ratio for m in verdict.metrics if m.ratio is not None}
+    kernel = f", kernel {(ratios[KERNEL_TIME] - 1) * 100:+.1f}%" if KERNEL_TIME in ratios else ""
     for name in (STEP_TIME, TOKENS_PER_S, PEAK_ALLOCATED):
-        if name in metrics:
-            ratio = metrics[name]["ratio"]
-            return f"{name.split('_')[0]} {(ratio - 1) * 100:+.1f}%{kernel}"
+        if name in ratios:
+            return f"{name.split('_')[0]} {(ratios[name] - 1) * 100:+.1f}%{kernel}"
     return "-"
 
 
@@ -98,7 +97,7 @@ def rows(results: Sequence[CaseResult], shown: Sequence[tuple[str, str]] | None 
             elif key == "outcome":
                 row.append(result.outcome)
             elif key == "verdict":
-                row.append(str(result.verdict.get("verdict", "-")))
+                row.append(result.verdict.verdict or "-")
             elif key == "change":
                 row.append(_change(result.verdict))
             elif key == "mfu":
@@ -201,36 +200,35 @@ def render_markdown(results: Sequence[CaseResult], title: str, details: Sequence
 def failure_detail(result: CaseResult) -> list[str]:
     """Lines explaining a verdict: the changed metrics and configuration, and environment drift."""
     verdict = result.verdict
-    lines = [f"{result.case_id}: {verdict.get('verdict')} - {verdict.get('reason', '')}"]
-    if verdict.get("parts"):
-        lines.append(f"    {verdict['parts']}")
-    if verdict.get("kernels"):
-        lines.append(f"    what moved: {verdict['kernels']}")
-    if verdict.get("judged_against"):
-        lines.append(f"    judged against {verdict['judged_against']}")
-    for metric in verdict.get("metrics", []):
-        if metric["verdict"] in ("regressed", "improved", "noisy") and metric.get("gated", True):
-            interval = metric.get("interval")
+    lines = [f"{result.case_id}: {verdict.verdict or 'not judged'} - {verdict.reason}"]
+    if verdict.parts:
+        lines.append(f"    {verdict.parts}")
+    if verdict.kernels:
+        lines.append(f"    what moved: {verdict.kernels}")
+    if verdict.judged_against:
+        lines.append(f"    judged against {verdict.judged_against}")
+    for metric in verdict.metrics:
+        if metric.verdict in ("regressed", "improved", "noisy") and metric.gated:
+            interval = metric.interval
             span = f" 95% CI of ratio [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
-            p_value = f" p={metric['p_value']:.2g}" if metric.get("p_value") is not None else ""
+            p_value = f" p={metric.p_value:.2g}" if metric.p_value is not None else ""
+            change = f"{(metric.ratio - 1) * 100:+.1f}%" if metric.ratio is not None else "n/a"
             lines.append(
-                f"    {metric['metric']}: {format_value(metric['baseline'])} -> "
-                f"{format_value(metric['current'])} "
-                f"({(metric['ratio'] - 1) * 100:+.1f}%){span}{p_value} [{metric['verdict']}]"
+                f"    {metric.metric}: {format_value(metric.baseline)} -> {format_value(metric.current)} "
+                f"({change}){span}{p_value} [{metric.verdict}]"
             )
-    if verdict.get("trace_diff"):
-        lines += [f"    {line}" for line in describe_trace_diff(verdict["trace_diff"])]
+    if verdict.trace_diff:
+        lines += [f"    {line}" for line in describe_trace_diff(verdict.trace_diff)]
     lines += [f"    {line}" for line in diagnosis_lines(result)]
-    for key, old, new in verdict.get("environment_changes", []):
+    for key, old, new in verdict.environment_changes:
         lines.append(f"    environment: {key} {old} -> {new}")
     return lines
 
 
 def diagnosis_lines(result: CaseResult) -> list[str]:
-    """The ``diagnosis:`` lines a result carries (its verdict's ``diagnosis``: a line, lines, or a
-    record with a ``line``); none when it has none."""
-    found = result.verdict.get("diagnosis") or getattr(result, "diagnosis", None)
-    if isinstance(found, dict):
-        found = found.get("line") or found.get("lines")
+    """The ``diagnosis:`` lines a result carries (its verdict's diagnosis record: its ``line``, or
+    its ``lines``); none when it has none."""
+    diagnosis = result.verdict.diagnosis or {}
+    found = diagnosis.get("line") or diagnosis.get("lines")
     lines = [found] if isinstance(found, str) else [str(line) for line in found or []]
     return [line if line.startswith("diagnosis:") else f"diagnosis: {line}" for line in lines if line]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from trainperf.ground.folder import RunFolder
 from trainperf.store.records import StoredRun
+from trainperf.stored_verdict import StoredVerdict
 
 
 def result_file(run: StoredRun, runs_root: Path | None) -> Path | None:
@@ -56,9 +57,8 @@ def explanation(run: StoredRun, runs_root: Path | None) -> Explanation:
     if path is None:
         return Explanation()
     try:
-        verdict = json.loads(path.read_text()).get("verdict") or {}
-    except (OSError, ValueError):
+        verdict = StoredVerdict.from_dict(json.loads(path.read_text()).get("verdict"))
+    except (OSError, ValueError, TypeError):
         return Explanation()
-    diagnosis = verdict.get("diagnosis") or {}
-    line = diagnosis.get("line", "") if isinstance(diagnosis, dict) else ""
-    return Explanation(str(verdict.get("reason") or ""), str(line).removeprefix("diagnosis: "), True)
+    line = (verdict.diagnosis or {}).get("line", "")
+    return Explanation(verdict.reason, str(line).removeprefix("diagnosis: "), True)

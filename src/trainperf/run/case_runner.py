@@ -78,23 +78,22 @@ class CaseRunner:
             result, verdict = self._measure(case, baseline, steps, notes)
         notes += gpu_notes(result.runs) + setup_notes(result.runs) + turn_notes(result.runs)
         notes += [share.note()] if (share := cpu_share(os.environ)) else []
-        resumed = {"diagnosis": result.verdict.get("diagnosis")} if stored is not None else None
-        result.verdict = verdict.to_dict()
+        resumed = result.verdict if stored is not None else None
+        result.verdict = verdict.stored()
         # A diagnosis profiles the last steps, as the baseline's profile did: at its full length.
         full = StepCount(steps.data_steps or steps.steps)
         if why := attach_diagnosis(self, case, full, result, baseline, verdict, resumed=resumed):
             notes.append(why)
         no_diff = attach_diff(result.verdict, result.trace, baseline.trace if baseline else None)
-        if no_diff and "diagnosis" not in result.verdict:
+        if no_diff and result.verdict.diagnosis is None:
             notes.append(no_diff)
         result.references = compare_to_references(result, case, ctx.references) or None
         notes += reference_notes(result.references)
         attach_limits(case, result, ctx.gpu_class, ctx.baselines)
-        if baseline is not None and (series := step_medians(baseline.metrics.get(STEP_TIME))):
-            result.verdict["baseline_step_times"] = series
-        result.verdict["judged_against"] = judged_against
-        if notes:
-            result.verdict["notes"] = notes
+        if baseline is not None:
+            result.verdict.baseline_step_times = step_medians(baseline.metrics.get(STEP_TIME))
+        result.verdict.judged_against = judged_against
+        result.verdict.notes = notes
         self.keep(result, verdict)
         return self.conclude(CaseReport(case, result, verdict, notes=notes))
 

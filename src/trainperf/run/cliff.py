@@ -142,8 +142,8 @@ def run_cliff(runner: RunnerPort, case: Case, axis: str, low: int, high: int) ->
     else:
         verdict = _judge_cliff(runner, case, result, baseline, *found)
         result.cliff = {**(result.cliff or {}), "verified": search.verified}
-    result.verdict = verdict.to_dict()
-    result.verdict["judged_against"] = judged_against
+    result.verdict = verdict.stored()
+    result.verdict.judged_against = judged_against
     runner.keep(result, verdict)
     report = CaseReport(case, result, verdict)
     if found is not None and result.cliff:

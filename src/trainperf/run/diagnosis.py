@@ -16,6 +16,7 @@ from trainperf.judge.metrics import Kind, metrics_of_kind
 from trainperf.result import CaseResult
 from trainperf.run.runner_port import RunnerPort
 from trainperf.run.step_plan import StepCount
+from trainperf.stored_verdict import StoredVerdict
 from trainperf.traces.diagnose import diagnose
 
 
@@ -38,17 +39,17 @@ def attach_diagnosis(
     baseline: CaseResult | None,
     verdict: CaseVerdict,
     *,
-    resumed: dict[str, Any] | None = None,
+    resumed: StoredVerdict | None = None,
 ) -> str | None:
     """Store the diagnosis in ``result.verdict``; return a note when a regression got none (and why).
-    ``resumed``: a result judged again from a resumed folder keeps the diagnosis it had, never runs."""
+    ``resumed``: the stored verdict of a result judged again from a resumed folder, which keeps the
+    diagnosis it had and never runs."""
     settings = runner.ctx.settings
     kinds = regressed_kinds(verdict) if verdict.verdict is Verdict.REGRESSED else set()
     if not kinds or not settings.diagnose or settings.update_baselines:
         return None
     if resumed is not None:
-        if resumed.get("diagnosis"):
-            result.verdict["diagnosis"] = resumed["diagnosis"]
+        result.verdict.diagnosis = resumed.diagnosis
         return None
     if baseline is None or not baseline.profile:
         return (
@@ -71,7 +72,7 @@ def attach_diagnosis(
     if profile.get("kind") != baseline.profile.get("kind"):
         return "no diagnosis: one profile is a GPU profile, the other a CPU profile"
     found = diagnose(baseline.profile, profile, memory="memory" in kinds)
-    result.verdict["diagnosis"] = {**found, "regressed": sorted(kinds), "cost": cost, "profile": profile}
+    result.verdict.diagnosis = {**found, "regressed": sorted(kinds), "cost": cost, "profile": profile}
     return None
 
 

@@ -144,7 +144,8 @@ def leave_out(budget: Budget | None, runner: RunnerPort, case: Case, key: str) -
     result = runner.new_result(case)
     result.case_id, result.outcome, result.message = key, Outcome.SKIPPED.value, reason
     verdict = runner.judge(case, result, None)
-    result.verdict = {**verdict.to_dict(), "notes": [f"left out: {reason}"]}  # listed under the summary
+    result.verdict = verdict.stored()
+    result.verdict.notes = [f"left out: {reason}"]  # listed under the summary
     runner.keep(result, verdict)
     return CaseReport(case, result, verdict, notes=[f"left out: {reason}"])
 

@@ -10,6 +10,7 @@ from trainperf.errors import TrainperfError
 from trainperf.redact import redact_text
 from trainperf.result import CaseResult
 from trainperf.store.results import load_result, save_result
+from trainperf.stored_verdict import StoredVerdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,7 @@ class BaselineStore:
                 f"{result.case_id} ran with a planted regression: it cannot become a baseline"
             )
         # The source names the command line that measured it; a baseline file is committed and shared.
-        stored = dataclasses.replace(result, source=redact_text(source), verdict={})
+        stored = dataclasses.replace(result, source=redact_text(source), verdict=StoredVerdict())
         path = self.path(result.gpu_class, result.case_id)
         save_result(path, stored)
         return path

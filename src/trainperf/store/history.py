@@ -102,8 +102,9 @@ def _write_cases(conn: Connection, run_row: int, items: Sequence[CaseItem]) -> i
                 "seq": item.seq,
                 "created": result.created,
                 "outcome": result.outcome,
-                "verdict": result.verdict.get("verdict"),
-                "judged_against": result.verdict.get("judged_against") or result.verdict.get("reason"),
+                # Not judged is null in the history, as it always was.
+                "verdict": result.verdict.verdict or None,
+                "judged_against": result.verdict.judged_against or result.verdict.reason or None,
                 "accepted": accepted(result),
                 "planted": result.planted_slowdown,
                 "emulated": result.emulated,
@@ -161,8 +162,7 @@ def _step_times(result: CaseResult) -> list[float] | None:
 
 def _own_verdicts(result: CaseResult) -> dict[str, str]:
     """Each judged metric's own verdict (a memory-only regression leaves step time ``pass``)."""
-    judged = result.verdict.get("metrics") or []
-    return {m["metric"]: str(m["verdict"]) for m in judged if isinstance(m, dict) and m.get("verdict")}
+    return {m.metric: m.verdict for m in result.verdict.metrics if m.verdict}
 
 
 def metric_row(case_row: int, name: str, value: MetricValue, verdict: str | None = None) -> dict[str, Any]:

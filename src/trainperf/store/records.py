@@ -85,7 +85,7 @@ def accepted(result: CaseResult) -> bool:
         and not result.planted_slowdown
         and not result.planted  # a --perf-plant regression is a drill, never the runner's normal
         and not result.emulated
-        and result.verdict.get("verdict") not in REJECTED_VERDICTS
+        and result.verdict.verdict not in REJECTED_VERDICTS
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.stored_verdict import StoredVerdict
 from trainperf.traces.analysis import analyse
 from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
@@ -52,14 +53,13 @@ def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[st
 
 
 def attach_diff(
-    verdict: dict[str, Any], current: dict[str, Any] | None, baseline: dict[str, Any] | None
+    verdict: StoredVerdict, current: dict[str, Any] | None, baseline: dict[str, Any] | None
 ) -> str | None:
     """For a timing regression with traces on both sides, store the diff in the verdict (the failure
     detail shows it); otherwise return why there is none (None when no diff was wanted)."""
     timing = {"step_time_s", "tokens_per_s", "samples_per_hour"}
     regressed = any(
-        m.get("verdict") == "regressed" and m.get("metric") in timing and m.get("gated", True)
-        for m in verdict.get("metrics", [])
+        m.verdict == "regressed" and m.metric in timing and m.gated for m in verdict.metrics
     )  # a contaminated run's timing is shown, not gated: nothing for a diff to explain
     if not regressed:
         return None
@@ -71,5 +71,5 @@ def attach_diff(
     diff = trace_diff(baseline_summary, current_summary)
     if diff is None:
         return "no trace diff: one trace is a GPU trace, the other a CPU trace"
-    verdict["trace_diff"] = diff
+    verdict.trace_diff = diff
     return None
