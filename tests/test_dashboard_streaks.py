@@ -28,6 +28,22 @@ def _synthetic_history() -> ModuleType:
     return module
 
 
+def _synthetic_site(tmp_path: Path, nights: int, cases: int, before_the_step: int) -> str:
+    """The front page of a site built from synthetic nights that start ``before_the_step`` nights
+    before the planted slowdown."""
+    history = _synthetic_history()
+    history.write_nights(
+        tmp_path / "runs", nights, cases, first_night=history.SLOWER_FROM_NIGHT - before_the_step
+    )
+    store = open_store(str(tmp_path / "h.sqlite"))
+    try:
+        ingest(store, [tmp_path / "runs"], say=lambda _: None)
+        build_site(store, tmp_path / "site")
+    finally:
+        store.close()
+    return (tmp_path / "site" / "index.html").read_text()
+
+
 def _stored(day: int, step_s: float, verdict: str) -> StoredRun:
     result = make_result(CASE, nightly(day), step_s, verdict=verdict)
     values = {name: value.value for name, value in result.metrics.items()}
@@ -56,16 +72,7 @@ def test_a_streak_of_a_contaminated_run_alone_is_sized_by_what_it_measured() -> 
 def test_every_planted_step_of_a_synthetic_history_is_red_with_its_adverse_size(tmp_path: Path) -> None:
     """A month around the night a fifth of the cases became 3% slower, 18 nights after it (seeded:
     sized by the latest run alone, 5 of the 14 read green, -1.1% to -1.7%)."""
-    history = _synthetic_history()
-    first = history.SLOWER_FROM_NIGHT - 12
-    history.write_nights(tmp_path / "runs", 30, 70, first_night=first)
-    store = open_store(str(tmp_path / "h.sqlite"))
-    try:
-        ingest(store, [tmp_path / "runs"], say=lambda _: None)
-        build_site(store, tmp_path / "site")
-    finally:
-        store.close()
-    index = (tmp_path / "site" / "index.html").read_text()
+    index = _synthetic_site(tmp_path, nights=30, cases=70, before_the_step=12)
     red = index[index.index("Not a pass on the latest run") : index.index("Change points from")]
     sizes = re.findall(r"<td class='size (\w+)'>([+-][\d.]+)% <small>([^<]+)", red)
     assert len(sizes) == 14, sizes
@@ -82,15 +89,7 @@ def test_a_synthetic_history_lists_its_planted_steps_by_kernel_time_and_no_step_
     """Forty nights of ten cases around the night two of them (one GPU-bound, one host-bound) became
     3% slower: the change points are those two, both seen in kernel time; host memory's wander (a
     real step to the detector over a long quiet series) is inside its tolerance and not listed."""
-    history = _synthetic_history()
-    history.write_nights(tmp_path / "runs", 40, 10, first_night=history.SLOWER_FROM_NIGHT - 20)
-    store = open_store(str(tmp_path / "h.sqlite"))
-    try:
-        ingest(store, [tmp_path / "runs"], say=lambda _: None)
-        build_site(store, tmp_path / "site")
-    finally:
-        store.close()
-    index = (tmp_path / "site" / "index.html").read_text()
+    index = _synthetic_site(tmp_path, nights=40, cases=10, before_the_step=20)
     changes = index[index.index("Change points from") : index.index("All cases")]
     listed = re.findall(r"([+-][\d.]+)% <small>([^<]+)</small>.*?>(sft_hf-synthetic_\d+[\w-]+)<", changes)
     assert sorted(case for *_, case in listed) == [
