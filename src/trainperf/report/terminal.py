@@ -169,13 +169,15 @@ class ProgressLines:
     def pytest_collection_finish(self, session: Any) -> None:
         """A serial session: its cases, once the night, the shard and the class have chosen them; those
         marked skipped already (more GPUs than the host has) are said apart, not counted ahead."""
-        cases = [item for item in session.items if case_of(item) is not None]
+        ids: list[str] = []
         skipped: dict[str, int] = {}
-        for item in cases:
-            if (mark := item.get_closest_marker("skip")) is not None:
-                reason = str(mark.kwargs.get("reason") or (mark.args[0] if mark.args else "skipped"))
-                skipped[reason] = skipped.get(reason, 0) + 1
-        self._begin([item.nodeid for item in cases if item.get_closest_marker("skip") is None], skipped)
+        for item in (item for item in session.items if case_of(item) is not None):
+            if (mark := item.get_closest_marker("skip")) is None:
+                ids.append(item.nodeid)
+                continue
+            reason = str(mark.kwargs.get("reason") or (mark.args[0] if mark.args else "skipped"))
+            skipped[reason] = skipped.get(reason, 0) + 1
+        self._begin(ids, skipped)
 
     @pytest.hookimpl(optionalhook=True)  # xdist's hook: a session without xdist never calls it
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:

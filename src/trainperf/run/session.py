@@ -118,14 +118,11 @@ def own_gpu(detection: Detection, placement: Placement) -> Detection:
     return dataclasses.replace(detection, device=own, info=Nvml.info(own))
 
 
-def too_few_gpus(needed: int, seen: int) -> str:
-    return f"needs {needed} GPUs; this session sees {seen}"
-
-
 def skip_unplaceable(state: SessionState, items: Sequence[Any]) -> None:
     """Mark the cases that need more GPUs than this host shows as skipped before any starts, so that
     the session's progress counts only what can run (a 2-GPU case on a one-GPU runner). A GPU
-    session only: the cpu class places nothing."""
+    session only: the cpu class places nothing. Every process that runs cases collects them, xdist's
+    workers too, so no case that needs more GPUs than the host has reaches ``PerfSession.check``."""
     detection = state.detection
     if detection is None or detection.device is None or state.session_class == CPU_CLASS:
         return
@@ -133,7 +130,7 @@ def skip_unplaceable(state: SessionState, items: Sequence[Any]) -> None:
     for item in items:
         case = case_of(item)
         if case is not None and case.gpus > seen:
-            item.add_marker(pytest.mark.skip(reason=too_few_gpus(case.gpus, seen)))
+            item.add_marker(pytest.mark.skip(reason=f"needs {case.gpus} GPUs; this session sees {seen}"))
 
 
 def leave_out(budget: Budget | None, runner: RunnerPort, case: Case, key: str) -> CaseReport | None:
@@ -189,8 +186,6 @@ class PerfSession:
     def check(self, case: Case) -> CaseReport:
         try:
             context = self.context()
-            if context.placement is not None and case.gpus > len(context.placement.devices):
-                pytest.skip(too_few_gpus(case.gpus, len(context.placement.devices)))
             if (refusal := ray_task_refusal(case)) is not None:
                 pytest.skip(refusal)
             runner = CaseRunner(context)
