@@ -134,11 +134,22 @@ def test_a_crowded_host_leaves_kernel_time_judged_a_shared_gpu_does_not() -> Non
     assert judged(shared, BASELINE).verdict is Verdict.CONTAMINATED
 
 
-def test_a_reference_without_kernel_time_judges_wall_time_as_before() -> None:
+def test_a_reference_without_kernel_time_gates_wall_time_only_where_the_host_cannot_carry_it() -> None:
     old = result(runs=3)
     old.metrics = {k: v for k, v in old.metrics.items() if k in (STEP_TIME, TOKENS_PER_S)}
-    verdict = judged(result(1.10, runner="host-b/GPU-7"), old)
-    assert verdict.verdict is Verdict.REGRESSED and verdict.confirm and verdict.parts == ""
+    # Its own runner: wall time gates as before, and a host-side slowdown is confirmed.
+    own = judged(result(1.10), old)
+    assert own.verdict is Verdict.REGRESSED and own.confirm and own.parts == ""
+    # Another runner, a host-bound step (kernels 18% of it): the +10% is the host's, shown with how to gate it.
+    other = judged(result(1.10, runner="host-b/GPU-7"), old)
+    assert other.verdict is Verdict.PASS and not by_name(other, STEP_TIME).gated
+    assert "no kernel time and kernels are 18% of this step" in other.reason
+    assert "re-take the baseline with kernel time" in other.reason
+    # Another runner, a step that is nearly all kernels: its wall time is the GPU's work, and gates.
+    gpu_bound = result(1.0, 980.0, runs=3)
+    gpu_bound.metrics = {k: v for k, v in gpu_bound.metrics.items() if k in (STEP_TIME, TOKENS_PER_S)}
+    slower = judged(result(1.10, 1078.0, runner="host-b/GPU-7"), gpu_bound)
+    assert slower.verdict is Verdict.REGRESSED and by_name(slower, STEP_TIME).gated
 
 
 def test_a_runners_history_judges_the_host_and_the_class_file_the_kernels() -> None:

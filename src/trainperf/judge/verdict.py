@@ -8,8 +8,9 @@ it fails at once. The host's share (step time less kernel time) compares only on
 judged against that runner's own reference (its history, or a baseline file taken there), and only
 while the host's speed index sits within its own noise; elsewhere it is shown, with one line saying why
 and how to gate it. Wall-clock figures (step time, tokens/s, energy) hold both parts and gate where both
-do. A result without kernel time (the CPU class, a reference taken before kernel time was recorded) is
-judged on wall time as before.
+do. A result without kernel time (the CPU class) is judged on wall time as before; against a reference
+taken before kernel time was recorded, wall time gates on the same runner or where the step is nearly all
+kernels, and is shown elsewhere.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ OWN_RUNNER = "compares on its own runner only"
 """How a verdict says its host time was shown because the reference is another runner's."""
 OWN_POWER_CAP = 0x4
 """NVML's software power cap: a card at its cap while it trains is the case's own load."""
+GPU_BOUND_SHARE = 0.95
+"""Where kernels fill this much of a step, the host's share cannot carry the step past its tolerance
+on another host (host time moved 26-35% between cloud H100s of one kind; 5% of a step times 35% is
+1.75%, under step time's 3%): wall time against a reference without kernel time still tells the GPU's
+work there. Below it the step is the host's as much as the GPU's, and a reference from another runner
+would read the host."""
 
 
 def judge_case(
@@ -111,14 +118,44 @@ def part_gates(
         return PartGates.uniform(False, why)
     if contamination is not None and contamination.on_gpu:
         return PartGates.uniform(False, contamination.note())
-    split = reference is not None and KERNEL_TIME in result.metrics and KERNEL_TIME in reference.metrics
-    if not split:
+    if reference is None or KERNEL_TIME not in result.metrics:
         return PartGates.uniform(contamination is None, contamination.note() if contamination else "")
-    assert reference is not None
+    if KERNEL_TIME not in reference.metrics:
+        return legacy_reference_gates(result, reference, contamination)
     device = device_gate(result, reference)
     host = host_gate(result, reference, contamination)
     whole = OPEN if host.open and device.open else Gate(False, host.why or device.why)
     return PartGates(device, host, whole)
+
+
+def legacy_reference_gates(
+    result: CaseResult, reference: CaseResult, contamination: Contamination | None
+) -> PartGates:
+    """A reference taken before kernel time was recorded: its wall time cannot be split, so it gates
+    where the host compares (the same runner, the host index still) or where this step is nearly all
+    kernels; elsewhere it is shown, with how to gate it."""
+    if contamination is not None:
+        return PartGates.uniform(False, contamination.note())
+    if host_gate(result, reference, contamination).open:
+        return PartGates.uniform(True)
+    share = kernel_share(result)
+    if share is not None and share >= GPU_BOUND_SHARE:
+        return PartGates.uniform(True)
+    shown = f"kernels are {share:.0%} of this step" if share is not None else "this step has no step time"
+    return PartGates.uniform(
+        False,
+        f"the reference has no kernel time and {shown}: the rest is host time, which {OWN_RUNNER} and "
+        f"the reference is {_runner(reference.fingerprint.get('runner'))}'s; re-take the baseline with "
+        "kernel time to gate it on any runner (trainperf baselines --stale lists such baselines)",
+    )
+
+
+def kernel_share(result: CaseResult) -> float | None:
+    """The median kernel time's share of the median step, or None without both."""
+    kernel, step = result.metrics.get(KERNEL_TIME), result.metrics.get(STEP_TIME)
+    if kernel is None or step is None or step.value <= 0:
+        return None
+    return kernel.value / (step.value * 1000.0)
 
 
 def device_gate(result: CaseResult, reference: CaseResult) -> Gate:
