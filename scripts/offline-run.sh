@@ -48,7 +48,14 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 # environment's "interpreter" is a wrapper that puts that folder first on the path; the suite
 # runs sft_unsloth children through .venvs/unsloth/bin/python without the 'hf' PYTHONPATH above.
 if compgen -G ".whl-unsloth-*/*.whl" > /dev/null; then
-  shared=$(ls .whl/bitsandbytes-*.whl .whl/dill-*.whl .whl/multiprocess-*.whl 2>/dev/null)
+  # The wheels it shares with the 'hf' stack travel once, in .whl/ or .whl-hf-?/; a part of the
+  # unsloth wheelhouse that holds them too is taken as it is (pip refuses one wheel given twice).
+  shared=""
+  for wheel in $(ls .whl/bitsandbytes-*.whl .whl/dill-*.whl .whl/multiprocess-*.whl \
+                    .whl-hf-?/bitsandbytes-*.whl .whl-hf-?/dill-*.whl .whl-hf-?/multiprocess-*.whl 2>/dev/null); do
+    name=$(basename "$wheel")
+    compgen -G ".whl-unsloth-*/$name" > /dev/null || [[ " $shared " == *"/$name "* ]] || shared="$shared $wheel"
+  done
   # shellcheck disable=SC2086
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site_root/site-unsloth" \
     .whl-unsloth-*/*.whl $shared || exit 1

@@ -30,6 +30,7 @@ for dep in sqlalchemy platformdirs dill multiprocess; do
   version=$("$python" -c "import importlib.metadata as m; print(m.version('$dep'))" 2>/dev/null) || version=""
   if [ -n "$version" ]; then pins="$pins $dep==$version"; else pins="$pins $dep"; fi
 done
+shared_with_hf="bitsandbytes dill multiprocess"
 have=$(grep -E '^[A-Za-z0-9_.-]+==' "$root/ci/envs/gpu-image.txt" | sed 's/[[:space:]].*//')
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -38,6 +39,12 @@ for pin in $pins; do
   if echo "$have" | grep -qix "$pin"; then echo "skip $pin (in the GPU image)"; continue; fi
   if compgen -G "$dest_root/.whl/$(echo "$pkg" | tr '-' '_')-$ver-*.whl" >/dev/null \
      || compgen -G "$dest_root/.whl/$pkg-$ver-*.whl" >/dev/null; then echo "skip $pin (in .whl/)"; continue; fi
+  # What the unsloth environment shares with the 'hf' stack (offline-run.sh installs it into both
+  # from one copy): a wheel already in the hf parts does not travel twice.
+  if [ "$name" = unsloth ] && [[ " $shared_with_hf " == *" $pkg "* ]] && [ -n "$ver" ] \
+     && compgen -G "$dest_root/.whl-hf-?/$(echo "$pkg" | tr '-' '_')-$ver-*.whl" >/dev/null; then
+    echo "skip $pin (in the hf parts)"; continue
+  fi
   "$python" -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform linux_x86_64 --platform any --implementation cp --abi "$abi" --abi abi3 --abi none \
