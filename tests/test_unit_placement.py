@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import multiprocessing
 import time
 from pathlib import Path
@@ -220,6 +223,37 @@ def test_n_auto_is_one_worker_per_gpu_only_for_runs_that_select_cases(
     assert xdist.workers_for_auto(_config(tmp_path, "unit", markexpr="not h100")) is None
     assert xdist.workers_for_auto(_config(tmp_path, "unit", markexpr="cpu")) is None
     assert xdist.workers_for_auto(_config(REPO_ROOT, "perf_tests")) == 2  # the shipped catalogue
+
+
+@pytest.mark.parametrize("plugin", [["-p", "trainperf.plugin"], []], ids=["given-with-p", "entry-point"])
+def test_n_auto_makes_one_worker_per_gpu_in_a_real_xdist_session(plugin: list[str]) -> None:
+    """xdist answers ``-n auto`` with its own hook too (one worker per core): the suite's must come first,
+    however the plugin was loaded, or a 4-GPU host of 64 cores starts 64 workers."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0,1,2"}
+    env.pop("PYTEST_XDIST_AUTO_NUM_WORKERS", None)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *plugin,
+            "-m",
+            "h100",
+            "-n",
+            "auto",
+            "-k",
+            "no_case_has_this_name",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert "created: 3/3 workers" in done.stdout, done.stdout[-2000:]
 
 
 def test_n_auto_skips_virtualenvs_and_hidden_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -92,10 +92,11 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         state.plan = SessionPlan(state.settings, lines, emptied=emptied)
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` for a run that selects trainperf cases on a GPU machine: one worker per visible GPU
-    (xdist's default, one per core, for any other run)."""
+    (xdist's default, one per core, for any other run). First: the hook takes the first answer, and
+    xdist's own (one per core) is registered after a plugin given with ``-p``."""
     return xdist.workers_for_auto(config)
 
 
