@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 import subprocess
 import sys
-import multiprocessing
 import time
 from pathlib import Path
 from types import SimpleNamespace
