@@ -58,7 +58,8 @@ def test_the_markers_cut_the_device_timeline_into_steps_and_overlapping_streams_
     steps = times.by_step()
     assert sorted(steps) == [1, 2, 3]
     assert round(steps[1].busy_ms, 3) == 50.0
-    assert round(steps[2].busy_ms, 3) == 54.0  # 101..150 (GEMM and all-reduce merged) + 5 ms copy
+    # 101..141 (GEMM) + 5 ms copy: the all-reduce (120..150) waits for a peer and is not kernel time.
+    assert round(steps[2].busy_ms, 3) == 45.0
     assert round(steps[2].groups_ms["GEMM"], 3) == 40.0
     assert round(steps[2].groups_ms["communication"], 3) == 30.0
     assert round(steps[2].groups_ms["memcpy/memset"], 3) == 5.0
