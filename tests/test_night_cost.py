@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainperf.fleet.night_cost import PROJECTED_KEY, night_cost, recorded_night
+from trainperf.fleet.night_cost import PROJECTED_KEY, night_cost, night_wall, recorded_night
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult
 
@@ -45,6 +45,20 @@ def test_a_record_without_a_projection_or_a_night_without_results_gives_no_line(
     sessions = [{"settings": {}}, {"settings": {"fleet": {"night": {"date": "2026-11-28"}}}}]
     assert recorded_night(sessions) == {"date": "2026-11-28"}
     assert recorded_night([{"settings": {"fleet": {"shard": "1/2"}}}]) is None
+
+
+def test_a_night_on_a_hosts_workers_says_its_wall_time_from_the_first_start_to_the_last_end() -> None:
+    fleet = {"night": {"date": "2026-11-28"}, "workers": {"count": 4, "projected_wall_s": 360.0}}
+    sessions = [
+        {"started": "2026-11-28T02:05:16+00:00", "settings": {"fleet": fleet}},
+        {"started": "2026-11-28T02:05:17+00:00", "settings": {"fleet": fleet}},
+    ]
+    early, late = _result("a", [60.0]), _result("b", [300.0, 30.0])
+    early.created, late.created = "2026-11-28T02:05:16+00:00", "2026-11-28T02:06:16+00:00"
+    wall = night_wall(sessions, [early, late])
+    assert wall is not None and wall.measured_s == 390.0  # 60 s in, then its two runs
+    assert wall.line() == "trainperf: on 4 workers the night took 6.5 min wall against 6.0 projected (+8%)"
+    assert night_wall([{"started": "2026-11-28T02:05:16+00:00"}], [early]) is None  # not dealt to workers
 
 
 def test_a_night_session_under_xdist_says_what_it_took_against_its_projection(tmp_path: Path) -> None:
@@ -84,6 +98,12 @@ def test_a_night_session_under_xdist_says_what_it_took_against_its_projection(tm
     # The controller says the session's progress: at the start, and as each worker's case ends.
     assert "[trainperf] session: 2 case(s) to run on 2 workers" in done.stdout
     assert "[trainperf] case 2/2 done: sft_hf-qwen3_tiny-" in done.stdout
+    # Its two cases were dealt to the two workers, the longest first, and it says its wall time against that.
+    assert "trainperf: 2 case(s) dealt to 2 workers, the longest first: projected " in done.stdout
+    wall = next(
+        line for line in done.stdout.splitlines() if line.startswith("trainperf: on 2 workers the night")
+    )
+    assert " min wall against " in wall and wall in (run_dir / "summary.md").read_text()
     records = [json.loads(path.read_text()) for path in run_dir.glob("run.gw*.json")]
     night = recorded_night([s for record in records for s in record["sessions"]])
     assert night is not None and set(night[PROJECTED_KEY]) == set(night["tonight"])

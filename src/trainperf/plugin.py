@@ -129,6 +129,7 @@ def pytest_collection_modifyitems(
             lambda out: config.hook.pytest_deselected(items=out),
             config.option.markexpr,
             (state.rootdir, bool(config.option.collectonly)),
+            xdist.worker_count(),
         )
         state.settings = state.plan.settings
         skip_unplaceable(state, items)

@@ -75,6 +75,14 @@ def received_plan_lines(node: Any) -> tuple[list[str], bool]:
     return list(output.get(PLAN_LINES_KEY) or []), bool(output.get(PLAN_EMPTIED_KEY))
 
 
+def worker_count() -> int:
+    """How many xdist workers share this session's cases (1 in a serial run); read on a worker."""
+    try:
+        return max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
+    except ValueError:
+        return 1
+
+
 def auto_workers() -> int | None:
     """Workers for ``-n auto``: the number of visible GPUs; None (xdist decides) without one."""
     return len(visible_devices(Nvml.count)) or None

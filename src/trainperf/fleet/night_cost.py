@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from trainperf.fleet.cost import case_cost
@@ -84,8 +85,51 @@ def night_cost(night: Mapping[str, Any], results: Sequence[CaseResult]) -> Night
     )
 
 
+@dataclass(frozen=True, slots=True)
+class NightWall:
+    """A night's wall time on one host's workers against what their order projected."""
+
+    workers: int
+    measured_s: float
+    """From the first session's start to the last case's end (a resumed night: both sessions)."""
+    projected_s: float
+
+    def line(self) -> str:
+        over = (self.measured_s / self.projected_s - 1) * 100 if self.projected_s else 0.0
+        return (
+            f"trainperf: on {self.workers} workers the night took {self.measured_s / 60:.1f} min wall "
+            f"against {self.projected_s / 60:.1f} projected ({over:+.0f}%)"
+        )
+
+
+def night_wall(sessions: Sequence[Mapping[str, Any]], results: Sequence[CaseResult]) -> NightWall | None:
+    """The night's wall time where its sessions dealt the cases to xdist workers; None elsewhere."""
+    records = [((s.get("settings") or {}).get("fleet") or {}).get("workers") for s in sessions]
+    workers = next((r for r in records if isinstance(r, dict) and r.get("projected_wall_s")), None)
+    starts = [_moment(s.get("started")) for s in sessions]
+    ends = [
+        moment + timedelta(seconds=sum(float(run.get("wall_s") or 0) for run in r.runs))
+        for r in results
+        if (moment := _moment(r.created)) is not None
+    ]
+    first = min((m for m in starts if m is not None), default=None)
+    if workers is None or first is None or not ends:
+        return None
+    measured = (max(ends) - first).total_seconds()
+    return NightWall(int(workers.get("count") or 0), measured, float(workers["projected_wall_s"]))
+
+
+def _moment(text: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None
+
+
 def night_lines(sessions: Sequence[Mapping[str, Any]], results: Sequence[CaseResult]) -> list[str]:
-    """The night's line for a run (or a merge) whose sessions planned one; none otherwise."""
+    """The night's lines for a run (or a merge) whose sessions planned one: its GPU-minutes and, on
+    a host's xdist workers, its wall time; none otherwise."""
     night = recorded_night(sessions)
     cost = night_cost(night, results) if night else None
-    return [cost.line()] if cost else []
+    wall = night_wall(sessions, results) if cost else None
+    return [line.line() for line in (cost, wall) if line is not None]

@@ -26,6 +26,7 @@ from trainperf.fleet.shard import (
     shard_line,
     split,
 )
+from trainperf.fleet.worker_order import projected_wall_s, worker_order
 from trainperf.ground.settings import Settings, Shard, parse_shard
 from trainperf.store.baselines import BaselineStore
 
@@ -61,9 +62,11 @@ def plan_session(
     deselect: Callable[[list[Any]], None],
     markexpr: str = "",
     night: tuple[Path, bool] | None = None,
+    workers: int = 1,
 ) -> SessionPlan:
     """Keep the night's items (``--perf-night``; ``night``: the catalogue's root and whether the session
-    only lists), then this shard's (in ``items``, in place), and order them for the budget."""
+    only lists), then this shard's (in ``items``, in place), and order them for the budget, or, where
+    ``workers`` xdist workers share them, for the workers (longest first)."""
     if settings.shard is None and settings.budget is None and settings.night is None:
         return SessionPlan(settings)
     keyed = {id(item): item_key(case, item.callspec.params) for item in items if (case := case_of(item))}
@@ -92,6 +95,8 @@ def plan_session(
     if settings.budget is not None:
         plan.budget = _order_for_budget(items, keyed, settings.budget, weigh(True), rows, plan.lines)
         record["budget_min"] = settings.budget
+    elif workers > 1 and any(id(item) in keyed for item in items):
+        record["workers"] = _order_for_workers(items, keyed, weigh(shared), workers, plan.lines)
     plan.settings = dataclasses.replace(settings, fleet=record)
     return plan
 
@@ -118,6 +123,26 @@ def _keep_shard(
             key: [assigned[key], round(value.seconds, 1), value.source] for key, value in expected.items()
         },
     }
+
+
+def _order_for_workers(
+    items: list[Any], keyed: dict[int, str], expected: dict[str, Expected], workers: int, lines: list[str]
+) -> dict[str, Any]:
+    """Sort the items (in place) so that xdist deals the longest cases first and the workers end
+    together (``fleet.worker_order``); what run.json records of it."""
+    mine = sorted({keyed[id(item)] for item in items if id(item) in keyed})
+    seconds = {key: expected[key].seconds for key in mine}
+    order = worker_order(seconds, workers)
+    rank = {key: position for position, key in enumerate(order)}
+    # Items that are not trainperf cases keep their place at the front: they cost nothing.
+    items.sort(key=lambda item: rank.get(keyed.get(id(item), ""), -1))
+    wall = projected_wall_s(order, seconds, workers)
+    lines.append(
+        f"trainperf: {len(order)} case(s) dealt to {workers} workers, the longest first: projected "
+        f"{wall / 60:.1f} min wall for {sum(seconds.values()) / 60:.1f} GPU-min (longest case "
+        f"{max(seconds.values()) / 60:.1f} min)"
+    )
+    return {"count": workers, "projected_wall_s": round(wall, 1)}
 
 
 def _order_for_budget(
