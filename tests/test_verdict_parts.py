@@ -140,7 +140,7 @@ def test_a_reference_without_kernel_time_gates_wall_time_only_where_the_host_can
     # Its own runner: wall time gates as before, and a host-side slowdown is confirmed.
     own = judged(result(1.10), old)
     assert own.verdict is Verdict.REGRESSED and own.confirm and own.parts == ""
-    # Another runner, a host-bound step (kernels 18% of it): the +10% is the host's, shown with how to gate it.
+    # Another runner, a host-bound step (kernels 18% of it): the +10% is the host's, shown with how to gate.
     other = judged(result(1.10, runner="host-b/GPU-7"), old)
     assert other.verdict is Verdict.PASS and not by_name(other, STEP_TIME).gated
     assert "no kernel time and kernels are 18% of this step" in other.reason
