@@ -2,14 +2,18 @@
 
 An entry is written into a temporary folder and renamed into place after its completion marker,
 so a run killed half-way leaves only a temporary folder, which the next run removes; a final
-folder without its marker (copied, or tampered with) is rebuilt, never loaded. Two writers of
-the same entry (xdist workers) both finish; the first rename wins and the other's copy is
-dropped. Before writing, the room the entry needs is checked against the disk's free space, so
-that a disk too small is one line at once, not a failure minutes later half-way through.
+folder without its marker (copied, or tampered with) is rebuilt, never loaded. Two runs that want
+the same entry at once (xdist workers on one host) take turns on its lock file: the second waits
+and finds it written, rather than writing a second copy beside it (on a fresh 4-GPU runner, two
+unsloth cases of one model each spent about 37 s writing the same 8B checkpoint, and two copies of
+a 32B one need twice its disk). A killed writer's lock ends with it. Before writing, the room the
+entry needs is checked against the disk's free space, so that a disk too small is one line at once,
+not a failure minutes later half-way through.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -23,6 +27,7 @@ from typing import Any
 from trainperf.errors import TrainperfError
 
 COMPLETE_MARKER = "trainperf-complete.json"
+LOCKS_FOLDER = ".locks"
 DISK_MARGIN = 1.05
 """Room asked beyond the estimate: small files (index, config, tokenizer) and the estimate's error."""
 
@@ -82,8 +87,23 @@ def ensure_entry(
     content, and checks the room with ``require_room`` before it writes) if it is missing or
     half-written."""
     root.mkdir(parents=True, exist_ok=True)
-    final = root / key
     started = time.perf_counter()
+    # The lock files stay (unlinking one another writer waits on would hand out a second lock).
+    locks = root / LOCKS_FOLDER
+    locks.mkdir(exist_ok=True)
+    with open(locks / f"{key}.lock", "a+b") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"[trainperf] waiting for another run writing cache entry {root / key}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_locked(root, key, build, say, started)
+
+
+def _ensure_locked(
+    root: Path, key: str, build: Callable[[Path], dict[str, Any]], say: Callable[[str], None], started: float
+) -> CacheEntry:
+    final = root / key
     _remove_stale_temporaries(root, key, say)
     if is_complete(final):
         marker = json.loads((final / COMPLETE_MARKER).read_text())
