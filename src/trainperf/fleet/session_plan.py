@@ -137,10 +137,12 @@ def _order_for_workers(
     # Items that are not trainperf cases keep their place at the front: they cost nothing.
     items.sort(key=lambda item: rank.get(keyed.get(id(item), ""), -1))
     wall = projected_wall_s(order, seconds, workers)
+    guessed = [key for key in order if expected[key].source == "default"]
     lines.append(
         f"trainperf: {len(order)} case(s) dealt to {workers} workers, the longest first: projected "
         f"{wall / 60:.1f} min wall for {sum(seconds.values()) / 60:.1f} GPU-min (longest case "
         f"{max(seconds.values()) / 60:.1f} min)"
+        + (f"; {len(guessed)} case(s) without a recorded wall time counted at a default" if guessed else "")
     )
     return {"count": workers, "projected_wall_s": round(wall, 1)}
 
