@@ -35,7 +35,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MEASUREMENTS = ROOT / "docs" / "measurements"
-GATE_REPORTS = MEASUREMENTS / "2026-11-24-h100-history-gate" / "second-pass" / "reports"
+GATE_REPORTS = "second-pass/reports"
+"""The second pass's store and run folders, inside the measurement's archive."""
 GATE_ARCHIVE = MEASUREMENTS / "2026-11-24-h100-history-gate" / "raw.tar.xz"
 FAULT_ARCHIVES = {
     "diagnosis": MEASUREMENTS / "2026-11-24-h100-diagnosis" / "raw.tar.xz",
@@ -100,12 +101,11 @@ def history_gate(work: Path) -> Path:
     the measurement's archive (for each red run's reason on the first page)."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    copy = work / "history-gate.sqlite"
-    shutil.copyfile(GATE_REPORTS / "history-gate.sqlite", copy)
     with tarfile.open(GATE_ARCHIVE) as tar:
-        wanted = [m for m in tar.getmembers() if m.name.startswith("second-pass/reports/2")]
+        wanted = [m for m in tar.getmembers() if m.name.startswith(GATE_REPORTS)]
         tar.extractall(work / "raw", members=wanted, filter="data")
-    return build(f"sqlite:///{copy}", work / "site", runs_root=work / "raw" / "second-pass" / "reports")
+    reports = work / "raw" / GATE_REPORTS
+    return build(f"sqlite:///{reports / 'history-gate.sqlite'}", work / "site", runs_root=reports)
 
 
 def fault_runs(work: Path) -> Path:

@@ -120,18 +120,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--json", type=Path, help="write every row and summary here too")
-    parser.add_argument("--baselines", type=Path, help="a class's baselines folder: each run's kernel time against it")
+    parser.add_argument(
+        "--baselines", type=Path, help="a class's baselines folder: each run's kernel time against it"
+    )
     parser.add_argument("--tolerance", type=float, default=0.008, help="kernel time's tolerance (fraction)")
     args = parser.parse_args()
-    rows = [row for run in args.runs for path in sorted(run.glob("*/results/*.json")) for row in rows_of(path)]
+    rows = [
+        row for run in args.runs for path in sorted(run.glob("*/results/*.json")) for row in rows_of(path)
+    ]
     rows += [row for run in args.runs for path in sorted(run.glob("results/*.json")) for row in rows_of(path)]
-    print(f"{'case':<44} {'folder':<24} {'gpu':<8} {'plant':<10} {'clk':<3} {'kernel ms':>10} {'host ms':>9} "
-          f"{'step s':>7} {'wall s':>7} {'host idx':>8} {'SM MHz':>6}  verdict / parts")
+    print(
+        f"{'case':<44} {'folder':<24} {'gpu':<8} {'plant':<10} {'clk':<3} {'kernel ms':>10} {'host ms':>9} "
+        f"{'step s':>7} {'wall s':>7} {'host idx':>8} {'SM MHz':>6}  verdict / parts"
+    )
     for row in rows:
-        print(f"{row.case[:44]:<44} {row.folder[:24]:<24} {row.gpu:<8} {row.planted[:10]:<10} "
-              f"{'on' if row.clock else 'off':<3} {_f(row.kernel_ms, 3):>10} {_f(row.host_ms, 1):>9} "
-              f"{_f(row.step_s, 4):>7} {_f(row.wall_s, 1):>7} {_f(row.host_index, 3):>8} "
-              f"{_f(row.sm_mhz, 0):>6}  {row.verdict} {row.parts}")
+        print(
+            f"{row.case[:44]:<44} {row.folder[:24]:<24} {row.gpu:<8} {row.planted[:10]:<10} "
+            f"{'on' if row.clock else 'off':<3} {_f(row.kernel_ms, 3):>10} {_f(row.host_ms, 1):>9} "
+            f"{_f(row.step_s, 4):>7} {_f(row.wall_s, 1):>7} {_f(row.host_index, 3):>8} "
+            f"{_f(row.sm_mhz, 0):>6}  {row.verdict} {row.parts}"
+        )
     summaries = summarise(rows)
     print()
     for line in summaries:
@@ -152,13 +160,17 @@ def summarise(rows: list[Row]) -> list[dict[str, Any]]:
         by_case[f"{row.case} [{window}; {row.stack}]"].append(row)
     out = []
     for case, group in sorted(by_case.items()):
-        clean = [r for r in group if r.clock and not r.planted and not r.contaminated and r.kernel_ms is not None]
+        clean = [
+            r for r in group if r.clock and not r.planted and not r.contaminated and r.kernel_ms is not None
+        ]
         kernels = [r.kernel_ms for r in clean if r.kernel_ms is not None]
         line = f"{case}: {len(kernels)} run(s) on {len({r.gpu for r in clean})} GPU(s)"
         found = spread(kernels)
         if found:
-            line += (f"; kernel ms median {statistics.median(kernels):.3f}, spread {found[0]:.3%}, "
-                     f"robust CV {found[1]:.3%}")
+            line += (
+                f"; kernel ms median {statistics.median(kernels):.3f}, spread {found[0]:.3%}, "
+                f"robust CV {found[1]:.3%}"
+            )
         off = [r for r in group if not r.clock and not r.planted]
         on = [r for r in group if r.clock and not r.planted]
         cost: dict[str, float] = {}
@@ -169,8 +181,16 @@ def summarise(rows: list[Row]) -> list[dict[str, Any]]:
                 cost[name] = statistics.median(a) / statistics.median(b) - 1
         if cost:
             line += "; clock on vs off: " + ", ".join(f"{k} {v:+.2%}" for k, v in cost.items())
-        out.append({"case": case, "kernel_ms": kernels, "gpus": sorted({r.gpu for r in clean}),
-                    "spread": found, "cost": cost, "line": line})
+        out.append(
+            {
+                "case": case,
+                "kernel_ms": kernels,
+                "gpus": sorted({r.gpu for r in clean}),
+                "spread": found,
+                "cost": cost,
+                "line": line,
+            }
+        )
     return out
 
 
@@ -189,14 +209,18 @@ def against_baselines(rows: list[Row], folder: Path, tolerance: float) -> list[s
             continue
         ratio = statistics.median(ratios)
         out = abs(ratio - 1) > tolerance
-        same_stack = row.stack == " ".join(f"{k} {(base.get('fingerprint') or {}).get(k)}" for k in ("torch", "trl"))
+        same_stack = row.stack == " ".join(
+            f"{k} {(base.get('fingerprint') or {}).get(k)}" for k in ("torch", "trl")
+        )
         tag = "contaminated, not judged" if row.contaminated else ("BEYOND" if out else "within")
         tag += "" if same_stack else f" (another stack: {row.stack})"
         if not row.planted and not row.contaminated and same_stack:
             judged += 1
             beyond += out
-        lines.append(f"{row.case:<44} {row.folder[:18]:<18} {row.gpu:<8} {row.planted or '-':<10} "
-                     f"kernel {ratio - 1:+.2%} [{min(ratios) - 1:+.2%}, {max(ratios) - 1:+.2%}] {tag}")
+        lines.append(
+            f"{row.case:<44} {row.folder[:18]:<18} {row.gpu:<8} {row.planted or '-':<10} "
+            f"kernel {ratio - 1:+.2%} [{min(ratios) - 1:+.2%}, {max(ratios) - 1:+.2%}] {tag}"
+        )
     lines.append(
         f"unplanted, uncontaminated runs of the baselines' stack against them: {judged}, "
         f"beyond ±{tolerance:.1%}: {beyond}"
