@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 from trainperf.ground.folder import RunFolder
+from trainperf.report.headline import headline
 from trainperf.report.table import failure_detail, render_text
-from trainperf.report.terminal import terminal_width
+from trainperf.report.terminal import run_folder_lines, terminal_width
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -23,12 +24,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))
         return 0
+    # The lines the session wrote under its table (the night's cost, the case a stop cut) come back too:
+    # a rebuilt page of a cut night must not read as a whole one.
+    lines, unjudged = run_folder_lines(run_dir, results)
+    print(headline(results, unjudged))
     print(render_text(results, terminal_width()))
-    for line in details:
+    for line in [*details, *lines]:
         print(line)
     from trainperf.report.build import write_reports
 
-    written = write_reports(run_dir, results, f"trainperf: {run_dir.name}", details)
+    written = write_reports(run_dir, results, f"trainperf: {run_dir.name}", [*details, *lines], unjudged)
     print(f"wrote {', '.join(str(path) for path in written)}")
     return 0
 

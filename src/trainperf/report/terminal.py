@@ -118,10 +118,8 @@ def _write_folder_summary(
     """The table with its headline, the lines under it (the night's cost and, last, the case a stop
     cut: summary.md's too) and where the reports are."""
     terminal.section(f"trainperf: {gpu_class} ({len(results)} cases)")
-    lines = lines + night_lines(_sessions(run_dir), results)
-    cut = interruption.pending(run_dir)  # the headline counts the case a stop cut
-    unjudged = [Unjudged(cut.case_id, INTERRUPTED, cut.label)] if cut is not None else []
-    lines += [interruption.describe(run_dir, cut)] if cut is not None else []
+    folder_lines, unjudged = run_folder_lines(run_dir, results)
+    lines = lines + folder_lines
     terminal.write_line(write_summary(run_dir, gpu_class, results, lines, terminal_width(), unjudged))
     for line in lines:
         terminal.write_line(line)
@@ -131,6 +129,17 @@ def _write_folder_summary(
     kept = ", ".join([*written, f"{RESULTS_DIR}/*.json"])
     unwritten = f"; not written: {', '.join(missing)}" if missing else ""
     terminal.write_line(f"trainperf: results in {run_dir} ({kept}){unwritten}")
+
+
+def run_folder_lines(run_dir: Path, results: Sequence[CaseResult]) -> tuple[list[str], list[Unjudged]]:
+    """What a run folder says beside its results, for its summary whoever writes it (the session, or
+    ``trainperf report`` rebuilding it): the night's cost and wall time, and, last, the case a stop cut,
+    which the headline counts."""
+    lines = night_lines(_sessions(run_dir), results)
+    cut = interruption.pending(run_dir)
+    if cut is None:
+        return lines, []
+    return [*lines, interruption.describe(run_dir, cut)], [Unjudged(cut.case_id, INTERRUPTED, cut.label)]
 
 
 def _sessions(run_dir: Path) -> list[dict[str, Any]]:
