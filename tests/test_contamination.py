@@ -24,7 +24,7 @@ from trainperf.measure.nvml import Sample
 from trainperf.measure.ownership import OWNER_ENV, owner_tag, tag_of
 from trainperf.result import MetricValue
 from trainperf.store.db import open_store
-from trainperf.store.history import record_case
+from trainperf.store.history_writes import record_case
 from trainperf.store.records import RunInfo, accepted, run_key
 from trainperf.store.series_reads import history_points
 

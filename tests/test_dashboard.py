@@ -20,7 +20,7 @@ from trainperf.report.dashboard import build_site
 from trainperf.report.trend_svg import time_ticks
 from trainperf.result import CaseResult
 from trainperf.store.db import Store, open_store
-from trainperf.store.history import record_case
+from trainperf.store.history_writes import record_case
 from trainperf.store.records import RunInfo
 
 CASES = ("sft_hf-qwen3_8b-lora-maxlen-b4", "sft_hf-qwen3_8b-lora-short-b4")

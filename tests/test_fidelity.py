@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import TrainperfError
-from trainperf.measure import fidelity
+from trainperf.measure import fidelity_stats as fidelity
 from trainperf.measure.measurement import measure_run
 from trainperf.studies.fidelity import STATE_FILE, Plan, analyse, render
 from trainperf.studies.fidelity_render import _unsteady_phrase

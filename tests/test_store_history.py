@@ -11,8 +11,8 @@ from store_data import GPU, make_result, nightly
 from trainperf.judge.compare import compare_case
 from trainperf.judge.metrics import METRICS
 from trainperf.store.db import Store, open_store
-from trainperf.store.history import record_case
 from trainperf.store.history_baseline import choose_baseline, history_baseline
+from trainperf.store.history_writes import record_case
 from trainperf.store.reads import stored_cases
 from trainperf.store.records import RunInfo, run_key, runner_label
 

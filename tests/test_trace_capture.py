@@ -9,7 +9,7 @@ import required
 
 from trainperf.ground.folder import RunFolder
 from trainperf.traces.collect import collect
-from trainperf.traces.plan import TracePlan, plan_trace
+from trainperf.traces.profile_window import TracePlan, plan_trace
 
 torch = required.module("torch", "make setup (torch from ci/envs/cpu.txt or ci/envs/hf.txt)")
 

@@ -15,8 +15,8 @@ from trainperf.traces.categories import categorise
 from trainperf.traces.collect import attach_diff
 from trainperf.traces.diff import describe, trace_diff
 from trainperf.traces.kineto import load_trace
-from trainperf.traces.plan import plan_trace
 from trainperf.traces.profile import profile_summary
+from trainperf.traces.profile_window import plan_trace
 
 DATA = Path(__file__).parent / "data" / "traces"
 

@@ -1,4 +1,4 @@
-"""Unit tests of trainperf.plan.flops / plan.limits / run.limits: model FLOPs, MFU and headroom,
+"""Unit tests of trainperf.plan.flops / plan.headroom / run.headroom_fill: model FLOPs, MFU and headroom,
 each against figures worked out by hand from the shipped model configs (arithmetic in the test)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from trainperf.case import Case
 from trainperf.measure.hardware import load_classes
 from trainperf.plan.flops import attention_length, kwh_per_million_tokens, model_shape, token_flops
-from trainperf.plan.limits import LimitInputs, case_limits, cliff_headroom, mfu_cell
+from trainperf.plan.headroom import LimitInputs, case_limits, cliff_headroom, mfu_cell
 from trainperf.result import CaseResult, MetricValue
-from trainperf.run.limits import attach_limits, limit_inputs
+from trainperf.run.headroom_fill import attach_limits, limit_inputs
 from trainperf.store.baselines import BaselineStore
 from trainperf.synth.model_configs import load_model_fixture
 

@@ -28,6 +28,7 @@ from trainperf.judge.metrics import METRICS
 from trainperf.measure.measurement import measure_run, pool_runs
 from trainperf.plan.cliff import Probe, ProbeFailed, find_cliff
 from trainperf.result import CaseResult
+from trainperf.synth.cache import LOCKS_FOLDER
 from trainperf.workloads.verl.overrides import Inputs, overrides
 
 DATA = Path(__file__).parent / "data" / "verl"
@@ -299,7 +300,8 @@ def test_a_disk_too_small_for_the_model_skips_the_case_in_one_line(
         match=r"synthetic qwen3_tiny checkpoint .* needs about .* TRAINPERF_CACHE_DIR .* local model_path",
     ):
         prepare_inputs(rl().replace(model="qwen3_tiny"), tmp_path / "work", rows=2, prompt_len=32, seed=0)
-    assert not any((tmp_path / "cache" / "models").iterdir())  # nothing half-written left behind
+    left = [p for p in (tmp_path / "cache" / "models").iterdir() if p.name != LOCKS_FOLDER]
+    assert not left  # nothing half-written left behind
 
 
 def test_a_qwen2_model_folder_gives_verl_a_tokenizer_that_keeps_the_synthetic_words(
@@ -748,7 +750,7 @@ def test_the_e3_scale_model_phi3_gets_loadable_inputs_at_its_prompt_length(
 def test_a_profiled_verl_run_turns_on_verls_own_profiler_and_keeps_the_actors_update_trace(
     fake_verl: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trainperf.traces.plan import plan_trace
+    from trainperf.traces.profile_window import plan_trace
     from trainperf.workloads import rl_verl
     from trainperf.workloads.protocol import ChildSpec
     from trainperf.workloads.recorder import StepRecorder
@@ -782,7 +784,7 @@ def test_a_profiled_verl_run_turns_on_verls_own_profiler_and_keeps_the_actors_up
 
 
 def test_verls_profiler_switches_are_keys_of_the_releases_that_get_them(tmp_path: Path) -> None:
-    from trainperf.traces.plan import plan_trace
+    from trainperf.traces.profile_window import plan_trace
     from trainperf.workloads.verl.profile import place_trace, profiler_overrides, supports_profiling
 
     plan = plan_trace(tmp_path, "r1", 5)

@@ -89,7 +89,7 @@ class CaseResult:
     kernels: KernelSummary | None = None
     """Where the GPU's kernel time goes per step (``measure.step_parts``); None without kernel time."""
     limits: dict[str, Any] | None = None
-    """How far from the GPU's limits (``trainperf.plan.limits``): model FLOPs per token and step with
+    """How far from the GPU's limits (``trainperf.plan.headroom``): model FLOPs per token and step with
     their formula, achieved TFLOP/s, MFU against the class's peak (or why n/a), energy per million
     tokens, headroom to a stored OOM cliff."""
     emulated: str | None = None

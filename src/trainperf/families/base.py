@@ -87,7 +87,7 @@ class Family:
 
     trace_window: tuple[int, int] | None = None
     """(warm-up, active) steps of the family's own profiler; None: the suite's schedule
-    (``traces.plan.plan_trace``)."""
+    (``traces.profile_window.plan_trace``)."""
     kernel_time: bool = True
     """Whether the training runs in the child's own process, where its kernels can be recorded
     (``workloads.kernel_clock``); False where it runs elsewhere (verl's Ray workers)."""

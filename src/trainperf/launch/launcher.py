@@ -32,7 +32,7 @@ from trainperf.measure.nvml import Sample, Sampler, write_samples
 from trainperf.measure.placement import OWN_RAY, Placement, reserve
 from trainperf.paths import portable
 from trainperf.traces.kernel_steps import kernel_window
-from trainperf.traces.plan import TracePlan, plan_trace
+from trainperf.traces.profile_window import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
     SAMPLES_FILE,
     SPEC_FILE,

@@ -42,7 +42,7 @@ from trainperf.measure.nvml import Sample
 from trainperf.measure.step_parts import step_parts
 from trainperf.result import MetricValue
 from trainperf.traces.collect import collect
-from trainperf.traces.plan import TracePlan
+from trainperf.traces.profile_window import TracePlan
 
 GIB = 2**30
 

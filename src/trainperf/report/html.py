@@ -17,7 +17,7 @@ from trainperf.case import Case
 from trainperf.ground.folder import RunFolder
 from trainperf.judge.metrics import KERNEL_TIME, METRICS, STEP_TIME, TOKENS_PER_S, Direction, resolve_metric
 from trainperf.judge.step_series import step_medians
-from trainperf.report.limits import limit_lines
+from trainperf.report.headroom_lines import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
 from trainperf.report.svg import Bar, Line, Mark, grouped_ratio_chart, line_chart, stacked_bars
 from trainperf.report.table import columns, diagnosis_lines, rows

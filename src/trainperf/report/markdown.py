@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trainperf.report.limits import limits_markdown
+from trainperf.report.headroom_lines import limits_markdown
 from trainperf.report.table import diagnosis_lines, render_markdown
 from trainperf.result import CaseResult
 from trainperf.traces.diff import describe

@@ -15,7 +15,7 @@ from trainperf.judge.metrics import (
     STEP_TIME,
     TOKENS_PER_S,
 )
-from trainperf.plan.limits import mfu_cell
+from trainperf.plan.headroom import mfu_cell
 from trainperf.result import CaseResult
 from trainperf.stored_verdict import StoredVerdict
 from trainperf.traces.diff import describe as describe_trace_diff

@@ -33,7 +33,7 @@ from trainperf.run.case_notes import gpu_notes, reference_notes, setup_notes, tu
 from trainperf.run.context import RunContext
 from trainperf.run.diagnosis import attach_diagnosis
 from trainperf.run.finished_runs import FinishedRuns
-from trainperf.run.limits import attach_limits
+from trainperf.run.headroom_fill import attach_limits
 from trainperf.run.runner_port import CaseReport
 from trainperf.run.step_plan import StepCount, memory_limit, step_count
 from trainperf.store.baselines import describe_file_baseline

@@ -20,7 +20,7 @@ from trainperf.measure.nvml import Nvml
 from trainperf.measure.ownership import sweep_orphans
 from trainperf.measure.placement import Placement
 from trainperf.paths import PUBLISHED_DIR, SQLITE_URL, portable, portable_argv
-from trainperf.recording.history import SessionHistory, open_history
+from trainperf.recording.session_history import SessionHistory, open_history
 from trainperf.store.baselines import BaselineStore
 from trainperf.store.records import runner_label
 from trainperf.store.references import Reference, load_references

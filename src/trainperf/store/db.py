@@ -3,7 +3,7 @@
 Two back ends: a SQLite file (the default, one runner) and PostgreSQL (a fleet of runners writing
 to one place, through psycopg 3). This module opens one (``open_store``), creates its schema
 (``store/schema.py``) on first use and migrates an older one; ``Store`` is the connection
-(``store/sql.py``) with the writes (``store/history.py``) and the reads (``store/reads.py``,
+(``store/sql.py``) with the writes (``store/history_writes.py``) and the reads (``store/reads.py``,
 ``store/series_reads.py``) the interface names (``store/interface.py``).
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from trainperf.store.history import SqlWrites
+from trainperf.store.history_writes import SqlWrites
 from trainperf.store.reads import SqlCaseReads
 from trainperf.store.schema import SCHEMA_VERSION, cases, metadata, schema_info
 from trainperf.store.series_reads import SqlSeriesReads

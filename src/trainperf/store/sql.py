@@ -1,6 +1,6 @@
 """The SQL store's connection: its engine and URL, its transactions, and database errors as one line.
 
-``store/db.py`` assembles the store from this base and its writes (``store/history.py``) and
+``store/db.py`` assembles the store from this base and its writes (``store/history_writes.py``) and
 reads (``store/reads.py``, ``store/series_reads.py``), each of which runs in ``writing()`` or
 ``reading()``.
 """

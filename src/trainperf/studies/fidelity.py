@@ -20,7 +20,7 @@ from trainperf.families import family_of
 from trainperf.ground.folder import RunFolder
 from trainperf.jsonio import write_json_atomic
 from trainperf.judge.metrics import STEP_TIME, tolerances_from_pyproject, with_tolerances
-from trainperf.measure import fidelity
+from trainperf.measure import fidelity_stats as fidelity
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
 from trainperf.studies.fidelity_render import render

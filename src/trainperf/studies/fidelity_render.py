@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainperf.judge import stats
-from trainperf.measure import fidelity
+from trainperf.measure import fidelity_stats as fidelity
 from trainperf.workloads.protocol import BARE_WINDOW_START
 
 

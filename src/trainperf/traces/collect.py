@@ -11,8 +11,8 @@ from trainperf.stored_verdict import StoredVerdict
 from trainperf.traces.analysis import analyse
 from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
-from trainperf.traces.plan import TracePlan
 from trainperf.traces.profile import profile_summary
+from trainperf.traces.profile_window import TracePlan
 
 
 def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[str, Any]:

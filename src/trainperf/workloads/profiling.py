@@ -2,7 +2,7 @@
 
 Driven by the ``StepRecorder`` (every family already calls it at each step edge), so any
 family is traced without its own code. The plan (which steps, where, how large) is
-``trainperf.traces.plan.TracePlan``.
+``trainperf.traces.profile_window.TracePlan``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from trainperf.traces.plan import TracePlan
+from trainperf.traces.profile_window import TracePlan
 
 SNAPSHOT_FILE = "memory_snapshot.pickle"
 SNAPSHOT_HTML = "memory_snapshot.html"

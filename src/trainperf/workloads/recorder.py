@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from trainperf.traces.plan import TracePlan
+from trainperf.traces.profile_window import TracePlan
 from trainperf.workloads import faults
 from trainperf.workloads.kernel_clock import KernelClock
 from trainperf.workloads.plants import Plant

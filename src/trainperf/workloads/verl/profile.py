@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from trainperf.traces.plan import TracePlan
+from trainperf.traces.profile_window import TracePlan
 
 ACTOR_UPDATE = "actor-update"
 CRITIC_UPDATE = "train-batch"

@@ -1,4 +1,4 @@
-"""Fill a measured result's ``limits`` (``trainperf.plan.limits``) from its case, the class and
+"""Fill a measured result's ``limits`` (``trainperf.plan.headroom``) from its case, the class and
 the class's stored OOM cliffs: the run side, which knows the family's samples per step."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from trainperf.judge import stats
 from trainperf.measure.hardware import GpuClass
 from trainperf.plan.cliff import AXES
 from trainperf.plan.flops import attention_length, model_shape
-from trainperf.plan.limits import LimitInputs, case_limits, cliff_headroom
+from trainperf.plan.headroom import LimitInputs, case_limits, cliff_headroom
 from trainperf.result import CaseResult, requested_steps
 from trainperf.store.baselines import BaselineStore
 from trainperf.synth.model_configs import load_model_fixture
