@@ -502,6 +502,7 @@ def test_the_child_tails_verls_jsonl_into_steps_as_they_land(
     assert result["memory"]["peak_allocated_b"] == int(max(s["max_allocated_gib"] for s in steps) * 2**30)
     assert result["effective_config"]["rule_set"] == "engine" and result["versions"]["verl"] == "0.9.1"
     assert result["ray_stop"] == "ray stopped"  # what `ray stop` said, recorded
+    assert result["session_sweep"]["left"] == 0  # and what ending verl's session took before it
     overrides_used = (fake_verl / "out" / "verl" / "overrides.txt").read_text()
     assert "trainer.total_training_steps=3" in overrides_used
     # verl loads the cached synthetic model; the run folder holds no copy of its weights

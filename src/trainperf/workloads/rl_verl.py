@@ -1,11 +1,12 @@
 """The verl family's child: hermetic inputs, then ``python -m verl.trainer.main_ppo`` with the
 case's Hydra overrides, its file-logger JSONL tailed into ``steps.jsonl`` as each step lands.
 
-verl runs in its own process group (Ray starts many processes); whatever way it ends, that
-group is killed and ``ray stop --force`` is run, so no worker keeps GPU memory into the next
-case. A SIGTERM from the parent (its timeout, Ctrl-C) does the same before this process exits.
-A failed run is classified from verl's log (``trainperf.workloads.verl.classify``): OOM in a Ray worker
-or at the engine's start-up, a dead worker, anything else.
+verl runs in its own session (Ray starts many processes); whatever way it ends, its process group
+is killed, then every process left in its session (``verl.teardown``: Ray's workers sit in groups of
+their own), then ``ray stop --force`` is run, so no worker keeps GPU memory into the next case. A
+SIGTERM from the parent (its timeout, Ctrl-C) does the same before this process exits. A failed
+run is classified from verl's log (``trainperf.workloads.verl.classify``): OOM in a Ray worker or at
+the engine's start-up, a dead worker, anything else.
 
 Steps are verl's own (``timing_s/step``, phases, ``perf/throughput``): verl times them in its
 driver. ``t_end`` is when the line was read here (polled every 0.5 s), which places the
@@ -48,6 +49,7 @@ from trainperf.workloads.verl.overrides import (
 )
 from trainperf.workloads.verl.profile import place_trace, profiler_overrides, supports_profiling
 from trainperf.workloads.verl.setup import describe_setup, setup_breakdown
+from trainperf.workloads.verl.teardown import Sweep, end_session
 
 POLL_S = 0.5
 METRICS_FILE = "verl_metrics.jsonl"
@@ -243,7 +245,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
     env = verl_environment(out_dir / METRICS_FILE, work, attention, plant=spec.plant)
     timeline["launch"] = time.time()
-    returncode, ray_said = _train(args, out_dir, work, env, recorder, timeline)
+    returncode, ray_said, swept = _train(args, out_dir, work, env, recorder, timeline)
     timeline["end"] = time.time()
     setup = _setup(out_dir, timeline["launch"], recorder.steps)
     if plan is not None:
@@ -261,6 +263,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         "timeline": timeline,
         "memory": _memory_peaks(recorder.steps),
         "ray_stop": ray_said,
+        "session_sweep": swept.to_dict(),
         "setup": setup,
     }
 
@@ -280,9 +283,10 @@ def _train(
     env: dict[str, str],
     recorder: StepRecorder,
     timeline: dict[str, float],
-) -> tuple[int, str]:
-    """Run verl in its own process group, recording its steps as they land; whatever way it ends,
-    kill the group and stop Ray. Returns verl's exit status and what ``ray stop`` said."""
+) -> tuple[int, str, Sweep]:
+    """Run verl in its own session, recording its steps as they land; whatever way it ends, kill its
+    group, end what is left of its session (Ray's workers sit in groups of their own), then stop Ray.
+    Returns verl's exit status, what ``ray stop`` found after the sweep, and the sweep."""
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     tail = _Tail(out_dir / METRICS_FILE)
     with open(out_dir / LOG_FILE, "wb") as log:
@@ -301,10 +305,11 @@ def _train(
                 time.sleep(POLL_S)
         finally:
             _kill_group(process)
+            swept = end_session(process.pid)
             ray_said = stop_ray()
             _record_new(tail, recorder, timeline)
             signal.signal(signal.SIGTERM, previous_handler)
-    return process.returncode, ray_said
+    return process.returncode, ray_said, swept
 
 
 def _failure(out_dir: Path, done_steps: int, steps: int, returncode: int) -> Exception:
