@@ -91,7 +91,7 @@ class NightWall:
 
     workers: int
     measured_s: float
-    """From the first session's start to the last case's end (a resumed night: both sessions)."""
+    """From the earliest pytest session's start to the last case's end (a resumed night: both)."""
     projected_s: float
 
     def line(self) -> str:
