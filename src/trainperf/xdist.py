@@ -19,7 +19,7 @@ from typing import Any
 from trainperf.ground.settings import Settings
 from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
-from trainperf.measure.placement import visible_devices
+from trainperf.measure.placement import visible_devices, xdist_workers
 
 STAMP_KEY = "trainperf_run_stamp"
 PLAN_LINES_KEY = "trainperf_plan_lines"
@@ -77,10 +77,7 @@ def received_plan_lines(node: Any) -> tuple[list[str], bool]:
 
 def worker_count() -> int:
     """How many xdist workers share this session's cases (1 in a serial run); read on a worker."""
-    try:
-        return max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
-    except ValueError:
-        return 1
+    return xdist_workers(os.environ)
 
 
 def auto_workers() -> int | None:

@@ -98,11 +98,19 @@ class CpuShare:
         )
 
 
+def xdist_workers(environ: Mapping[str, str]) -> int:
+    """How many pytest-xdist workers share the session (1 in a serial run), as a worker sees it."""
+    try:
+        return max(1, int(environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
+    except ValueError:
+        return 1
+
+
 def cpu_share(environ: Mapping[str, str], cores: int | None = None) -> CpuShare | None:
     """Each worker's share of the cores, or None for a single worker or a user's own
     OMP_NUM_THREADS. Without a share every child sizes its pools to all cores, and side by side
     they oversubscribe the CPU: tiny cases then run many times slower than alone."""
-    workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    workers = xdist_workers(environ)
     if workers <= 1 or environ.get("OMP_NUM_THREADS"):
         return None
     cores = cores if cores is not None else len(os.sched_getaffinity(0))
