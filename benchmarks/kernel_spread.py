@@ -42,6 +42,10 @@ class Row:
     per_key: tuple[float, ...] = ()
     contaminated: bool = False
     stack: str = ""
+    reader: str = ""
+    """How the child read its kernel records (cupti, profiler)."""
+    read_back_s: float | None = None
+    """What reading them back added to the run (the child's own figure)."""
 
 
 def steady_steps(run: dict[str, Any], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -90,6 +94,8 @@ def rows_of(result_path: Path) -> list[Row]:
                 per_key=tuple(parts.kernel_ms) if parts else (),
                 contaminated=bool(run.get("contamination")),
                 stack=" ".join(f"{k} {(data.get('fingerprint') or {}).get(k)}" for k in ("torch", "trl")),
+                reader=str(kernel.get("clock") or ("profiler" if kernel else "")),
+                read_back_s=kernel.get("read_back_s"),
             )
         )
     return rows
@@ -131,13 +137,14 @@ def main() -> None:
     rows += [row for run in args.runs for path in sorted(run.glob("results/*.json")) for row in rows_of(path)]
     print(
         f"{'case':<44} {'folder':<24} {'gpu':<8} {'plant':<10} {'clk':<3} {'kernel ms':>10} {'host ms':>9} "
-        f"{'step s':>7} {'wall s':>7} {'host idx':>8} {'SM MHz':>6}  verdict / parts"
+        f"{'step s':>7} {'wall s':>7} {'read s':>6} {'host idx':>8} {'SM MHz':>6}  verdict / parts"
     )
     for row in rows:
         print(
             f"{row.case[:44]:<44} {row.folder[:24]:<24} {row.gpu:<8} {row.planted[:10]:<10} "
-            f"{'on' if row.clock else 'off':<3} {_f(row.kernel_ms, 3):>10} {_f(row.host_ms, 1):>9} "
-            f"{_f(row.step_s, 4):>7} {_f(row.wall_s, 1):>7} {_f(row.host_index, 3):>8} "
+            f"{(row.reader or 'on') if row.clock else 'off':<3} {_f(row.kernel_ms, 3):>10} "
+            f"{_f(row.host_ms, 1):>9} {_f(row.step_s, 4):>7} {_f(row.wall_s, 1):>7} "
+            f"{_f(row.read_back_s, 2):>6} {_f(row.host_index, 3):>8} "
             f"{_f(row.sm_mhz, 0):>6}  {row.verdict} {row.parts}"
         )
     summaries = summarise(rows)
@@ -150,6 +157,21 @@ def main() -> None:
             print(line)
     if args.json:
         args.json.write_text(json.dumps({"rows": [asdict(r) for r in rows], "cases": summaries}, indent=1))
+
+
+def read_back_by_reader(rows: list[Row]) -> dict[str, tuple[float, float]]:
+    """Per kernel-record reader, the median seconds its read-back took and its median share of a run's
+    wall time (the clock's cost target is 2%)."""
+    found: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for row in rows:
+        if row.read_back_s is not None and row.wall_s:
+            found[row.reader or "profiler"].append(
+                (float(row.read_back_s), float(row.read_back_s) / row.wall_s)
+            )
+    return {
+        reader: (statistics.median(s for s, _ in pairs), statistics.median(f for _, f in pairs))
+        for reader, pairs in sorted(found.items())
+    }
 
 
 def summarise(rows: list[Row]) -> list[dict[str, Any]]:
@@ -181,6 +203,12 @@ def summarise(rows: list[Row]) -> list[dict[str, Any]]:
                 cost[name] = statistics.median(a) / statistics.median(b) - 1
         if cost:
             line += "; clock on vs off: " + ", ".join(f"{k} {v:+.2%}" for k, v in cost.items())
+        read_back = read_back_by_reader(on)
+        if read_back:
+            line += "; read back: " + ", ".join(
+                f"{reader} {seconds:.2f} s ({share:.2%} of the run)"
+                for reader, (seconds, share) in read_back.items()
+            )
         out.append(
             {
                 "case": case,
@@ -188,6 +216,7 @@ def summarise(rows: list[Row]) -> list[dict[str, Any]]:
                 "gpus": sorted({r.gpu for r in clean}),
                 "spread": found,
                 "cost": cost,
+                "read_back": read_back,
                 "line": line,
             }
         )

@@ -68,3 +68,10 @@ def boolean(text: str) -> bool:
     if lowered in ("0", "false", "no", "off", ""):
         return False
     raise ValueError("must be true or false")
+
+
+def kernel_clock(text: str) -> str:
+    clock = str(text).strip().lower()
+    if clock not in ("auto", "cupti", "profiler"):
+        raise ValueError("must be auto, cupti or profiler")
+    return clock

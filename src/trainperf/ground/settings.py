@@ -17,6 +17,7 @@ from trainperf.ground.option_values import (
     boolean,
     count,
     fraction,
+    kernel_clock,
     night_date,
     plant_spec,
     positive_float,
@@ -171,6 +172,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         count,
     ),
     OptionSpec(
+        "kernel_clock",
+        "how a GPU child reads its kernel records: cupti (CUPTI's Activity API directly, the device's work "
+        "alone: a few microseconds a record), profiler (through the PyTorch profiler: about 30 us a "
+        "record), auto (cupti where the process's CUPTI library answers, else profiler)",
+        "auto",
+        kernel_clock,
+    ),
+    OptionSpec(
         "store",
         "results history: sqlite:///PATH, postgresql://user@host:port/db, or off (default: a SQLite file in "
         "the per-user data folder, e.g. ~/.local/share/trainperf/history.sqlite)",
@@ -283,6 +292,7 @@ class Settings:
     diagnose: bool
     trace: bool
     kernel_steps: int
+    kernel_clock: str
     require_idle_gpu: bool
     gpu_wait: float
     silent_timeout: float

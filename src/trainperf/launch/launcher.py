@@ -108,6 +108,7 @@ def child_spec(
         bare_window_after=window_after if bare else None,
         trace=trace.to_spec() if trace is not None else None,
         kernel_window=_kernel_window(ctx, case, steps, trace, bare),
+        kernel_clock=ctx.settings.kernel_clock,
     )
 
 

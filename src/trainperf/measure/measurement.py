@@ -245,6 +245,9 @@ def _measure_step_parts(
     run.extra_keys[KERNEL_TIME] = parts.keys
     run.info["kernel_groups_ms"] = parts.groups_ms
     run.info["kernel_top"] = parts.top
+    if parts.clock:
+        run.info["kernel_clock"] = parts.clock
+        run.info["kernel_read_back_s"] = parts.read_back_s
 
 
 def _measure_memory(

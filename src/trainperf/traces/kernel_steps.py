@@ -106,6 +106,12 @@ class KernelTimes:
     """How many steps ``top`` sums over."""
     error: str = ""
     """Why nothing (or not every step) was recorded: no CUPTI, markers missing, a profiler failure."""
+    clock: str = ""
+    """How the records were read: ``cupti`` (the Activity API directly) or ``profiler`` (PyTorch's)."""
+    clock_note: str = ""
+    """Why the clock is not the one asked for (``--perf-kernel-clock auto`` fell back), or ''."""
+    read_back_s: float = 0.0
+    """Wall time from the window's last edge to its figures: what the clock added to the run."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,6 +127,9 @@ class KernelTimes:
                 top=[TopKernel(**kernel) for kernel in data.get("top") or []],
                 top_steps=int(data.get("top_steps") or 0),
                 error=str(data.get("error") or ""),
+                clock=str(data.get("clock") or ""),
+                clock_note=str(data.get("clock_note") or ""),
+                read_back_s=float(data.get("read_back_s") or 0.0),
             )
         except (TypeError, ValueError) as exc:
             return cls(error=f"unreadable kernel-time record: {exc}")
@@ -140,6 +149,41 @@ def _group(name: str, kind: str) -> str:
 def union_ms(intervals: Iterable[tuple[int, int]]) -> float:
     """The length of the union of ``[start, end)`` intervals in nanoseconds, as milliseconds."""
     return sum(end - start for start, end in merge(intervals)) / NS_PER_MS
+
+
+CLOCK_RATIO_LIMIT = 0.05
+"""How far the device's span between the first and last marker may stray from the host's between their
+launches before the records are taken to count in other units than nanoseconds. Each marker runs a few
+microseconds after its synchronised launch, so over a window of steps the two spans agree to about
+1e-5; another profiler in the process can leave CUPTI's timestamps in its own clock's ticks (x2.10 on
+an H100 host, after the PyTorch profiler had run)."""
+
+
+def clock_ratio(activities: Sequence[DeviceActivity], host_marks_ns: Sequence[int]) -> float | None:
+    """The records' clock over the host's between the first and the last step marker, None where
+    there are too few markers to tell (the step split then says so)."""
+    marks = sorted(a.start_ns for a in activities if MARKER_KERNEL in a.name)
+    if len(marks) < 2 or len(host_marks_ns) < 2 or host_marks_ns[-1] <= host_marks_ns[0]:
+        return None
+    return (marks[-1] - marks[0]) / (host_marks_ns[-1] - host_marks_ns[0])
+
+
+def in_nanoseconds(
+    activities: Sequence[DeviceActivity], host_marks_ns: Sequence[int]
+) -> tuple[Sequence[DeviceActivity], str]:
+    """The records with nanosecond timestamps, and a note where they had to be converted: a clock that
+    ran ``ratio`` times the host's between the markers is divided by it (its ticks are linear in time,
+    as the PyTorch profiler's own conversion of them assumes)."""
+    ratio = clock_ratio(activities, host_marks_ns)
+    if ratio is None or abs(ratio - 1) <= CLOCK_RATIO_LIMIT:
+        return activities, ""
+    converted = [
+        DeviceActivity(a.name, a.kind, round(a.start_ns / ratio), round(a.end_ns / ratio)) for a in activities
+    ]
+    return converted, (
+        f"the records' clock ran x{ratio:.4f} the host's between the step markers (another profiler in "
+        "this process set CUPTI's clock): converted to nanoseconds by that ratio"
+    )
 
 
 def split_steps(activities: Sequence[DeviceActivity]) -> tuple[list[list[DeviceActivity]], str]:

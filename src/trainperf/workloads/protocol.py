@@ -77,6 +77,8 @@ class ChildSpec:
     kernel_window: list[int] | None = None
     """``[first, last]``: the steps whose GPU kernel time the child records (``workloads.kernel_clock``;
     CUDA devices only), left out of the timing metrics like a trace's profiled steps."""
+    kernel_clock: str = "auto"
+    """How the child reads its kernel records (``--perf-kernel-clock``: auto, cupti, profiler)."""
 
     @property
     def dataset_steps(self) -> int:

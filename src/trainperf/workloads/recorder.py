@@ -41,7 +41,7 @@ class StepRecorder:
 
             self.profiler = StepProfiler(self.trace_plan, self.device)
         # The GPU's kernel time over a window of early steps, before any trace's (``kernel_clock``).
-        self.kernels = KernelClock.for_run(self.device, spec.kernel_window)
+        self.kernels = KernelClock.for_run(self.device, spec.kernel_window, spec.kernel_clock)
         # Kept open for the child's life (line-buffered); the process ends with os._exit.
         self._handle = open(self.path, "a", buffering=1)  # noqa: SIM115
 
