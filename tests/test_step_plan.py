@@ -224,6 +224,7 @@ def test_the_child_is_told_the_full_runs_data_only_when_it_runs_less() -> None:
         class settings:
             plant_slowdown = 0.0
             plant = None
+            kernel_clock = "auto"
 
     assert child_spec(_Ctx(), CASE, 12, Path("x"), data_steps=40).data_steps == 40  # type: ignore[arg-type]
     assert child_spec(_Ctx(), CASE, 12, Path("x"), data_steps=12).data_steps is None  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from trainperf.judge.metrics import (
 from trainperf.paths import PAGE_FILE
 from trainperf.report.dashboard_case import Links, case_page, kind_chip, legend, shown_time
 from trainperf.report.html import MARKER
+from trainperf.report.step_side import step_side
 from trainperf.report.trend_model import (
     BASELINE_RUNS,
     CaseTrend,
@@ -68,6 +69,7 @@ h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 22px 0 6p
 table { border-collapse: collapse; font-size: 13px; } td, th { border-bottom: 1px solid #e3e3e3;
   padding: 4px 8px; text-align: left; vertical-align: top; } th { background: #f3f3f3; }
 td.size { font-weight: bold; white-space: nowrap; font-size: 15px; } td.size small { font-weight: normal; }
+td.size small.side { color: #555; white-space: normal; }
 .bad { color: #c0262d; } .good { color: #23882d; } .muted { color: #666; } .nowrap { white-space: nowrap; }
 .chip { display: inline-block; padding: 1px 7px; border-radius: 9px; color: #fff; font-size: 12px; }
 .cause { max-width: 520px; } .env { color: #15c; }
@@ -159,7 +161,11 @@ def _changes_cell(finding: Finding) -> str:
         f"{escape(LABELS.get(n, n))} {c:+.1%}</small>"
         for n, c in rest
     )
-    return f"<td class='size {tone}'>{change:+.1%} <small>{escape(LABELS.get(name, name))}</small>{more}</td>"
+    since = finding.since if finding.since >= 0 else None
+    side = step_side(finding.trend, finding.run, finding.changes, since)
+    told = f"<br><small class='side'>{escape(side)}</small>" if side else ""
+    label = escape(LABELS.get(name, name))
+    return f"<td class='size {tone}'>{change:+.1%} <small>{label}</small>{more}{told}</td>"
 
 
 def _no_change_because(finding: Finding) -> str:
