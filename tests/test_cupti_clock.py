@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_data import make_result, nightly
 
 from trainperf.errors import TrainperfError
 from trainperf.ground.settings import resolve
+from trainperf.report.summary import kernel_clock_line
 from trainperf.traces.cupti_records import (
     KERNEL_NAME_OFFSET,
     KIND_CONCURRENT_KERNEL,
@@ -253,3 +255,18 @@ def test_records_in_nanoseconds_are_kept_and_records_in_another_clock_are_conver
     times = kernel_times(list(converted), first_step=3)
     assert times.steps[0].busy_ms == pytest.approx(10.0, rel=1e-6)
     assert in_nanoseconds(_marked(2.0996)[:1], host) == (_marked(2.0996)[:1], "")
+
+
+def test_the_summary_says_once_which_cases_kernel_records_were_not_read_as_asked() -> None:
+    read_direct = make_result("sft_hf-qwen3_8b-qlora-short-b4", nightly(1), 1.0)
+    read_direct.runs = [{"kernel_clock": "cupti"}, {"kernel_clock": "cupti"}]
+    fell_back = make_result("rl_trl-qwen2_5_3b-lora-fixed-b16-p128-c64-g8", nightly(1), 5.0)
+    fell_back.runs = [
+        {"kernel_clock": "profiler; CUPTI directly unavailable (CuptiUnavailable: no CUPTI library loads)"}
+    ]
+    assert kernel_clock_line([read_direct]) == []
+    expected = (
+        "kernel records of 1 case(s) not read as asked (rl_trl-qwen2_5_3b-lora-fixed-b16-p128-c64-g8): "
+        "profiler: CUPTI directly unavailable (CuptiUnavailable: no CUPTI library loads)"
+    )
+    assert kernel_clock_line([read_direct, fell_back]) == [expected]

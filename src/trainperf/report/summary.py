@@ -37,7 +37,23 @@ def details(
         lines += [f"{result.case_id}: {note}" for note in notes.get(result.case_id, result.verdict.notes)]
         if result.case_id in written:
             lines.append(f"{result.case_id}: baseline written to {portable(written[result.case_id])}")
-    return lines + another_host_line(results) + own_runner_line(results)
+    return lines + another_host_line(results) + own_runner_line(results) + kernel_clock_line(results)
+
+
+def kernel_clock_line(results: Sequence[CaseResult]) -> list[str]:
+    """One line where a run's kernel records were not read as asked (``--perf-kernel-clock auto`` fell
+    back to the profiler: its read-back costs about ten times more) or had to be converted: the cases
+    and the first reason, so that a slower clock or another profiler in the process is seen."""
+    noted: dict[str, str] = {}
+    for result in results:
+        for run in result.runs:
+            clock, _, note = str(run.get("kernel_clock") or "").partition("; ")
+            if note and result.case_id not in noted:
+                noted[result.case_id] = f"{clock}: {note}"
+    if not noted:
+        return []
+    first = next(iter(noted.values()))
+    return [f"kernel records of {len(noted)} case(s) not read as asked ({', '.join(noted)}): {first}"]
 
 
 def own_baselines_command(gpu_class: str) -> str:
