@@ -25,16 +25,15 @@ KIND_CONCURRENT_KERNEL = 10
 RECORDED_KINDS = (KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMSET)
 """What the kernel clock asks CUPTI for: the device's work, no host-side API records."""
 
-START_END = struct.Struct("<QQ")
-START_OFFSET = 16
-"""``start`` and ``end`` (ns) sit at bytes 16 and 24 of all three records."""
 KERNEL_NAME_OFFSET = 104
 """The kernel record's ``const char *name`` (after the launch geometry, correlation and grid ids)."""
 MEMCPY_KINDS_OFFSET = 4
 """The memcpy record's ``copyKind``, ``srcKind`` and ``dstKind`` bytes."""
 MEMSET_MEMORY_KIND_OFFSET = 50
 """The memset record's 16-bit ``memoryKind`` (after ``flags``)."""
-KIND = struct.Struct("<I")
+HEAD = struct.Struct("<I12xQQ")
+"""The kind, then ``start`` and ``end`` (ns) at bytes 16 and 24 of all three records: one read, as a
+window holds hundreds of thousands of records."""
 POINTER = struct.Struct("<Q")
 BYTES = struct.Struct("<BBB")
 HALF = struct.Struct("<H")
@@ -74,10 +73,9 @@ def memset_name(memory_kind: int) -> str:
 def decode_record(buffer: bytes, offset: int, kernel_name: Callable[[int], str]) -> DeviceActivity | None:
     """The interval of the record at ``offset``, None for a kind the clock did not ask for.
     ``kernel_name`` turns a kernel record's name pointer into its demangled name."""
-    kind = KIND.unpack_from(buffer, offset)[0]
+    kind, start, end = HEAD.unpack_from(buffer, offset)
     if kind not in RECORDED_KINDS:
         return None
-    start, end = START_END.unpack_from(buffer, offset + START_OFFSET)
     if end < start:
         raise RecordError(f"a kind-{kind} record ends before it starts ({start} > {end} ns)")
     if kind == KIND_CONCURRENT_KERNEL:
