@@ -262,7 +262,10 @@ def test_the_summary_says_once_which_cases_kernel_records_were_not_read_as_asked
     read_direct.runs = [{"kernel_clock": "cupti"}, {"kernel_clock": "cupti"}]
     fell_back = make_result("rl_trl-qwen2_5_3b-lora-fixed-b16-p128-c64-g8", nightly(1), 5.0)
     fell_back.runs = [
-        {"kernel_clock": "profiler; CUPTI directly unavailable (CuptiUnavailable: no CUPTI library loads)"}
+        {
+            "kernel_clock": "profiler",
+            "kernel_clock_note": "CUPTI directly unavailable (CuptiUnavailable: no CUPTI library loads)",
+        }
     ]
     assert kernel_clock_line([read_direct]) == []
     expected = (

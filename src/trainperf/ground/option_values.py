@@ -71,7 +71,9 @@ def boolean(text: str) -> bool:
 
 
 def kernel_clock(text: str) -> str:
+    from trainperf.traces.kernel_steps import KERNEL_CLOCKS
+
     clock = str(text).strip().lower()
-    if clock not in ("auto", "cupti", "profiler"):
+    if clock not in KERNEL_CLOCKS:
         raise ValueError("must be auto, cupti or profiler")
     return clock

@@ -248,6 +248,8 @@ def _measure_step_parts(
     if parts.clock:
         run.info["kernel_clock"] = parts.clock
         run.info["kernel_read_back_s"] = parts.read_back_s
+    if parts.clock_note:
+        run.info["kernel_clock_note"] = parts.clock_note
 
 
 def _measure_memory(

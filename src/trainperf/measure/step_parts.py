@@ -37,7 +37,9 @@ class StepParts:
     top: list[dict[str, Any]] = field(default_factory=list)
     """The kernels that took the most GPU time, per step."""
     clock: str = ""
-    """How the child read the records (``cupti``, ``profiler``), and why not as asked, if so."""
+    """How the child read the records (``cupti``, ``profiler``)."""
+    clock_note: str = ""
+    """Why not as asked, or how the records had to be converted; '' where neither."""
     read_back_s: float = 0.0
 
     @property
@@ -73,8 +75,9 @@ def step_parts(
     ]
     ordered = dict(sorted(((g, round(ms, 4)) for g, ms in groups.items()), key=lambda kv: -kv[1]))
     host = max(0.0, timed_ms - stats.median(kernel))
-    clock = "; ".join(part for part in (kernels.clock, kernels.clock_note) if part)
-    return StepParts(kernel, keys, host, ordered, top, clock, kernels.read_back_s), ""
+    return StepParts(
+        kernel, keys, host, ordered, top, kernels.clock, kernels.clock_note, kernels.read_back_s
+    ), ""
 
 
 def pool_kernels(runs: Sequence[dict[str, Any]]) -> KernelSummary | None:

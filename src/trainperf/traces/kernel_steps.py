@@ -44,6 +44,8 @@ WINDOW_START = 3
 """The kernel window's first step: after the first two (allocation, first-time kernels), and early, so
 that a planned shorter run (``--perf-plan-steps``) records the same batches as its full-length baseline."""
 DEFAULT_WINDOW = 2
+KERNEL_CLOCKS = ("auto", "cupti", "profiler")
+"""How a child may read its kernel records (``--perf-kernel-clock``; ``workloads.kernel_clock``)."""
 MIN_TIMED_STEPS = 5
 """A run keeps at least this many timed steps outside the kernel window and a trace's profiled steps."""
 

@@ -33,7 +33,6 @@ from trainperf.traces.kernel_steps import (
 from trainperf.workloads.cupti_clock import CuptiActivityReader, open_library
 
 DEVICE_KINDS = ("kernel", *MEMORY_KINDS)
-CLOCKS = ("auto", "cupti", "profiler")
 
 
 class Recorder(Protocol):
@@ -93,8 +92,9 @@ class ProfilerRecorder:
 
 
 def start_recorder(clock: str) -> tuple[Recorder, str]:
-    """A started recorder for ``clock`` (``CLOCKS``), and why it is not the one asked for, if so:
-    ``auto`` tries CUPTI directly, then the profiler; an explicit choice has no fallback."""
+    """A started recorder for ``clock`` (``traces.kernel_steps.KERNEL_CLOCKS``), and why it is not the
+    one asked for, if so: ``auto`` tries CUPTI directly, then the profiler; an explicit choice has no
+    fallback."""
     note = ""
     if clock in ("auto", "cupti"):
         try:
