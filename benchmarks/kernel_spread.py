@@ -28,6 +28,7 @@ class Row:
     case: str
     folder: str
     gpu: str
+    gpu_class: str
     planted: str
     clock: bool
     kernel_ms: float | None
@@ -80,6 +81,7 @@ def rows_of(result_path: Path) -> list[Row]:
                 case=data["case_id"],
                 folder=result_path.parents[3].name,
                 gpu=str((data.get("fingerprint") or {}).get("gpu_uuid") or "-")[-8:],
+                gpu_class=str(data.get("gpu_class") or "-"),
                 planted=str(data.get("planted") or ""),
                 clock=bool(kernel) or bool(groups),
                 kernel_ms=parts.kernel_median if parts else None,
@@ -136,12 +138,12 @@ def main() -> None:
     ]
     rows += [row for run in args.runs for path in sorted(run.glob("results/*.json")) for row in rows_of(path)]
     print(
-        f"{'case':<44} {'folder':<24} {'gpu':<8} {'plant':<10} {'clk':<3} {'kernel ms':>10} {'host ms':>9} "
+        f"{'case':<44} {'folder':<24} {'class':<5} {'gpu':<8} {'plant':<10} {'clk':<3} {'kernel ms':>10} {'host ms':>9} "
         f"{'step s':>7} {'wall s':>7} {'read s':>6} {'host idx':>8} {'SM MHz':>6}  verdict / parts"
     )
     for row in rows:
         print(
-            f"{row.case[:44]:<44} {row.folder[:24]:<24} {row.gpu:<8} {row.planted[:10]:<10} "
+            f"{row.case[:44]:<44} {row.folder[:24]:<24} {row.gpu_class[:5]:<5} {row.gpu:<8} {row.planted[:10]:<10} "
             f"{(row.reader or 'on') if row.clock else 'off':<3} {_f(row.kernel_ms, 3):>10} "
             f"{_f(row.host_ms, 1):>9} {_f(row.step_s, 4):>7} {_f(row.wall_s, 1):>7} "
             f"{_f(row.read_back_s, 2):>6} {_f(row.host_index, 3):>8} "
@@ -177,9 +179,10 @@ def read_back_by_reader(rows: list[Row]) -> dict[str, tuple[float, float]]:
 def summarise(rows: list[Row]) -> list[dict[str, Any]]:
     by_case: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
-        # Kernel time compares within one window's batches and one stack; a throttled run is not its spread.
+        # Kernel time compares within one GPU class, one window's batches and one stack (an H200's
+        # kernels are not an H100's spread); a throttled run is not its spread.
         window = ",".join(row.keys) if row.keys else "no window"
-        by_case[f"{row.case} [{window}; {row.stack}]"].append(row)
+        by_case[f"{row.case} [{row.gpu_class}; {window}; {row.stack}]"].append(row)
     out = []
     for case, group in sorted(by_case.items()):
         clean = [
@@ -229,6 +232,8 @@ def against_baselines(rows: list[Row], folder: Path, tolerance: float) -> list[s
     lines, beyond, judged = [], 0, 0
     for row in rows:
         base = _read(folder / f"{row.case}.json")
+        if base.get("gpu_class") not in (None, row.gpu_class):
+            continue  # another class's baseline: its kernels are not this GPU's
         value = (base.get("metrics") or {}).get("kernel_ms") or {}
         groups: dict[str, list[float]] = defaultdict(list)
         for key, sample in zip(value.get("keys") or [], value.get("samples") or []):
