@@ -40,16 +40,29 @@ def collect(captured: dict[str, Any], plan: TracePlan, run_dir: Path) -> dict[st
         )
     except TrainperfError as exc:
         record["error"] = str(exc)
-    size_mb = path.stat().st_size / 2**20
     record["cap_mb"] = plan.cap_mb
-    if size_mb > plan.cap_mb:
-        path.unlink()
-        record["deleted"] = (
-            f"{size_mb:.1f} MB compressed is over the {plan.cap_mb:g} MB cap: analysed, then deleted"
-        )
-    else:
-        record["file"] = str(path.relative_to(run_dir))
+    kept_file, deleted = _keep_within_cap(path, plan.cap_mb, run_dir)
+    record.update({"file": kept_file} if kept_file else {"deleted": deleted})
+    # A multi-GPU child's other ranks wrote their own traces beside it (not analysed here: they
+    # open beside rank 0's in TensorBoard or Perfetto); the same cap holds for them.
+    rank_traces = []
+    for other in plan.rank_paths():
+        kept_path, why = _keep_within_cap(other, plan.cap_mb, run_dir, analysed=False)
+        rank_traces.append(kept_path or f"{other.name}: {why}")
+    if rank_traces:
+        record["rank_traces"] = rank_traces
     return record
+
+
+def _keep_within_cap(path: Path, cap_mb: float, run_dir: Path, *, analysed: bool = True) -> tuple[str, str]:
+    """(the trace's path under the run folder, '') where it is within the cap; else it is deleted
+    and ('', why)."""
+    size_mb = path.stat().st_size / 2**20
+    if size_mb > cap_mb:
+        path.unlink()
+        done = "analysed, then deleted" if analysed else "deleted"
+        return "", f"{size_mb:.1f} MB compressed is over the {cap_mb:g} MB cap: {done}"
+    return str(path.relative_to(run_dir)), ""
 
 
 def attach_diff(

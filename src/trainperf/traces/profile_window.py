@@ -10,7 +10,7 @@ dataset) and so the meaning of a case's step count.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,16 @@ class TracePlan:
     @property
     def path(self) -> Path:
         return Path(self.trace_dir) / f"{self.worker}{TRACE_SUFFIX}"
+
+    def for_rank(self, rank: int) -> TracePlan:
+        """Rank ``rank``'s plan in a multi-GPU child: every rank profiles, each into its own file
+        (``r2.rank1.pt.trace.json.gz``; rank 0 keeps the plain name, the trace the parent analyses).
+        Two ranks exporting to one name race on its temporary file and one loses its trace."""
+        return self if rank == 0 else replace(self, worker=f"{self.worker}.rank{rank}")
+
+    def rank_paths(self) -> list[Path]:
+        """The other ranks' trace files of this run, as they were written."""
+        return sorted(Path(self.trace_dir).glob(f"{self.worker}.rank*{TRACE_SUFFIX}"))
 
     def to_spec(self) -> dict[str, Any]:
         return asdict(self)

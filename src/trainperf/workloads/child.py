@@ -103,7 +103,7 @@ def _run_family(spec: ChildSpec, out_dir: Path, rank: int, result: dict[str, Any
 
             attempt.memory_history = MemoryHistory(_torch_device(spec))
 
-        attempt.recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec)
+        attempt.recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec, rank)
         family = importlib.import_module(family_of(spec.case["family"]).child)
         result.update(family.run(spec, attempt.recorder))
         result["outcome"], attempt.code = "ok", EXIT_OK

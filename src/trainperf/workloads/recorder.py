@@ -24,7 +24,7 @@ from trainperf.workloads.protocol import ChildSpec
 class StepRecorder:
     """Framework-neutral: a family calls ``begin()``, then ``step_end(tokens)`` after each optimizer step."""
 
-    def __init__(self, steps_path: Path, spec: ChildSpec) -> None:
+    def __init__(self, steps_path: Path, spec: ChildSpec, rank: int = 0) -> None:
         self.path = steps_path
         self.device = torch.device(spec.device)
         self.plant_slowdown = spec.plant_slowdown
@@ -33,7 +33,8 @@ class StepRecorder:
         self.steps: list[dict[str, Any]] = []
         self._last_edge: float | None = None
         self._last_edge_wall = 0.0
-        self.trace_plan = TracePlan.from_spec(spec.trace)
+        plan = TracePlan.from_spec(spec.trace)
+        self.trace_plan = plan.for_rank(rank) if plan is not None else None
         self._external: dict[str, Any] | None = None
         self.profiler = None
         if self.trace_plan is not None:
