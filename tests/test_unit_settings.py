@@ -130,7 +130,7 @@ def test_every_option_is_documented() -> None:
 
 def test_a_baselines_folder_that_does_not_exist_is_refused_unless_this_run_writes_it(tmp_path: Path) -> None:
     from trainperf.errors import TrainperfError
-    from trainperf.ground.settings import check_baselines
+    from trainperf.ground.path_checks import check_baselines
 
     typo = {"baselines": str(tmp_path / "baselnes")}
     with pytest.raises(
@@ -140,3 +140,36 @@ def test_a_baselines_folder_that_does_not_exist_is_refused_unless_this_run_write
     check_baselines(resolve({**typo, "update_baselines": True}, _ini(), tmp_path))  # it will create it
     (tmp_path / "baselnes").mkdir()
     check_baselines(resolve(typo, _ini(), tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "said"),
+    [
+        ("confirm", "-3", "must be >= 0"),  # was taken as 0 (no confirmation) without a word
+        ("progress_interval", "often", "'often' is not a number"),
+        ("repeats", "two", "'two' is not a whole number"),
+        ("store", "postgresql://u:s3cret@db:port/x", "does not parse"),
+        ("store", "mysql://u@db/x", "scheme 'mysql' is not supported"),
+    ],
+)
+def test_values_refused_at_start_say_what_is_valid(tmp_path: Path, name: str, raw: str, said: str) -> None:
+    with pytest.raises(TrainperfError) as info:
+        resolve({name: raw}, _ini(), tmp_path)
+    assert said in str(info.value) and "s3cret" not in str(info.value) and "\n" not in str(info.value)
+    assert resolve({"store": "off"}, _ini(), tmp_path).store == "off"
+
+
+def test_run_folders_and_the_host_lock_must_be_writable_before_a_case_starts(tmp_path: Path) -> None:
+    from trainperf.ground.path_checks import check_paths
+
+    (tmp_path / "baselines").mkdir()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(
+        TrainperfError, match=r"cannot write run folders under .*a-file/reports .*--perf-output"
+    ):
+        check_paths(resolve({"output": str(blocker / "reports")}, _ini(), tmp_path))
+    with pytest.raises(TrainperfError, match=r"cannot write the host lock under .*a-file .*--perf-host-lock"):
+        check_paths(resolve({"host_lock": str(blocker / "lock")}, _ini(), tmp_path))
+    check_paths(resolve({"output": str(tmp_path / "new" / "reports")}, _ini(), tmp_path))
+    assert (tmp_path / "new" / "reports").is_dir() and not list((tmp_path / "new" / "reports").iterdir())

@@ -14,7 +14,8 @@ import pytest
 from trainperf import xdist
 from trainperf.errors import TrainperfError
 from trainperf.fleet.session_plan import SessionPlan, plan_session, session_exit_status
-from trainperf.ground.settings import OPTIONS, check_baselines, resolve
+from trainperf.ground.path_checks import check_paths
+from trainperf.ground.settings import OPTIONS, resolve
 from trainperf.launch import interruption
 from trainperf.measure.hardware import markers
 from trainperf.report.case_outcome import CaseOutcome
@@ -30,6 +31,7 @@ from trainperf.report.terminal import (
 from trainperf.run.session import (
     BaselinesFromWorkers,
     CaseCheck,
+    MarkerCheck,
     PerfSession,
     SessionState,
     case_of,
@@ -67,6 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
             state.stamp = xdist.new_stamp(settings.output)
     state.stamp = state.stamp or xdist.shared_stamp(config)
     config.stash[STATE] = state
+    config.pluginmanager.register(MarkerCheck(), "trainperf-marker-check")
     if not xdist.worker_id(config):  # the process that shows the terminal
         config.pluginmanager.register(ProgressLines(config), "trainperf-progress")
 
@@ -113,7 +116,7 @@ def pytest_collection_modifyitems(
             listing_only=bool(config.option.collectonly),
         )  # fmt: skip
         if not config.option.collectonly:  # a session that runs cases: a mistyped folder is refused
-            check_baselines(config.stash[STATE].settings)
+            check_paths(config.stash[STATE].settings)
     except TrainperfError as exc:
         raise pytest.UsageError(str(exc)) from None
     if dropped:

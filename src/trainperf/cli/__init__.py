@@ -31,3 +31,13 @@ def main(argv: list[str] | None = None) -> int:
         # stdout is pointed at /dev/null so that Python's own flush at exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        # A path the command could not read or write (a read-only or missing folder, a full disk):
+        # one line naming it, not a traceback.
+        where = f" {exc.filename}" if exc.filename else ""
+        print(
+            f"trainperf: error:{where}: {exc.strerror or exc}: "
+            "give a path that exists and this user can write",
+            file=sys.stderr,
+        )
+        return 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trainperf.errors import TrainperfError
 from trainperf.paths import PUBLISHED_DIR
 from trainperf.report.table import render_text
 from trainperf.report.terminal import terminal_width
@@ -15,12 +16,18 @@ from trainperf.store.results import load_result
 
 def cmd_baselines(args: argparse.Namespace) -> int:
     root = Path(args.baselines)
+    if not root.is_dir():
+        raise TrainperfError(
+            f"no baselines folder at {root}: give the folder that holds <class>/ (--baselines)"
+        )
     # baselines/published/ holds reference points of another schema, not a GPU class's baselines.
-    classes = (
-        [args.gpu_class]
-        if args.gpu_class
-        else sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != PUBLISHED_DIR)
-    )
+    stored = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != PUBLISHED_DIR)
+    if args.gpu_class and args.gpu_class not in stored:
+        raise TrainperfError(
+            f"no baselines of class '{args.gpu_class}' under {root}: "
+            f"give one of {', '.join(stored) or '(none)'}"
+        )
+    classes = [args.gpu_class] if args.gpu_class else stored
     for gpu_class in classes:
         results = [load_result(path) for path in sorted((root / gpu_class).glob("*.json"))]
         if not results:

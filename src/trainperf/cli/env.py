@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from trainperf.errors import TrainperfError
 from trainperf.measure.hardware import load_classes
 
 
@@ -12,12 +13,17 @@ def cmd_env(args: argparse.Namespace) -> int:
     from trainperf.measure.detection import detect
     from trainperf.measure.host import host_fingerprint
 
+    classes = load_classes()
+    if args.gpu_class and args.gpu_class not in classes:
+        raise TrainperfError(
+            f"unknown GPU class '{args.gpu_class}' (--gpu-class); known: {', '.join(sorted(classes))}"
+        )
     if args.env_command == "create":
         return cmd_env_create(args)
     if args.env_command == "list":
         return cmd_env_list(args)
 
-    detection = detect(load_classes(), args.gpu_class)
+    detection = detect(classes, args.gpu_class)
     if args.class_only:
         print(detection.gpu_class.name if detection.gpu_class else "unknown")
         return 0

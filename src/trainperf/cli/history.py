@@ -115,7 +115,10 @@ def _unknown_case(store: HistoryStore, case_id: str) -> str:
     known = store.case_ids()
     close = difflib.get_close_matches(case_id, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}" if close else f" ({len(known)} cases stored)"
-    return f"no stored result of case {case_id!r} in the store{hint}"
+    return (
+        f"no stored result of case {case_id!r} in the store{hint}: give a stored case id, or record its runs "
+        "first (every pytest run records them; trainperf ingest reports/<run> loads older ones)"
+    )
 
 
 def metric_verdicts(store: HistoryStore, case_id: str, metric: str) -> dict[tuple[str, str], str | None]:

@@ -4,36 +4,50 @@ line naming the option (the parsers of ``settings.OPTIONS``)."""
 from __future__ import annotations
 
 
+def _whole(text: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number: give e.g. 3") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number: give e.g. 30 or 0.5") from None
+
+
 def positive_int(text: str) -> int:
-    value = int(text)
+    value = _whole(text)
     if value < 1:
         raise ValueError("must be >= 1")
     return value
 
 
 def positive_float(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if value <= 0:
         raise ValueError("must be > 0")
     return value
 
 
 def seconds(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if value < 0:
         raise ValueError("must be >= 0 seconds (0: off)")
     return value
 
 
 def count(text: str) -> int:
-    value = int(text)
+    value = _whole(text)
     if value < 0:
         raise ValueError("must be >= 0")
     return value
 
 
 def fraction(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if not 0 <= value <= 10:
         raise ValueError("must be a fraction such as 0.05")
     return value

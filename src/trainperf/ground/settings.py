@@ -99,7 +99,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "confirm",
         "fresh runs that must confirm a timing regression before it fails (0: fail on the first)",
         2,
-        lambda text: max(0, int(text)),
+        count,
     ),
     OptionSpec(
         "steps",
@@ -145,7 +145,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
         True,
         boolean,
     ),
-    OptionSpec("progress_interval", "seconds between progress lines of a running case (0: off)", 30.0, float),
+    OptionSpec(
+        "progress_interval", "seconds between progress lines of a running case (0: off)", 30.0, seconds
+    ),
     OptionSpec(
         "python", "Python interpreter for the children of every case (default: each case's environment)", None
     ),
@@ -356,20 +358,14 @@ def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Se
         from trainperf.families.envs import parse_overrides
 
         parse_overrides(values["env"])  # a malformed value is a usage error at start, not per case
+    store = values["store"]
+    if store is not None and str(store).strip().lower() not in ("off", "none"):
+        from trainperf.store.url import normalise_url
+
+        # A malformed URL is refused at start, not after the run as "history not written".
+        normalise_url(str(store))
     if values["resume"] is not None and not values["resume"].is_dir():
         raise TrainperfError(
             f"--perf-resume {values['resume']} is not a run folder; give reports/<run> of an earlier run"
         )
     return Settings(**values)
-
-
-def check_baselines(settings: Settings) -> None:
-    """A baselines folder that does not exist is a typo, not a first run: every case would read
-    `new` and pass. Refused in one line, unless this run writes baselines (it creates the folder)."""
-    if settings.update_baselines or settings.baselines.is_dir():
-        return
-    raise TrainperfError(
-        f"no baselines folder at {settings.baselines} (--perf-baselines / TRAINPERF_BASELINES): every case "
-        "would read `new` and pass; give the folder that holds baselines/<class>/, or write baselines first "
-        "with --perf-update-baselines, which creates it"
-    )

@@ -5,6 +5,7 @@ and each case's verdict turned into the test's outcome. The pytest plugin only w
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,7 +20,7 @@ from trainperf.fleet.budget import Budget
 from trainperf.fleet.session_plan import SessionPlan, ray_task_refusal
 from trainperf.ground.settings import Settings
 from trainperf.measure.detection import Detection, detect, emulate
-from trainperf.measure.hardware import CPU_CLASS, load_classes
+from trainperf.measure.hardware import CPU_CLASS, OTHER_MARKERS, load_classes, markers
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement, visible_devices, worker_index
 from trainperf.run.case_runner import CaseRunner
@@ -237,3 +238,35 @@ class BaselinesFromWorkers:
             if name == BASELINE_WRITTEN_PROPERTY:
                 case_id, _, path = str(value).partition("=")
                 self.state.written.setdefault(case_id, path)
+
+
+BUILTIN_MARKERS = frozenset({"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings"})
+MARK_WORDS = frozenset({"and", "or", "not", "True", "False"})
+
+
+def unknown_markers(markexpr: str, registered: Sequence[str]) -> str | None:
+    """Why ``-m EXPR`` selects by a marker nobody registered (``-m h10``: pytest deselects every case
+    and exits 5 with no word of the typo), or None. ``registered``: the ini's ``markers`` lines."""
+    known = {line.split(":", 1)[0].split("(", 1)[0].strip() for line in registered} | BUILTIN_MARKERS
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"\([^)]*\)", "", markexpr))
+    unknown = sorted({word for word in words if word not in known and word not in MARK_WORDS})
+    if not unknown:
+        return None
+    classes = sorted(set(markers()) - set(OTHER_MARKERS))
+    return (
+        f"-m {markexpr!r} names no registered marker {', '.join(repr(w) for w in unknown)}: the GPU classes "
+        f"are {', '.join(classes)} (pytest --markers lists every marker)"
+    )
+
+
+class MarkerCheck:
+    """Refuses ``-m`` naming an unregistered marker in a session that collected the suite's cases:
+    first, before pytest's own ``-m`` deselects them all."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        markexpr = config.option.markexpr
+        if markexpr and any(case_of(item) is not None for item in items):
+            typo = unknown_markers(markexpr, config.getini("markers"))
+            if typo:
+                raise pytest.UsageError(typo)
