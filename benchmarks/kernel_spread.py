@@ -47,6 +47,8 @@ class Row:
     """How the child read its kernel records (cupti, profiler)."""
     read_back_s: float | None = None
     """What reading them back added to the run (the child's own figure)."""
+    sibling_busy: float | None = None
+    """How busy the host index's core's SMT siblings were while it ran (its ``cpu_context``)."""
 
 
 def steady_steps(run: dict[str, Any], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -98,6 +100,7 @@ def rows_of(result_path: Path) -> list[Row]:
                 stack=" ".join(f"{k} {(data.get('fingerprint') or {}).get(k)}" for k in ("torch", "trl")),
                 reader=str(kernel.get("clock") or ("profiler" if kernel else "")),
                 read_back_s=kernel.get("read_back_s"),
+                sibling_busy=((run.get("host_index") or {}).get("cpu_context") or {}).get("siblings_busy"),
             )
         )
     return rows
@@ -139,14 +142,14 @@ def main() -> None:
     rows += [row for run in args.runs for path in sorted(run.glob("results/*.json")) for row in rows_of(path)]
     print(
         f"{'case':<44} {'folder':<24} {'class':<5} {'gpu':<8} {'plant':<10} {'clk':<3} {'kernel ms':>10} {'host ms':>9} "
-        f"{'step s':>7} {'wall s':>7} {'read s':>6} {'host idx':>8} {'SM MHz':>6}  verdict / parts"
+        f"{'step s':>7} {'wall s':>7} {'read s':>6} {'host idx':>8} {'sib':>4} {'SM MHz':>6}  verdict / parts"
     )
     for row in rows:
         print(
             f"{row.case[:44]:<44} {row.folder[:24]:<24} {row.gpu_class[:5]:<5} {row.gpu:<8} {row.planted[:10]:<10} "
             f"{(row.reader or 'on') if row.clock else 'off':<3} {_f(row.kernel_ms, 3):>10} "
             f"{_f(row.host_ms, 1):>9} {_f(row.step_s, 4):>7} {_f(row.wall_s, 1):>7} "
-            f"{_f(row.read_back_s, 2):>6} {_f(row.host_index, 3):>8} "
+            f"{_f(row.read_back_s, 2):>6} {_f(row.host_index, 3):>8} {_f(row.sibling_busy, 2):>4} "
             f"{_f(row.sm_mhz, 0):>6}  {row.verdict} {row.parts}"
         )
     summaries = summarise(rows)

@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import pytest
 from store_data import make_result
 
 from trainperf.case import Case

@@ -67,6 +67,9 @@ def measure_host_index() -> dict[str, Any]:
         import torch  # noqa: F401 - imported before the clock starts: the import is not the host's speed
     except ImportError:
         pass
+    from trainperf.workloads.cpu_context import observed, read_times
+
+    before = read_times()
     started = time.perf_counter()
     python, python_best = _timed(_python_work, PYTHON_OPS)
     try:
@@ -81,4 +84,7 @@ def measure_host_index() -> dict[str, Any]:
         "python_ops_per_us": round(python_best, 4),
         "dispatch_ops_per_us": round(dispatch_best, 4),
         "seconds": round(time.perf_counter() - started, 3),
+        # Where it ran and how busy the host was meanwhile: a core shared with a busy sibling reads
+        # about half speed (fresh children of one cloud host read 2x apart).
+        "cpu_context": (found.record() if (found := observed(before)) else None),
     }
