@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from trainperf.workloads.cpu_context import (
-    context,
-    parse_cpu_list,
-    parse_proc_stat,
-    processor_of,
-)
+from trainperf.measure.host_load import HostTimes, read_cpu_times
+from trainperf.workloads.cpu_context import context, parse_cpu_list, processor
 from trainperf.workloads.host_index import measure_host_index
 
 # user nice system idle iowait irq softirq steal
@@ -29,24 +27,35 @@ cpu3 100 0 50 400 0 0 0 0 0 0
 """
 
 
-def test_sysfs_cpu_lists_and_proc_stat_parse() -> None:
+def _times(tmp_path: Path, text: str) -> dict[int, HostTimes]:
+    (tmp_path / "stat").write_text(text)
+    times = read_cpu_times(tmp_path)
+    assert times is not None
+    return times
+
+
+def test_sysfs_cpu_lists_and_proc_stat_parse(tmp_path: Path) -> None:
     assert parse_cpu_list("0,8\n") == (0, 8)
     assert parse_cpu_list("2-3") == (2, 3)
     assert parse_cpu_list("5") == (5,)
-    times = parse_proc_stat(BEFORE)
+    times = _times(tmp_path, BEFORE)
     assert sorted(times) == [0, 1, 2, 3] and times[2].busy == 150 and times[2].total == 500
     # Field 39 counted after the command's closing parenthesis (a name may hold spaces and parentheses).
-    stat = "4242 (python (x) y) S " + " ".join(str(n) for n in range(4, 39)) + " 7 0 0"
-    assert processor_of(stat) == 7
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "stat").write_text(
+        "4242 (python (x) y) S " + " ".join(str(n) for n in range(4, 39)) + " 7 0 0"
+    )
+    assert processor(4242, tmp_path) == 7
 
 
-def test_a_busy_sibling_is_told_apart_from_a_busy_host() -> None:
-    found = context(parse_proc_stat(BEFORE), parse_proc_stat(AFTER), 0, (0, 1))
+def test_a_busy_sibling_is_told_apart_from_a_busy_host(tmp_path: Path) -> None:
+    before, after = _times(tmp_path, BEFORE), _times(tmp_path, AFTER)
+    found = context(before, after, 0, (0, 1))
     assert found.cpu == 0 and found.siblings == (1,)
     assert found.siblings_busy == pytest.approx(0.9)
     assert found.others_busy == 0.0  # cpu2 and cpu3 did nothing but idle (and be stolen from)
     assert found.steal == pytest.approx(5 / 200)
-    alone = context(parse_proc_stat(BEFORE), parse_proc_stat(AFTER), 2, (2,))
+    alone = context(before, after, 2, (2,))
     assert alone.siblings == () and alone.siblings_busy is None
 
 

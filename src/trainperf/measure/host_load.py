@@ -58,10 +58,31 @@ def read_host_times(proc: Path = PROC) -> HostTimes | None:
         return None
     if not first or first[0] != "cpu" or len(first) < 5:
         return None
-    ticks = [int(value) for value in first[1:]]
+    return _times_of([int(value) for value in first[1:]])
+
+
+def read_cpu_times(proc: Path = PROC) -> dict[int, HostTimes] | None:
+    """Each processor's CPU time so far (``/proc/stat``'s ``cpuN`` lines); None off Linux or when
+    unreadable."""
+    try:
+        lines = (proc / "stat").read_text().splitlines()
+    except OSError:
+        return None
+    times: dict[int, HostTimes] = {}
+    for line in lines:
+        name, *values = line.split() or [""]
+        if name.startswith("cpu") and name[3:].isdigit() and len(values) >= 4:
+            times[int(name[3:])] = _times_of([int(value) for value in values])
+    return times
+
+
+def _times_of(ticks: list[int]) -> HostTimes:
+    """One ``cpu`` line's ticks: user nice system idle iowait irq softirq steal (guest is already in
+    user)."""
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
     steal = ticks[7] if len(ticks) > 7 else 0
-    total = sum(ticks[:8])  # guest time is already counted in user time
+    total = sum(ticks[:8])
+    # Stolen time is the hypervisor's other guests, not this host's work: busy leaves it out.
     return HostTimes(busy=total - idle - steal, steal=steal, total=total)
 
 

@@ -9,24 +9,20 @@ CPU's own speed. Each is None where the system does not say.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-PROC_STAT = Path("/proc/stat")
-SELF_STAT = Path("/proc/self/stat")
-TOPOLOGY = "/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list"
-IDLE_FIELDS = (3, 4)
-"""idle and iowait: 0-based among /proc/stat's user nice system idle iowait irq softirq steal."""
-STEAL_FIELD = 7
+from trainperf.measure.host_load import HostTimes, read_cpu_times
+from trainperf.measure.ownership import PROC, stat_fields
 
-
-@dataclass(frozen=True, slots=True)
-class CpuTimes:
-    busy: int
-    total: int
-    steal: int
+TOPOLOGY = "cpu{}/topology/thread_siblings_list"
+"""Under /sys/devices/system/cpu: the processor's SMT siblings."""
+SYS_CPU = Path("/sys/devices/system/cpu")
+PROCESSOR_FIELD = 36
+"""``/proc/<pid>/stat`` field 39 (the processor it last ran on), counted from field 3 as ``stat_fields``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,30 +53,14 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
     return tuple(found)
 
 
-def parse_proc_stat(text: str) -> dict[int, CpuTimes]:
-    """Each processor's cumulative times from /proc/stat's ``cpuN`` lines."""
-    times: dict[int, CpuTimes] = {}
-    for line in text.splitlines():
-        name, *fields = line.split()
-        if not name.startswith("cpu") or name == "cpu" or not fields:
-            continue
-        values = [int(value) for value in fields[:8]] + [0] * max(0, 8 - len(fields))
-        idle = sum(values[i] for i in IDLE_FIELDS)
-        steal = values[STEAL_FIELD]
-        total = sum(values)
-        # Stolen time is the hypervisor's other guests, not this host's work: busy leaves it out.
-        times[int(name[3:])] = CpuTimes(total - idle - steal, total, steal)
-    return times
-
-
-def processor_of(self_stat: str) -> int | None:
-    """Field 39 of /proc/self/stat (after the command name, which may hold spaces)."""
-    fields = self_stat.rsplit(")", 1)[-1].split()
-    return int(fields[36]) if len(fields) > 36 else None
+def processor(pid: int, proc: Path = PROC) -> int | None:
+    """The processor ``pid`` last ran on; None where /proc does not say."""
+    fields = stat_fields(pid, proc)
+    return int(fields[PROCESSOR_FIELD]) if len(fields) > PROCESSOR_FIELD else None
 
 
 def busy_share(
-    before: Mapping[int, CpuTimes], after: Mapping[int, CpuTimes], cpus: Sequence[int]
+    before: Mapping[int, HostTimes], after: Mapping[int, HostTimes], cpus: Sequence[int]
 ) -> float | None:
     busy = sum(after[c].busy - before[c].busy for c in cpus if c in after and c in before)
     total = sum(after[c].total - before[c].total for c in cpus if c in after and c in before)
@@ -88,7 +68,7 @@ def busy_share(
 
 
 def context(
-    before: Mapping[int, CpuTimes], after: Mapping[int, CpuTimes], cpu: int | None, siblings: Sequence[int]
+    before: Mapping[int, HostTimes], after: Mapping[int, HostTimes], cpu: int | None, siblings: Sequence[int]
 ) -> CpuContext:
     """The calibration's context from the counters around it (pure)."""
     mates = tuple(s for s in siblings if s != cpu)
@@ -104,27 +84,19 @@ def context(
     )
 
 
-def read_times() -> dict[int, CpuTimes] | None:
-    try:
-        return parse_proc_stat(PROC_STAT.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def observed(before: Mapping[int, CpuTimes] | None) -> CpuContext | None:
-    """The context of what ran since ``before`` (``read_times()``), on this process's processor; None
-    where /proc says nothing (not Linux)."""
-    after = read_times()
+def observed(
+    before: Mapping[int, HostTimes] | None, proc: Path = PROC, sys_cpu: Path = SYS_CPU
+) -> CpuContext | None:
+    """The context of what ran since ``before`` (``read_cpu_times()``), on this process's processor;
+    None where /proc says nothing (not Linux)."""
+    after = read_cpu_times(proc)
     if before is None or after is None:
         return None
-    try:
-        cpu = processor_of(SELF_STAT.read_text())
-    except (OSError, ValueError):
-        cpu = None
+    cpu = processor(os.getpid(), proc)
     siblings: tuple[int, ...] = ()
     if cpu is not None:
         try:
-            siblings = parse_cpu_list(Path(TOPOLOGY.format(cpu)).read_text())
+            siblings = parse_cpu_list((sys_cpu / TOPOLOGY.format(cpu)).read_text())
         except (OSError, ValueError):
             siblings = ()
     return context(before, after, cpu, siblings)

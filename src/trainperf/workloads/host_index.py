@@ -67,9 +67,10 @@ def measure_host_index() -> dict[str, Any]:
         import torch  # noqa: F401 - imported before the clock starts: the import is not the host's speed
     except ImportError:
         pass
-    from trainperf.workloads.cpu_context import observed, read_times
+    from trainperf.measure.host_load import read_cpu_times
+    from trainperf.workloads.cpu_context import observed
 
-    before = read_times()
+    before = read_cpu_times()
     started = time.perf_counter()
     python, python_best = _timed(_python_work, PYTHON_OPS)
     try:
