@@ -20,7 +20,7 @@ from trainperf.fleet.budget import Budget
 from trainperf.fleet.session_plan import SessionPlan, ray_task_refusal
 from trainperf.ground.settings import Settings
 from trainperf.measure.detection import Detection, detect, emulate
-from trainperf.measure.hardware import CPU_CLASS, OTHER_MARKERS, load_classes, markers
+from trainperf.measure.hardware import CPU_CLASS, load_classes
 from trainperf.measure.nvml import Nvml
 from trainperf.measure.placement import Placement, visible_devices, worker_index
 from trainperf.run.case_runner import CaseRunner
@@ -252,7 +252,7 @@ def unknown_markers(markexpr: str, registered: Sequence[str]) -> str | None:
     unknown = sorted({word for word in words if word not in known and word not in MARK_WORDS})
     if not unknown:
         return None
-    classes = sorted(set(markers()) - set(OTHER_MARKERS))
+    classes = sorted(load_classes())
     return (
         f"-m {markexpr!r} names no registered marker {', '.join(repr(w) for w in unknown)}: the GPU classes "
         f"are {', '.join(classes)} (pytest --markers lists every marker)"

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from trainperf.workloads.protocol import rank_file
+
 TRACE_SUFFIX = ".pt.trace.json.gz"
 """The TensorBoard profiler plugin's file pattern (``<worker>.pt.trace.json.gz``); Perfetto opens it too."""
 DEFAULT_WARMUP = 1
@@ -58,7 +60,7 @@ class TracePlan:
         """Rank ``rank``'s plan in a multi-GPU child: every rank profiles, each into its own file
         (``r2.rank1.pt.trace.json.gz``; rank 0 keeps the plain name, the trace the parent analyses).
         Two ranks exporting to one name race on its temporary file and one loses its trace."""
-        return self if rank == 0 else replace(self, worker=f"{self.worker}.rank{rank}")
+        return replace(self, worker=rank_file(self.worker, rank))
 
     def rank_paths(self) -> list[Path]:
         """The other ranks' trace files of this run, as they were written."""
