@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainperf.store.url import store_off
+
 JUNIT_FILE = "junit.xml"
 
 
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _store(url: str | None, shards: list[Any], nightly: Any) -> str:
     """The shards' runs and the nightly into the results history; what was done, for the last line."""
-    if (url or "").strip().lower() in ("off", "none"):
+    if store_off(url):
         return ""
     from trainperf.errors import TrainperfError
     from trainperf.recording.ingest import ingest

@@ -27,6 +27,7 @@ from trainperf.ground.settings import Shard
 from trainperf.measure.hardware import CPU_CLASS
 from trainperf.result import CaseResult
 from trainperf.store.baselines import BaselineStore
+from trainperf.store.url import store_off
 
 # With nothing measured, a tiny CPU case takes about half a minute and a GPU case about ten
 # (the h100 baselines' single runs: 2 to 19 minutes); a cliff search launches about ten children.
@@ -137,7 +138,7 @@ def read_timeline(store_url: str | None, gpu_class: str) -> tuple[list[Any], boo
     """The class's stored case results before today (UTC), and whether every shard reads the same
     ones: a PostgreSQL server is the fleet's, a SQLite file is one machine's. None when the store
     is off, absent or unreachable (the split then falls back to the baseline files)."""
-    if (store_url or "").strip().lower() in ("off", "none"):
+    if store_off(store_url):
         return [], False
     from trainperf.store.interface import open_history_store, resolve_url
 

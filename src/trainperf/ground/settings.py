@@ -26,6 +26,7 @@ from trainperf.ground.option_values import (
 )
 from trainperf.measure.host_turns import parse_patterns
 from trainperf.paths import SESSION_FILE
+from trainperf.store.url import normalise_url, store_off
 from trainperf.traces.kernel_steps import DEFAULT_WINDOW
 
 
@@ -358,12 +359,8 @@ def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Se
         from trainperf.families.envs import parse_overrides
 
         parse_overrides(values["env"])  # a malformed value is a usage error at start, not per case
-    store = values["store"]
-    if store is not None and str(store).strip().lower() not in ("off", "none"):
-        from trainperf.store.url import normalise_url
-
-        # A malformed URL is refused at start, not after the run as "history not written".
-        normalise_url(str(store))
+    if values["store"] is not None and not store_off(values["store"]):
+        normalise_url(values["store"])  # a malformed URL is refused at start, not after the run
     if values["resume"] is not None and not values["resume"].is_dir():
         raise TrainperfError(
             f"--perf-resume {values['resume']} is not a run folder; give reports/<run> of an earlier run"

@@ -17,13 +17,11 @@ from trainperf.errors import TrainperfError
 from trainperf.ground.settings import Settings
 from trainperf.result import CaseResult
 from trainperf.store.baselines import describe_file_baseline
+from trainperf.store.url import store_off
 
 if TYPE_CHECKING:
     from trainperf.store.interface import HistoryStore
     from trainperf.store.records import RunInfo
-
-STORE_OFF = ("off", "none")
-"""``--perf-store off``: no results history at all (the run folder only)."""
 
 
 @dataclass(slots=True)
@@ -129,7 +127,7 @@ def open_history(
 ) -> SessionHistory:  # fmt: skip
     """Open the store for a session; a store that cannot be used leaves the session on its files."""
     history = SessionHistory(settings, run_dir)
-    if (settings.store or "").strip().lower() in STORE_OFF:
+    if store_off(settings.store):
         history.problem = "--perf-store off"
         return history
     from trainperf.store.interface import open_history_store, resolve_url

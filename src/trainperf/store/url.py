@@ -29,6 +29,15 @@ class StoreBusy(StoreError):
     """A SQLite writer did not get the lock in time; the run folder stays for a later ingest."""
 
 
+STORE_OFF = ("off", "none")
+"""``--perf-store off``: no results history at all (the run folder only)."""
+
+
+def store_off(url: str | None) -> bool:
+    """The store is switched off (``off`` or ``none``, any case)."""
+    return (url or "").strip().lower() in STORE_OFF
+
+
 def default_store_path() -> Path:
     import platformdirs
 
