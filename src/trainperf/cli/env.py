@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from trainperf.errors import TrainperfError
-from trainperf.measure.hardware import load_classes
+from trainperf.measure.hardware import load_classes, require_class
 
 
 def cmd_env(args: argparse.Namespace) -> int:
@@ -14,10 +13,8 @@ def cmd_env(args: argparse.Namespace) -> int:
     from trainperf.measure.host import host_fingerprint
 
     classes = load_classes()
-    if args.gpu_class and args.gpu_class not in classes:
-        raise TrainperfError(
-            f"unknown GPU class '{args.gpu_class}' (--gpu-class); known: {', '.join(sorted(classes))}"
-        )
+    if args.gpu_class:
+        require_class(args.gpu_class, classes, "--gpu-class")
     if args.env_command == "create":
         return cmd_env_create(args)
     if args.env_command == "list":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainperf.errors import TrainperfError
-from trainperf.measure.hardware import CPU_CLASS, GpuClass, classify, visible_gpu_index
+from trainperf.measure.hardware import CPU_CLASS, GpuClass, classify, require_class, visible_gpu_index
 from trainperf.measure.nvml import DeviceInfo, Nvml
 
 
@@ -37,10 +37,7 @@ def detect(classes: dict[str, GpuClass], override: str | None) -> Detection:
     detected = classify(info.name if info else None, classes)
     if override is None:
         return Detection(classes[detected] if detected else None, device, info, False)
-    if override not in classes:
-        raise TrainperfError(
-            f"unknown GPU class '{override}' (--perf-gpu-class); known: {', '.join(sorted(classes))}"
-        )
+    require_class(override, classes, "--perf-gpu-class")
     if override != CPU_CLASS and info is None:
         raise TrainperfError(f"--perf-gpu-class {override} needs a GPU, and NVML sees none on this machine")
     return Detection(classes[override], device if override != CPU_CLASS else None, info, True)

@@ -106,6 +106,13 @@ def load_classes(directory: Path = HARDWARE_DIR) -> dict[str, GpuClass]:
     return classes
 
 
+def require_class(name: str, classes: dict[str, GpuClass], option: str) -> GpuClass:
+    """The class ``name`` as given to ``option``, or one line naming the known ones."""
+    if name not in classes:
+        raise TrainperfError(f"unknown GPU class '{name}' ({option}); known: {', '.join(sorted(classes))}")
+    return classes[name]
+
+
 def classify(device_name: str | None, classes: dict[str, GpuClass]) -> str | None:
     """The class whose patterns match ``device_name``; ``cpu`` without a GPU; None if unknown."""
     if device_name is None:
