@@ -179,7 +179,7 @@ def classify(probe: str, exit_code: int | None, output: str, seconds: float) -> 
     """The verdict on one answer (pure: the tests feed it outputs)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith(("ERROR:", "error:", "trainperf:", "UsageError"))]
-    line = (errors or lines or [""])[-1] if not errors else errors[0]
+    line = errors[0] if errors else (lines[-1] if lines else "")
     code = -1 if exit_code is None else exit_code
     if SECRET in output:
         verdict = "leak"
