@@ -83,3 +83,123 @@ def test_the_command_reads_run_and_baseline_folders_and_refuses_others(
     assert "is neither a run folder" in capsys.readouterr().err
     assert main(["cost", str(run), "--gpus", "0"]) == 2
     assert "--gpus '0': give GPU counts such as 1,2,4" in capsys.readouterr().err
+
+
+def _with_inputs(case_id: str, *records: dict[str, object]) -> CaseResult:
+    runs = [{"wall_s": 300.0, "cached_inputs": list(records)}]
+    return CaseResult(case_id, {"family": "sft_unsloth", "gpus": 1}, "h200", "ok", runs=runs)
+
+
+BIG = {"kind": "checkpoints", "key": "gpt_oss_120b-15b0", "bytes": 62_100_000_000, "build_s": 99.0}
+BIG["hit"] = True
+SMALL = {"kind": "checkpoints", "key": "qwen3_32b-9f1", "bytes": 19_000_000_000, "build_s": 63.1}
+SMALL["hit"] = False
+
+
+def test_a_fresh_runner_pays_each_cached_input_once_and_is_told_when_they_do_not_fit() -> None:
+    from trainperf.fleet.fresh_runner import fresh_runner_cost, fresh_runner_lines, inputs_needed
+
+    old = {"kind": "models", "key": "qwen2_5_3b-aa", "hit": True}  # written by an older trainperf
+    results = [
+        _with_inputs("sft_unsloth-gpt_oss_120b-short", BIG),
+        _with_inputs("sft_unsloth-gpt_oss_120b-long", {**BIG, "build_s": None}),
+        _with_inputs("sft_unsloth-qwen3_32b-short", SMALL, "not a record"),  # type: ignore[arg-type]
+        _with_inputs("rl_verl-qwen2_5_3b", old),
+    ]
+    needs = inputs_needed(results)
+    assert [need.name for need in needs] == [
+        "checkpoints/gpt_oss_120b-15b0", "checkpoints/qwen3_32b-9f1", "models/qwen2_5_3b-aa",
+    ]  # fmt: skip
+    assert needs[0].case_ids == ("sft_unsloth-gpt_oss_120b-short", "sft_unsloth-gpt_oss_120b-long")
+    assert needs[0].build_s == 99.0  # one run's record without a time does not hide another's
+    cost = fresh_runner_cost(needs, {"checkpoints/qwen3_32b-9f1"}, free_b=50_000_000_000)
+    lines = fresh_runner_lines(cost, "/cache")
+    assert lines[0] == (
+        "fresh runner: its first night writes 3 cached input(s), 81.1 GB, written in 2.7 GPU-min "
+        "(1 without a recorded size or time) before the cases that use them"
+    )
+    assert "  models/qwen2_5_3b-aa: size not recorded, time not recorded, for rl_verl-qwen2_5_3b" in lines
+    assert lines[-2].startswith("  this runner's cache (/cache) lacks 2 cached input(s), 62.1 GB")
+    assert lines[-1].startswith("  they do not fit: 50.0 GB free there; point TRAINPERF_CACHE_DIR at")
+    warm = fresh_runner_lines(fresh_runner_cost(needs, {n.name for n in needs}, None), "/cache")
+    assert warm[-1] == "  this runner's cache (/cache) holds all of them"
+    assert fresh_runner_lines(fresh_runner_cost([], set(), None), "/cache") == []
+
+
+def test_cost_checks_the_cached_inputs_against_this_runners_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from trainperf.synth.cache import COMPLETE_MARKER
+
+    folder = tmp_path / "baselines" / "h200"
+    folder.mkdir(parents=True)
+    save_result(folder / "a.json", _with_inputs("sft_unsloth-gpt_oss_120b-short", BIG))
+    save_result(folder / "b.json", _with_inputs("sft_unsloth-qwen3_32b-short", SMALL))
+    cache = tmp_path / "cache"
+    (cache / "checkpoints" / "qwen3_32b-9f1").mkdir(parents=True)
+    (cache / "checkpoints" / "qwen3_32b-9f1" / COMPLETE_MARKER).write_text("{}")
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(cache))
+    assert main(["cost", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f"  this runner's cache ({cache}) lacks 1 cached input(s), 62.1 GB, written in 1.6 GPU-min" in out
+    assert main(["cost", "--json", str(folder)]) == 0
+    inputs = json.loads(capsys.readouterr().out)["fresh_runner"]["inputs"]
+    assert [(i["name"], i["in_this_runners_cache"]) for i in inputs] == [
+        ("checkpoints/gpt_oss_120b-15b0", False), ("checkpoints/qwen3_32b-9f1", True),
+    ]  # fmt: skip
+
+
+def test_a_runs_record_keeps_the_cached_inputs_its_child_reported(tmp_path: Path) -> None:
+    """The child's list reaches the run's record (``runs``), where ``trainperf cost`` reads it."""
+    from types import SimpleNamespace
+
+    from trainperf.case import Outcome
+    from trainperf.launch.launcher import run_info
+    from trainperf.workloads.protocol import CACHED_INPUTS, ChildSpec
+
+    ctx = SimpleNamespace(folder=SimpleNamespace(root=tmp_path, relative=lambda p: p.name))
+    launched = SimpleNamespace(
+        exit=SimpleNamespace(returncode=0, wall_s=12.0, stderr_tail=""), devices=(), watched={}
+    )
+    spec = ChildSpec(case={}, steps=4, out_dir=str(tmp_path / "r1"))
+    child = {"timeline": {}, CACHED_INPUTS: [BIG]}
+    info = run_info(
+        ctx, tmp_path / "r1", spec, launched, child, Outcome.OK,  # type: ignore[arg-type]
+        SimpleNamespace(path="python3"), "unsloth",  # type: ignore[arg-type]
+    )  # fmt: skip
+    assert info[CACHED_INPUTS] == [BIG]
+    assert CACHED_INPUTS not in run_info(
+        ctx, tmp_path / "r1", spec, launched, {"timeline": {}}, Outcome.OK,  # type: ignore[arg-type]
+        SimpleNamespace(path="python3"), "hf",  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_a_night_on_a_fresh_runner_projects_each_write_on_the_first_case_that_makes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from trainperf.fleet.night import NightSession, first_writes
+
+    baselines = tmp_path / "baselines"
+    for case_id in ("sft_unsloth-gpt_oss_120b-long", "sft_unsloth-gpt_oss_120b-short"):
+        save_result(baselines / "h200" / f"{case_id}.json", _with_inputs(case_id, {**BIG, "hit": True}))
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
+    session = NightSession(SimpleNamespace(baselines=baselines), "h200", tmp_path)  # type: ignore[arg-type]
+    lines: list[str] = []
+    tonight = ["sft_unsloth-gpt_oss_120b-short", "sft_unsloth-gpt_oss_120b-long", "sft_hf-no-baseline"]
+    assert first_writes(session, tonight, lines) == {"sft_unsloth-gpt_oss_120b-short": 99.0}
+    assert lines == [
+        (
+            "trainperf: fresh runner: tonight's cases first write 1 cached input(s), 62.1 GB, written in 1.6 "
+            f"GPU-min into {tmp_path / 'cache'} (counted in the night's projection)"
+        )
+    ]
+    # Once the runner's cache holds it, the night is projected as its baselines say.
+    entry = tmp_path / "cache" / "checkpoints" / BIG["key"]  # type: ignore[operator]
+    entry.mkdir(parents=True)
+    (entry / "trainperf-complete.json").write_text("{}")
+    lines.clear()
+    assert first_writes(session, tonight, lines) == {} and lines == []

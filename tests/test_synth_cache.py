@@ -3,6 +3,7 @@ entry, the other waits on its lock and finds it written; a writer killed holding
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -10,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainperf.synth.cache import ensure_entry
+from trainperf.synth.cache import COMPLETE_MARKER, ensure_entry
+from trainperf.workloads.protocol import CachedInput
 
 
 def _build(folder: Path) -> dict[str, Any]:
@@ -67,3 +69,24 @@ def test_a_writer_killed_with_the_lock_leaves_it_free_and_its_half_entry_is_remo
     entry = ensure_entry(tmp_path, "model-abc", _build, say=said.append)
     assert not entry.hit and (entry.path / "weights.bin").is_file()
     assert any("half-written" in s for s in said) and not list(tmp_path.glob("model-abc.tmp-*"))
+
+
+def test_an_entry_records_its_writers_size_and_time_and_a_hit_reports_them(tmp_path: Path) -> None:
+    """A run that finds an entry cached still says what a fresh runner pays for it (``trainperf cost``)."""
+    root = tmp_path / "checkpoints"
+    written = ensure_entry(root, "model-abc", _build, say=lambda _: None)
+    found = ensure_entry(root, "model-abc", _build, say=lambda _: None)
+    first, second = written.record(), found.record()
+    assert (first.kind, first.key, first.hit, second.hit) == ("checkpoints", "model-abc", False, True)
+    assert first.bytes == second.bytes == 1024  # weights.bin; the marker is written after the count
+    assert first.build_s is not None and first.build_s >= 1.0 and second.build_s == first.build_s
+    assert CachedInput.from_dict(second.to_dict()) == second
+
+
+def test_an_entry_of_an_older_writer_reports_no_size_or_time(tmp_path: Path) -> None:
+    entry = tmp_path / "models" / "model-old"
+    entry.mkdir(parents=True)
+    (entry / COMPLETE_MARKER).write_text(json.dumps({"key": "model-old", "parameters": 1}))
+    record = ensure_entry(tmp_path / "models", "model-old", _build, say=lambda _: None).record()
+    assert (record.hit, record.bytes, record.build_s) == (True, None, None)
+    assert CachedInput.from_dict([1, 2]) is None and CachedInput.from_dict({"kind": "models"}) is None

@@ -271,6 +271,9 @@ def test_the_model_folder_is_written_once_and_shared_by_every_run(
         "qwen3_tiny", dtype="float32", root=tmp_path, say=lambda _: None
     )
     assert not entry.hit and hit.hit and again == first and first.parameters == 336_256
+    # What a fresh runner pays for it, reported by the run that wrote it and by the one that found it.
+    assert (hit.record().kind, hit.record().bytes) == (tmp_path.name, entry.record().bytes)  # root's name
+    assert entry.record().bytes and entry.record().bytes > 336_256 * 4
     other_seed, _ = rl_inputs.ensure_model_folder(
         "qwen3_tiny", dtype="float32", seed=1, root=tmp_path, say=lambda _: None
     )

@@ -5,6 +5,9 @@ FOLDER: run folders (reports/<run>, the shards of one nightly, or a merged one),
 folder (baselines/<class>: one run per case, as a nightly would make). Give the folders of one
 nightly together; run it once per nightly to compare two.
 
+It also lists the synthetic inputs the cases take from the cache (``fleet.fresh_runner``): what a
+fresh runner's first night writes, and what this machine's cache (``TRAINPERF_CACHE_DIR``) lacks.
+
 ``--night DATE``: a baselines class folder's week of nights from DATE as ``--perf-night`` plans them
 (``fleet.night``): each case's tier and detection latency, each night's GPU-minutes; exit 1 when a night
 is projected over ``--night-budget``.
@@ -81,6 +84,7 @@ def _plans(baselines: list[Any]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from trainperf.fleet.cost import cost_lines, nightly_cost
+    from trainperf.fleet.fresh_runner import fresh_runner_lines
     from trainperf.ground.folder import RunFolder, load_results
 
     counts = _gpu_counts(args.gpus)
@@ -95,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     if plans and not args.json:
         print("\n".join(f"{case_id}: {plan.note}" for case_id, plan in sorted(plans.items()) if plan.note))
     week = _week(args, results) if args.night else None
+    fresh, cache_dir = _fresh_runner([result for result, _one_run in results])
     if args.json:
         print(
             json.dumps(
@@ -102,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                     **({"night": week.figures} if week else {}),
                     "gpu_minutes": round(cost.total_min, 2),
                     "by_family": {k: round(v, 2) for k, v in cost.by_family.items()},
+                    "fresh_runner": _fresh_runner_json(fresh),
                     "wall_minutes_on": {str(k): round(v, 2) for k, v in cost.makespan_min.items()},
                     "cases": [
                         {"case_id": c.case_id, "gpus": c.gpus, "launches": c.launches, "wall_s": c.wall_s}
@@ -113,8 +119,41 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print("\n".join(cost_lines(cost) + (week.lines if week else [])))
+        lines = cost_lines(cost) + fresh_runner_lines(fresh, cache_dir) + (week.lines if week else [])
+        print("\n".join(lines))
     return 1 if week and week.over else 0
+
+
+def _fresh_runner(results: list[Any]) -> tuple[Any, str]:
+    """What the cases' cached inputs cost a fresh runner, against what this runner's cache holds."""
+    import shutil
+
+    from trainperf.fleet.fresh_runner import fresh_runner_cost, inputs_needed
+    from trainperf.synth.cache import cache_root, is_complete
+
+    needs = inputs_needed(results)
+    present = {need.name for need in needs if is_complete(cache_root(need.kind) / need.key)}
+    root = cache_root("checkpoints").parent
+    existing = next((folder for folder in (root, *root.parents) if folder.is_dir()), None)
+    free_b = shutil.disk_usage(existing).free if existing else None
+    return fresh_runner_cost(needs, present, free_b), str(root)
+
+
+def _fresh_runner_json(fresh: Any) -> dict[str, Any]:
+    missing = {need.name for need in fresh.missing}
+    return {
+        "free_bytes": fresh.free_b,
+        "inputs": [
+            {
+                "name": need.name,
+                "bytes": need.bytes,
+                "build_s": need.build_s,
+                "cases": list(need.case_ids),
+                "in_this_runners_cache": need.name not in missing,
+            }
+            for need in fresh.needs
+        ],
+    }
 
 
 def _week(args: argparse.Namespace, results: list[Any]) -> Any:

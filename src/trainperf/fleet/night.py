@@ -20,6 +20,8 @@ from typing import Any
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.fleet.cost import case_cost
+from trainperf.fleet.fresh_runner import first_writers, inputs_needed
+from trainperf.fleet.fresh_runner import night_line as fresh_night_line
 from trainperf.fleet.night_cost import PROJECTED_KEY
 from trainperf.ground.catalogue import catalogue_items
 from trainperf.ground.folder import RunFolder
@@ -195,12 +197,35 @@ def keep_night(
     if session.listing:
         lines += case_lines(plan, selection)
     tonight = plan.tonight(selection)
+    writes = first_writes(session, tonight, lines)
     return {
         "date": plan.night.isoformat(),
         "tonight": tonight,
         "promoted": dict(plan.promoted),
-        PROJECTED_KEY: {key: plan.gpu_s.get(key) for key in tonight},
+        PROJECTED_KEY: {
+            key: None if (seconds := plan.gpu_s.get(key)) is None else seconds + writes.get(key, 0.0)
+            for key in tonight
+        },
     }
+
+
+def first_writes(session: NightSession, tonight: list[str], lines: list[str]) -> dict[str, float]:
+    """GPU-seconds tonight's cases spend first writing the cached inputs (``fleet.fresh_runner``) their
+    baselines used and this runner's cache lacks, on the case that writes each; its line in ``lines``."""
+    from trainperf.synth.cache import cache_root, is_complete
+
+    store = BaselineStore(session.settings.baselines)
+    baselines = []
+    for key in tonight:
+        try:
+            baselines.append(store.load(session.gpu_class, key))
+        except TrainperfError:
+            continue  # no baseline, or a damaged one (reported when its case runs)
+    needs = inputs_needed(result for result in baselines if result is not None)
+    missing = [need for need in needs if not is_complete(cache_root(need.kind) / need.key)]
+    if (line := fresh_night_line(missing, str(cache_root("checkpoints").parent))) is not None:
+        lines.append(line)
+    return first_writers(missing, tonight)
 
 
 @dataclass(frozen=True, slots=True)

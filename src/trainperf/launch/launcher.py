@@ -34,6 +34,7 @@ from trainperf.paths import portable
 from trainperf.traces.kernel_steps import kernel_window
 from trainperf.traces.profile_window import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
+    CACHED_INPUTS,
     SAMPLES_FILE,
     SPEC_FILE,
     STEPS_FILE,
@@ -207,6 +208,8 @@ def run_info(
         info["memory_snapshot"] = child["memory_snapshot"]
     if child.get("setup"):  # where a framework's start-up went (verl)
         info["setup"] = child["setup"]
+    if child.get(CACHED_INPUTS):  # what a fresh runner writes before this case can start
+        info[CACHED_INPUTS] = child[CACHED_INPUTS]
     if outcome is not Outcome.OK:
         info["stderr_tail"] = launched.exit.stderr_tail[-3000:]
     if launched.devices:

@@ -25,9 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.workloads.protocol import CachedInput
 
 COMPLETE_MARKER = "trainperf-complete.json"
 LOCKS_FOLDER = ".locks"
+BUILD_S_KEY = "build_s"
+BYTES_KEY = "bytes"
+"""The marker's record of its writer: seconds spent and bytes written (``CacheEntry.record``)."""
 DISK_MARGIN = 1.05
 """Room asked beyond the estimate: small files (index, config, tokenizer) and the estimate's error."""
 
@@ -49,6 +53,18 @@ class CacheEntry:
     def state(self) -> str:
         """For the child's log: ``cache hit`` or ``written in 95s``."""
         return "cache hit" if self.hit else f"written in {self.seconds:.0f}s"
+
+    def record(self) -> CachedInput:
+        """What the run reports of the entry: the writer's size and time come from the marker, so a
+        run that found it cached still says what a fresh runner pays for it."""
+        size, seconds = self.marker.get(BYTES_KEY), self.marker.get(BUILD_S_KEY)
+        return CachedInput(
+            kind=self.path.parent.name,
+            key=self.path.name,
+            bytes=int(size) if isinstance(size, int | float) else None,
+            build_s=float(seconds) if isinstance(seconds, int | float) else None,
+            hit=self.hit,
+        )
 
 
 def cache_root(kind: str) -> Path:
@@ -116,7 +132,10 @@ def _ensure_locked(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
+        building = time.perf_counter()
         marker = {"key": key, **build(tmp)}
+        marker[BUILD_S_KEY] = round(time.perf_counter() - building, 1)
+        marker[BYTES_KEY] = folder_bytes(tmp)
         (tmp / COMPLETE_MARKER).write_text(json.dumps(marker))
         try:
             os.rename(tmp, final)
@@ -128,6 +147,11 @@ def _ensure_locked(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return CacheEntry(final, False, time.perf_counter() - started, marker, rebuilt)
+
+
+def folder_bytes(folder: Path) -> int:
+    """The size of the files under ``folder``."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
 def _remove_stale_temporaries(root: Path, key: str, say: Callable[[str], None]) -> None:

@@ -121,6 +121,44 @@ def _folders(data: dict[str, Any], convert: Callable[[str], str]) -> dict[str, A
     return data
 
 
+CACHED_INPUTS = "cached_inputs"
+"""The child result's list of the cached synthetic inputs it used (``CachedInput.to_dict``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CachedInput:
+    """A synthetic input a child took from the cache under ``TRAINPERF_CACHE_DIR`` or wrote into it (a
+    4-bit checkpoint, a model folder): what a fresh runner writes before the case's first step."""
+
+    kind: str
+    """The cache's folder (``checkpoints``, ``models``)."""
+    key: str
+    """The entry's name: the model and a hash of everything that shapes its files."""
+    bytes: int | None
+    """Its size on disk, where its writer recorded it (entries of an older trainperf did not)."""
+    build_s: float | None
+    """How long its writer took, where recorded."""
+    hit: bool
+    """Found in the cache (True) or written by this run (False)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CachedInput | None:
+        """The record, or None for anything that is not one (a hand-edited or truncated result)."""
+        if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or not data.get("key"):
+            return None
+        size, seconds = data.get("bytes"), data.get("build_s")
+        return cls(
+            kind=data["kind"],
+            key=str(data["key"]),
+            bytes=int(size) if isinstance(size, int | float) else None,
+            build_s=float(seconds) if isinstance(seconds, int | float) else None,
+            hit=bool(data.get("hit")),
+        )
+
+
 def rank_file(name: str, rank: int) -> str:
     """A file of rank ``rank`` of a multi-GPU child: rank 0 keeps the plain name (it records the
     steps the parent measures), every other rank writes ``result.rank1.json`` and so on."""

@@ -32,7 +32,7 @@ from trainperf.families.rl_verl.preflight import Normalised, check
 from trainperf.families.rl_verl.versions import RuleSet, rule_set
 from trainperf.traces.plant import parse_plant
 from trainperf.workloads.effective import library_versions
-from trainperf.workloads.protocol import ChildSpec, SkipCase
+from trainperf.workloads.protocol import CACHED_INPUTS, CachedInput, ChildSpec, SkipCase
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.verl import plant_hook
 from trainperf.workloads.verl.classify import classify_failure
@@ -126,6 +126,7 @@ def prepare_inputs(
     from trainperf.workloads import verl_reward
 
     info: dict[str, Any] = {}
+    cached: tuple[CachedInput, ...] = ()
     started = time.monotonic()
     if case.model_path:
         model_dir = tokenizer_dir = Path(case.model_path)
@@ -147,6 +148,7 @@ def prepare_inputs(
             total_params=folder.parameters, trainable_params=folder.parameters, weight_shards=folder.shards
         )
         info.update(model_source=f"synthetic:{folder.path.name}", model_cache_hit=entry.hit)
+        cached = (entry.record(),)
     info["model_build_s"] = round(time.monotonic() - started, 1)
     if case.dataset_path:
         parquet = Path(case.dataset_path)
@@ -164,6 +166,7 @@ def prepare_inputs(
         reward_file=reward,
         work_dir=work,
         experiment=case.id,
+        cached=cached,
     )
     return inputs, info
 
@@ -265,6 +268,7 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         "ray_stop": ray_said,
         "session_sweep": swept.to_dict(),
         "setup": setup,
+        CACHED_INPUTS: [record.to_dict() for record in inputs.cached],
     }
 
 

@@ -22,7 +22,7 @@ import torch
 
 from trainperf.case import Case
 from trainperf.workloads.effective import effective_config, library_versions
-from trainperf.workloads.protocol import ChildSpec, SkipCase
+from trainperf.workloads.protocol import CACHED_INPUTS, CachedInput, ChildSpec, SkipCase
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.sft_hf import LORA_TARGETS, _callback, _dataset, sft_args, train_timed
 
@@ -59,7 +59,7 @@ def _train(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     # unsloth first: it patches transformers, peft and trl, which the checkpoint writer imports.
     FastLanguageModel = _import_unsloth()
     timeline["import_s"] = time.perf_counter() - started
-    path, checkpoint = _checkpoint(case, device, seed)
+    path, checkpoint, cached = _checkpoint(case, device, seed)
     loaded = time.perf_counter()
     timeline["checkpoint_s"] = loaded - started - timeline["import_s"]
     model, tokenizer = _load_with_adapters(FastLanguageModel, path, case, seed)
@@ -87,6 +87,7 @@ def _train(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         "versions": library_versions(VERSION_PACKAGES),
         "timeline": timeline,
         "device_name": torch.cuda.get_device_name(device),
+        CACHED_INPUTS: [record.to_dict() for record in cached],
     }
 
 
@@ -140,10 +141,10 @@ def _effective(case: Case, trainer: Any, args: Any, checkpoint: str) -> dict[str
     return effective
 
 
-def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
-    """(path, description) of the 4-bit checkpoint to load."""
+def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str, tuple[CachedInput, ...]]:
+    """(path, description, the cache's record of it) of the 4-bit checkpoint to load."""
     if case.model_path:
-        return case.model_path, f"local:{case.model_path}"
+        return case.model_path, f"local:{case.model_path}", ()
     from trainperf.synth.model_configs import load_model_fixture
     from trainperf.synth.quantized_checkpoint import NotEnoughDisk, UnsupportedArchitecture, ensure_checkpoint
 
@@ -158,7 +159,7 @@ def _checkpoint(case: Case, device: torch.device, seed: int) -> tuple[str, str]:
         f"{info.marker['quantized_linears']} NF4 linears)",
         flush=True,
     )
-    return str(info.path), f"synthetic-nf4:{info.path.name}"
+    return str(info.path), f"synthetic-nf4:{info.path.name}", (info.record(),)
 
 
 @contextmanager

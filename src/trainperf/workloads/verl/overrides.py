@@ -13,6 +13,7 @@ from pathlib import Path
 
 from trainperf.families.rl_verl.knobs import KL_LOSS_COEF, KL_LOSS_TYPE, VerlKnobs
 from trainperf.families.rl_verl.versions import RuleSet
+from trainperf.workloads.protocol import CachedInput
 
 ACTOR_LR = 1e-6
 CRITIC_LR = 1e-5
@@ -32,6 +33,8 @@ class Inputs:
     reward_file: Path
     work_dir: Path
     experiment: str
+    cached: tuple[CachedInput, ...] = ()
+    """The cached synthetic inputs among them (a fresh runner writes these first)."""
 
 
 def _flag(value: bool) -> str:
