@@ -18,6 +18,7 @@ from trainperf.launch.launcher import ChildRun
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
 from trainperf.measure.measurement import RunMeasurement
+from trainperf.report.headline import headline
 from trainperf.result import CaseResult
 from trainperf.run import finished_runs
 from trainperf.run.case_runner import CaseRunner
@@ -117,9 +118,39 @@ def test_the_merge_lists_a_cut_case_with_its_kept_runs_not_as_never_run(tmp_path
     ]
     cut = f"cut: interrupted in shard 2/2 with 2 finished run(s) kept; --perf-resume={folder.root}"
     assert [f"{case.case_id}: {case.why}" for case in unjudged_cases(shards)] == [
-        f"{cut} goes on from them",
-        "never: not run in any shard",
+        f"{cut} goes on",
+        "never: not run: shard 1/2 recorded no end (killed, or written by a trainperf that did not record one)",
     ]
+
+
+def test_the_merge_says_how_each_shard_ended_for_the_cases_it_did_not_reach(tmp_path: Path) -> None:
+    """A time limit's SIGINT ends a shard's session with its end recorded (``RunContext.record_end``):
+    its unreached cases read "interrupted after 500 s"; a shard that finished read "ended without"
+    them; the case a shard was cut in reads interrupted even with no run kept."""
+    split = {"a": 1, "b": 1, "c": 2, "d": 3}
+    sessions = [{"started": "t", "ended": "t2", "elapsed_s": 500.2, "interrupted": True}]
+    third = RunFolder(tmp_path / "shard-3")
+    third.root.mkdir()
+    interruption.record(third.root, interruption.Interruption("d", "d run 1/1", "cases/d/r1", 32, 40))
+    shards = [
+        ShardRun(tmp_path / "shard-1", Shard(1, 3), "cpu", "c", split, sessions, []),
+        ShardRun(tmp_path / "shard-2", Shard(2, 3), "cpu", "c", split, [{"ended": "t", "elapsed_s": 9}], []),
+        ShardRun(third.root, Shard(3, 3), "cpu", "c", split, [{"started": "t"}], []),
+    ]
+    found = unjudged_cases(shards)
+    assert [(case.case_id, case.state, case.cause) for case in found] == [
+        ("a", "not run", "in an interrupted shard"),
+        ("b", "not run", "in an interrupted shard"),
+        ("c", "not run", "in shards that ended without them"),
+        ("d", "interrupted", "in an interrupted shard"),
+    ]
+    assert found[0].why == "not run: shard 1/3 was interrupted after 500 s, before it"
+    assert found[2].why == "not run: shard 2/3 ended after 9 s without running it (deselected or skipped)"
+    assert found[3].why.startswith("interrupted in shard 3/3 during d run 1/1 after 32/40 steps with no ")
+    assert headline([], found) == (
+        "4 case(s): 0 judged, 1 interrupted, 3 not run (2 in an interrupted shard, 1 in shards that ended "
+        "without them)"
+    )
 
 
 def test_a_child_that_could_not_write_its_files_is_a_harness_fault_never_the_workloads_crash(

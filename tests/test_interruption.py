@@ -204,6 +204,9 @@ def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_s
     assert 1 <= record["steps_done"] < 2000
     steps_file = run_dir / record["child_dir"] / "steps.jsonl"
     assert len(read_steps(steps_file)) >= record["steps_done"]  # the files stayed
+    # The session's record says it was stopped, and after how long: what a merge says of its other cases.
+    ended = RunFolder(run_dir).session_records()[-1]
+    assert ended["interrupted"] is True and 0 < ended["elapsed_s"] < 300 and ended["ended"]
     leftover = _processes_mentioning(str(run_dir / record["child_dir"]))
     for pid in leftover:  # never leave an orphan training on the test machine
         os.kill(pid, signal.SIGKILL)

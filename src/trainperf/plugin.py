@@ -174,6 +174,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """An xdist worker has no terminal summary: its part of the run is stamped and closed here. A
     session whose night or shard left it no case ends with status 0, not pytest's "no tests" 5."""
     state = session.config.stash.get(STATE, None)
+    if state is not None and state.context is not None:
+        state.context.record_end(interrupted=session.exitstatus == pytest.ExitCode.INTERRUPTED)
     if state is not None and xdist.worker_id(session.config):
         state.conclude_history()
     if state is not None:

@@ -140,3 +140,5 @@ class Unjudged:
     state: str
     """``INTERRUPTED`` or ``NOT_RUN``."""
     why: str
+    cause: str = ""
+    """Why it was not run, in a few words the headline counts by (``in an interrupted shard``)."""

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
-from trainperf.ground.folder import RunFolder
+from trainperf.ground.folder import SESSION_ELAPSED, SESSION_ENDED, SESSION_INTERRUPTED, RunFolder
 from trainperf.ground.settings import Shard, parse_shard
 from trainperf.jsonio import append_jsonl, read_jsonl
+from trainperf.launch.interruption import Interruption, pending
 from trainperf.paths import CASES_DIR, RESULTS_DIR, SESSION_FILE, portable
 from trainperf.paths import RESULTS_INDEX_FILE as INDEX_FILE
 from trainperf.recording.ingest import sessions_of
@@ -205,18 +206,40 @@ def not_run(shards: list[ShardRun]) -> list[str]:
 
 
 def unjudged_cases(shards: list[ShardRun]) -> list[Unjudged]:
-    """Each case of the selection without a result: cut in its shard, with the runs it kept and how
-    to go on from them, or not run in any shard."""
+    """Each case of the selection without a result: cut in its shard (during a run, or with runs
+    kept), with how to go on, or not run, with how its shard ended."""
     found = []
     for key in not_run(shards):
         shard = next((s for s in shards if s.split.get(key) == s.shard.index), None)
-        kept = RunFolder(shard.folder).finished_run_count(key) if shard else 0
-        if shard is not None and kept:
-            why = (
-                f"interrupted in shard {shard.shard.index}/{shard.shard.count} with {kept} finished run(s) "
-                f"kept; --perf-resume={shard.folder} goes on from them"
-            )
-            found.append(Unjudged(key, INTERRUPTED, why))
+        if shard is None:
+            found.append(Unjudged(key, NOT_RUN, "not run: its shard is not among the merged", "in no shard"))
+            continue
+        kept = RunFolder(shard.folder).finished_run_count(key)
+        cut = pending(shard.folder)
+        name = f"shard {shard.shard.index}/{shard.shard.count}"
+        if kept or (cut is not None and cut.case_id == key):
+            during = f" during {cut.label} after {cut.steps_done}/{cut.steps_requested} steps" if cut else ""
+            kept_said = f"{kept} finished run(s) kept" if kept else "no finished run kept"
+            why = f"interrupted in {name}{during} with {kept_said}; --perf-resume={shard.folder} goes on"
+            found.append(Unjudged(key, INTERRUPTED, why, "in an interrupted shard"))
         else:
-            found.append(Unjudged(key, NOT_RUN, "not run in any shard"))
+            cause, how = shard_end(shard.sessions, cut)
+            found.append(Unjudged(key, NOT_RUN, f"not run: {name} {how}", cause))
     return found
+
+
+def shard_end(sessions: list[dict[str, Any]], cut: Interruption | None) -> tuple[str, str]:
+    """How a shard's last session ended, for the cases it did not reach: (the headline's cause, the
+    case's line)."""
+    last = sessions[-1] if sessions else {}
+    elapsed = last.get(SESSION_ELAPSED)
+    after = f" after {elapsed:.0f} s" if isinstance(elapsed, int | float) else ""
+    if last.get(SESSION_INTERRUPTED) or cut is not None:
+        during = f" during {cut.label}" if cut is not None else ""
+        return "in an interrupted shard", f"was interrupted{after}{during}, before it"
+    if last.get(SESSION_ENDED):
+        return "in shards that ended without them", f"ended{after} without running it (deselected or skipped)"
+    return (
+        "in shards that recorded no end",
+        "recorded no end (killed, or written by a trainperf that did not record one)",
+    )

@@ -42,6 +42,12 @@ from trainperf.result import CaseResult
 from trainperf.store.results import load_result, save_result
 from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, STEPS_FILE, read_steps
 
+SESSION_ENDED = "ended"
+SESSION_ELAPSED = "elapsed_s"
+SESSION_INTERRUPTED = "interrupted"
+"""How a session ended, in its record (``RunFolder.end_session``): when, after how long, and whether a
+Ctrl-C or a time limit's SIGINT stopped it."""
+
 
 @dataclass(frozen=True, slots=True)
 class RunFolder:
@@ -95,6 +101,14 @@ class RunFolder:
         sessions = [*self.session_records(worker), redacted(record)]
         self.session_path(worker).write_text(json.dumps({"sessions": sessions}, indent=1, default=str))
         return sessions
+
+    def end_session(self, ended: dict[str, Any], worker: str | None = None) -> None:
+        """Add how the latest session ended (``SESSION_ENDED``...) to its record: a merge then tells the
+        cases an interrupted shard never reached from those it left out."""
+        sessions = self.session_records(worker)
+        if sessions:
+            sessions[-1].update(ended)
+            self.session_path(worker).write_text(json.dumps({"sessions": sessions}, indent=1, default=str))
 
     @property
     def interruption_path(self) -> Path:

@@ -13,8 +13,8 @@ from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
 
 
 def headline(results: Sequence[CaseResult], unjudged: Sequence[Unjudged] = ()) -> str:
-    """``17 cases: 2 judged (1 noisy, 1 pass), 1 interrupted, 12 not run, 2 skipped``; failing
-    verdicts first, then the rest by name."""
+    """``17 cases: 2 judged (1 noisy, 1 pass), 1 interrupted, 12 not run (12 in interrupted shards),
+    2 skipped``; failing verdicts first, then the rest by name; why cases were not run, where said."""
     skipped = [r for r in results if r.outcome == Outcome.SKIPPED.value]
     judged = [r for r in results if r not in skipped]
     verdicts: dict[str, int] = {}
@@ -27,10 +27,24 @@ def headline(results: Sequence[CaseResult], unjudged: Sequence[Unjudged] = ()) -
     order = sorted(verdicts, key=lambda v: (v not in failing, v))
     tally = ", ".join(f"{verdicts[v]} {v}" for v in order)
     parts = [f"{len(judged)} judged" + (f" ({tally})" if tally else "")]
-    for state in (INTERRUPTED, NOT_RUN):
-        if count := sum(1 for case in unjudged if case.state == state):
-            parts.append(f"{count} {state}")
+    if interrupted := sum(1 for case in unjudged if case.state == INTERRUPTED):
+        parts.append(f"{interrupted} {INTERRUPTED}")
+    if never := [case for case in unjudged if case.state == NOT_RUN]:
+        parts.append(f"{len(never)} {NOT_RUN}{_causes(never)}")
     if skipped:
         parts.append(f"{len(skipped)} skipped")
     total = len(results) + len(unjudged)
     return f"{total} case(s): {', '.join(parts)}"
+
+
+def _causes(cases: Sequence[Unjudged]) -> str:
+    """`` (3 in an interrupted shard, 9 in shards that recorded no end)``: the causes the cases say,
+    the commonest first; nothing where none says one."""
+    counts: dict[str, int] = {}
+    for case in cases:
+        if case.cause:
+            counts[case.cause] = counts.get(case.cause, 0) + 1
+    if not counts:
+        return ""
+    ordered = sorted(counts.items(), key=lambda kv: -kv[1])
+    return " (" + ", ".join(f"{n} {cause}" for cause, n in ordered) + ")"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from trainperf.errors import TrainperfError
-from trainperf.ground.folder import RunFolder
+from trainperf.ground.folder import SESSION_ELAPSED, SESSION_ENDED, SESSION_INTERRUPTED, RunFolder
 from trainperf.ground.settings import Settings
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject
 from trainperf.measure.detection import Detection
@@ -50,6 +51,23 @@ class RunContext:
     """The results history this session judges against and records into (None: files only)."""
     unsaid: list[str] = field(default_factory=list)
     """Lines from opening the run (orphans of an earlier run ended) for the first case to say."""
+    worker: str | None = None
+    """The xdist worker whose session record is its own file (None: ``run.json``)."""
+    opened_s: float = field(default_factory=time.monotonic)
+    """When the session opened the run: its record says how long it ran."""
+
+    def record_end(self, interrupted: bool) -> None:
+        """Add the session's end to its record; a folder that can no longer be written keeps the record
+        as it was (the end is what a merge says of cases the session did not reach)."""
+        ended = {
+            SESSION_ENDED: datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            SESSION_ELAPSED: round(time.monotonic() - self.opened_s, 1),
+            SESSION_INTERRUPTED: interrupted,
+        }
+        try:
+            self.folder.end_session(ended, self.worker)
+        except (OSError, ValueError):
+            pass
 
     @property
     def folder(self) -> RunFolder:
@@ -116,6 +134,7 @@ def open_run(
         emulated=detection.emulated,
         history=history,
         unsaid=ended,
+        worker=worker,
     )
 
 
