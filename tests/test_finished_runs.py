@@ -119,7 +119,8 @@ def test_the_merge_lists_a_cut_case_with_its_kept_runs_not_as_never_run(tmp_path
     cut = f"cut: interrupted in shard 2/2 with 2 finished run(s) kept; --perf-resume={folder.root}"
     assert [f"{case.case_id}: {case.why}" for case in unjudged_cases(shards)] == [
         f"{cut} goes on",
-        "never: not run: shard 1/2 recorded no end (killed, or written by a trainperf that did not record one)",
+        "never: not run: shard 1/2 recorded no end (killed, or written by a trainperf that did "
+        + "not record one)",
     ]
 
 

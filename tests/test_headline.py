@@ -42,3 +42,19 @@ def test_summary_and_page_lead_with_the_headline(tmp_path: Path) -> None:
     page = (tmp_path / "index.html").read_text()
     assert page.index('<p class="headline">') < page.index("<table")
     assert "7 case(s): 3 judged (1 regressed, 1 noisy, 1 pass)" in page
+
+
+def test_the_headline_counts_why_cases_were_skipped_in_a_few_words() -> None:
+    from trainperf.report.headline import skip_cause
+
+    missing = "environment 'verl-vllm' does not exist (no .venvs/verl-vllm/bin/python): create it with ..."
+    skipped = [
+        CaseResult("v1", {}, "h100", "skipped", message=missing),
+        CaseResult("v2", {}, "h100", "skipped", message=missing),
+        CaseResult("g", {}, "h100", "skipped", message="needs 2 GPUs; this session sees 1"),
+        CaseResult("n", {}, "h100", "skipped"),
+    ]
+    assert headline(skipped) == (
+        "4 case(s): 0 judged, 4 skipped (2 environment 'verl-vllm' does not exist, 1 needs 2 GPUs)"
+    )
+    assert skip_cause("x" * 80) == "x" * 57 + "..." and skip_cause("") == ""

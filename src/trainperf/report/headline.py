@@ -6,10 +6,14 @@ Pure: results and the cases without one in, one line out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from trainperf.case import Outcome
 from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
+
+SKIP_CAUSE_CHARS = 60
+"""The longest skip reason the headline repeats; the whole one is under the table."""
 
 
 def headline(results: Sequence[CaseResult], unjudged: Sequence[Unjudged] = ()) -> str:
@@ -32,18 +36,29 @@ def headline(results: Sequence[CaseResult], unjudged: Sequence[Unjudged] = ()) -
     if never := [case for case in unjudged if case.state == NOT_RUN]:
         parts.append(f"{len(never)} {NOT_RUN}{_causes(never)}")
     if skipped:
-        parts.append(f"{len(skipped)} skipped")
+        parts.append(f"{len(skipped)} skipped{_counted([skip_cause(r.message) for r in skipped])}")
     total = len(results) + len(unjudged)
     return f"{total} case(s): {', '.join(parts)}"
+
+
+def skip_cause(message: str) -> str:
+    """A skip's reason in a few words: its first clause (``environment 'verl-vllm' does not exist``
+    of ``... does not exist (no .venvs/...): create it with ...``), "" where it gives none."""
+    first = re.split(r" \(|: |; ", message.strip(), maxsplit=1)[0].strip()
+    return first if len(first) <= SKIP_CAUSE_CHARS else first[: SKIP_CAUSE_CHARS - 3] + "..."
 
 
 def _causes(cases: Sequence[Unjudged]) -> str:
     """`` (3 in an interrupted shard, 9 in shards that recorded no end)``: the causes the cases say,
     the commonest first; nothing where none says one."""
+    return _counted([case.cause for case in cases])
+
+
+def _counted(causes: Sequence[str]) -> str:
     counts: dict[str, int] = {}
-    for case in cases:
-        if case.cause:
-            counts[case.cause] = counts.get(case.cause, 0) + 1
+    for cause in causes:
+        if cause:
+            counts[cause] = counts.get(cause, 0) + 1
     if not counts:
         return ""
     ordered = sorted(counts.items(), key=lambda kv: -kv[1])
