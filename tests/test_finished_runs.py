@@ -176,3 +176,20 @@ def test_a_child_that_could_not_write_its_files_is_a_harness_fault_never_the_wor
     assert f"--perf-resume={context.run_dir}" in str(raised.value)
     assert not RunFolder(context.run_dir).has_result(CASE.id)  # no `crash` result to judge or record
     assert context.history is not None and context.history.recorded == 0
+
+
+def test_a_rebuilt_merged_page_counts_what_the_merge_found_unjudged(tmp_path: Path) -> None:
+    """``trainperf report`` on a merged night reads the merge's record of the cases no shard judged:
+    a rebuilt page leads with the same headline as the merge's, not with the judged cases alone."""
+    import json
+
+    from trainperf.report.terminal import run_folder_lines
+    from trainperf.result import NOT_RUN, Unjudged
+
+    never = Unjudged("b", NOT_RUN, "not run: shard 1/2 was interrupted after 500 s, before it", "in an x")
+    (tmp_path / "run.json").write_text(
+        json.dumps({"sessions": [], "merged": {"unjudged": [never.to_dict(), {"case_id": "junk"}]}})
+    )
+    lines, unjudged = run_folder_lines(tmp_path, [])
+    assert unjudged == [never] and lines[-1] == f"b: {never.why}"
+    assert headline([], unjudged) == "1 case(s): 0 judged, 1 not run (1 in an x)"

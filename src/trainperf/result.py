@@ -142,3 +142,19 @@ class Unjudged:
     why: str
     cause: str = ""
     """Why it was not run, in a few words the headline counts by (``in an interrupted shard``)."""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"case_id": self.case_id, "state": self.state, "why": self.why, "cause": self.cause}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Unjudged | None:
+        """The record, or None for anything that is not one."""
+        if (
+            not isinstance(data, dict)
+            or not data.get("case_id")
+            or data.get("state") not in (INTERRUPTED, NOT_RUN)
+        ):
+            return None
+        return cls(
+            str(data["case_id"]), str(data["state"]), str(data.get("why") or ""), str(data.get("cause") or "")
+        )

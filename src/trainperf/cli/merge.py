@@ -45,11 +45,11 @@ def run(args: argparse.Namespace) -> int:
     from trainperf.report.terminal import terminal_width
 
     shards = read_shards(list(args.run_dirs))
-    record, nightly = nightly_record(shards, args.runner)
+    unjudged = unjudged_cases(shards)
+    record, nightly = nightly_record(shards, args.runner, unjudged)
     output = args.output.resolve()
     folder = copy_into(shards, output, record)
     results = folder.results_by_finish()
-    unjudged = unjudged_cases(shards)
     lines = details(results, {}, {}) + [f"{case.case_id}: {case.why}" for case in unjudged]
     lines += night_lines(shards[0].sessions, results)
     gpu_class = shards[0].gpu_class

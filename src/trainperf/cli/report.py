@@ -8,19 +8,17 @@ from pathlib import Path
 
 from trainperf.ground.folder import RunFolder
 from trainperf.report.headline import headline
-from trainperf.report.table import failure_detail, render_text
+from trainperf.report.summary import details
+from trainperf.report.table import render_text
 from trainperf.report.terminal import run_folder_lines, terminal_width
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     results = RunFolder.open(run_dir).results()
-    details = [
-        line
-        for r in results
-        if r.verdict.judged and r.verdict.verdict not in ("pass", "new", "expected-oom")
-        for line in failure_detail(r)
-    ]
+    # The lines under the table as the session (or the merge) wrote them: skips and why, failures,
+    # each case's notes.
+    under = details(results, {}, {})
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))
         return 0
@@ -29,11 +27,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     lines, unjudged = run_folder_lines(run_dir, results)
     print(headline(results, unjudged))
     print(render_text(results, terminal_width()))
-    for line in [*details, *lines]:
+    for line in [*under, *lines]:
         print(line)
     from trainperf.report.build import write_reports
 
-    written = write_reports(run_dir, results, f"trainperf: {run_dir.name}", [*details, *lines], unjudged)
+    title = f"trainperf {results[0].gpu_class}: {run_dir.name}" if results else f"trainperf: {run_dir.name}"
+    written = write_reports(run_dir, results, title, [*under, *lines], unjudged)
     print(f"wrote {', '.join(str(path) for path in written)}")
     return 0
 

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
-from trainperf.ground.folder import SESSION_ELAPSED, SESSION_ENDED, SESSION_INTERRUPTED, RunFolder
+from trainperf.ground.folder import (
+    MERGED_KEY,
+    MERGED_UNJUDGED_KEY,
+    SESSION_ELAPSED,
+    SESSION_ENDED,
+    SESSION_INTERRUPTED,
+    RunFolder,
+)
 from trainperf.ground.settings import Shard, parse_shard
 from trainperf.jsonio import append_jsonl, read_jsonl
 from trainperf.launch.interruption import Interruption, pending
@@ -167,12 +174,14 @@ def copy_into(shards: list[ShardRun], output: Path, record: dict[str, Any]) -> R
         sessions += shard.sessions
     sessions.sort(key=lambda s: str(s.get("started", "")))
     (output / SESSION_FILE).write_text(
-        json.dumps({"sessions": sessions, "merged": record}, indent=1, default=str)
+        json.dumps({"sessions": sessions, MERGED_KEY: record}, indent=1, default=str)
     )
     return RunFolder(output)
 
 
-def nightly_record(shards: list[ShardRun], runner: str | None) -> tuple[dict[str, Any], RunInfo]:
+def nightly_record(
+    shards: list[ShardRun], runner: str | None, unjudged: list[Unjudged]
+) -> tuple[dict[str, Any], RunInfo]:
     """What the merged run.json records of the nightly, and the nightly's row in the results history:
     one id for the shards' runs (each stays in the history under its own runner)."""
     from trainperf.recording.ingest import run_info
@@ -191,6 +200,8 @@ def nightly_record(shards: list[ShardRun], runner: str | None) -> tuple[dict[str
             {"shard": str(s.shard), "folder": portable(s.folder), "run_key": key, "cases": s.cases()}
             for s, key in zip(shards, keys)
         ],
+        # What no shard judged, and why: `trainperf report` rebuilds the merged pages from it.
+        MERGED_UNJUDGED_KEY: [case.to_dict() for case in unjudged],
     }
     info = RunInfo(
         run_key=nightly, kind="nightly", started=started, ended=ended, fingerprint=fingerprint,

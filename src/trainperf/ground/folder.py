@@ -38,10 +38,13 @@ from trainperf.paths import (
     TRACES_DIR,
 )
 from trainperf.redact import redacted
-from trainperf.result import CaseResult
+from trainperf.result import CaseResult, Unjudged
 from trainperf.store.results import load_result, save_result
 from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, STEPS_FILE, read_steps
 
+MERGED_KEY = "merged"
+MERGED_UNJUDGED_KEY = "unjudged"
+"""A merged night's record in its ``run.json``, and in it the cases no shard judged (``Unjudged``)."""
 SESSION_ENDED = "ended"
 SESSION_ELAPSED = "elapsed_s"
 SESSION_INTERRUPTED = "interrupted"
@@ -101,6 +104,16 @@ class RunFolder:
         sessions = [*self.session_records(worker), redacted(record)]
         self.session_path(worker).write_text(json.dumps({"sessions": sessions}, indent=1, default=str))
         return sessions
+
+    def merged_unjudged(self) -> list[Unjudged]:
+        """The cases a merged night's shards did not judge, as ``trainperf merge`` recorded them in its
+        ``run.json`` (none for a run that is not a merge, or one merged by an older trainperf)."""
+        try:
+            merged = json.loads(self.session_path().read_text()).get(MERGED_KEY) or {}
+        except (OSError, ValueError, AttributeError):
+            return []
+        found = [Unjudged.from_dict(raw) for raw in merged.get(MERGED_UNJUDGED_KEY) or []]
+        return [case for case in found if case is not None]
 
     def end_session(self, ended: dict[str, Any], worker: str | None = None) -> None:
         """Add how the latest session ended (``SESSION_ENDED``...) to its record: a merge then tells the

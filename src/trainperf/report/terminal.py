@@ -136,6 +136,8 @@ def run_folder_lines(run_dir: Path, results: Sequence[CaseResult]) -> tuple[list
     ``trainperf report`` rebuilding it): the night's cost and wall time, and, last, the case a stop cut,
     which the headline counts."""
     lines = night_lines(_sessions(run_dir), results)
+    if merged := RunFolder(run_dir).merged_unjudged():  # a merged night: what its shards did not judge
+        return [*lines, *(f"{case.case_id}: {case.why}" for case in merged)], merged
     cut = interruption.pending(run_dir)
     if cut is None:
         return lines, []
