@@ -129,7 +129,7 @@ from trainperf.errors import TrainperfError
 from trainperf.ground.catalogue import params
 
 KNOBS = {"family": "sft_hf", "model": "qwen3_tiny", "method": "lora", "profile": "short", "batch_size": 4}
-CASES = [Case(**KNOBS, gpu_classes=("cpu",))]
+CASES = [Case(**KNOBS, gpu_classes=("cpu",)), Case(**{**KNOBS, "batch_size": 2}, gpu_classes=("cpu",))]
 
 @pytest.mark.parametrize("case", params(CASES))
 def test_case(case, trainperf):
@@ -207,6 +207,12 @@ def test_a_stop_during_real_training_steps_kills_the_child_and_is_named_in_the_s
     # The session's record says it was stopped, and after how long: what a merge says of its other cases.
     ended = RunFolder(run_dir).session_records()[-1]
     assert ended["interrupted"] is True and 0 < ended["elapsed_s"] < 300 and ended["ended"]
+    # The case the stop never reached is counted, and why, not left off the page.
+    assert len(ended["selected"]) == 2
+    assert (
+        "2 case(s): 0 judged, 1 interrupted, 1 not run (1 the session was interrupted)"
+        in (run_dir / "summary.md").read_text()
+    )
     leftover = _processes_mentioning(str(run_dir / record["child_dir"]))
     for pid in leftover:  # never leave an orphan training on the test machine
         os.kill(pid, signal.SIGKILL)

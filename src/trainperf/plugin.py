@@ -36,6 +36,7 @@ from trainperf.run.session import (
     SessionState,
     case_of,
     choose_cases,
+    runnable_case_ids,
     skip_unplaceable,
 )
 
@@ -140,6 +141,12 @@ def pytest_collection_modifyitems(
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and not xdist.worker_id(config) and state.plan.lines:
             write_plan_lines(reporter, state)  # before the work, not only in the summary after it
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is not None:
+        state.selection = runnable_case_ids(session.items)
 
 
 @pytest.fixture(scope="session")

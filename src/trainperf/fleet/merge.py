@@ -16,20 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
-from trainperf.ground.folder import (
-    MERGED_KEY,
-    MERGED_UNJUDGED_KEY,
-    SESSION_ELAPSED,
-    SESSION_ENDED,
-    SESSION_INTERRUPTED,
-    RunFolder,
-)
+from trainperf.ground.folder import MERGED_KEY, MERGED_UNJUDGED_KEY, RunFolder
 from trainperf.ground.settings import Shard, parse_shard
 from trainperf.jsonio import append_jsonl, read_jsonl
-from trainperf.launch.interruption import Interruption, pending
+from trainperf.launch.interruption import pending
 from trainperf.paths import CASES_DIR, RESULTS_DIR, SESSION_FILE, portable
 from trainperf.paths import RESULTS_INDEX_FILE as INDEX_FILE
 from trainperf.recording.ingest import sessions_of
+from trainperf.recording.session_end import INTERRUPTED_END, NO_END, NORMAL_END, session_end
 from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
 from trainperf.store.records import RunInfo, run_key, runner_label
 
@@ -234,23 +228,14 @@ def unjudged_cases(shards: list[ShardRun]) -> list[Unjudged]:
             why = f"interrupted in {name}{during} with {kept_said}; --perf-resume={shard.folder} goes on"
             found.append(Unjudged(key, INTERRUPTED, why, "in an interrupted shard"))
         else:
-            cause, how = shard_end(shard.sessions, cut)
-            found.append(Unjudged(key, NOT_RUN, f"not run: {name} {how}", cause))
+            end = session_end(shard.sessions, cut)
+            found.append(Unjudged(key, NOT_RUN, f"not run: {name} {end.how()}", SHARD_CAUSES[end.kind]))
     return found
 
 
-def shard_end(sessions: list[dict[str, Any]], cut: Interruption | None) -> tuple[str, str]:
-    """How a shard's last session ended, for the cases it did not reach: (the headline's cause, the
-    case's line)."""
-    last = sessions[-1] if sessions else {}
-    elapsed = last.get(SESSION_ELAPSED)
-    after = f" after {elapsed:.0f} s" if isinstance(elapsed, int | float) else ""
-    if last.get(SESSION_INTERRUPTED) or cut is not None:
-        during = f" during {cut.label}" if cut is not None else ""
-        return "in an interrupted shard", f"was interrupted{after}{during}, before it"
-    if last.get(SESSION_ENDED):
-        return "in shards that ended without them", f"ended{after} without running it (deselected or skipped)"
-    return (
-        "in shards that recorded no end",
-        "recorded no end (killed, or written by a trainperf that did not record one)",
-    )
+SHARD_CAUSES = {
+    INTERRUPTED_END: "in an interrupted shard",
+    NORMAL_END: "in shards that ended without them",
+    NO_END: "in shards that recorded no end",
+}
+"""The headline's words for how the shard of a case it did not reach ended."""

@@ -48,8 +48,10 @@ MERGED_UNJUDGED_KEY = "unjudged"
 SESSION_ENDED = "ended"
 SESSION_ELAPSED = "elapsed_s"
 SESSION_INTERRUPTED = "interrupted"
-"""How a session ended, in its record (``RunFolder.end_session``): when, after how long, and whether a
+"""How a session ended, in its record (``RunFolder.update_session``): when, after how long, and whether a
 Ctrl-C or a time limit's SIGINT stopped it."""
+SESSION_SELECTED = "selected"
+"""The cases a session selected to run, in its record from the start: a page counts those it never reached."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +117,12 @@ class RunFolder:
         found = [Unjudged.from_dict(raw) for raw in merged.get(MERGED_UNJUDGED_KEY) or []]
         return [case for case in found if case is not None]
 
-    def end_session(self, ended: dict[str, Any], worker: str | None = None) -> None:
-        """Add how the latest session ended (``SESSION_ENDED``...) to its record: a merge then tells the
-        cases an interrupted shard never reached from those it left out."""
+    def update_session(self, fields: dict[str, Any], worker: str | None = None) -> None:
+        """Add to the latest session's record: the cases it selected (``SESSION_SELECTED``), how it ended
+        (``SESSION_ENDED``...), from which a page tells the cases a stopped session never reached."""
         sessions = self.session_records(worker)
         if sessions:
-            sessions[-1].update(ended)
+            sessions[-1].update(fields)
             self.session_path(worker).write_text(json.dumps({"sessions": sessions}, indent=1, default=str))
 
     @property

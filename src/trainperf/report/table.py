@@ -184,7 +184,7 @@ def _with_long_ids_above(shown: Sequence[tuple[str, str]], body: Sequence[Sequen
 
 
 def _width(shown: Sequence[tuple[str, str]], body: Sequence[Sequence[str]], keep: Sequence[int]) -> int:
-    widths = [max(len(shown[i][1]), *(len(row[i]) for row in body)) for i in keep]
+    widths = [max([len(shown[i][1]), *(len(row[i]) for row in body)]) for i in keep]
     return sum(widths) + 2 * (len(widths) - 1)
 
 

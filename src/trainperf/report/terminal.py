@@ -19,9 +19,10 @@ from trainperf.ground.folder import RunFolder
 from trainperf.launch import interruption
 from trainperf.paths import REPORT_FILES, RESULTS_DIR
 from trainperf.recording.ingest import sessions_of
+from trainperf.recording.session_end import INTERRUPTED_END, NO_END, NORMAL_END, selected_cases, session_end
 from trainperf.report.progress import SessionProgress
 from trainperf.report.summary import details, write_summary
-from trainperf.result import INTERRUPTED, CaseResult, Unjudged
+from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
 from trainperf.run.session import SessionState, case_of
 
 
@@ -72,7 +73,7 @@ def write_session_summary(terminal: Any, state: SessionState) -> None:
     for line in state.conclude_history():
         terminal.write_line(line)
     if not state.reports:
-        _write_interruption(terminal, run_dir)
+        _write_interruption(terminal, run_dir, state.context.gpu_class.name)
 
 
 def write_workers_summary(terminal: Any, run_dirs: Sequence[Path], written: dict[str, str]) -> None:
@@ -87,7 +88,7 @@ def write_workers_summary(terminal: Any, run_dirs: Sequence[Path], written: dict
             lines = details(results, {}, dict(written))
             _write_folder_summary(terminal, run_dir, results[0].gpu_class, results, lines)
         else:
-            _write_interruption(terminal, run_dir)
+            _write_interruption(terminal, run_dir, _recorded_class(run_dir))
 
 
 DEFAULT_WIDTH = 100
@@ -105,11 +106,19 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if sys.stdout.isatty() else DEFAULT_WIDTH
 
 
-def _write_interruption(terminal: Any, run_dir: Path) -> None:
-    """A cut run with no finished case has no table: its line alone."""
-    cut = interruption.pending(run_dir)
-    if cut is not None:
+def _write_interruption(terminal: Any, run_dir: Path, gpu_class: str) -> None:
+    """A run stopped before its first case ended: its reports with the headline alone (the cut case,
+    the selected ones it never reached) where it selected cases, else the cut's line alone."""
+    _lines, unjudged = run_folder_lines(run_dir, [])
+    if unjudged and any(case.state == NOT_RUN for case in unjudged):
+        _write_folder_summary(terminal, run_dir, gpu_class, [], [])
+    elif (cut := interruption.pending(run_dir)) is not None:
         terminal.write_line(interruption.describe(run_dir, cut))
+
+
+def _recorded_class(run_dir: Path) -> str:
+    """The GPU class the run folder's sessions recorded ("" where none did)."""
+    return next((str(s["gpu_class"]) for s in _sessions(run_dir) if s.get("gpu_class")), "")
 
 
 def _write_folder_summary(
@@ -135,13 +144,29 @@ def run_folder_lines(run_dir: Path, results: Sequence[CaseResult]) -> tuple[list
     """What a run folder says beside its results, for its summary whoever writes it (the session, or
     ``trainperf report`` rebuilding it): the night's cost and wall time, and, last, the case a stop cut,
     which the headline counts."""
-    lines = night_lines(_sessions(run_dir), results)
+    sessions = _sessions(run_dir)
+    lines = night_lines(sessions, results)
     if merged := RunFolder(run_dir).merged_unjudged():  # a merged night: what its shards did not judge
         return [*lines, *(f"{case.case_id}: {case.why}" for case in merged)], merged
     cut = interruption.pending(run_dir)
-    if cut is None:
-        return lines, []
-    return [*lines, interruption.describe(run_dir, cut)], [Unjudged(cut.case_id, INTERRUPTED, cut.label)]
+    unjudged = [] if cut is None else [Unjudged(cut.case_id, INTERRUPTED, cut.label)]
+    lines += [] if cut is None else [interruption.describe(run_dir, cut)]
+    reached = {result.case_id for result in results} | {case.case_id for case in unjudged}
+    never = sorted(selected_cases(sessions) - reached)
+    if never:
+        end = session_end(sessions, cut)
+        why, cause = f"not run: the session {end.how()}", SESSION_CAUSES[end.kind]
+        unjudged += [Unjudged(key, NOT_RUN, why, cause) for key in never]
+        lines.append(f"not run: {len(never)} selected case(s), the session {end.how()}: {', '.join(never)}")
+    return lines, unjudged
+
+
+SESSION_CAUSES = {
+    INTERRUPTED_END: "the session was interrupted",
+    NORMAL_END: "the session ended without them",
+    NO_END: "the session recorded no end",
+}
+"""The headline's words for how a session ended before cases it selected."""
 
 
 def _sessions(run_dir: Path) -> list[dict[str, Any]]:

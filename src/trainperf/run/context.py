@@ -65,7 +65,7 @@ class RunContext:
             SESSION_INTERRUPTED: interrupted,
         }
         try:
-            self.folder.end_session(ended, self.worker)
+            self.folder.update_session(ended, self.worker)
         except (OSError, ValueError):
             pass
 

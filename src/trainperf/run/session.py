@@ -18,6 +18,7 @@ from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.fleet.budget import Budget
 from trainperf.fleet.session_plan import SessionPlan, ray_task_refusal
+from trainperf.ground.folder import SESSION_SELECTED
 from trainperf.ground.settings import Settings
 from trainperf.measure.detection import Detection, detect, emulate
 from trainperf.measure.hardware import CPU_CLASS, load_classes
@@ -53,6 +54,8 @@ class SessionState:
     """This session's shard and budget (``--perf-shard``, ``--perf-budget``)."""
     plan_said: bool = False
     """The plan's lines are on the terminal already (said at collection)."""
+    selection: list[str] = field(default_factory=list)
+    """The cases this session will run (collected, kept, not skipped), recorded when the run opens."""
 
     @property
     def budget(self) -> Budget | None:
@@ -119,6 +122,11 @@ def own_gpu(detection: Detection, placement: Placement) -> Detection:
     return dataclasses.replace(detection, device=own, info=Nvml.info(own))
 
 
+def runnable_case_ids(items: Sequence[Any]) -> list[str]:
+    """The ids of the cases among ``items`` that will run: not marked to be skipped."""
+    return [case.id for item in items if (case := case_of(item)) and not item.get_closest_marker("skip")]
+
+
 def skip_unplaceable(state: SessionState, items: Sequence[Any]) -> None:
     """Mark the cases that need more GPUs than this host shows as skipped before any starts, so that
     the session's progress counts only what can run (a 2-GPU case on a one-GPU runner). A GPU
@@ -180,6 +188,9 @@ class PerfSession:
                 state.settings, detection, state.rootdir, stamp=state.stamp, worker=self.worker
             )
             state.context.placement = placement
+            # The selection is recorded from the start: a session killed before its end still says
+            # which cases it never reached.
+            state.context.folder.update_session({SESSION_SELECTED: state.selection}, self.worker)
             if self.say is not None:
                 state.context.say = self.say
         return state.context
