@@ -193,3 +193,19 @@ def test_a_rebuilt_merged_page_counts_what_the_merge_found_unjudged(tmp_path: Pa
     lines, unjudged = run_folder_lines(tmp_path, [])
     assert unjudged == [never] and lines[-1] == f"b: {never.why}"
     assert headline([], unjudged) == "1 case(s): 0 judged, 1 not run (1 in an x)"
+
+
+def test_a_sessions_selection_names_each_item_as_its_result_will_be_stored() -> None:
+    """A cliff search's result is stored under its own id: recorded as the case's, the finished search
+    read as a case never reached (seen on `make cpu`)."""
+    from types import SimpleNamespace
+
+    from trainperf.run.session import runnable_case_ids
+
+    def item(params: dict[str, Any], skipped: bool = False) -> Any:
+        return SimpleNamespace(
+            callspec=SimpleNamespace(params=params), get_closest_marker=lambda name: skipped or None
+        )
+
+    items = [item({"case": CASE}), item({"case": CASE, "axis": "batch_size"}), item({"case": CASE}, True)]
+    assert runnable_case_ids(items) == [CASE.id, f"{CASE.id}-cliff-batch_size"]

@@ -18,6 +18,7 @@ from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.fleet.budget import Budget
 from trainperf.fleet.session_plan import SessionPlan, ray_task_refusal
+from trainperf.fleet.shard import item_key
 from trainperf.ground.folder import SESSION_SELECTED
 from trainperf.ground.settings import Settings
 from trainperf.measure.detection import Detection, detect, emulate
@@ -123,8 +124,13 @@ def own_gpu(detection: Detection, placement: Placement) -> Detection:
 
 
 def runnable_case_ids(items: Sequence[Any]) -> list[str]:
-    """The ids of the cases among ``items`` that will run: not marked to be skipped."""
-    return [case.id for item in items if (case := case_of(item)) and not item.get_closest_marker("skip")]
+    """The ids the results of ``items`` will be stored under (a cliff search's its own), for the items
+    that will run: not marked to be skipped."""
+    return [
+        item_key(case, item.callspec.params)
+        for item in items
+        if (case := case_of(item)) and not item.get_closest_marker("skip")
+    ]
 
 
 def skip_unplaceable(state: SessionState, items: Sequence[Any]) -> None:
