@@ -129,11 +129,11 @@ def _fresh_runner(results: list[Any]) -> tuple[Any, str]:
     import shutil
 
     from trainperf.fleet.fresh_runner import fresh_runner_cost, inputs_needed
-    from trainperf.synth.cache import cache_root, is_complete
+    from trainperf.synth.cache import cache_dir, holds
 
     needs = inputs_needed(results)
-    present = {need.name for need in needs if is_complete(cache_root(need.kind) / need.key)}
-    root = cache_root("checkpoints").parent
+    present = {need.name for need in needs if holds(need.kind, need.key)}
+    root = cache_dir()
     existing = next((folder for folder in (root, *root.parents) if folder.is_dir()), None)
     free_b = shutil.disk_usage(existing).free if existing else None
     return fresh_runner_cost(needs, present, free_b), str(root)

@@ -212,7 +212,7 @@ def keep_night(
 def first_writes(session: NightSession, tonight: list[str], lines: list[str]) -> dict[str, float]:
     """GPU-seconds tonight's cases spend first writing the cached inputs (``fleet.fresh_runner``) their
     baselines used and this runner's cache lacks, on the case that writes each; its line in ``lines``."""
-    from trainperf.synth.cache import cache_root, is_complete
+    from trainperf.synth.cache import cache_dir, holds
 
     store = BaselineStore(session.settings.baselines)
     baselines = []
@@ -222,8 +222,8 @@ def first_writes(session: NightSession, tonight: list[str], lines: list[str]) ->
         except TrainperfError:
             continue  # no baseline, or a damaged one (reported when its case runs)
     needs = inputs_needed(result for result in baselines if result is not None)
-    missing = [need for need in needs if not is_complete(cache_root(need.kind) / need.key)]
-    if (line := fresh_night_line(missing, str(cache_root("checkpoints").parent))) is not None:
+    missing = [need for need in needs if not holds(need.kind, need.key)]
+    if (line := fresh_night_line(missing, str(cache_dir()))) is not None:
         lines.append(line)
     return first_writers(missing, tonight)
 

@@ -104,8 +104,11 @@ class RunFolder:
         is written as ``trainperf.redact`` shows it: argv and settings (a store URL from the command line
         or TRAINPERF_STORE) never keep a password, and nothing built from this file can."""
         sessions = [*self.session_records(worker), redacted(record)]
-        self.session_path(worker).write_text(json.dumps({"sessions": sessions}, indent=1, default=str))
+        self._write_sessions(sessions, worker)
         return sessions
+
+    def _write_sessions(self, sessions: list[dict[str, Any]], worker: str | None) -> None:
+        self.session_path(worker).write_text(json.dumps({"sessions": sessions}, indent=1, default=str))
 
     def merged_unjudged(self) -> list[Unjudged]:
         """The cases a merged night's shards did not judge, as ``trainperf merge`` recorded them in its
@@ -123,7 +126,7 @@ class RunFolder:
         sessions = self.session_records(worker)
         if sessions:
             sessions[-1].update(fields)
-            self.session_path(worker).write_text(json.dumps({"sessions": sessions}, indent=1, default=str))
+            self._write_sessions(sessions, worker)
 
     @property
     def interruption_path(self) -> Path:

@@ -67,9 +67,19 @@ class CacheEntry:
         )
 
 
+def cache_dir() -> Path:
+    """``$TRAINPERF_CACHE_DIR`` (default ``~/.cache/trainperf``): every kind of entry lives below it."""
+    return Path(os.environ.get("TRAINPERF_CACHE_DIR") or Path.home() / ".cache" / "trainperf")
+
+
 def cache_root(kind: str) -> Path:
     """``$TRAINPERF_CACHE_DIR/<kind>`` (default ``~/.cache/trainperf/<kind>``)."""
-    return Path(os.environ.get("TRAINPERF_CACHE_DIR") or Path.home() / ".cache" / "trainperf") / kind
+    return cache_dir() / kind
+
+
+def holds(kind: str, key: str) -> bool:
+    """Whether this machine's cache holds the entry complete (what a fresh runner would write first)."""
+    return is_complete(cache_root(kind) / key)
 
 
 def entry_key(name: str, material: dict[str, Any]) -> str:
