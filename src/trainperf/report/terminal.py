@@ -109,9 +109,9 @@ def terminal_width() -> int:
 def _write_interruption(terminal: Any, run_dir: Path, gpu_class: str) -> None:
     """A run stopped before its first case ended: its reports with the headline alone (the cut case,
     the selected ones it never reached) where it selected cases, else the cut's line alone."""
-    _lines, unjudged = run_folder_lines(run_dir, [])
-    if unjudged and any(case.state == NOT_RUN for case in unjudged):
-        _write_folder_summary(terminal, run_dir, gpu_class, [], [])
+    folder_lines = run_folder_lines(run_dir, [])
+    if any(case.state == NOT_RUN for case in folder_lines[1]):
+        _write_folder_summary(terminal, run_dir, gpu_class, [], [], folder_lines)
     elif (cut := interruption.pending(run_dir)) is not None:
         terminal.write_line(interruption.describe(run_dir, cut))
 
@@ -122,12 +122,17 @@ def _recorded_class(run_dir: Path) -> str:
 
 
 def _write_folder_summary(
-    terminal: Any, run_dir: Path, gpu_class: str, results: Sequence[CaseResult], lines: list[str]
+    terminal: Any,
+    run_dir: Path,
+    gpu_class: str,
+    results: Sequence[CaseResult],
+    lines: list[str],
+    read: tuple[list[str], list[Unjudged]] | None = None,
 ) -> None:
     """The table with its headline, the lines under it (the night's cost and, last, the case a stop
-    cut: summary.md's too) and where the reports are."""
+    cut: summary.md's too) and where the reports are. ``read``: ``run_folder_lines`` already read."""
     terminal.section(f"trainperf: {gpu_class} ({len(results)} cases)")
-    folder_lines, unjudged = run_folder_lines(run_dir, results)
+    folder_lines, unjudged = read or run_folder_lines(run_dir, results)
     lines = lines + folder_lines
     terminal.write_line(write_summary(run_dir, gpu_class, results, lines, terminal_width(), unjudged))
     for line in lines:

@@ -57,14 +57,17 @@ class CacheEntry:
     def record(self) -> CachedInput:
         """What the run reports of the entry: the writer's size and time come from the marker, so a
         run that found it cached still says what a fresh runner pays for it."""
-        size, seconds = self.marker.get(BYTES_KEY), self.marker.get(BUILD_S_KEY)
-        return CachedInput(
-            kind=self.path.parent.name,
-            key=self.path.name,
-            bytes=int(size) if isinstance(size, int | float) else None,
-            build_s=float(seconds) if isinstance(seconds, int | float) else None,
-            hit=self.hit,
+        record = CachedInput.from_dict(
+            {
+                "kind": self.path.parent.name,
+                "key": self.path.name,
+                "bytes": self.marker.get(BYTES_KEY),
+                "build_s": self.marker.get(BUILD_S_KEY),
+                "hit": self.hit,
+            }
         )
+        assert record is not None  # an entry's folder always has a name and a parent
+        return record
 
 
 def cache_dir() -> Path:
