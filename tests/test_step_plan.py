@@ -174,6 +174,16 @@ def test_a_fixed_count_wins_and_a_baseline_write_runs_full_length() -> None:
     assert step_count(CASE, _Settings(), baseline(), metrics, 80.0).steps < 40  # type: ignore[arg-type]
 
 
+def test_perf_steps_given_wins_over_the_cases_own_count_and_says_so() -> None:
+    # A user shortening a 10-step verl case to read it in minutes gets the steps asked for.
+    fixed = CASE.replace(steps=10)
+    shortened = step_count(fixed, _Settings(steps=3), baseline(), dict(METRICS), 80.0)  # type: ignore[arg-type]
+    assert shortened.steps == 3
+    assert shortened.note == "steps: 3 (--perf-steps), the case's own is 10"
+    same = step_count(fixed, _Settings(steps=10), baseline(), dict(METRICS), 80.0)  # type: ignore[arg-type]
+    assert same == StepCount(10)
+
+
 def test_widened_cpu_tolerances_need_no_more_steps_than_the_gate_pairs() -> None:
     # Steps that move 5% between runs are not "stable", so the gate needs 8 pairs: warm-up 1 + 8.
     planned = plan_steps(CASE, baseline(noise=0.05, steps=16), with_tolerances({}, 30.0), 16, None)

@@ -104,7 +104,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "steps",
-        "optimizer steps per run for cases that do not fix their own (default: 40 on GPU, 16 on CPU)",
+        "optimizer steps per run, over a case's own count too "
+        "(default: the case's own, else 40 on GPU, 16 on CPU)",
         None,
         positive_int,
     ),

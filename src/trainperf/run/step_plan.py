@@ -1,4 +1,4 @@
-"""How many steps a case's children run: its own count, ``--perf-steps``, a plan from its baseline's
+"""How many steps a case's children run: ``--perf-steps``, its own count, a plan from its baseline's
 noise (``--perf-plan-steps``), the baseline's count (like for like), or the default.
 
 A plan keeps what the full length detects. It is the shortest length at which the gate catches a
@@ -54,10 +54,16 @@ def step_count(
     metrics: dict[str, Metric],
     memory_gib: float | None,
 ) -> StepCount:
-    """The case's steps: its own or --perf-steps, else a plan (when asked), else the baseline's.
+    """The case's steps: --perf-steps or its own, else a plan (when asked), else the baseline's.
     ``memory_gib``: the memory the case may use (None on the CPU)."""
-    if case.steps or settings.steps:
-        return StepCount(int(case.steps or settings.steps))  # type: ignore[arg-type]
+    if settings.steps:
+        # Given on the command line, it wins over the case's own count (a user shortening a
+        # 10-step verl case to read it in minutes): said, so that a baseline's length is not a surprise.
+        own, given = case.steps, settings.steps
+        note = f"steps: {given} (--perf-steps), the case's own is {own}" if own and own != given else None
+        return StepCount(given, note=note)
+    if case.steps:
+        return StepCount(case.steps)
     full = requested_steps(baseline) or DEFAULT_STEPS["cpu" if memory_gib is None else "gpu"]
     if not settings.plan_steps or settings.update_baselines:
         return StepCount(full)
