@@ -119,6 +119,18 @@ def test_power_and_energy_sum_over_gpus_memory_is_the_highest_gpu() -> None:
     assert note.endswith("| total dev 44.0 GiB 400 W 0.2 J/tok")
 
 
+def test_a_run_with_no_step_totals_only_what_every_gpu_measured() -> None:
+    # An OOM before the first step: device memory peaks, no mean power (2x H200, 2026-11-28, read "0 W").
+    rows = [
+        {"gpu": "0", "rank": 0, "device_mem_peak_gib": 138.2},
+        {"gpu": "1", "rank": 1, "device_mem_peak_gib": 136.4},
+    ]
+    note = per_gpu_note([{"per_gpu": rows}])
+    assert (
+        note == "per GPU: GPU 0 (rank 0) dev 138.2 GiB | GPU 1 (rank 1) dev 136.4 GiB | total dev 274.6 GiB"
+    )
+
+
 def test_a_gpu_without_energy_drops_the_total_rather_than_underreport() -> None:
     t0 = 1000.0
     steps = [

@@ -143,12 +143,10 @@ def per_gpu_note(runs: Sequence[dict[str, Any]]) -> str | None:
     if not rows:
         return None
     cells = [_cell(f"GPU {row['gpu']} (rank {row['rank']})", row) for row in rows]
-    total = {
-        "device_mem_peak_gib": sum(row.get("device_mem_peak_gib", 0.0) for row in rows),
-        "power_mean_w": sum(row.get("power_mean_w", 0.0) for row in rows),
-    }
-    if all("energy_per_token_j" in row for row in rows):
-        total["energy_per_token_j"] = sum(row["energy_per_token_j"] for row in rows)
+    # A sum only where every GPU has the figure: a run that ran out of memory before its first
+    # step has no mean power, and a total of "0 W" would read as a measurement.
+    summed = ("device_mem_peak_gib", "power_mean_w", "energy_per_token_j")
+    total = {name: sum(row[name] for row in rows) for name in summed if all(name in row for row in rows)}
     cells.append(_cell("total", total))
     return "per GPU: " + " | ".join(cells)
 
