@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 
 import pytest
 
+from trainperf.cliff_record import CliffRecord
 from trainperf.errors import TrainperfError
 from trainperf.plan.cliff import Probe, ProbeFailed, confirm_cliff, confirmed, find_cliff, verify_cliff
 
@@ -90,7 +92,7 @@ def test_confirmation_runs_at_both_edges() -> None:
 
 
 def test_a_stored_cliff_that_has_not_moved_costs_two_launches() -> None:
-    stored = find_cliff("batch_size", 1, 512, prober(37, [])).to_dict()
+    stored = find_cliff("batch_size", 1, 512, prober(37, [])).record([], False)
     calls: list[int] = []
     cliff, checks = verify_cliff(stored, prober(37, calls))
     assert calls == [37, 38] and cliff is not None and cliff.launched == 2
@@ -101,7 +103,7 @@ def test_a_stored_cliff_that_has_not_moved_costs_two_launches() -> None:
 def test_a_moved_cliff_fails_verification_and_hands_its_probes_to_the_search(
     moved_to: int, launched: list[int]
 ) -> None:
-    stored = find_cliff("batch_size", 1, 512, prober(37, [])).to_dict()
+    stored = find_cliff("batch_size", 1, 512, prober(37, [])).record([], False)
     calls: list[int] = []
     cliff, checks = verify_cliff(stored, prober(moved_to, calls))
     assert cliff is None and calls == launched
@@ -111,7 +113,19 @@ def test_a_moved_cliff_fails_verification_and_hands_its_probes_to_the_search(
 
 
 def test_verification_of_a_cliff_above_the_range_launches_only_the_top() -> None:
-    stored = find_cliff("batch_size", 1, 64, prober(10_000, [])).to_dict()
+    stored = find_cliff("batch_size", 1, 64, prober(10_000, [])).record([], False)
     calls: list[int] = []
     cliff, _ = verify_cliff(stored, prober(10_000, calls))
     assert cliff is not None and calls == [64]
+
+
+def test_a_stored_cliff_reads_back_as_it_was_written() -> None:
+    cliff = find_cliff("batch_size", 1, 512, prober(37, []))
+    record = cliff.record(confirm_cliff(cliff, prober(37, [])), True)
+    record.verified = False
+    assert CliffRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    # A file from before probes kept their wall time: 0 s, which the night's cost reads as unknown.
+    old = {"axis": "batch_size", "low": 1, "high": 2, "largest_fit": 1, "smallest_oom": 2}
+    read = CliffRecord.from_dict({**old, "probes": [{"value": 1, "fits": True, "outcome": "ok"}]})
+    assert read is not None and read.probes == [Probe(1, True, "ok")] and read.verified is None
+    assert "verified" not in read.to_dict() and CliffRecord.from_dict(None) is None

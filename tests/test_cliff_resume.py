@@ -51,7 +51,7 @@ def test_resumed_search_replays_recorded_probes_and_launches_the_rest(
 ) -> None:
     launched: list[int] = []
     first = run_cliff(_runner(tmp_path, None, launched, monkeypatch), CASE, "batch_size", 1, 512)
-    assert first.result.cliff is not None and first.result.cliff["largest_fit"] == TRUE_CLIFF
+    assert first.result.cliff is not None and first.result.cliff.largest_fit == TRUE_CLIFF
     full = list(launched)
     run_dir = next((tmp_path / "reports").iterdir())
     probes = run_dir / "results" / f"{CASE.id}-cliff-batch_size.probes.jsonl"
@@ -62,8 +62,8 @@ def test_resumed_search_replays_recorded_probes_and_launches_the_rest(
     launched.clear()
     resumed = run_cliff(_runner(tmp_path, run_dir, launched, monkeypatch), CASE, "batch_size", 1, 512)
     assert launched == full[4:]
-    assert resumed.result.cliff is not None and resumed.result.cliff["largest_fit"] == TRUE_CLIFF
-    assert resumed.result.cliff["confirmed"]
+    assert resumed.result.cliff is not None and resumed.result.cliff.largest_fit == TRUE_CLIFF
+    assert resumed.result.cliff.confirmed
 
 
 def test_the_verl_micro_batch_cliff_launches_no_value_pre_flight_rejects(
@@ -93,10 +93,10 @@ def test_the_verl_micro_batch_cliff_launches_no_value_pre_flight_rejects(
     monkeypatch.setattr(runner, "add_runs", fake_runs)
     report = run_cliff(runner, case, "micro_batch_size", 1, 512)
     assert report.result.cliff is not None
-    assert (report.result.cliff["largest_fit"], report.result.cliff["smallest_oom"]) == (8, 16)
+    assert (report.result.cliff.largest_fit, report.result.cliff.smallest_oom) == (8, 16)
     assert launched == [8, 32, 16, 8, 16]  # the search, then the confirmations at both edges
-    rejected = [p for p in report.result.cliff["probes"] if p["outcome"] == "config_error"]
-    assert [p["value"] for p in rejected] == [512, 256] and "divisible" in rejected[0]["note"]
+    rejected = [p for p in report.result.cliff.probes if p.outcome == "config_error"]
+    assert [p.value for p in rejected] == [512, 256] and "divisible" in rejected[0].note
 
 
 def test_a_cliff_with_a_baseline_is_verified_in_two_launches_and_searched_when_it_moved(
@@ -109,22 +109,20 @@ def test_a_cliff_with_a_baseline_is_verified_in_two_launches_and_searched_when_i
     launched: list[int] = []
     first = run_cliff(_runner(tmp_path, None, launched, monkeypatch), CASE, "batch_size", 1, 512)
     searched = len(launched)
-    assert searched >= 10 and first.result.cliff is not None and not first.result.cliff["verified"]
+    assert searched >= 10 and first.result.cliff is not None and not first.result.cliff.verified
     BaselineStore(tmp_path / "baselines").save(first.result, "the first search")
 
     launched.clear()
     again = run_cliff(_runner(tmp_path, None, launched, monkeypatch), CASE, "batch_size", 1, 512)
     assert launched == [TRUE_CLIFF, TRUE_CLIFF + 1]
-    assert (
-        again.result.cliff is not None and again.result.cliff["verified"] and again.result.cliff["confirmed"]
-    )
-    assert again.result.cliff["launched"] == 2 and again.verdict.verdict.value == "pass"
+    assert again.result.cliff is not None and again.result.cliff.verified and again.result.cliff.confirmed
+    assert again.result.cliff.launched == 2 and again.verdict.verdict.value == "pass"
     assert any("verified at its edges with 2 launches" in note for note in again.notes)
 
     launched.clear()
     monkeypatch.setattr(sys.modules[__name__], "TRUE_CLIFF", 30)  # the cliff moved down
     moved = run_cliff(_runner(tmp_path, None, launched, monkeypatch), CASE, "batch_size", 1, 512)
     assert launched[0] == 37 and len(launched) > 2 and len(set(launched[:-2])) == len(launched[:-2])
-    assert moved.result.cliff is not None and not moved.result.cliff["verified"]
-    assert (moved.result.cliff["largest_fit"], moved.result.cliff["smallest_oom"]) == (30, 31)
+    assert moved.result.cliff is not None and not moved.result.cliff.verified
+    assert (moved.result.cliff.largest_fit, moved.result.cliff.smallest_oom) == (30, 31)
     assert moved.verdict.fails

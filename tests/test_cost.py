@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main
+from trainperf.cliff_record import CliffRecord, Probe
 from trainperf.fleet.cost import case_cost, cost_lines, nightly_cost
 from trainperf.result import CaseResult
 from trainperf.store.results import save_result
@@ -23,14 +24,19 @@ def result(case_id: str, walls: list[float], *, gpus: int = 1, **extra: object) 
     return CaseResult(case_id, {"family": family, "gpus": gpus}, "h100", "ok", runs=runs, **extra)  # type: ignore[arg-type]
 
 
-CLIFF = {
-    "probes": [
-        {"value": 1, "outcome": "ok", "wall_s": 40.0},
-        {"value": 257, "outcome": "skipped-by-estimate"},  # ruled out: no launch
-        {"value": 65, "outcome": "oom", "wall_s": 30.0},
+CLIFF = CliffRecord(
+    "batch_size",
+    1,
+    512,
+    largest_fit=64,
+    smallest_oom=65,
+    probes=[
+        Probe(1, True, "ok", wall_s=40.0),
+        Probe(257, False, "skipped-by-estimate"),  # ruled out: no launch
+        Probe(65, False, "oom", wall_s=30.0),
     ],
-    "confirmation": [{"value": 64, "outcome": "ok", "wall_s": 50.0}],
-}
+    confirmation=[Probe(64, True, "ok", wall_s=50.0)],
+)
 
 
 def test_a_run_folder_counts_every_launch_and_a_baseline_one_run() -> None:
@@ -60,7 +66,17 @@ def test_gpu_minutes_by_family_and_the_spread_over_more_gpus() -> None:
 
 
 def test_launches_without_a_wall_time_are_named_not_guessed() -> None:
-    old_cliff = {"probes": [{"value": 1, "outcome": "ok"}, {"value": 2, "outcome": "oom"}]}
+    # Probes of a file written before their wall times were kept.
+    old = {"axis": "batch_size", "low": 1, "high": 2, "largest_fit": 1, "smallest_oom": 2}
+    old_cliff = CliffRecord.from_dict(
+        {
+            **old,
+            "probes": [
+                {"value": 1, "fits": True, "outcome": "ok"},
+                {"value": 2, "fits": False, "outcome": "oom"},
+            ],
+        }
+    )
     refused = CaseResult("rl_verl-mb64", {"family": "rl_verl"}, "h100", "config_error")
     cost = nightly_cost([(result("sft_hf-c", [], cliff=old_cliff), True), (refused, True)], (1,))
     lines = cost_lines(cost)

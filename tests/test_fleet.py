@@ -17,6 +17,7 @@ from fleet_runs import collect
 from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 
 from trainperf.cli import main
+from trainperf.cliff_record import CliffRecord
 from trainperf.errors import TrainperfError
 from trainperf.fleet.budget import Budget, CaseValue, by_value, values_from_timeline
 from trainperf.fleet.merge import read_shards
@@ -280,10 +281,18 @@ def test_a_stored_cliff_is_expected_to_cost_its_two_edge_probes() -> None:
         {"value": 48, "fits": True, "outcome": "ok", "wall_s": 41.0},
         {"value": 49, "fits": False, "outcome": "oom", "wall_s": 35.5},
     ]
-    baseline.cliff = {"axis": "batch_size", "low": 1, "high": 512, "largest_fit": 48, "smallest_oom": 49,
-                      "probes": probes, "confirmation": []}  # fmt: skip
+    stored = {
+        "axis": "batch_size",
+        "low": 1,
+        "high": 512,
+        "largest_fit": 48,
+        "smallest_oom": 49,
+        "probes": probes,
+    }
+    baseline.cliff = CliffRecord.from_dict(stored)
     assert baseline_seconds(baseline, 1) == 76.5
     probes[2]["wall_s"] = 0.0  # probes recorded before their wall time was kept
+    baseline.cliff = CliffRecord.from_dict(stored)
     key = "some-cliff-batch_size"
     expected = expected_durations([key], "h100", {}, lambda _key: baseline)
     assert expected[key].source == "default" and expected[key].seconds == 2 * 600.0

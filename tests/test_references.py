@@ -78,14 +78,15 @@ def test_listing_the_shipped_baselines_skips_the_published_reference_points(
     cliffs = [result for result in cliffs if result.cliff]
     assert cliffs, "the committed GPU baselines hold an OOM-cliff search"
     for result in cliffs:
-        cliff = result.cliff or {}
-        probes = [*cliff["probes"], *cliff.get("confirmation", [])]
-        oom_from = min(probe["value"] for probe in probes if probe["outcome"] == "oom")
-        confirmed = ", confirmed" if cliff.get("confirmed") else ""
-        fit = cliff["largest_fit"]
+        cliff = result.cliff
+        assert cliff is not None
+        probes = [*cliff.probes, *cliff.confirmation]
+        oom_from = min(probe.value for probe in probes if probe.outcome == "oom")
+        confirmed = ", confirmed" if cliff.confirmed else ""
+        fit = cliff.largest_fit
         found = (
             f"largest fit {fit}, OOM from {oom_from}"
             if fit
             else f"nothing fits, {oom_from} already runs out of memory"
         )
-        assert f"{result.case_id}: {cliff['axis']}: {found}{confirmed}\n" in out, out
+        assert f"{result.case_id}: {cliff.axis}: {found}{confirmed}\n" in out, out

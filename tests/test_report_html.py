@@ -13,6 +13,7 @@ import required
 from chromium import FLAGS as CHROMIUM_FLAGS
 
 from trainperf.cli import main as cli_main
+from trainperf.cliff_record import CliffRecord
 from trainperf.measure.nvml import Sample, write_samples
 from trainperf.report.build import write_reports
 from trainperf.report.export import step_stats
@@ -128,15 +129,19 @@ def make_run(run_dir: Path) -> list[CaseResult]:
         case=_case("qwen3_tiny", 4),
         gpu_class="h100",
         outcome="ok",
-        cliff={
-            "axis": "batch_size",
-            "probes": probes,
-            "largest_fit": 8,
-            "smallest_oom": 9,
-            "launched": 5,
-            "confirmed": True,
-            "summary": "batch_size 8 fits, 9 runs out of memory",
-        },
+        cliff=CliffRecord.from_dict(
+            {
+                "axis": "batch_size",
+                "low": 1,
+                "high": 16,
+                "probes": probes,
+                "largest_fit": 8,
+                "smallest_oom": 9,
+                "launched": 5,
+                "confirmed": True,
+                "summary": "batch_size 8 fits, 9 runs out of memory",
+            }
+        ),
         verdict=StoredVerdict(verdict="pass"),
     )
     rl_steps = _steps(4, 2.0, phases={"generate": 1.4, "update_actor": 0.4, "reference": 0.1})

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.case import Case
+from trainperf.cliff_record import CliffRecord
 from trainperf.measure.hardware import load_classes
 from trainperf.plan.flops import attention_length, kwh_per_million_tokens, model_shape, token_flops
 from trainperf.plan.headroom import LimitInputs, case_limits, cliff_headroom, mfu_cell
@@ -159,7 +160,7 @@ def test_attach_limits_from_a_result_and_a_stored_cliff(tmp_path: Path) -> None:
     cliff = _tiny_result(searched)
     cliff.case_id = f"{searched.id}-cliff-batch_size"
     cliff.gpu_class = "h100"
-    cliff.cliff = {"largest_fit": 16, "smallest_oom": 17}
+    cliff.cliff = CliffRecord("batch_size", 1, 512, largest_fit=16, smallest_oom=17)
     store.save(cliff, "test")
     result = _tiny_result(case, tokens_per_s=2000.0)
     inputs = limit_inputs(case, result, load_classes()["cpu"])

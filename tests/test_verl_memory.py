@@ -72,7 +72,7 @@ def _judged_verl_baselines() -> list[Path]:
     for path in sorted((REPO_ROOT / "baselines").glob("h*/rl_verl-*.json")):
         baseline = load_result(path)
         has_peak = baseline.outcome == "ok" and "peak_allocated_gib" in baseline.metrics
-        if has_peak or (baseline.cliff and baseline.cliff.get("largest_fit") is None):
+        if has_peak or (baseline.cliff and baseline.cliff.largest_fit is None):
             chosen.append(path)
     return chosen
 
@@ -131,10 +131,10 @@ def test_the_3b_cliff_on_an_h100_launches_only_its_confirmation(
         512,
     )
     cliff = report.result.cliff
-    assert cliff is not None and cliff["largest_fit"] is None and cliff["confirmed"]
+    assert cliff is not None and cliff.largest_fit is None and cliff.confirmed
     assert launched == [1]  # the confirmation at the low end, a real launch
-    skipped = [p for p in cliff["probes"] if p["outcome"] == "skipped-by-estimate"]
-    assert [p["value"] for p in skipped] == [8, 2, 1] and "critic 46.0" in skipped[0]["note"]
+    skipped = [p for p in cliff.probes if p.outcome == "skipped-by-estimate"]
+    assert [p.value for p in skipped] == [8, 2, 1] and "critic 46.0" in skipped[0].note
 
 
 def test_a_floor_proved_wrong_by_the_confirmation_leaves_the_cliff_unconfirmed(
@@ -148,7 +148,7 @@ def test_a_floor_proved_wrong_by_the_confirmation_leaves_the_cliff_unconfirmed(
         1,
         512,
     )
-    assert report.result.cliff is not None and not report.result.cliff["confirmed"]
+    assert report.result.cliff is not None and not report.result.cliff.confirmed
     assert report.verdict.verdict.value == "noisy"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainperf.cliff_record import CliffRecord
 from trainperf.errors import TrainperfError
 from trainperf.stored_verdict import StoredVerdict
 
@@ -73,7 +74,7 @@ class CaseResult:
     verdict: StoredVerdict = field(default_factory=StoredVerdict)
     references: list[dict[str, Any]] | None = None
     """Measured / published for matching published reference points (never gating)."""
-    cliff: dict[str, Any] | None = None
+    cliff: CliffRecord | None = None
     """For an OOM-cliff search: the axis, range, probes, result and its confirmation."""
     estimate: dict[str, Any] | None = None
     """Peak allocator memory estimated before launch (``trainperf.plan.estimate``), shown beside the measured
@@ -102,6 +103,7 @@ class CaseResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["verdict"] = self.verdict.to_dict()
+        data["cliff"] = self.cliff.to_dict() if self.cliff else None
         return data
 
     @classmethod
@@ -119,6 +121,7 @@ class CaseResult:
         payload["metrics"] = {name: MetricValue(**value) for name, value in metrics.items()}
         payload["kernels"] = KernelSummary.from_dict(data.get("kernels"))
         payload["verdict"] = StoredVerdict.from_dict(data.get("verdict"))
+        payload["cliff"] = CliffRecord.from_dict(data.get("cliff"))
         return cls(**payload)
 
 

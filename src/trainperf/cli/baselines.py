@@ -40,8 +40,8 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         # A cliff's result is its largest fit, which the table's per-step columns cannot show.
         for result in results:
             if result.cliff:
-                confirmed = ", confirmed" if result.cliff.get("confirmed") else ""
-                print(f"{result.case_id}: {result.cliff.get('summary', '-')}{confirmed}")
+                confirmed = ", confirmed" if result.cliff.confirmed else ""
+                print(f"{result.case_id}: {result.cliff.summary or '-'}{confirmed}")
     return 0
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from trainperf.cliff_record import NOT_LAUNCHED, CliffRecord
 from trainperf.fleet.shard import split
 from trainperf.judge.metrics import STEP_TIME
 from trainperf.result import CaseResult, requested_steps
@@ -38,21 +38,13 @@ class CaseCost:
         return self.wall_s * self.gpus
 
 
-def _cliff_walls(cliff: dict[str, Any]) -> tuple[list[float], int]:
-    """The wall times of a cliff's launched probes and confirmations, and how many recorded none.
-    Probes ruled out by pre-flight or by the estimate launched nothing."""
-    walls: list[float] = []
-    unknown = 0
-    entries = [*(cliff.get("probes") or []), *(cliff.get("confirmation") or [])]
-    for entry in entries:
-        if not isinstance(entry, dict) or entry.get("outcome") in ("config_error", "skipped-by-estimate"):
-            continue
-        wall = entry.get("wall_s")
-        if isinstance(wall, int | float):
-            walls.append(float(wall))
-        else:
-            unknown += 1
-    return walls, unknown
+def _cliff_walls(cliff: CliffRecord) -> tuple[list[float], int]:
+    """The wall times of a cliff's launched probes and confirmations, and how many recorded none
+    (a launched probe's 0 s: kept before its wall time was). Probes ruled out by pre-flight or by
+    the estimate launched nothing."""
+    launched = [p for p in [*cliff.probes, *cliff.confirmation] if p.outcome not in NOT_LAUNCHED]
+    walls = [p.wall_s for p in launched if p.wall_s > 0]
+    return walls, len(launched) - len(walls)
 
 
 def case_cost(result: CaseResult, *, one_run: bool, planned_steps: int | None = None) -> CaseCost:

@@ -88,13 +88,7 @@ def baseline_seconds(baseline: CaseResult, repeats: int) -> float | None:
     nightly makes (baselines are written from several); a cliff's two edge probes, as a stored
     cliff is verified with them (``run.cliff``)."""
     if baseline.cliff:
-        cliff = baseline.cliff
-        probes = [*cliff.get("probes", []), *cliff.get("confirmation", [])]
-        probed = {p["value"]: float(p.get("wall_s") or 0) for p in probes}
-        edges = [
-            probed.get(v, 0.0) for v in (cliff.get("largest_fit"), cliff.get("smallest_oom")) if v is not None
-        ]
-        return sum(edges) if edges and all(edges) else None
+        return baseline.cliff.edges_wall_s()
     walls = [float(run["wall_s"]) for run in baseline.runs if run.get("wall_s")]
     return median(walls) * repeats if walls else None
 

@@ -21,23 +21,12 @@ Pure: the probe is a callable, so the search is tested with a fake and run with 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
+from trainperf.cliff_record import NOT_LAUNCHED, CliffRecord, Probe
 from trainperf.errors import TrainperfError
 
 AXES = ("batch_size", "max_seq_len", "grad_accum", "micro_batch_size")
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    value: int
-    fits: bool
-    outcome: str
-    """ok, oom, skipped-by-estimate, or what else the child reported."""
-    note: str = ""
-    wall_s: float = 0.0
-    """The child's wall time (0: not launched, or recorded before it was kept)."""
 
 
 @dataclass(slots=True)
@@ -53,7 +42,7 @@ class Cliff:
 
     @property
     def launched(self) -> int:
-        return sum(1 for p in self.probes if p.outcome not in ("skipped-by-estimate", "config_error"))
+        return sum(1 for p in self.probes if p.outcome not in NOT_LAUNCHED)
 
     def describe(self) -> str:
         if self.largest_fit is None:
@@ -64,11 +53,20 @@ class Cliff:
         cause = "a configuration error" if above == "config_error" else "OOM"
         return f"{self.axis}: largest fit {self.largest_fit}, {cause} from {self.smallest_oom}"
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["launched"] = self.launched
-        data["summary"] = self.describe()
-        return data
+    def record(self, confirmation: list[Probe], confirmed: bool) -> CliffRecord:
+        """The search as a result stores it, with its confirmation runs."""
+        return CliffRecord(
+            self.axis,
+            self.low,
+            self.high,
+            self.largest_fit,
+            self.smallest_oom,
+            list(self.probes),
+            self.launched,
+            self.describe(),
+            list(confirmation),
+            confirmed,
+        )
 
 
 class ProbeFailed(Exception):
@@ -172,7 +170,7 @@ def confirmed(cliff: Cliff, checks: list[Probe]) -> bool:
 
 
 def verify_cliff(
-    stored: Mapping[str, Any],
+    stored: CliffRecord,
     probe: Callable[[int], Probe],
     *,
     predicted_oom: Callable[[int], str | None] = lambda value: None,
@@ -182,8 +180,7 @@ def verify_cliff(
     the next value must still run out of memory (or still be refused, or still be ruled out by the
     estimate). The cliff when both hold; None and the probes made when one does not (then the
     full search runs, reusing them)."""
-    cliff = Cliff(stored["axis"], int(stored["low"]), int(stored["high"]))
-    cliff.largest_fit, cliff.smallest_oom = stored.get("largest_fit"), stored.get("smallest_oom")
+    cliff = Cliff(stored.axis, stored.low, stored.high, stored.largest_fit, stored.smallest_oom)
     for value, should_fit in ((cliff.largest_fit, True), (cliff.smallest_oom, False)):
         if value is None:
             continue

@@ -129,17 +129,15 @@ def _throughput_vs_batch(run_dir: Path, results: Sequence[CaseResult]) -> list[s
             continue
         key = f"{case.family} {case.model} {case.method} {case.profile}"
         if result.cliff:
-            for probe in result.cliff.get("probes", []):
-                probe_id = case.replace(batch_size=int(probe["value"])).id
+            for probe in result.cliff.probes:
+                probe_id = case.replace(batch_size=probe.value).id
                 rates = [r for s in probe_series(run_dir, probe_id) if (r := s.tokens_per_s()) is not None]
-                if probe["fits"] and rates:
-                    groups[key].append((float(probe["value"]), max(rates)))
-                elif probe["outcome"] == "oom":
-                    marks[key].append(Mark(float(probe["value"]), "OOM", 0.0))
-            if result.cliff.get("smallest_oom") is not None:
-                marks[key].append(
-                    Mark(float(result.cliff["smallest_oom"]), f"cliff: {result.cliff.get('summary', '')}")
-                )
+                if probe.fits and rates:
+                    groups[key].append((float(probe.value), max(rates)))
+                elif probe.outcome == "oom":
+                    marks[key].append(Mark(float(probe.value), "OOM", 0.0))
+            if result.cliff.smallest_oom is not None:
+                marks[key].append(Mark(float(result.cliff.smallest_oom), f"cliff: {result.cliff.summary}"))
         elif result.outcome == "oom":
             marks[key].append(Mark(float(case.batch_size), "OOM", 0.0))
         elif TOKENS_PER_S in result.metrics:

@@ -62,8 +62,8 @@ def _cliffs(results: Sequence[CaseResult]) -> list[str]:
         cliff = result.cliff
         if cliff:
             lines.append(
-                f"| {result.case_id} | {cliff.get('summary', '-')} | {cliff.get('launched', '-')} | "
-                f"{'yes' if cliff.get('confirmed') else 'no'} | {cliff.get('largest_fit', '-')} |"
+                f"| {result.case_id} | {cliff.summary or '-'} | {cliff.launched} | "
+                f"{'yes' if cliff.confirmed else 'no'} | {cliff.largest_fit} |"
             )
     if not lines:
         return []

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from trainperf.case import Case, Outcome
+from trainperf.cliff_record import CliffRecord
 from trainperf.families import family_of
 from trainperf.jsonio import append_jsonl, read_jsonl
 from trainperf.judge.compare import CaseVerdict, Verdict
@@ -92,7 +93,7 @@ class CliffSearch:
             )
         return None
 
-    def search(self, low: int, high: int, stored: dict[str, Any] | None = None) -> tuple[Cliff, list[Probe]]:
+    def search(self, low: int, high: int, stored: CliffRecord | None = None) -> tuple[Cliff, list[Probe]]:
         """The stored cliff verified at its edges when there is one, else (or when it moved) the full
         search and its confirmation. A verified cliff's checks are its verification probes."""
         interpreter = self.runner.interpreter(self.case)
@@ -128,7 +129,7 @@ def run_cliff(runner: RunnerPort, case: Case, axis: str, low: int, high: int) ->
     ctx.say(
         f"[trainperf] {search.cliff_id}: "
         + (
-            f"verifying the stored cliff ({stored.get('summary', 'stored')})"
+            f"verifying the stored cliff ({stored.summary or 'stored'})"
             if stored
             else f"searching {axis} in {low}..{high}"
         )
@@ -141,14 +142,15 @@ def run_cliff(runner: RunnerPort, case: Case, axis: str, low: int, high: int) ->
         verdict = runner.judge(case, result, baseline)
     else:
         verdict = _judge_cliff(runner, case, result, baseline, *found)
-        result.cliff = {**(result.cliff or {}), "verified": search.verified}
+        if result.cliff is not None:
+            result.cliff.verified = search.verified
     result.verdict = verdict.stored()
     result.verdict.judged_against = judged_against
     runner.keep(result, verdict)
     report = CaseReport(case, result, verdict)
     if found is not None and result.cliff:
         cliff, checks = found
-        skipped = sum(1 for p in result.cliff["probes"] if p["outcome"] == "skipped-by-estimate")
+        skipped = sum(1 for p in result.cliff.probes if p.outcome == "skipped-by-estimate")
         if search.verified:
             report.notes.append(
                 f"{cliff.describe()}; the stored cliff verified at its edges with "
@@ -156,9 +158,9 @@ def run_cliff(runner: RunnerPort, case: Case, axis: str, low: int, high: int) ->
             )
             return runner.conclude(report)
         report.notes.append(
-            f"{cliff.describe()}; {result.cliff['launched']} launches + {len(checks)} confirmation runs, "
+            f"{cliff.describe()}; {result.cliff.launched} launches + {len(checks)} confirmation runs, "
             f"{skipped} probes skipped by the estimate; confirmed: "
-            f"{'yes' if result.cliff['confirmed'] else 'NO'}"
+            f"{'yes' if result.cliff.confirmed else 'NO'}"
         )
     return runner.conclude(report)
 
@@ -172,23 +174,21 @@ def _judge_cliff(
     checks: list[Probe],
 ) -> CaseVerdict:
     """The cliff as the result's one metric, judged; an unconfirmed cliff is noisy at best."""
-    result.cliff = cliff.to_dict()
-    result.cliff["confirmation"] = [asdict(check) for check in checks]
-    result.cliff["confirmed"] = confirmed(cliff, checks)
+    result.cliff = cliff.record(checks, confirmed(cliff, checks))
     largest = float(cliff.largest_fit or 0)
     result.metrics = {f"cliff_{cliff.axis}": MetricValue(largest, "", per_run=[largest])}
     verdict = runner.judge(case, result, baseline)
-    if not result.cliff["confirmed"] and verdict.verdict in (Verdict.PASS, Verdict.NEW, Verdict.IMPROVED):
+    if not result.cliff.confirmed and verdict.verdict in (Verdict.PASS, Verdict.NEW, Verdict.IMPROVED):
         verdict.verdict, verdict.fails = Verdict.NOISY, runner.ctx.settings.strict
         verdict.reason = f"cliff not confirmed by fresh runs at its edges ({cliff.describe()})"
     return verdict
 
 
-def _stored_cliff(baseline: CaseResult | None, axis: str, low: int, high: int) -> dict[str, Any] | None:
+def _stored_cliff(baseline: CaseResult | None, axis: str, low: int, high: int) -> CliffRecord | None:
     """The baseline's cliff when it was searched over the same axis and range (then it is verified,
     not searched again)."""
     stored = baseline.cliff if baseline is not None else None
-    if not stored or (stored.get("axis"), stored.get("low"), stored.get("high")) != (axis, low, high):
+    if stored is None or (stored.axis, stored.low, stored.high) != (axis, low, high):
         return None
     return stored
 

@@ -87,8 +87,8 @@ def stored_cliff(baselines: BaselineStore, gpu_class: str, case: Case) -> dict[s
             return cliff_headroom(
                 axis,
                 int(getattr(case, axis)),
-                cliff.cliff.get("largest_fit"),
-                cliff.cliff.get("smallest_oom"),
+                cliff.cliff.largest_fit,
+                cliff.cliff.smallest_oom,
             )
     return None
 
