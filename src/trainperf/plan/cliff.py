@@ -191,7 +191,7 @@ def verify_cliff(
         else:
             result = probe(value)
         cliff.probes.append(result)
-        bounds = ("oom", "skipped-by-estimate", "config_error")
+        bounds = ("oom", *NOT_LAUNCHED)
         if result.fits != should_fit or (not result.fits and result.outcome not in bounds):
             return None, cliff.probes
     return cliff, cliff.probes

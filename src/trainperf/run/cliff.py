@@ -198,7 +198,7 @@ def read_probes(path: Any) -> list[Probe]:
     probes = []
     for record in read_jsonl(path):
         try:
-            probes.append(Probe(**record))
-        except TypeError:
+            probes.append(Probe.from_dict(record))
+        except (KeyError, TypeError, ValueError):
             break
     return probes
