@@ -63,8 +63,9 @@ def test_the_runner_records_the_cut_child_and_the_record_lapses_once_the_case_ha
     assert cut is not None and cut.ran_s is not None and cut.ran_s >= 0
     # 10 steps left at the median of the two done (4 s)
     assert cut == interruption.Interruption(
-        CASE.id, f"{CASE.id} run 1/3", f"cases/{CASE.id}/r1", 2, 12, cut.ran_s, 40.0
-    )
+        CASE.id, f"{CASE.id} run 1/3", f"cases/{CASE.id}/r1", 2, 12, cut.ran_s, 40.0,
+        measured="step 2 measured 5 s (not judged)",
+    )  # fmt: skip
     line = interruption.describe(context.run_dir, cut)
     assert f"interrupted during {CASE.id} run 1/3 after 2/12 steps, " in line
     assert "at its pace it needed about 40s more" in line
@@ -228,3 +229,17 @@ def test_a_run_folder_taken_for_pytests_rootdir_is_refused_with_the_form_that_wo
     with pytest.raises(TrainperfError, match=f"give it as --perf-resume={run_dir} "):
         resolve({"resume": str(run_dir)}, lambda _name: None, run_dir)
     assert resolve({"resume": str(run_dir)}, lambda _name: None, tmp_path).resume == run_dir
+
+
+def test_a_cut_runs_steady_steps_are_said_not_judged() -> None:
+    # 2 H200s, 2026-11-28: E1's micro-batch-16 run, cut at step 3 of 10 (verl's own step times).
+    steps = [
+        {"step": k + 1, "duration_s": d, "tokens": 524_288} for k, d in enumerate((132.93, 116.46, 116.22))
+    ]
+    line = interruption.measured_so_far(steps)
+    assert line == "steps 2-3 measured a median 116.3 s a step, 4,507 tokens/s (not judged)"
+    assert interruption.measured_so_far(steps[:1]) is None  # warm-up only: nothing steady yet
+    no_tokens = [{"step": 1, "duration_s": 2.0}, {"step": 2, "duration_s": 1.0}]
+    assert interruption.measured_so_far(no_tokens) == "step 2 measured 1 s (not judged)"
+    cut = interruption.Interruption("c", "c run 1/1", "cases/c/r1", 3, 10, ran_s=540.0, measured=line)
+    assert f"540s in; {line} (its files" in interruption.describe(Path("/runs/x"), cut)

@@ -39,6 +39,8 @@ class Interruption:
     settled_by: str | None = None
     """The result whose arrival in the folder settles the cut: the search's id for a cliff probe
     (a resumed search that finished kept showing its cut probe as pending); None: ``case_id``."""
+    measured: str | None = None
+    """What its steady steps measured before the cut (``measured_so_far``): shown, never judged."""
 
 
 def remaining_s(steps: list[dict[str, Any]], requested: int) -> float | None:
@@ -48,6 +50,27 @@ def remaining_s(steps: list[dict[str, Any]], requested: int) -> float | None:
     if not durations:
         return None
     return max(0, requested - len(steps)) * stats.median(durations)
+
+
+def measured_so_far(steps: list[dict[str, Any]]) -> str | None:
+    """The cut run's steady steps, said: a verl step of two minutes cut at step 3 of 10 still
+    measured two steady steps, which no result keeps (a cut run is not pooled). None before a
+    steady step (the first is warm-up)."""
+    timed = [s for s in steps if s.get("duration_s")]
+    if len(timed) < 2:
+        return None
+    durations = [float(s["duration_s"]) for s in timed]
+    tokens = [float(s.get("tokens") or 0) for s in timed]
+    start = stats.steady_start(durations, tokens if all(tokens) else None)
+    pace = stats.median(durations[start:])
+    if start + 1 == len(timed):
+        line = f"step {len(timed)} measured {pace:.4g} s"
+    else:
+        line = f"steps {start + 1}-{len(timed)} measured a median {pace:.4g} s a step"
+    if all(tokens):
+        rate = stats.median([t / d for t, d in zip(tokens[start:], durations[start:])])
+        line += f", {rate:,.0f} tokens/s"
+    return line + " (not judged)"
 
 
 def record(run_dir: Path, interruption: Interruption) -> None:
@@ -73,6 +96,8 @@ def describe(run_dir: Path, interruption: Interruption) -> str:
         pace = f", {interruption.ran_s:.0f}s in"
         if interruption.needed_more_s:
             pace += f"; at its pace it needed about {interruption.needed_more_s:.0f}s more"
+    if interruption.measured:
+        pace += f"; {interruption.measured}"
     kept = RunFolder(run_dir).finished_run_count(interruption.case_id)
     runs = f"; {interruption.case_id} keeps its {kept} finished run(s) and goes on from them" if kept else ""
     return (

@@ -396,5 +396,6 @@ class ChildLauncher:
             ran_s=round(time.monotonic() - launched, 1),
             needed_more_s=interruption.remaining_s(steps_so_far, steps),
             settled_by=settled_by,
+            measured=interruption.measured_so_far(steps_so_far),
         )
         interruption.record(ctx.folder.root, cut)
