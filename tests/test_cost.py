@@ -195,18 +195,17 @@ def test_a_runs_record_keeps_the_cached_inputs_its_child_reported(tmp_path: Path
 def test_a_night_on_a_fresh_runner_projects_each_write_on_the_first_case_that_makes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from types import SimpleNamespace
-
-    from trainperf.fleet.night import NightSession, first_writes
+    from trainperf.fleet.night import first_writes, load_baselines
 
     baselines = tmp_path / "baselines"
     for case_id in ("sft_unsloth-gpt_oss_120b-long", "sft_unsloth-gpt_oss_120b-short"):
         save_result(baselines / "h200" / f"{case_id}.json", _with_inputs(case_id, {**BIG, "hit": True}))
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
-    session = NightSession(SimpleNamespace(baselines=baselines), "h200", tmp_path)  # type: ignore[arg-type]
     lines: list[str] = []
     tonight = ["sft_unsloth-gpt_oss_120b-short", "sft_unsloth-gpt_oss_120b-long", "sft_hf-no-baseline"]
-    assert first_writes(session, tonight, lines) == {"sft_unsloth-gpt_oss_120b-short": 99.0}
+    loaded = load_baselines(baselines, "h200", tonight)
+    assert loaded["sft_hf-no-baseline"] is None
+    assert first_writes(tonight, loaded, lines) == {"sft_unsloth-gpt_oss_120b-short": 99.0}
     assert lines == [
         (
             "trainperf: fresh runner: tonight's cases first write 1 cached input(s), 62.1 GB, written in 1.6 "
@@ -218,4 +217,4 @@ def test_a_night_on_a_fresh_runner_projects_each_write_on_the_first_case_that_ma
     entry.mkdir(parents=True)
     (entry / "trainperf-complete.json").write_text("{}")
     lines.clear()
-    assert first_writes(session, tonight, lines) == {} and lines == []
+    assert first_writes(tonight, loaded, lines) == {} and lines == []

@@ -18,7 +18,7 @@ from fleet_runs import collect
 from trainperf.case import Case
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
-from trainperf.fleet.night import baseline_figures, class_entries, promotions
+from trainperf.fleet.night import baseline_figures, class_entries, load_baselines, promotions
 from trainperf.ground.settings import resolve
 from trainperf.plan.tiers import (
     NIGHTS,
@@ -49,7 +49,9 @@ H100_CORE = {
 
 def class_plan(gpu_class: str, night: date = MONDAY, budget: float | None = 60.0) -> Any:
     entries = class_entries(ROOT, gpu_class)
-    figures = baseline_figures(ROOT / "baselines", gpu_class, [entry.key for entry in entries])
+    figures = baseline_figures(
+        load_baselines(ROOT / "baselines", gpu_class, [entry.key for entry in entries])
+    )
     return plan_night(entries, gpu_class, night, figures, budget)
 
 

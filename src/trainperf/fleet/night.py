@@ -11,7 +11,7 @@ only where it is a PostgreSQL server the shards share, never one machine's SQLit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -70,15 +70,22 @@ def projected_gpu_s(baseline: CaseResult | None) -> float | None:
     return cost.gpu_s
 
 
-def baseline_figures(baselines: Path, gpu_class: str, keys: Sequence[str]) -> dict[str, float | None]:
+def load_baselines(baselines: Path, gpu_class: str, keys: Sequence[str]) -> dict[str, CaseResult | None]:
+    """Each key's baseline file, read once for the night's projection and its fresh-runner writes;
+    None for none, or a damaged one (reported when its case runs)."""
     store = BaselineStore(baselines)
-    figures: dict[str, float | None] = {}
+    loaded: dict[str, CaseResult | None] = {}
     for key in keys:
         try:
-            figures[key] = projected_gpu_s(store.load(gpu_class, key))
+            loaded[key] = store.load(gpu_class, key)
         except TrainperfError:
-            figures[key] = None  # a damaged baseline is reported when its case runs
-    return figures
+            loaded[key] = None
+    return loaded
+
+
+def baseline_figures(loaded: Mapping[str, CaseResult | None]) -> dict[str, float | None]:
+    """Each case's GPU-seconds for one nightly run, from its baseline (``projected_gpu_s``)."""
+    return {key: projected_gpu_s(baseline) for key, baseline in loaded.items()}
 
 
 def run_folders(path: Path) -> list[Path]:
@@ -157,17 +164,26 @@ class NightSession:
     """--collect-only: each case's tier and detection latency are listed too."""
 
 
-def session_plan(session: NightSession, selection: Sequence[tuple[str, Case]]) -> tuple[NightPlan, str]:
-    """The session's night, its promoted cases included; a note when none could be read."""
+def session_plan(
+    session: NightSession, selection: Sequence[tuple[str, Case]]
+) -> tuple[NightPlan, str, dict[str, CaseResult | None]]:
+    """The session's night, its promoted cases included; a note when none could be read; the
+    baselines it was planned from."""
     settings, gpu_class = session.settings, session.gpu_class
     assert settings.night is not None
     entries = class_entries(session.rootdir, gpu_class, selection)
-    figures = baseline_figures(settings.baselines, gpu_class, [entry.key for entry in entries])
-    plan = plan_night(entries, gpu_class, date.fromisoformat(settings.night), figures, settings.night_budget)
+    loaded = load_baselines(settings.baselines, gpu_class, [entry.key for entry in entries])
+    plan = plan_night(
+        entries,
+        gpu_class,
+        date.fromisoformat(settings.night),
+        baseline_figures(loaded),
+        settings.night_budget,
+    )
     reasons, note = promotions(
         plan, settings.night_promote, gpu_class, settings.store, settings.shard is not None
     )
-    return with_promoted(plan, reasons), note
+    return with_promoted(plan, reasons), note, loaded
 
 
 def keep_night(
@@ -180,7 +196,7 @@ def keep_night(
 ) -> dict[str, Any]:
     """Drop the items the night does not run (from ``items`` and ``keyed``); what run.json records."""
     chosen = {keyed[id(item)]: case for item in items if id(item) in keyed and (case := case_of(item))}
-    plan, note = session_plan(session, list(chosen.items()))
+    plan, note, baselines = session_plan(session, list(chosen.items()))
     selection = list(chosen)
     dropped = [item for item in items if id(item) in keyed and not plan.runs(keyed[id(item)])]
     if dropped:
@@ -197,7 +213,7 @@ def keep_night(
     if session.listing:
         lines += case_lines(plan, selection)
     tonight = plan.tonight(selection)
-    writes = first_writes(session, tonight, lines)
+    writes = first_writes(tonight, baselines, lines)
     return {
         "date": plan.night.isoformat(),
         "tonight": tonight,
@@ -209,19 +225,14 @@ def keep_night(
     }
 
 
-def first_writes(session: NightSession, tonight: list[str], lines: list[str]) -> dict[str, float]:
+def first_writes(
+    tonight: list[str], baselines: Mapping[str, CaseResult | None], lines: list[str]
+) -> dict[str, float]:
     """GPU-seconds tonight's cases spend first writing the cached inputs (``fleet.fresh_runner``) their
     baselines used and this runner's cache lacks, on the case that writes each; its line in ``lines``."""
     from trainperf.synth.cache import cache_dir, holds
 
-    store = BaselineStore(session.settings.baselines)
-    baselines = []
-    for key in tonight:
-        try:
-            baselines.append(store.load(session.gpu_class, key))
-        except TrainperfError:
-            continue  # no baseline, or a damaged one (reported when its case runs)
-    needs = inputs_needed(result for result in baselines if result is not None)
+    needs = inputs_needed(result for key in tonight if (result := baselines.get(key)) is not None)
     missing = [need for need in needs if not holds(need.kind, need.key)]
     if (line := fresh_night_line(missing, str(cache_dir()))) is not None:
         lines.append(line)
