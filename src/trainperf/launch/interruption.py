@@ -73,6 +73,29 @@ def measured_so_far(steps: list[dict[str, Any]]) -> str | None:
     return line + " (not judged)"
 
 
+def cut_child(
+    case_id: str,
+    label: str,
+    child_dir: str,
+    steps: list[dict[str, Any]],
+    requested: int,
+    ran_s: float,
+    settled_by: str | None,
+) -> Interruption:
+    """The record of a child cut after ``steps``: how far it got, its pace, what it measured."""
+    return Interruption(
+        case_id,
+        label,
+        child_dir,
+        len(steps),
+        requested,
+        ran_s=ran_s,
+        needed_more_s=remaining_s(steps, requested),
+        settled_by=settled_by,
+        measured=measured_so_far(steps),
+    )
+
+
 def record(run_dir: Path, interruption: Interruption) -> None:
     write_json_atomic(RunFolder(run_dir).interruption_path, asdict(interruption))
 

@@ -385,17 +385,7 @@ class ChildLauncher:
     def _record_interruption(
         self, case: Case, label: str, out_dir: Path, steps: int, launched: float, settled_by: str | None
     ) -> None:
-        ctx = self.ctx
-        steps_so_far = read_steps(out_dir / STEPS_FILE)
-        cut = interruption.Interruption(
-            case.id,
-            label,
-            ctx.folder.relative(out_dir),
-            len(steps_so_far),
-            steps,
-            ran_s=round(time.monotonic() - launched, 1),
-            needed_more_s=interruption.remaining_s(steps_so_far, steps),
-            settled_by=settled_by,
-            measured=interruption.measured_so_far(steps_so_far),
-        )
-        interruption.record(ctx.folder.root, cut)
+        ran_s, done = round(time.monotonic() - launched, 1), read_steps(out_dir / STEPS_FILE)
+        where = self.ctx.folder.relative(out_dir)
+        cut = interruption.cut_child(case.id, label, where, done, steps, ran_s, settled_by)
+        interruption.record(self.ctx.folder.root, cut)
