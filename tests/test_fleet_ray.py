@@ -8,6 +8,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -19,12 +20,13 @@ import pytest
 from fleet_runs import ROOT, SELECTION, assert_every_case_trained, assert_merged_like_one_session
 from ray_cluster import RayCluster, ray_cluster  # noqa: F401  (the fixture)
 
-from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.fleet import ray_shards
 from trainperf.fleet.ray_shards import RaySubmission, unpack
-from trainperf.fleet.ray_task import IN_RAY_TASK, shard_environment
-from trainperf.fleet.session_plan import ray_task_refusal
+from trainperf.fleet.ray_task import shard_environment
+from trainperf.workloads.verl.environment import ray_home, verl_environment
+from trainperf.workloads.verl.overrides import Attention
+from trainperf.workloads.verl.teardown import end_session
 
 
 def submit(cluster: RayCluster, runs: Path, *extra: str, env: dict[str, str] | None = None) -> list[str]:
@@ -170,18 +172,60 @@ def test_an_archive_reaching_outside_the_shard_folder_is_refused(tmp_path: Path)
     assert not (tmp_path / "outside.txt").exists()
 
 
-def test_a_verl_case_is_skipped_inside_a_ray_task(monkeypatch: pytest.MonkeyPatch) -> None:
-    """verl ends its own Ray with `ray stop --force`, which would stop the cluster's node too."""
-    verl = Case(family="rl_verl", model="qwen3_tiny", method="lora", profile="short", batch_size=4)
-    sft = Case(family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4)
-    monkeypatch.delenv(IN_RAY_TASK, raising=False)
-    assert ray_task_refusal(verl) is None
-    environment = shard_environment({})
-    assert environment[IN_RAY_TASK] == "1"
-    monkeypatch.setenv(IN_RAY_TASK, environment[IN_RAY_TASK])
-    refusal = ray_task_refusal(verl)
-    assert refusal is not None and "ray stop --force" in refusal
-    assert ray_task_refusal(sft) is None
+DRIVER = """
+import json, os, sys, time
+import ray
+info = ray.init(num_cpus=1, include_dashboard=False)
+@ray.remote
+class Worker:
+    def session(self):
+        return os.getsid(0)
+worker = Worker.remote()
+print(json.dumps({"gcs": info.address_info["gcs_address"], "session_dir": info.address_info["session_dir"],
+                  "worker_session": ray.get(worker.session.remote())}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_verl_run_starts_a_ray_of_its_own_and_ending_it_leaves_the_hosts_cluster_running(
+    ray_cluster: RayCluster,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """verl's driver calls ray.init() without an address: with RAY_ADDRESS set (a shard in a Ray task,
+    a developer's shell) it would join that cluster, and `ray stop --force` would end it. A run's own
+    folder and no address give it a Ray of its own; ending its session ends that Ray alone."""
+    monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
+    folder = ray_home()
+    env = verl_environment(tmp_path / "m.jsonl", tmp_path, Attention((), "sdpa", None), ray_folder=folder)
+    assert "RAY_ADDRESS" not in env and len(str(folder)) <= 40
+    token_file = Path.home() / ".ray" / "auth_token"
+    had_token_file = token_file.exists()
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        said = json.loads(driver.stdout.readline() if driver.stdout else "{}")
+    finally:
+        swept = end_session(driver.pid)
+        driver.wait(timeout=30)
+    port = ray_cluster.address.rsplit(":", 1)[1]
+    assert not said["gcs"].endswith(f":{port}")  # its own Ray, not the cluster it was pointed at
+    assert said["session_dir"].startswith(str(folder)) and said["worker_session"] == driver.pid
+    assert swept.terminated > 0 and swept.left == 0
+    assert not any(str(folder) in " ".join(p) for p in _command_lines())  # nothing of its Ray is left
+    assert socket.create_connection(("127.0.0.1", int(port)), timeout=5)  # the cluster still answers
+    assert token_file.exists() == had_token_file  # its token was its own: none written for the others
+
+
+def _command_lines() -> list[list[str]]:
+    lines = []
+    for entry in Path("/proc").iterdir():
+        try:
+            lines.append((entry / "cmdline").read_bytes().decode(errors="replace").split("\0"))
+        except OSError:
+            continue
+    return lines
 
 
 def test_a_shard_takes_the_drivers_niceness_or_refuses(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,50 +82,7 @@ def test_two_workers_each_wanting_both_gpus_do_not_deadlock(tmp_path: Path) -> N
     assert all(earlier[1] <= later[0] for earlier, later in itertools.pairwise(holders))
 
 
-def _hold_own_ray(devices: list[str], folder: str, own_ray: bool, log: object) -> None:
-    with reserve(devices, ["0", "1", "2"], directory=Path(folder), poll_s=0.01, own_ray=own_ray):
-        start = time.monotonic()
-        time.sleep(0.3)
-        log.put((own_ray, start, time.monotonic()))  # type: ignore[attr-defined]
-
-
-def test_children_that_start_their_own_ray_never_overlap_on_a_host_whatever_their_gpus(
-    tmp_path: Path,
-) -> None:
-    # verl ends its Ray with `ray stop --force`, which stops every Ray on the host: two such
-    # children on GPUs 0 and 1 run one after the other, a third child on GPU 2 beside them.
-    ctx = multiprocessing.get_context("fork")
-    log = ctx.Queue()
-    workers = [
-        ctx.Process(target=_hold_own_ray, args=(["0"], str(tmp_path), True, log)),
-        ctx.Process(target=_hold_own_ray, args=(["1"], str(tmp_path), True, log)),
-        ctx.Process(target=_hold_own_ray, args=(["2"], str(tmp_path), False, log)),
-    ]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=20)
-        assert worker.exitcode == 0
-    spans = [log.get(timeout=1) for _ in workers]
-    ray = sorted((start, end) for own_ray, start, end in spans if own_ray)
-    assert ray[0][1] <= ray[1][0]  # one after the other
-    other = next((start, end) for own_ray, start, end in spans if not own_ray)
-    assert other[0] < max(end for _, end in ray) and other[1] > min(start for start, _ in ray)  # beside
-
-
-def test_a_child_waiting_for_the_hosts_ray_is_told_so_and_holds_no_gpu_meanwhile(tmp_path: Path) -> None:
-    waits: list[str] = []
-    with reserve(["0"], ["0", "1"], directory=tmp_path, own_ray=True):
-        ctx = multiprocessing.get_context("fork")
-        log = ctx.Queue()
-        blocked = ctx.Process(target=_hold_own_ray, args=(["1"], str(tmp_path), True, log))
-        blocked.start()
-        time.sleep(0.2)
-        with reserve(["1"], ["0", "1"], directory=tmp_path, poll_s=0.01, on_wait=waits.append):
-            pass  # GPU 1 is free: the child waiting for the Ray lock holds none (else waits names it)
-    blocked.join(timeout=20)
-    assert blocked.exitcode == 0 and waits == []
-    assert "waiting for another case's Ray on this host" in waiting_line("x run 1/1", "own-ray")
+def test_a_waiting_child_names_the_gpu_it_waits_for() -> None:
     assert waiting_line("x run 1/1", "1") == "[trainperf] x run 1/1: waiting for GPU 1"
 
 

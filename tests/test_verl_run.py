@@ -387,6 +387,10 @@ if "critic.model.path" in args:  # as verl's worker: a module that bound the loa
     critic = fsdp_workers.load_valuehead_model(args["critic.model.path"], None, None, False)
     print(f"critic attention: {critic.config._attn_implementation}", flush=True)
 mode = os.environ["FAKE_VERL_MODE"]
+with open(os.path.join(os.environ["RAY_TMPDIR"], "session.log"), "w") as ray_log:  # as ray.init() would
+    ray_log.write(os.environ.get("RAY_ADDRESS", "no address: a Ray of its own"))
+with open("ray_home.txt", "w") as told:
+    told.write(os.environ["RAY_TMPDIR"])
 lines = open(os.environ["FAKE_VERL_SAMPLE"]).read().splitlines()
 with open(os.environ["VERL_FILE_LOGGER_PATH"], "w") as log:
     for index in range(int(args["trainer.total_training_steps"])):  # the recording, replayed as needed
@@ -477,22 +481,7 @@ def run_fake(
     out.mkdir()
     spec = ChildSpec(case=case.to_dict(), steps=3, device="cpu", seed=0, out_dir=str(out), plant=plant)
     recorder = StepRecorder(out / "steps.jsonl", spec)
-    # The self-tests' environment has Ray (the fleet's Ray engine): a real `ray stop --force` would
-    # stop every Ray on the machine, a developer's own cluster included.
-    monkeypatch.setattr(rl_verl, "stop_ray", lambda: "ray stopped")
     return rl_verl.run(spec, recorder), recorder.steps
-
-
-def test_stop_ray_says_when_ray_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
-
-    from trainperf.workloads import rl_verl
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *rest: None if name == "ray" else real(name, *rest)
-    )
-    assert rl_verl.stop_ray() == "ray not installed"
 
 
 def test_the_child_tails_verls_jsonl_into_steps_as_they_land(
@@ -504,8 +493,10 @@ def test_the_child_tails_verls_jsonl_into_steps_as_they_land(
     assert "update_weights" in steps[0]["phases"]
     assert result["memory"]["peak_allocated_b"] == int(max(s["max_allocated_gib"] for s in steps) * 2**30)
     assert result["effective_config"]["rule_set"] == "engine" and result["versions"]["verl"] == "0.9.1"
-    assert result["ray_stop"] == "ray stopped"  # what `ray stop` said, recorded
-    assert result["session_sweep"]["left"] == 0  # and what ending verl's session took before it
+    assert result["session_sweep"]["left"] == 0  # what ending verl's session took, recorded
+    assert "ray_stop" not in result  # no `ray stop --force`: it would end every Ray on the host
+    ray_folder = Path((fake_verl / "out" / "verl" / "ray_home.txt").read_text())
+    assert ray_folder.name.startswith("trainperf-ray-") and not ray_folder.exists()  # removed: it ran well
     overrides_used = (fake_verl / "out" / "verl" / "overrides.txt").read_text()
     assert "trainer.total_training_steps=3" in overrides_used
     # verl loads the cached synthetic model; the run folder holds no copy of its weights
@@ -549,6 +540,9 @@ def test_an_oom_inside_verl_is_classified_from_its_log(
         run_fake(fake_verl, "oom", monkeypatch)
     assert is_oom(caught.value)
     assert "after 1/3 steps" in str(caught.value) and "CUDA out of memory in a worker" in str(caught.value)
+    ray_folder = (fake_verl / "out" / "verl" / "ray_home.txt").read_text()
+    assert f"Ray's logs in {ray_folder}" in str(caught.value)  # kept, and named, for the diagnosis
+    assert (Path(ray_folder) / "session.log").read_text() == "no address: a Ray of its own"
 
 
 @pytest.mark.parametrize(

@@ -76,10 +76,6 @@ class Family:
         """The RL rollout engine a case names (``vllm``, ``sglang``); None for a family without one."""
         return None
 
-    starts_own_ray: bool = False
-    """The child starts a Ray instance of its own and ends it with ``ray stop --force`` (verl): it
-    cannot run inside a Ray cluster's task, whose node that would stop."""
-
     data_sized_by_steps: bool = False
     """The child sizes its synthetic data by the steps it is told and the trainer shuffles it: a run
     told ``ChildSpec.data_steps`` draws the first batches of that longer run, in its order, so a

@@ -26,8 +26,6 @@ LOG_TAIL_BYTES = 200_000
 STOP_GRACE_S = 120
 """After SIGINT, how long pytest gets to stop its case, write its summary and end its children."""
 POLL_S = 5.0
-IN_RAY_TASK = "TRAINPERF_RAY_TASK"
-"""Set in a shard's session: its cases run inside a Ray cluster's task (``fleet.session_plan``)."""
 # What Ray sets for its own worker, which a Ray started inside the shard must not take for its own.
 RAY_WORKER_ONLY = ("RAY_JOB_ID", "RAY_RAYLET_PID", "RAY_CLIENT_MODE", "RAY_LD_PRELOAD_ON_WORKERS")
 # What Ray pins for a task (OMP_NUM_THREADS: to its CPU count, which would slow a CPU case's
@@ -54,7 +52,6 @@ def shard_environment(drivers: dict[str, str]) -> dict[str, str]:
     its values of what Ray pins."""
     env = {key: value for key, value in os.environ.items() if key not in (*RAY_WORKER_ONLY, *RAY_PINNED)}
     env.update(drivers)
-    env[IN_RAY_TASK] = "1"
     return env
 
 

@@ -5,17 +5,14 @@ settings' ``fleet``), so that ``trainperf merge`` can check the shards against e
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case
-from trainperf.families import family_of
 from trainperf.fleet.budget import Budget, by_value, values_from_timeline
 from trainperf.fleet.night import NightSession, keep_night
-from trainperf.fleet.ray_task import IN_RAY_TASK
 from trainperf.fleet.shard import (
     Expected,
     baseline_loader,
@@ -176,14 +173,3 @@ def durations_class(session_class: str | None, markexpr: str, cases: list[Case])
     if cases and named and all(named in case.gpu_classes for case in cases):
         return named
     return session_class or ""
-
-
-def ray_task_refusal(case: Case) -> str | None:
-    """Why ``case`` cannot run in this session, a shard inside a Ray cluster's task; None if it can."""
-    if not os.environ.get(IN_RAY_TASK) or not family_of(case.family).starts_own_ray:
-        return None
-    return (
-        f"{case.family} starts a Ray of its own and ends it with `ray stop --force`, which would stop "
-        "this node of the Ray cluster the shard runs in: run these cases in shards on Slurm, Actions "
-        "or one host"
-    )

@@ -29,7 +29,7 @@ from trainperf.measure.idle import idle_level, wait_idle
 from trainperf.measure.measurement import RunMeasurement, collect_trace, measure_run
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
-from trainperf.measure.placement import OWN_RAY, Placement, reserve
+from trainperf.measure.placement import Placement, reserve
 from trainperf.paths import portable
 from trainperf.traces.kernel_steps import kernel_window
 from trainperf.traces.profile_window import TracePlan, plan_trace
@@ -150,12 +150,7 @@ def out_of_space(folder: Path, stderr_tail: str) -> bool:
 
 
 def waiting_line(label: str, lock: str) -> str:
-    """What a child waits for before it starts: a GPU, or the host's one Ray of a family's own."""
-    if lock == OWN_RAY:
-        return (
-            f"[trainperf] {label}: waiting for another case's Ray on this host to end (this family ends "
-            "its Ray with `ray stop --force`, which would stop the other's)"
-        )
+    """What a child waits for before it starts: a GPU that another case holds."""
     return f"[trainperf] {label}: waiting for GPU {lock}"
 
 
@@ -300,12 +295,11 @@ class ChildLauncher:
         ctx = self.ctx
         devices = case_devices(ctx, case)
         everyone = ctx.placement.devices if ctx.placement else devices
-        own_ray = family_of(case.family).starts_own_ray
 
         def on_wait(lock: str) -> None:
             ctx.say(waiting_line(label, lock))
 
-        with reserve(devices, everyone, on_wait=on_wait, own_ray=own_ray) as waited:
+        with reserve(devices, everyone, on_wait=on_wait) as waited:
             before, dirty = check_before(ctx.settings, ctx.say, case, devices, label, spec.bare)
             idle = {d: idle_level(d, ctx.device, ctx.idle_mem_b) for d in devices}
             watch = RunWatch.for_run(devices, spec.bare)

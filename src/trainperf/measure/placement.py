@@ -123,13 +123,6 @@ def lock_order(devices: Sequence[str], all_devices: Sequence[str]) -> list[str]:
     return sorted(devices, key=lambda name: (rank.get(name, len(rank)), name))
 
 
-OWN_RAY = "own-ray"
-"""The host's lock of a child that starts a Ray of its own (verl): it ends it with ``ray stop
---force``, which stops every Ray on the host, so two such children never run at once on one host
-(xdist workers, shards side by side, two sessions). It is taken before any GPU's lock, always: with
-one order for all locks no cycle of waits can form, and a child waiting for it holds no GPU."""
-
-
 @contextmanager
 def reserve(
     devices: Sequence[str],
@@ -138,16 +131,15 @@ def reserve(
     directory: Path | None = None,
     on_wait: Callable[[str], None] | None = None,
     poll_s: float = 0.5,
-    own_ray: bool = False,
 ) -> Iterator[float]:
-    """Hold the locks of ``devices`` (ascending order) for the block, after the host's ``OWN_RAY``
-    lock when ``own_ray``; yields the seconds waited. ``on_wait`` gets the name it waits for."""
+    """Hold the locks of ``devices`` (ascending order) for the block; yields the seconds waited.
+    ``on_wait`` gets the name it waits for."""
     folder = directory or lock_dir()
     folder.mkdir(parents=True, exist_ok=True)
     handles = []
     started = time.monotonic()
-    names = [OWN_RAY] if own_ray else []
-    files = [folder / f"{OWN_RAY}.lock"] if own_ray else []
+    names: list[str] = []
+    files: list[Path] = []
     for name in lock_order(devices, all_devices):
         names.append(name)
         files.append(folder / f"gpu-{_safe(name)}.lock")

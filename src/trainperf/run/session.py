@@ -17,7 +17,7 @@ import pytest
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.fleet.budget import Budget
-from trainperf.fleet.session_plan import SessionPlan, ray_task_refusal
+from trainperf.fleet.session_plan import SessionPlan
 from trainperf.fleet.shard import item_key
 from trainperf.ground.folder import SESSION_SELECTED
 from trainperf.ground.settings import Settings
@@ -203,10 +203,7 @@ class PerfSession:
 
     def check(self, case: Case) -> CaseReport:
         try:
-            context = self.context()
-            if (refusal := ray_task_refusal(case)) is not None:
-                pytest.skip(refusal)
-            runner = CaseRunner(context)
+            runner = CaseRunner(self.context())
             report = leave_out(self.state.budget, runner, case, case.id) or runner.run(case)
         except TrainperfError as exc:
             pytest.fail(str(exc), pytrace=False)
@@ -215,8 +212,6 @@ class PerfSession:
 
     def check_cliff(self, case: Case, axis: str, low: int, high: int) -> CaseReport:
         try:
-            if (refusal := ray_task_refusal(case)) is not None:
-                pytest.skip(refusal)
             runner, key = CaseRunner(self.context()), f"{case.id}-cliff-{axis}"
             report = leave_out(self.state.budget, runner, case, key) or run_cliff(
                 runner, case, axis, low, high

@@ -1,12 +1,14 @@
 """The verl family's child: hermetic inputs, then ``python -m verl.trainer.main_ppo`` with the
 case's Hydra overrides, its file-logger JSONL tailed into ``steps.jsonl`` as each step lands.
 
-verl runs in its own session (Ray starts many processes); whatever way it ends, its process group
-is killed, then every process left in its session (``verl.teardown``: Ray's workers sit in groups of
-their own), then ``ray stop --force`` is run, so no worker keeps GPU memory into the next case. A
-SIGTERM from the parent (its timeout, Ctrl-C) does the same before this process exits. A failed
-run is classified from verl's log (``trainperf.workloads.verl.classify``): OOM in a Ray worker or at
-the engine's start-up, a dead worker, anything else.
+verl runs in its own session with a Ray of its own (``verl.environment``: its own folder, no
+cluster's address); whatever way it ends, its process group is killed, then every process left in
+its session (``verl.teardown``: Ray's workers sit in groups of their own), so no worker keeps GPU
+memory into the next case and no other Ray on the host is touched: verl cases on other GPUs of the
+host run beside it. A SIGTERM from the parent (its timeout, Ctrl-C) does the same before this
+process exits. A failed run is classified from verl's log (``trainperf.workloads.verl.classify``):
+OOM in a Ray worker or at the engine's start-up, a dead worker, anything else; its Ray's folder
+(Ray's own logs) is kept and named.
 
 Steps are verl's own (``timing_s/step``, phases, ``perf/throughput``): verl times them in its
 driver. ``t_end`` is when the line was read here (polled every 0.5 s), which places the
@@ -19,6 +21,7 @@ import importlib.metadata
 import importlib.util
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,7 +39,7 @@ from trainperf.workloads.protocol import CACHED_INPUTS, CachedInput, ChildSpec, 
 from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.verl import plant_hook
 from trainperf.workloads.verl.classify import classify_failure
-from trainperf.workloads.verl.environment import verl_environment
+from trainperf.workloads.verl.environment import ray_home, verl_environment
 from trainperf.workloads.verl.lengths import Lengths, length_mismatch, measured_lengths
 from trainperf.workloads.verl.logs import parse_jsonl_line, step_record
 from trainperf.workloads.verl.overrides import (
@@ -183,22 +186,6 @@ def _kill_group(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
             continue
 
 
-def stop_ray() -> str:
-    """``ray stop --force`` in this environment, when Ray is installed; what it said."""
-    if importlib.util.find_spec("ray") is None:
-        return "ray not installed"
-    script = Path(sys.executable).with_name("ray")
-    command = [str(script)] if script.is_file() else [sys.executable, "-m", "ray.scripts.scripts"]
-    try:
-        done = subprocess.run(
-            [*command, "stop", "--force"], check=False, capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"ray stop failed: {exc}"
-    said = (done.stdout + done.stderr).strip().splitlines()
-    return said[-1] if said else f"exit status {done.returncode}"
-
-
 class _Tail:
     """New complete lines of a growing file."""
 
@@ -246,16 +233,18 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         recorder.trace_plan = None
     args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention.overrides, *extra])
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
-    env = verl_environment(out_dir / METRICS_FILE, work, attention, plant=spec.plant)
+    ray_folder = ray_home()
+    env = verl_environment(out_dir / METRICS_FILE, work, attention, ray_folder=ray_folder, plant=spec.plant)
     timeline["launch"] = time.time()
-    returncode, ray_said, swept = _train(args, out_dir, work, env, recorder, timeline)
+    returncode, swept = _train(args, out_dir, work, env, recorder, timeline)
     timeline["end"] = time.time()
     setup = _setup(out_dir, timeline["launch"], recorder.steps)
     if plan is not None:
         no_switches = {"error": f"verl {version} is not profiled per role (0.9 or later is)"}
         recorder.external_trace(place_trace(work / "profile", plan) if profiling else no_switches)
     if returncode != 0 or len(recorder.steps) < steps:
-        raise _failure(out_dir, len(recorder.steps), steps, returncode)
+        raise _failure(out_dir, len(recorder.steps), steps, returncode, ray_folder)
+    shutil.rmtree(ray_folder, ignore_errors=True)  # Ray's logs of a run that ended well: nothing to read
     lengths = measured_lengths(recorder.steps)
     mismatch = length_mismatch(knobs, lengths, synthetic_prompts=not case.dataset_path)
     if mismatch:  # the work is not the case's: an error, never a baseline
@@ -265,7 +254,6 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         "versions": library_versions(VERSION_PACKAGES),
         "timeline": timeline,
         "memory": _memory_peaks(recorder.steps),
-        "ray_stop": ray_said,
         "session_sweep": swept.to_dict(),
         "setup": setup,
         CACHED_INPUTS: [record.to_dict() for record in inputs.cached],
@@ -287,10 +275,10 @@ def _train(
     env: dict[str, str],
     recorder: StepRecorder,
     timeline: dict[str, float],
-) -> tuple[int, str, Sweep]:
+) -> tuple[int, Sweep]:
     """Run verl in its own session, recording its steps as they land; whatever way it ends, kill its
-    group, end what is left of its session (Ray's workers sit in groups of their own), then stop Ray.
-    Returns verl's exit status, what ``ray stop`` found after the sweep, and the sweep."""
+    group, then end what is left of its session (Ray's workers sit in groups of their own). Returns
+    verl's exit status and what ending its session took."""
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     tail = _Tail(out_dir / METRICS_FILE)
     with open(out_dir / LOG_FILE, "wb") as log:
@@ -310,16 +298,16 @@ def _train(
         finally:
             _kill_group(process)
             swept = end_session(process.pid)
-            ray_said = stop_ray()
             _record_new(tail, recorder, timeline)
             signal.signal(signal.SIGTERM, previous_handler)
-    return process.returncode, ray_said, swept
+    return process.returncode, swept
 
 
-def _failure(out_dir: Path, done_steps: int, steps: int, returncode: int) -> Exception:
-    """The error of a run that failed or stopped short, classified from verl's log."""
+def _failure(out_dir: Path, done_steps: int, steps: int, returncode: int, ray_folder: Path) -> Exception:
+    """The error of a run that failed or stopped short, classified from verl's log, with where its
+    Ray's own logs are."""
     failure = classify_failure((out_dir / LOG_FILE).read_text(errors="replace")[-200_000:])
-    done = f"after {done_steps}/{steps} steps, exit status {returncode}"
+    done = f"after {done_steps}/{steps} steps, exit status {returncode}; Ray's logs in {ray_folder}"
     if failure.outcome == "oom":
         return VerlOutOfMemory(f"out of memory ({done}): {failure.message}")
     return RuntimeError(f"verl failed ({done}): {failure.message}")

@@ -27,7 +27,6 @@ class RlVerl(Family):
     # verl's own profiler takes the last step alone, with no warm-up step (workloads.verl.profile).
     trace_window = (0, 1)
     kernel_time = False  # the actor, critic and rollout run in Ray workers: the child sees no kernel
-    starts_own_ray = True
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)

@@ -7,10 +7,11 @@ reaches the driver, GCS, raylet and dashboard but not the workers nor what they 
 core). Nothing Ray starts from ``ray.init()`` calls ``setsid``, so they all stay in the session. Matching
 a run's session folder in command lines misses them too: Ray renames its workers ``ray::...``.
 
-``ray stop --force`` ends every Ray on the host, another run's or a developer's cluster included, so
-verl runs take turns on a host while they end that way. The child sweeps its session first and records
-what it ended beside what ``ray stop`` then found; a sweep that leaves nothing for ``ray stop`` on the
-GPU runners is what lets verl runs share a host.
+Why not ``ray stop --force``: it ends every Ray on the host, another run's or a developer's cluster
+included, so verl runs had to take turns on a host. The sweep ends this run's Ray and nothing else's;
+on an H100 runner ``ray stop`` found nothing after it ("Did not find any active Ray processes",
+2026-11-24), and a self-test ends one of two Rays on a machine by its sweep while the other goes on
+(``tests/test_verl_ray_side_by_side.py``).
 """
 
 from __future__ import annotations
