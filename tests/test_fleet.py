@@ -380,3 +380,35 @@ def test_a_shared_postgresql_history_weighs_every_shard_s_split_alike(
     assert history and all(seconds > 0 for figures in history.values() for seconds in figures)
     expected = expected_durations(sorted(halves()), "cpu", history, lambda _key: None)
     assert {value.source for key, value in expected.items() if key in history} == {"history"}
+
+
+def test_a_case_without_a_baseline_of_its_class_is_planned_from_the_class_it_plans_from(
+    tmp_path: Path,
+) -> None:
+    """fixtures/hardware/h200.yaml plans from h100: a night on an H200 without an h200 baseline for a
+    case weighs it by its h100 one, says so, and never takes it for a default of 10 minutes."""
+    from trainperf.fleet.night import load_baselines, stand_in_line
+    from trainperf.fleet.shard import baseline_loader
+    from trainperf.store.baselines import BaselineStore
+
+    root = Path(__file__).resolve().parents[1] / "baselines"
+    only_h100, both = "rl_trl-qwen2_5_3b-lora-fixed-b16-p128-c64-g8", "sft_hf-qwen3_8b-lora-short-b4"
+    for gpu_class, key in (("h100", only_h100), ("h100", both), ("h200", both)):
+        (tmp_path / gpu_class).mkdir(exist_ok=True)
+        (tmp_path / gpu_class / f"{key}.json").write_bytes((root / gpu_class / f"{key}.json").read_bytes())
+    loader = baseline_loader(BaselineStore(tmp_path), "h200")
+    expected = expected_durations([only_h100, both, "nothing"], "h200", {}, loader)
+    assert expected[only_h100].source == "h100 baseline" and expected[only_h100].seconds < 600.0
+    assert expected[both].source == "baseline"  # its own class first
+    assert expected["nothing"].source == "default"
+    loaded = load_baselines(tmp_path, "h200", [only_h100, both, "nothing"])
+    assert loaded[only_h100].gpu_class == "h100" and loaded[both].gpu_class == "h200"  # type: ignore[union-attr]
+    line = stand_in_line(loaded, [only_h100, both, "nothing"], "h200")
+    assert line is not None and "1 of tonight's case(s) have no h200 baseline" in line and "h100" in line
+    assert stand_in_line(load_baselines(tmp_path, "h100", [only_h100]), [only_h100], "h100") is None
+    assert (
+        expected_durations([only_h100], "h100", {}, baseline_loader(BaselineStore(tmp_path), "maxq"))[
+            only_h100
+        ].source
+        == "default"
+    )  # maxq plans from nothing

@@ -91,3 +91,16 @@ def test_every_gpu_class_file_registers_its_marker_and_nothing_else_declares_one
 
     assert set(markers()) == set(load_classes()) | set(OTHER_MARKERS)
     assert not set(OTHER_MARKERS) & set(load_classes())  # a class's marker comes from its file alone
+
+
+def test_a_class_plans_from_the_class_its_file_names_and_never_from_itself(tmp_path: Path) -> None:
+    from trainperf.measure.hardware import planning_classes
+
+    assert planning_classes("h200") == ("h200", "h100")
+    assert planning_classes("h100") == ("h100",) and planning_classes("maxq") == ("maxq",)
+    assert planning_classes("no-such-class") == ("no-such-class",)
+    (tmp_path / "cpu.yaml").write_text("name: cpu\nmemory_gib: 0\n")
+    (tmp_path / "odd.yaml").write_text(
+        "name: odd\nmemory_gib: 10\nname_patterns: ['*Odd*']\nplans_from: odd\n"
+    )
+    assert planning_classes("odd", tmp_path) == ("odd",)

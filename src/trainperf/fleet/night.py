@@ -26,6 +26,7 @@ from trainperf.fleet.night_cost import PROJECTED_KEY
 from trainperf.ground.catalogue import catalogue_items
 from trainperf.ground.folder import RunFolder
 from trainperf.ground.settings import Settings
+from trainperf.measure.hardware import planning_classes
 from trainperf.plan.tiers import (
     Entry,
     LastResult,
@@ -71,16 +72,35 @@ def projected_gpu_s(baseline: CaseResult | None) -> float | None:
 
 
 def load_baselines(baselines: Path, gpu_class: str, keys: Sequence[str]) -> dict[str, CaseResult | None]:
-    """Each key's baseline file, read once for the night's projection and its fresh-runner writes;
-    None for none, or a damaged one (reported when its case runs)."""
+    """Each key's baseline file, read once for the night's projection and its fresh-runner writes:
+    the class's, else the class it plans from (``GpuClass.plans_from``); None for none, or a damaged
+    one (reported when its case runs)."""
     store = BaselineStore(baselines)
     loaded: dict[str, CaseResult | None] = {}
     for key in keys:
-        try:
-            loaded[key] = store.load(gpu_class, key)
-        except TrainperfError:
-            loaded[key] = None
+        loaded[key] = None
+        for name in planning_classes(gpu_class):
+            try:
+                loaded[key] = store.load(name, key)
+            except TrainperfError:
+                continue
+            if loaded[key] is not None:
+                break
     return loaded
+
+
+def stand_in_line(
+    loaded: Mapping[str, CaseResult | None], tonight: Sequence[str], gpu_class: str
+) -> str | None:
+    """A line naming how many of tonight's figures came from another class's baselines."""
+    borrowed = [b.gpu_class for key in tonight if (b := loaded.get(key)) and b.gpu_class != gpu_class]
+    if not borrowed:
+        return None
+    return (
+        f"trainperf: {len(borrowed)} of tonight's case(s) have no {gpu_class} baseline: projected from "
+        f"their {', '.join(sorted(set(borrowed)))} baseline(s) (plans_from in fixtures/hardware/"
+        f"{gpu_class}.yaml), never judged against"
+    )
 
 
 def baseline_figures(loaded: Mapping[str, CaseResult | None]) -> dict[str, float | None]:
@@ -213,6 +233,8 @@ def keep_night(
     if session.listing:
         lines += case_lines(plan, selection)
     tonight = plan.tonight(selection)
+    if (borrowed := stand_in_line(baselines, tonight, session.gpu_class)) is not None:
+        lines.append(borrowed)
     writes = first_writes(tonight, baselines, lines)
     return {
         "date": plan.night.isoformat(),

@@ -24,7 +24,7 @@ from typing import Any
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.ground.settings import Shard
-from trainperf.measure.hardware import CPU_CLASS
+from trainperf.measure.hardware import CPU_CLASS, planning_classes
 from trainperf.result import CaseResult
 from trainperf.store.baselines import BaselineStore
 from trainperf.store.url import store_off
@@ -109,7 +109,9 @@ def expected_durations(
             continue
         baseline = baseline_of(key)
         seconds = baseline_seconds(baseline, repeats) if baseline else None
-        if seconds is not None:
+        if seconds is not None and baseline and baseline.gpu_class not in ("", gpu_class):
+            expected[key] = Expected(seconds, f"{baseline.gpu_class} baseline")  # plans_from
+        elif seconds is not None:
             expected[key] = Expected(seconds, "baseline")
         elif baseline is not None and baseline.cliff:
             expected[key] = Expected(default * VERIFY_LAUNCHES, "default")  # a stored cliff: 2 launches
@@ -151,10 +153,17 @@ def read_timeline(store_url: str | None, gpu_class: str) -> tuple[list[Any], boo
 
 
 def baseline_loader(baselines: BaselineStore, gpu_class: str) -> Callable[[str], CaseResult | None]:
+    """A key's baseline for weighing: the class's, else the class it plans from (``plans_from``)."""
+    classes = planning_classes(gpu_class)
+
     def load(key: str) -> CaseResult | None:
-        try:
-            return baselines.load(gpu_class, key)
-        except TrainperfError:
-            return None  # a damaged baseline is reported when its case runs; here it only weighs
+        for name in classes:
+            try:
+                found = baselines.load(name, key)
+            except TrainperfError:
+                continue  # a damaged baseline is reported when its case runs; here it only weighs
+            if found is not None:
+                return found
+        return None
 
     return load

@@ -43,6 +43,10 @@ class GpuClass:
     """Whether a case judged against its runner's history narrows its timing tolerances to what the
     history shows (``judge.learned_tolerance``): false where a runner's own speed moves between
     levels further apart than any ten runs show."""
+    plans_from: str | None = None
+    """A class whose baseline wall times stand in for this class's when a night or a shard split is
+    planned and this class has none for a case (never judged against): one whose wall times are
+    close to this class's and mostly above them, so a plan made with them is rarely short."""
 
     def metrics(self, overrides: dict[str, Any]) -> dict[str, Metric]:
         """The metric registry with this class's tolerances: ``[tool.trainperf.tolerances]``'s
@@ -67,6 +71,7 @@ def _from_yaml(path: Path) -> GpuClass:
             timing_comparable_only_on_same=tuple(raw.get("timing_comparable_only_on_same", [])),
             timing_tolerance_scale=float(raw.get("timing_tolerance_scale", 1.0)),
             learns_timing_tolerances=_flag(raw, "learns_timing_tolerances", default=True),
+            plans_from=str(raw["plans_from"]) if raw.get("plans_from") else None,
         )
     except (KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
         raise TrainperfError(
@@ -145,3 +150,15 @@ def markers() -> dict[str, str]:
     file; its description is the marker's help), and ``OTHER_MARKERS``."""
     classes = {name: f"cases of the {name} class: {gpu.description}" for name, gpu in load_classes().items()}
     return {**classes, **OTHER_MARKERS}
+
+
+def planning_classes(gpu_class: str, directory: Path = HARDWARE_DIR) -> tuple[str, ...]:
+    """The classes whose baselines a plan for ``gpu_class`` reads, in order: its own, then the one it
+    plans from (``GpuClass.plans_from``), if any."""
+    try:
+        stand_in = load_classes(directory).get(gpu_class)
+    except TrainperfError:
+        stand_in = None  # a damaged class file is reported where the session detects its class
+    if stand_in is None or not stand_in.plans_from or stand_in.plans_from == gpu_class:
+        return (gpu_class,)
+    return (gpu_class, stand_in.plans_from)
