@@ -209,3 +209,46 @@ def test_a_sessions_selection_names_each_item_as_its_result_will_be_stored() -> 
 
     items = [item({"case": CASE}), item({"case": CASE, "axis": "batch_size"}), item({"case": CASE}, True)]
     assert runnable_case_ids(items) == [CASE.id, f"{CASE.id}-cliff-batch_size"]
+
+
+def test_a_case_skipped_at_the_start_is_on_the_page_with_why(tmp_path: Path) -> None:
+    """Seen on a 4-GPU night: an 8-GPU case was skipped before any ran, and neither the headline, the
+    summary nor the JUnit file named it. Each worker records it with why; the page counts it once."""
+    import json
+
+    from trainperf.report.junit import junit_xml
+    from trainperf.report.terminal import run_folder_lines
+    from trainperf.result import SKIPPED_AT_START
+
+    why = "needs 8 GPUs; this session sees 4"
+    sessions = [{"started": "1", "selected": ["a"], "unplaced": {"big": why}, "ended": "2"}]
+    for worker in ("gw0", "gw1"):
+        (tmp_path / f"run.{worker}.json").write_text(json.dumps({"sessions": sessions}))
+    judged = CaseResult("a", {}, "h200", "ok")
+    lines, unjudged = run_folder_lines(tmp_path, [judged])
+    assert [(case.case_id, case.state, case.why) for case in unjudged] == [("big", SKIPPED_AT_START, why)]
+    assert f"skipped: big: {why}" in lines
+    assert headline([judged], unjudged) == "2 case(s): 1 judged (1 ok), 1 skipped (1 needs 8 GPUs)"
+    assert f'message="skipped: {why}"' in junit_xml([judged], "night", unjudged)
+    ran = CaseResult("big", {}, "h200", "ok")  # a later session on a larger host ran it
+    assert run_folder_lines(tmp_path, [judged, ran])[1] == []
+
+
+def test_the_merge_lists_a_case_its_shard_skipped_at_the_start_as_skipped_with_why(tmp_path: Path) -> None:
+    """The issue's night: shard 3 skipped two 2-GPU cases on a 4-GPU host ("needs 2 GPUs; this session
+    sees 1") and the merged report named neither."""
+    why = "needs 2 GPUs; this session sees 1"
+    split = {"wide": 2, "done": 1}
+    shards = [
+        ShardRun(
+            tmp_path / "s1", Shard(1, 2), "h100", "c", split, [], [CaseResult("done", {}, "h100", "ok")]
+        ),
+        ShardRun(
+            tmp_path / "s2", Shard(2, 2), "h100", "c", split, [{"ended": "t", "unplaced": {"wide": why}}], []
+        ),
+    ]
+    found = unjudged_cases(shards)
+    assert [(case.case_id, case.state, case.why) for case in found] == [
+        ("wide", "skipped", f"skipped in shard 2/2: {why}")
+    ]
+    assert headline([CaseResult("done", {}, "h100", "ok")], found).endswith("1 skipped (1 needs 2 GPUs)")

@@ -45,7 +45,7 @@ def test_summary_and_page_lead_with_the_headline(tmp_path: Path) -> None:
 
 
 def test_the_headline_counts_why_cases_were_skipped_in_a_few_words() -> None:
-    from trainperf.report.headline import skip_cause
+    from trainperf.result import skip_cause
 
     missing = "environment 'verl-vllm' does not exist (no .venvs/verl-vllm/bin/python): create it with ..."
     skipped = [

@@ -64,6 +64,7 @@ def test_a_case_needing_more_gpus_than_the_host_shows_is_marked_skipped_at_colle
     assert one.marks == [] and [m.kwargs["reason"] for m in two.marks] == [
         "needs 2 GPUs; this session sees 1"
     ]
+    assert state.unplaced == {two.callspec.params["case"].id: "needs 2 GPUs; this session sees 1"}
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     three = Item(dataclasses.replace(base, gpus=2))
     skip_unplaceable(state, [three])

@@ -6,6 +6,7 @@ can be promoted to baselines verbatim and compared with the same code. Files: ``
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -133,15 +134,27 @@ def requested_steps(result: CaseResult | None) -> int | None:
 
 INTERRUPTED = "interrupted"
 NOT_RUN = "not run"
+SKIPPED_AT_START = "skipped"
+"""A case its session skipped before any ran, for a reason the host gives (more GPUs than it has)."""
+SKIP_CAUSE_CHARS = 60
+"""The longest skip reason a headline repeats; the whole one is under the table."""
+
+
+def skip_cause(message: str) -> str:
+    """A skip's reason in a few words: its first clause (``environment 'verl-vllm' does not exist``
+    of ``... does not exist (no .venvs/...): create it with ...``), "" where it gives none."""
+    first = re.split(r" \(|: |; ", message.strip(), maxsplit=1)[0].strip()
+    return first if len(first) <= SKIP_CAUSE_CHARS else first[: SKIP_CAUSE_CHARS - 3] + "..."
 
 
 @dataclass(frozen=True, slots=True)
 class Unjudged:
-    """A case of the selection without a result: cut short (its kept runs said) or never started."""
+    """A case of the selection without a result: cut short (its kept runs said), never started, or
+    skipped at the start (the host lacks what it needs)."""
 
     case_id: str
     state: str
-    """``INTERRUPTED`` or ``NOT_RUN``."""
+    """``INTERRUPTED``, ``NOT_RUN`` or ``SKIPPED_AT_START``."""
     why: str
     cause: str = ""
     """Why it was not run, in a few words the headline counts by (``in an interrupted shard``)."""
@@ -155,7 +168,7 @@ class Unjudged:
         if (
             not isinstance(data, dict)
             or not data.get("case_id")
-            or data.get("state") not in (INTERRUPTED, NOT_RUN)
+            or data.get("state") not in (INTERRUPTED, NOT_RUN, SKIPPED_AT_START)
         ):
             return None
         return cls(

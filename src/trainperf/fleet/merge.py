@@ -23,8 +23,8 @@ from trainperf.launch.interruption import pending
 from trainperf.paths import CASES_DIR, RESULTS_DIR, SESSION_FILE, portable
 from trainperf.paths import RESULTS_INDEX_FILE as INDEX_FILE
 from trainperf.recording.ingest import sessions_of
-from trainperf.recording.session_end import INTERRUPTED_END, NO_END, NORMAL_END, session_end
-from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
+from trainperf.recording.session_end import INTERRUPTED_END, NO_END, NORMAL_END, session_end, unplaced_cases
+from trainperf.result import INTERRUPTED, NOT_RUN, SKIPPED_AT_START, CaseResult, Unjudged, skip_cause
 from trainperf.store.records import RunInfo, run_key, runner_label
 
 
@@ -222,7 +222,9 @@ def unjudged_cases(shards: list[ShardRun]) -> list[Unjudged]:
         kept = RunFolder(shard.folder).finished_run_count(key)
         cut = pending(shard.folder)
         name = f"shard {shard.shard.index}/{shard.shard.count}"
-        if kept or (cut is not None and cut.case_id == key):
+        if (why := unplaced_cases(shard.sessions).get(key)) is not None:
+            found.append(Unjudged(key, SKIPPED_AT_START, f"skipped in {name}: {why}", skip_cause(why)))
+        elif kept or (cut is not None and cut.case_id == key):
             during = f" during {cut.label} after {cut.steps_done}/{cut.steps_requested} steps" if cut else ""
             kept_said = f"{kept} finished run(s) kept" if kept else "no finished run kept"
             why = f"interrupted in {name}{during} with {kept_said}; --perf-resume={shard.folder} goes on"

@@ -52,6 +52,9 @@ SESSION_INTERRUPTED = "interrupted"
 Ctrl-C or a time limit's SIGINT stopped it."""
 SESSION_SELECTED = "selected"
 """The cases a session selected to run, in its record from the start: a page counts those it never reached."""
+SESSION_UNPLACED = "unplaced"
+"""The cases a session skipped before any ran, each with why (more GPUs than it sees), in its record
+from the start: its page and a merge list them as skipped, with the reason."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainperf.ground.folder import SESSION_ELAPSED, SESSION_ENDED, SESSION_INTERRUPTED, SESSION_SELECTED
+from trainperf.ground.folder import (
+    SESSION_ELAPSED,
+    SESSION_ENDED,
+    SESSION_INTERRUPTED,
+    SESSION_SELECTED,
+    SESSION_UNPLACED,
+)
 from trainperf.launch.interruption import Interruption
 
 INTERRUPTED_END = "interrupted"
@@ -55,3 +61,13 @@ def session_end(sessions: Sequence[dict[str, Any]], cut: Interruption | None) ->
 def selected_cases(sessions: Sequence[dict[str, Any]]) -> set[str]:
     """Every case the sessions selected (a resumed run's sessions select the same ones)."""
     return {str(case) for session in sessions for case in session.get(SESSION_SELECTED) or []}
+
+
+def unplaced_cases(sessions: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Every case the sessions skipped at the start (``SESSION_UNPLACED``), with why."""
+    found: dict[str, str] = {}
+    for session in sessions:
+        unplaced = session.get(SESSION_UNPLACED)
+        if isinstance(unplaced, dict):
+            found.update({str(key): str(why) for key, why in unplaced.items()})
+    return found

@@ -6,14 +6,10 @@ Pure: results and the cases without one in, one line out.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from trainperf.case import Outcome
-from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
-
-SKIP_CAUSE_CHARS = 60
-"""The longest skip reason the headline repeats; the whole one is under the table."""
+from trainperf.result import INTERRUPTED, NOT_RUN, SKIPPED_AT_START, CaseResult, Unjudged, skip_cause
 
 
 def headline(results: Sequence[CaseResult], unjudged: Sequence[Unjudged] = ()) -> str:
@@ -35,17 +31,12 @@ def headline(results: Sequence[CaseResult], unjudged: Sequence[Unjudged] = ()) -
         parts.append(f"{interrupted} {INTERRUPTED}")
     if never := [case for case in unjudged if case.state == NOT_RUN]:
         parts.append(f"{len(never)} {NOT_RUN}{_causes(never)}")
-    if skipped:
-        parts.append(f"{len(skipped)} skipped{_counted([skip_cause(r.message) for r in skipped])}")
+    causes = [skip_cause(r.message) for r in skipped]
+    causes += [case.cause for case in unjudged if case.state == SKIPPED_AT_START]
+    if causes:
+        parts.append(f"{len(causes)} skipped{_counted(causes)}")
     total = len(results) + len(unjudged)
     return f"{total} case(s): {', '.join(parts)}"
-
-
-def skip_cause(message: str) -> str:
-    """A skip's reason in a few words: its first clause (``environment 'verl-vllm' does not exist``
-    of ``... does not exist (no .venvs/...): create it with ...``), "" where it gives none."""
-    first = re.split(r" \(|: |; ", message.strip(), maxsplit=1)[0].strip()
-    return first if len(first) <= SKIP_CAUSE_CHARS else first[: SKIP_CAUSE_CHARS - 3] + "..."
 
 
 def _causes(cases: Sequence[Unjudged]) -> str:

@@ -19,10 +19,17 @@ from trainperf.ground.folder import RunFolder
 from trainperf.launch import interruption
 from trainperf.paths import REPORT_FILES, RESULTS_DIR
 from trainperf.recording.ingest import sessions_of
-from trainperf.recording.session_end import INTERRUPTED_END, NO_END, NORMAL_END, selected_cases, session_end
+from trainperf.recording.session_end import (
+    INTERRUPTED_END,
+    NO_END,
+    NORMAL_END,
+    selected_cases,
+    session_end,
+    unplaced_cases,
+)
 from trainperf.report.progress import SessionProgress
 from trainperf.report.summary import details, write_summary
-from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
+from trainperf.result import INTERRUPTED, NOT_RUN, SKIPPED_AT_START, CaseResult, Unjudged, skip_cause
 from trainperf.run.session import SessionState, case_of
 
 
@@ -157,6 +164,11 @@ def run_folder_lines(run_dir: Path, results: Sequence[CaseResult]) -> tuple[list
     unjudged = [] if cut is None else [Unjudged(cut.case_id, INTERRUPTED, cut.label)]
     lines += [] if cut is None else [interruption.describe(run_dir, cut)]
     reached = {result.case_id for result in results} | {case.case_id for case in unjudged}
+    for key, why in sorted(unplaced_cases(sessions).items()):
+        if key not in reached:  # a later session on a larger host may have run it
+            unjudged.append(Unjudged(key, SKIPPED_AT_START, why, skip_cause(why)))
+            lines.append(f"skipped: {key}: {why}")
+    reached |= {case.case_id for case in unjudged}
     never = sorted(selected_cases(sessions) - reached)
     if never:
         end = session_end(sessions, cut)

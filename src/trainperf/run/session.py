@@ -19,7 +19,7 @@ from trainperf.errors import TrainperfError
 from trainperf.fleet.budget import Budget
 from trainperf.fleet.session_plan import SessionPlan
 from trainperf.fleet.shard import item_key
-from trainperf.ground.folder import SESSION_SELECTED
+from trainperf.ground.folder import SESSION_SELECTED, SESSION_UNPLACED
 from trainperf.ground.settings import Settings
 from trainperf.measure.detection import Detection, detect, emulate
 from trainperf.measure.hardware import CPU_CLASS, load_classes
@@ -57,6 +57,8 @@ class SessionState:
     """The plan's lines are on the terminal already (said at collection)."""
     selection: list[str] = field(default_factory=list)
     """The cases this session will run (collected, kept, not skipped), recorded when the run opens."""
+    unplaced: dict[str, str] = field(default_factory=dict)
+    """The cases it skips at the start, needing more GPUs than it sees, with why (recorded beside)."""
 
     @property
     def budget(self) -> Budget | None:
@@ -145,7 +147,9 @@ def skip_unplaceable(state: SessionState, items: Sequence[Any]) -> None:
     for item in items:
         case = case_of(item)
         if case is not None and case.gpus > seen:
-            item.add_marker(pytest.mark.skip(reason=f"needs {case.gpus} GPUs; this session sees {seen}"))
+            reason = f"needs {case.gpus} GPUs; this session sees {seen}"
+            item.add_marker(pytest.mark.skip(reason=reason))
+            state.unplaced[item_key(case, item.callspec.params)] = reason
 
 
 def leave_out(budget: Budget | None, runner: RunnerPort, case: Case, key: str) -> CaseReport | None:
@@ -196,7 +200,10 @@ class PerfSession:
             state.context.placement = placement
             # The selection is recorded from the start: a session killed before its end still says
             # which cases it never reached.
-            state.context.folder.update_session({SESSION_SELECTED: state.selection}, self.worker)
+            recorded: dict[str, Any] = {SESSION_SELECTED: state.selection}
+            if state.unplaced:  # listed as skipped, with why, on the page and in a merge
+                recorded[SESSION_UNPLACED] = state.unplaced
+            state.context.folder.update_session(recorded, self.worker)
             if self.say is not None:
                 state.context.say = self.say
         return state.context
