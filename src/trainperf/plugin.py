@@ -125,6 +125,7 @@ def pytest_collection_modifyitems(
         items[:] = [i for i in items if i not in set(dropped)]
     state = config.stash[STATE]
     if state.detection is not None:
+        skip_unplaceable(state, items)  # first: the workers' plan neither deals nor weighs them
         state.plan = plan_session(
             items,
             state.settings,
@@ -136,7 +137,6 @@ def pytest_collection_modifyitems(
             xdist.worker_count(),
         )
         state.settings = state.plan.settings
-        skip_unplaceable(state, items)
         xdist.send_plan_lines(config, state.plan.lines, state.plan.emptied)
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and not xdist.worker_id(config) and state.plan.lines:

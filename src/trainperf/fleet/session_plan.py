@@ -93,7 +93,7 @@ def plan_session(
         plan.budget = _order_for_budget(items, keyed, settings.budget, weigh(True), rows, plan.lines)
         record["budget_min"] = settings.budget
     elif workers > 1 and any(id(item) in keyed for item in items):
-        record["workers"] = _order_for_workers(items, keyed, weigh(shared), workers, plan.lines)
+        record["workers"] = _order_for_workers(items, keyed, weigh(shared), workers, plan.lines, case_of)
     plan.settings = dataclasses.replace(settings, fleet=record)
     return plan
 
@@ -123,22 +123,33 @@ def _keep_shard(
 
 
 def _order_for_workers(
-    items: list[Any], keyed: dict[int, str], expected: dict[str, Expected], workers: int, lines: list[str]
+    items: list[Any],
+    keyed: dict[int, str],
+    expected: dict[str, Expected],
+    workers: int,
+    lines: list[str],
+    case_of: Callable[[Any], Case | None],
 ) -> dict[str, Any]:
     """Sort the items (in place) so that xdist deals the longest cases first and the workers end
-    together (``fleet.worker_order``); what run.json records of it."""
-    mine = sorted({keyed[id(item)] for item in items if id(item) in keyed})
+    together (``fleet.worker_order``); what run.json records of it. A 2-GPU case counts on both its
+    GPUs; a case this host skips (more GPUs than it has) costs nothing and weighs nothing."""
+    runs = [item for item in items if id(item) in keyed and not item.get_closest_marker("skip")]
+    mine = sorted({keyed[id(item)] for item in runs})
     seconds = {key: expected[key].seconds for key in mine}
+    gpus = {keyed[id(item)]: case.gpus for item in runs if (case := case_of(item)) is not None}
+    if not seconds:
+        return {"count": workers, "projected_wall_s": 0.0}
     order = worker_order(seconds, workers)
     rank = {key: position for position, key in enumerate(order)}
     # Items that are not trainperf cases keep their place at the front: they cost nothing.
     items.sort(key=lambda item: rank.get(keyed.get(id(item), ""), -1))
-    wall = projected_wall_s(order, seconds, workers)
+    wall = projected_wall_s(order, seconds, workers, gpus)
     guessed = [key for key in order if expected[key].source == "default"]
+    gpu_min = sum(value * gpus.get(key, 1) for key, value in seconds.items()) / 60
+    longest = max(seconds.values()) / 60
     lines.append(
         f"trainperf: {len(order)} case(s) dealt to {workers} workers, the longest first: projected "
-        f"{wall / 60:.1f} min wall for {sum(seconds.values()) / 60:.1f} GPU-min (longest case "
-        f"{max(seconds.values()) / 60:.1f} min)"
+        f"{wall / 60:.1f} min wall for {gpu_min:.1f} GPU-min (longest case {longest:.1f} min)"
         + (f"; {len(guessed)} case(s) without a recorded wall time counted at a default" if guessed else "")
     )
     return {"count": workers, "projected_wall_s": round(wall, 1)}

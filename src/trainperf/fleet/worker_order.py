@@ -12,12 +12,16 @@ So the cases are dealt longest first, in snake rounds (the worker that got the s
 round gets the longest of the next), laid out where xdist's first distribution puts each worker's
 items; the rest follow longest first, for whichever worker frees first. Ties are broken by key, so
 every worker (each collects on its own) reaches the same order, as xdist requires.
+
+A case that needs 2 GPUs takes its worker's GPU and the next one (``measure.placement``): the
+projection counts its time on both. Where it starts is xdist's to choose (it hands the first chunks
+to its workers in the order they came up, not by GPU), so what holds its second GPU when it starts
+is not known ahead: on a 4-GPU night (2026-11-28) one waited 460 s behind a 10-minute verl case.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from heapq import heapify, heappop, heappush
 
 
 def first_chunk(items: int, workers: int) -> int:
@@ -48,20 +52,31 @@ def worker_order(expected: Mapping[str, float], workers: int) -> list[str]:
     return [key for hand in hands for key in hand] + middle
 
 
-def projected_wall_s(order: Sequence[str], expected: Mapping[str, float], workers: int) -> float:
+def projected_wall_s(
+    order: Sequence[str], expected: Mapping[str, float], workers: int, gpus: Mapping[str, int] | None = None
+) -> float:
     """The session's wall time if xdist deals ``order`` as described above: each worker's first
-    chunk, then each further case to the first worker to free."""
+    chunk, then each further case to the first worker to free. A 2-GPU case holds its worker's GPU and
+    the next one's for its time (later in the night: the two that free first)."""
     if not order:
         return 0.0
     workers = max(1, workers)
+    width = {key: (gpus or {}).get(key, 1) for key in order}
     chunk = first_chunk(len(order), workers)
     dealt = len(order) if chunk == 1 else workers * chunk
     loads = [0.0] * workers
     for position, key in enumerate(order[:dealt]):
-        loads[position % workers if chunk == 1 else position // chunk] += expected[key]
-    heapify(loads)
+        worker = position % workers if chunk == 1 else position // chunk
+        loads[worker] += expected[key]
+        if width[key] > 1 and workers > 1:
+            loads[(worker + 1) % workers] += expected[key]
     for key in order[dealt:]:
-        heappush(loads, heappop(loads) + expected[key])
+        loads.sort()
+        if width[key] > 1 and workers > 1:
+            start = max(loads[0], loads[1])
+            loads[0] = loads[1] = start + expected[key]
+        else:
+            loads[0] += expected[key]
     return max(loads)
 
 
