@@ -23,10 +23,10 @@ from trainperf.fleet.cost import case_cost
 from trainperf.fleet.fresh_runner import first_writers, inputs_needed
 from trainperf.fleet.fresh_runner import night_line as fresh_night_line
 from trainperf.fleet.night_cost import PROJECTED_KEY
+from trainperf.fleet.shard import baseline_loader
 from trainperf.ground.catalogue import catalogue_items
 from trainperf.ground.folder import RunFolder
 from trainperf.ground.settings import Settings
-from trainperf.measure.hardware import planning_classes
 from trainperf.plan.tiers import (
     Entry,
     LastResult,
@@ -73,20 +73,10 @@ def projected_gpu_s(baseline: CaseResult | None) -> float | None:
 
 def load_baselines(baselines: Path, gpu_class: str, keys: Sequence[str]) -> dict[str, CaseResult | None]:
     """Each key's baseline file, read once for the night's projection and its fresh-runner writes:
-    the class's, else the class it plans from (``GpuClass.plans_from``); None for none, or a damaged
-    one (reported when its case runs)."""
-    store = BaselineStore(baselines)
-    loaded: dict[str, CaseResult | None] = {}
-    for key in keys:
-        loaded[key] = None
-        for name in planning_classes(gpu_class):
-            try:
-                loaded[key] = store.load(name, key)
-            except TrainperfError:
-                continue
-            if loaded[key] is not None:
-                break
-    return loaded
+    the class's, else the class it plans from (``fleet.shard.baseline_loader``); None for none, or a
+    damaged one (reported when its case runs)."""
+    load = baseline_loader(BaselineStore(baselines), gpu_class)
+    return {key: load(key) for key in keys}
 
 
 def stand_in_line(
