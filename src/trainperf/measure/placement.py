@@ -138,15 +138,10 @@ def reserve(
     folder.mkdir(parents=True, exist_ok=True)
     handles = []
     started = time.monotonic()
-    names: list[str] = []
-    files: list[Path] = []
-    for name in lock_order(devices, all_devices):
-        names.append(name)
-        files.append(folder / f"gpu-{_safe(name)}.lock")
     try:
-        for name, path in zip(names, files, strict=True):
+        for name in lock_order(devices, all_devices):
             # Held until the block ends, so not a context manager.
-            handle = open(path, "a+")  # noqa: SIM115
+            handle = open(folder / f"gpu-{_safe(name)}.lock", "a+")  # noqa: SIM115
             handles.append(handle)
             told = False
             while True:
