@@ -66,10 +66,10 @@ def test_an_unknown_family_in_a_spec_is_one_line(tmp_path: Path) -> None:
     assert result["outcome"] == "crash" and "unknown workload family 'nope'" in str(result["message"])
 
 
-def test_the_families_that_train_elsewhere_are_those_whose_baselines_need_no_kernel_time() -> None:
-    """``trainperf baselines --stale`` (plan layer, below the families) names the families whose
-    training runs outside the child's process: the same ones as the families say of themselves."""
+def test_every_family_records_kernel_time_and_verl_takes_its_last_steps() -> None:
+    """Every family's baselines need kernel time (``trainperf baselines --stale`` lists those without);
+    verl records it in its own processes over its last steps, the others over an early window."""
     from trainperf.families import FAMILIES
-    from trainperf.plan.retake import KERNEL_TIME_ELSEWHERE
 
-    assert {name for name, family in FAMILIES.items() if not family.kernel_time} == set(KERNEL_TIME_ELSEWHERE)
+    assert all(family.kernel_time for family in FAMILIES.values())
+    assert {name for name, family in FAMILIES.items() if family.kernel_window_at_end} == {"rl_verl"}

@@ -85,8 +85,11 @@ class Family:
     """(warm-up, active) steps of the family's own profiler; None: the suite's schedule
     (``traces.profile_window.plan_trace``)."""
     kernel_time: bool = True
-    """Whether the training runs in the child's own process, where its kernels can be recorded
-    (``workloads.kernel_clock``); False where it runs elsewhere (verl's Ray workers)."""
+    """Whether the family's kernels are recorded: in the child's own process (``workloads.kernel_clock``)
+    or in the processes where its training runs (verl's: ``verl.kernel_hook``)."""
+    kernel_window_at_end: bool = False
+    """The window is the run's last steps, timed (``traces.kernel_steps.last_steps_window``): for a
+    family whose kernels run in processes of its own, whose runs have few steps to spare."""
 
 
 def check_model(case: Case) -> None:

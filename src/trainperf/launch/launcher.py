@@ -31,7 +31,7 @@ from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
 from trainperf.measure.placement import Placement, reserve
 from trainperf.paths import portable
-from trainperf.traces.kernel_steps import kernel_window
+from trainperf.traces.kernel_steps import kernel_window, last_steps_window
 from trainperf.traces.profile_window import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
     CACHED_INPUTS,
@@ -117,9 +117,14 @@ def _kernel_window(
     ctx: LaunchContext, case: Case, steps: int, trace: TracePlan | None, bare: bool
 ) -> list[int] | None:
     """The steps whose kernel time a GPU child records (``--perf-kernel-steps``), before any trace's;
-    none where the family trains outside the child's process."""
-    if bare or not ctx.on_gpu or ctx.settings.kernel_steps < 1 or not family_of(case.family).kernel_time:
+    a family recording in its own processes takes its last steps, and none in a traced run (its own
+    profiler holds the same CUPTI)."""
+    family = family_of(case.family)
+    if bare or not ctx.on_gpu or ctx.settings.kernel_steps < 1 or not family.kernel_time:
         return None
+    if family.kernel_window_at_end:
+        window = None if trace is not None else last_steps_window(steps, ctx.settings.kernel_steps)
+        return list(window) if window else None
     first = trace.first_profiled_step if trace is not None else None
     window = kernel_window(steps, ctx.settings.kernel_steps, first)
     return list(window) if window else None

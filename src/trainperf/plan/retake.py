@@ -41,19 +41,14 @@ def _cpu_identity(result: CaseResult) -> bool:
     return bool(result.fingerprint.get("cpu_id"))
 
 
-KERNEL_TIME_ELSEWHERE = ("rl_verl",)
-"""Families whose kernels run in other processes (verl's Ray workers): no kernel window to record."""
-
-
 def _kernel_time(result: CaseResult) -> bool:
-    """Kernel time where a GPU run of a family that trains in its own process could record it."""
-    family = str(result.case.get("family") or result.case_id.split("-")[0])
+    """Kernel time where a GPU run could record it (every family records it: verl in its own
+    processes)."""
     return (
         KERNEL_TIME in result.metrics
         or result.outcome != "ok"
         or result.gpu_class == "cpu"
         or result.cliff is not None
-        or family in KERNEL_TIME_ELSEWHERE
     )
 
 

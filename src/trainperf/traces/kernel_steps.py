@@ -65,6 +65,15 @@ def kernel_window(total_steps: int, wanted: int, trace_first: int | None = None)
     return WINDOW_START, last
 
 
+def last_steps_window(total_steps: int, wanted: int) -> tuple[int, int] | None:
+    """The window of a family whose kernels run in processes of its own (verl): its last ``wanted``
+    steps, never the first (warm-up). They stay timed: a run of such a family has too few steps to
+    spare any (3 to 10), its recording costs verl's host work little (``docs/verdicts.md``: measured), and
+    the records are read after the last step, where nothing is timed."""
+    width = min(max(0, wanted), total_steps - 1)
+    return (total_steps - width + 1, total_steps) if width >= 1 else None
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceActivity:
     """One interval the GPU worked: a kernel, a memcpy or a memset (``kind`` as Kineto names it)."""
@@ -86,6 +95,10 @@ class StepKernels:
     groups_ms: dict[str, float]
     """Summed durations per group (``traces.profile.GROUPS``); overlapping streams count twice here."""
     kernels: int
+    parts_ms: dict[str, float] = field(default_factory=dict)
+    """Where the step's kernels ran, by the role of their process (``rollout``, ``training``), per GPU:
+    for a framework whose phases run in processes of their own (``traces.kernel_processes``); empty
+    for a child's own kernels."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +127,9 @@ class KernelTimes:
     """Why the clock is not the one asked for (``--perf-kernel-clock auto`` fell back), or ''."""
     read_back_s: float = 0.0
     """Wall time from the window's last edge to its figures: what the clock added to the run."""
+    timed: bool = False
+    """The window's steps were timed too: their kernels ran in other processes (verl's), whose
+    recording the step times carry (``last_steps_window``); a child's own window is never timed."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,6 +148,7 @@ class KernelTimes:
                 clock=str(data.get("clock") or ""),
                 clock_note=str(data.get("clock_note") or ""),
                 read_back_s=float(data.get("read_back_s") or 0.0),
+                timed=bool(data.get("timed")),
             )
         except (TypeError, ValueError) as exc:
             return cls(error=f"unreadable kernel-time record: {exc}")

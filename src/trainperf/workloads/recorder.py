@@ -36,6 +36,7 @@ class StepRecorder:
         plan = TracePlan.from_spec(spec.trace)
         self.trace_plan = plan.for_rank(rank) if plan is not None else None
         self._external: dict[str, Any] | None = None
+        self._external_kernels: dict[str, Any] | None = None
         self.profiler = None
         if self.trace_plan is not None:
             from trainperf.workloads.profiling import StepProfiler
@@ -134,8 +135,15 @@ class StepRecorder:
             self.profiler.info["stop_error"] = f"{type(exc).__name__}: {exc}"[:300]
         return self.profiler.info
 
+    def external_kernels(self, record: dict[str, Any]) -> None:
+        """The kernel time a framework's own processes recorded (verl's: ``verl.kernel_hook``), reported
+        instead of this process's clock, which saw no kernel."""
+        self._external_kernels = record
+
     def kernel_info(self) -> dict[str, Any] | None:
         """The device's kernel time per step (``traces.kernel_steps.KernelTimes``), None without a clock."""
+        if self._external_kernels is not None:
+            return self._external_kernels
         return self.kernels.result() if self.kernels is not None else None
 
     def memory_summary(self) -> dict[str, int]:

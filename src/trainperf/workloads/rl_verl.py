@@ -40,6 +40,7 @@ from trainperf.workloads.recorder import StepRecorder
 from trainperf.workloads.verl import plant_hook
 from trainperf.workloads.verl.classify import classify_failure
 from trainperf.workloads.verl.environment import ray_home, verl_environment
+from trainperf.workloads.verl.kernel_folder import KernelFolder, Window, collect
 from trainperf.workloads.verl.lengths import Lengths, length_mismatch, measured_lengths
 from trainperf.workloads.verl.logs import parse_jsonl_line, step_record
 from trainperf.workloads.verl.overrides import (
@@ -234,10 +235,15 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
     args = merge_overrides(overrides(knobs, inputs, steps=steps, rules=rules), [*attention.overrides, *extra])
     (work / "overrides.txt").write_text("\n".join(args) + "\n")
     ray_folder = ray_home()
-    env = verl_environment(out_dir / METRICS_FILE, work, attention, ray_folder=ray_folder, plant=spec.plant)
+    kernels = _kernel_window(spec, work, profiling=plan is not None)
+    env = verl_environment(
+        out_dir / METRICS_FILE, work, attention, ray_folder=ray_folder, plant=spec.plant, kernels=kernels
+    )
     timeline["launch"] = time.time()
     returncode, swept = _train(args, out_dir, work, env, recorder, timeline)
     timeline["end"] = time.time()
+    if kernels is not None:
+        recorder.external_kernels(collect(KernelFolder(kernels[0]), kernels[1], knobs.gpus).to_dict())
     setup = _setup(out_dir, timeline["launch"], recorder.steps)
     if plan is not None:
         no_switches = {"error": f"verl {version} is not profiled per role (0.9 or later is)"}
@@ -258,6 +264,15 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         "setup": setup,
         CACHED_INPUTS: [record.to_dict() for record in inputs.cached],
     }
+
+
+def _kernel_window(spec: ChildSpec, work: Path, profiling: bool) -> tuple[Path, Window] | None:
+    """Where verl's processes record the window's kernels (``verl.kernel_hook``), None where the run
+    records none: no window asked for, or verl's own profiler holds CUPTI (a traced run)."""
+    window = Window(*spec.kernel_window) if spec.kernel_window else None
+    if window is None or profiling or spec.kernel_clock == "profiler":
+        return None
+    return work / "kernels", window
 
 
 def _setup(out_dir: Path, launch: float, steps: list[dict[str, Any]]) -> dict[str, Any]:

@@ -26,7 +26,9 @@ class RlVerl(Family):
     launch_mode = LaunchMode.SELF_DISTRIBUTING
     # verl's own profiler takes the last step alone, with no warm-up step (workloads.verl.profile).
     trace_window = (0, 1)
-    kernel_time = False  # the actor, critic and rollout run in Ray workers: the child sees no kernel
+    # The actor, critic and rollout run in Ray workers and engine processes: recorded there
+    # (workloads.verl.kernel_hook), over the run's last steps, which stay timed.
+    kernel_window_at_end = True
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)

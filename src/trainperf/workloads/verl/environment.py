@@ -2,7 +2,8 @@
 vLLM's compile cache, and the modules verl itself imports in every process it starts
 (``VERL_USE_EXTERNAL_MODULES``, read by verl's package ``__init__`` in the driver and each Ray
 worker, which inherit this environment):
-the critic's SDPA loader where flash-attn is missing, a planted regression when one is asked for.
+the critic's SDPA loader where flash-attn is missing, a planted regression when one is asked for,
+the kernel window's hook (``verl.kernel_hook``) when kernel time is recorded.
 What those add is written to ``env.txt`` beside the run's overrides.
 
 Each run's Ray is its own: ``ray.init()`` without an address joins the cluster that ``RAY_ADDRESS``
@@ -28,11 +29,12 @@ from pathlib import Path
 
 from trainperf.synth.cache import cache_root
 from trainperf.workloads import verl_sdpa_critic
-from trainperf.workloads.verl import plant_hook
+from trainperf.workloads.verl import kernel_hook, plant_hook
+from trainperf.workloads.verl.kernel_folder import DIR_VARIABLE, WINDOW_VARIABLE, Window
 from trainperf.workloads.verl.overrides import Attention
 from trainperf.workloads.verl.setup import cache_environment
 
-RECORDED = ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES", plant_hook.VARIABLE)
+RECORDED = ("PYTHONPATH", "VERL_USE_EXTERNAL_MODULES", plant_hook.VARIABLE, DIR_VARIABLE, WINDOW_VARIABLE)
 RAY_HOME_PREFIX = "trainperf-ray-"
 SOCKET_ROOM = 40
 """The longest folder a run's Ray may live in: Ray's sockets sit about 66 characters below it
@@ -75,8 +77,24 @@ def plant_env(plant: str, env: dict[str, str]) -> dict[str, str]:
     }
 
 
+def kernel_env(folder: Path, window: Window, env: dict[str, str]) -> dict[str, str]:
+    """The kernel window's hook in every verl process, agreeing through ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return {
+        **with_module(env, kernel_hook.MODULE_NAME, kernel_hook.SOURCE_ROOT),
+        DIR_VARIABLE: str(folder),
+        WINDOW_VARIABLE: window.to_env(),
+    }
+
+
 def verl_environment(
-    metrics_file: Path, work: Path, attention: Attention, *, ray_folder: Path, plant: str | None = None
+    metrics_file: Path,
+    work: Path,
+    attention: Attention,
+    *,
+    ray_folder: Path,
+    plant: str | None = None,
+    kernels: tuple[Path, Window] | None = None,
 ) -> dict[str, str]:
     """This process's environment as verl gets it, its Ray in ``ray_folder`` (module docstring)."""
     env = dict(
@@ -96,6 +114,8 @@ def verl_environment(
         env.update(critic_shim_env(work, env))
     if plant:
         env.update(plant_env(plant, env))
-    if attention.needs_critic_shim or plant:
+    if kernels is not None:
+        env.update(kernel_env(*kernels, env))
+    if attention.needs_critic_shim or plant or kernels is not None:
         (work / "env.txt").write_text("".join(f"{key}={env[key]}\n" for key in RECORDED if key in env))
     return env
