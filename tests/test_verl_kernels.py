@@ -266,3 +266,4 @@ def test_the_parent_takes_the_timed_window_from_verls_record_and_keeps_its_steps
         3010.0,
     ]
     assert "kernel_window_steps" not in run.info and run.info["steps"] == 5
+    assert run.info["kernel_roles_ms"] == {"training": 3005.0}

@@ -257,6 +257,8 @@ def _measure_step_parts(
     run.extra_keys[KERNEL_TIME] = parts.keys
     run.info["kernel_groups_ms"] = parts.groups_ms
     run.info["kernel_top"] = parts.top
+    if parts.roles_ms:
+        run.info["kernel_roles_ms"] = parts.roles_ms
     if parts.clock:
         run.info["kernel_clock"] = parts.clock
         run.info["kernel_read_back_s"] = parts.read_back_s

@@ -41,6 +41,9 @@ class StepParts:
     clock_note: str = ""
     """Why not as asked, or how the records had to be converted; '' where neither."""
     read_back_s: float = 0.0
+    roles_ms: dict[str, float] = field(default_factory=dict)
+    """Mean kernel time per window step by the role of the process that ran it (verl's ``rollout`` and
+    ``training``); empty for a child's own kernels."""
 
     @property
     def kernel_median(self) -> float:
@@ -65,9 +68,12 @@ def step_parts(
     keys = [f"{int(step['step'])}:{int(step['tokens'])}" for step in window]
     timed_ms = stats.median([float(step["duration_s"]) * MS_PER_S for step in steady])
     groups: dict[str, float] = defaultdict(float)
+    roles: dict[str, float] = defaultdict(float)
     for step in window:
         for group, ms in by_step[int(step["step"])].groups_ms.items():
             groups[group] += ms / len(window)
+        for role, ms in by_step[int(step["step"])].parts_ms.items():
+            roles[role] += ms / len(window)
     per = max(1, kernels.top_steps)
     top = [
         {"name": k.name, "group": k.group, "ms": round(k.total_ms / per, 4), "count": k.count / per}
@@ -75,8 +81,9 @@ def step_parts(
     ]
     ordered = dict(sorted(((g, round(ms, 4)) for g, ms in groups.items()), key=lambda kv: -kv[1]))
     host = max(0.0, timed_ms - stats.median(kernel))
+    by_role = {role: round(ms, 4) for role, ms in sorted(roles.items())}
     return StepParts(
-        kernel, keys, host, ordered, top, kernels.clock, kernels.clock_note, kernels.read_back_s
+        kernel, keys, host, ordered, top, kernels.clock, kernels.clock_note, kernels.read_back_s, by_role
     ), ""
 
 
