@@ -46,10 +46,10 @@ def worker_activities() -> list[DeviceActivity]:
     ]
 
 
-def test_a_window_of_the_last_steps_never_takes_the_first() -> None:
-    assert last_steps_window(5, 2) == (4, 5)
-    assert last_steps_window(2, 2) == (2, 2)
-    assert last_steps_window(1, 2) is None and last_steps_window(6, 0) is None
+def test_a_window_of_the_last_steps_leaves_three_timed_steps_after_the_first() -> None:
+    assert last_steps_window(5, 2) == (5, 5) and last_steps_window(10, 2) == (9, 10)
+    assert last_steps_window(4, 2) is None and last_steps_window(3, 2) is None
+    assert last_steps_window(8, 0) is None
 
 
 def test_cupti_timestamps_are_put_on_the_hosts_wall_clock_and_rescaled_where_they_run_at_another_rate() -> (
@@ -139,7 +139,7 @@ def test_the_watcher_records_from_the_windows_start_to_its_end_and_the_child_poo
     folder.answer(9, Answer(True, "", 1))
     folder.write_records(engine)
     pooled = collect(folder, window, gpus=1)
-    assert not pooled.error and pooled.timed
+    assert not pooled.error
     assert [(s.step, s.busy_ms, s.parts_ms) for s in pooled.steps] == [
         (3, 40.0, {"rollout": 10.0, "training": 30.0}),
         (4, 52.0, {"rollout": 12.0, "training": 40.0}),
@@ -248,22 +248,18 @@ def test_an_answer_round_trips_and_a_window_is_read_only_from_a_valid_variable(t
     assert Window.from_env("1,3") is None and Window.from_env("") is None and Window.from_env("x") is None
 
 
-def test_the_parent_takes_the_timed_window_from_verls_record_and_keeps_its_steps_timed(
-    tmp_path: Path,
-) -> None:
-    steps = [
+def test_the_parent_leaves_verls_window_steps_out_of_the_timing_and_keys_its_kernel_time() -> None:
+    steps: list[dict[str, object]] = [
         {"step": n, "t_start": 10.0 * n, "t_end": 10.0 * n + d, "duration_s": d, "tokens": 1000}
-        for n, d in enumerate([9.0, 6.1, 6.0, 6.2, 6.0], start=1)
+        for n, d in enumerate([9.0, 6.1, 6.0, 6.2, 8.0], start=1)
     ]
-    pooled = pool_processes([record(1, "ray::WorkerDict", [3_000, 3_010], first=4)], 4, 5, gpus=1)
-    pooled.timed = True
+    steps[4]["kernel_window"] = True  # as the verl child marks it
+    pooled = pool_processes([record(1, "ray::WorkerDict", [3_000], first=5)], 5, 5, gpus=1)
     run = measure_run(
         {"steps": steps, "kernel_time": pooled.to_dict()}, [], samples_per_step=8, idle_mem_b=None
     )
     metrics = run_metrics(run)
-    assert metrics[KERNEL_TIME].keys == ["4:1000", "5:1000"] and metrics[KERNEL_TIME].samples == [
-        3000.0,
-        3010.0,
-    ]
-    assert "kernel_window_steps" not in run.info and run.info["steps"] == 5
-    assert run.info["kernel_roles_ms"] == {"training": 3005.0}
+    assert metrics[KERNEL_TIME].keys == ["5:1000"] and metrics[KERNEL_TIME].samples == [3000.0]
+    assert run.info["kernel_window_steps"] == 1 and run.info["steps"] == 4
+    assert "5:1000" not in (metrics["step_time_s"].keys or [])
+    assert run.info["kernel_roles_ms"] == {"training": 3000.0}

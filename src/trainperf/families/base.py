@@ -88,8 +88,8 @@ class Family:
     """Whether the family's kernels are recorded: in the child's own process (``workloads.kernel_clock``)
     or in the processes where its training runs (verl's: ``verl.kernel_hook``)."""
     kernel_window_at_end: bool = False
-    """The window is the run's last steps, timed (``traces.kernel_steps.last_steps_window``): for a
-    family whose kernels run in processes of its own, whose runs have few steps to spare."""
+    """The window is the run's last steps (``traces.kernel_steps.last_steps_window``): for a family
+    whose kernels run in processes of its own, which read their records back after the window."""
 
 
 def check_model(case: Case) -> None:

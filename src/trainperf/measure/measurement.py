@@ -42,7 +42,6 @@ from trainperf.measure.nvml import Sample
 from trainperf.measure.step_parts import step_parts
 from trainperf.result import MetricValue
 from trainperf.traces.collect import collect
-from trainperf.traces.kernel_steps import KernelTimes
 from trainperf.traces.profile_window import TracePlan
 
 GIB = 2**30
@@ -102,7 +101,6 @@ def measure_run(
         run.info["profiled_steps"] = profiled
     if kernel_window:
         run.info["kernel_window_steps"] = len(kernel_window)
-    kernel_window = kernel_window or timed_window(steps, child.get("kernel_time"))
     if len(steps) >= 2:
         first = _measure_steady_steps(run, steps, samples_per_step)
         spans = step_intervals(steps[first - 1 :])
@@ -124,16 +122,6 @@ def measure_run(
     if steps:
         run.info["memory_peak_step"] = memory_peak_step(steps, child.get("memory") or {}, samples)
     return run
-
-
-def timed_window(steps: Sequence[dict[str, Any]], record: Any) -> list[dict[str, Any]]:
-    """The timed steps whose kernels a family recorded in its own processes (verl's last steps: their
-    record says ``timed``), else none."""
-    kernels = KernelTimes.from_dict(record)
-    if kernels is None or not kernels.timed:
-        return []
-    recorded = {step.step for step in kernels.steps}
-    return [step for step in steps if int(step["step"]) in recorded]
 
 
 MEMORY_PEAK_CLOSE = 0.001

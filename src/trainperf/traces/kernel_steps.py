@@ -65,12 +65,20 @@ def kernel_window(total_steps: int, wanted: int, trace_first: int | None = None)
     return WINDOW_START, last
 
 
+LAST_WINDOW_TIMED = 3
+"""Timed steps a run of a family recorded in its own processes keeps between its warm-up step and its
+window (``last_steps_window``)."""
+
+
 def last_steps_window(total_steps: int, wanted: int) -> tuple[int, int] | None:
-    """The window of a family whose kernels run in processes of its own (verl): its last ``wanted``
-    steps, never the first (warm-up). They stay timed: a run of such a family has too few steps to
-    spare any (3 to 10), its recording costs verl's host work little (``docs/verdicts.md``: measured), and
-    the records are read after the last step, where nothing is timed."""
-    width = min(max(0, wanted), total_steps - 1)
+    """The window of a family whose kernels run in processes of its own (verl): its last steps, at most
+    one in five and ``wanted``, fewer where the run would keep under ``LAST_WINDOW_TIMED`` timed steps
+    after its first, or None. They are left out of the timing like any window (recording slowed a verl
+    PPO step by a third: ``docs/verdicts.md``), and at the run's end the records' read-back (12 s for
+    1.4 million kernels) delays no later step."""
+    width = min(max(0, wanted), max(1, total_steps // 5))
+    while width > 0 and total_steps - 1 - width < LAST_WINDOW_TIMED:
+        width -= 1
     return (total_steps - width + 1, total_steps) if width >= 1 else None
 
 
@@ -127,9 +135,6 @@ class KernelTimes:
     """Why the clock is not the one asked for (``--perf-kernel-clock auto`` fell back), or ''."""
     read_back_s: float = 0.0
     """Wall time from the window's last edge to its figures: what the clock added to the run."""
-    timed: bool = False
-    """The window's steps were timed too: their kernels ran in other processes (verl's), whose
-    recording the step times carry (``last_steps_window``); a child's own window is never timed."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,7 +153,6 @@ class KernelTimes:
                 clock=str(data.get("clock") or ""),
                 clock_note=str(data.get("clock_note") or ""),
                 read_back_s=float(data.get("read_back_s") or 0.0),
-                timed=bool(data.get("timed")),
             )
         except (TypeError, ValueError) as exc:
             return cls(error=f"unreadable kernel-time record: {exc}")

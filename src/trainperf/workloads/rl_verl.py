@@ -240,7 +240,8 @@ def run(spec: ChildSpec, recorder: StepRecorder) -> dict[str, Any]:
         out_dir / METRICS_FILE, work, attention, ray_folder=ray_folder, plant=spec.plant, kernels=kernels
     )
     timeline["launch"] = time.time()
-    returncode, swept = _train(args, out_dir, work, env, recorder, timeline)
+    window = kernels[1] if kernels is not None else None
+    returncode, swept = _train(args, out_dir, work, env, recorder, timeline, window)
     timeline["end"] = time.time()
     if kernels is not None:
         recorder.external_kernels(collect(KernelFolder(kernels[0]), kernels[1], knobs.gpus).to_dict())
@@ -290,6 +291,7 @@ def _train(
     env: dict[str, str],
     recorder: StepRecorder,
     timeline: dict[str, float],
+    window: Window | None,
 ) -> tuple[int, Sweep]:
     """Run verl in its own session, recording its steps as they land; whatever way it ends, kill its
     group, then end what is left of its session (Ray's workers sit in groups of their own). Returns
@@ -308,12 +310,12 @@ def _train(
         )
         try:
             while process.poll() is None:
-                _record_new(tail, recorder, timeline)
+                _record_new(tail, recorder, timeline, window)
                 time.sleep(POLL_S)
         finally:
             _kill_group(process)
             swept = end_session(process.pid)
-            _record_new(tail, recorder, timeline)
+            _record_new(tail, recorder, timeline, window)
             signal.signal(signal.SIGTERM, previous_handler)
     return process.returncode, swept
 
@@ -365,12 +367,16 @@ def _memory_peaks(steps: list[dict[str, Any]]) -> dict[str, int]:
     return {key: int(value * GIB) for key, value in peaks.items() if value is not None}
 
 
-def _record_new(tail: _Tail, recorder: StepRecorder, timeline: dict[str, float]) -> None:
+def _record_new(
+    tail: _Tail, recorder: StepRecorder, timeline: dict[str, float], window: Window | None
+) -> None:
     for line in tail.lines():
         parsed = parse_jsonl_line(line)
         record = step_record(*parsed) if parsed else None
         if record is None:
             continue
         record["t_end"] = time.time()
+        if window is not None and window.first <= int(record["step"]) <= window.last:
+            record["kernel_window"] = True  # recorded in verl's processes: not timed (measure.measurement)
         timeline.setdefault("first_step_end", record["t_end"])
         recorder.record(record)

@@ -27,7 +27,7 @@ class RlVerl(Family):
     # verl's own profiler takes the last step alone, with no warm-up step (workloads.verl.profile).
     trace_window = (0, 1)
     # The actor, critic and rollout run in Ray workers and engine processes: recorded there
-    # (workloads.verl.kernel_hook), over the run's last steps, which stay timed.
+    # (workloads.verl.kernel_hook), over the run's last steps, left out of the timing.
     kernel_window_at_end = True
 
     def preflight(self, case: Case, python: str | None) -> None:

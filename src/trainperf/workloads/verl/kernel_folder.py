@@ -10,7 +10,7 @@ and watches that file:
    live process's answer before it lets step ``first`` begin, then writes ``released``;
 2. when step ``last`` is logged, each recording process stops, cuts its records at the edges and
    writes ``kernels-<pid>.json``; the driver waits for them before verl goes on to end the run, so
-   the read-back lands after the last timed step;
+   the read-back lands after the run's last step;
 3. the child pools the processes' records into the run's kernel time (``collect``).
 
 Every file is written whole (a temporary name, then a rename), so a reader never sees half of one.
@@ -198,6 +198,4 @@ def collect(folder: KernelFolder, window: Window, gpus: int) -> KernelTimes:
             problems.append(ProcessKernels(pid=pid, title="", gpu="", error=answer.why))
     recording = [records[pid] for pid in sorted(records)]
     # A step's work is generation and updates: a figure without either part is not the step's.
-    pooled = pool_processes([*recording, *problems], window.first, window.last, gpus, (ROLLOUT, TRAINING))
-    pooled.timed = True
-    return pooled
+    return pool_processes([*recording, *problems], window.first, window.last, gpus, (ROLLOUT, TRAINING))
