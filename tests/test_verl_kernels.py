@@ -146,23 +146,55 @@ def test_the_watcher_records_from_the_windows_start_to_its_end_and_the_child_poo
     ]
 
 
-def test_a_process_that_never_answers_holds_the_window_only_until_the_wait_ends_and_is_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    folder, window = KernelFolder(tmp_path), Window(2, 2)
+def run_window_with_a_silent_process(folder: KernelFolder, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Steps 1-2 logged (window: step 2) while a live process that never answers is registered."""
     silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         folder.register(silent.pid)
-        monkeypatch.setattr(kernel_folder, "ANSWER_WAIT_S", 0.3)
         monkeypatch.setattr(kernel_hook, "wait_for_answers", lambda f: kernel_folder.wait_for_answers(f, 0.3))
         began = time.monotonic()
-        log_steps(folder, window, 2)
+        log_steps(folder, Window(2, 2), 2)
         assert 0.3 <= time.monotonic() - began < 5
     finally:
         silent.kill()
         silent.wait()
-    pooled = collect(folder, window, gpus=1)
-    assert not pooled.steps and f"pid {silent.pid} (?): did not answer before the window" in pooled.error
+    return silent.pid
+
+
+def test_a_silent_process_with_a_gpu_open_holds_the_window_until_the_wait_ends_and_voids_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = KernelFolder(tmp_path)
+    monkeypatch.setattr(kernel_hook, "holds_gpu", lambda pid: True)
+    pid = run_window_with_a_silent_process(folder, monkeypatch)
+    pooled = collect(folder, Window(2, 2), gpus=1)
+    assert (
+        not pooled.steps
+        and f"pid {pid} (?): did not answer before the window, with a GPU open" in pooled.error
+    )
+
+
+def test_a_silent_process_without_a_gpu_is_named_and_leaves_the_figure_standing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = KernelFolder(tmp_path)
+    pid = run_window_with_a_silent_process(folder, monkeypatch)  # a sleeping python: no device open
+    for number, title in ((7, "ray::WorkerDict"), (8, "VLLM::Worker")):
+        folder.answer(number, Answer(True, "", 1))
+        folder.write_records(record(number, title, [100.0], first=2))
+    pooled = collect(folder, Window(2, 2), gpus=1)
+    assert [s.busy_ms for s in pooled.steps] == [200.0]
+    assert f"process(es) {pid} did not answer and had no GPU open" in pooled.clock_note
+
+
+def test_a_zombie_is_not_waited_for() -> None:
+    """A process that exited and was not reaped yet (verl's helpers can leave one) is no live one."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while kernel_folder.alive(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not kernel_folder.alive(child.pid) and kernel_folder.alive(os.getpid())
+    child.wait()
 
 
 def test_a_process_started_during_the_window_with_a_cuda_context_records_nothing_and_says_so(
@@ -175,7 +207,7 @@ def test_a_process_started_during_the_window_with_a_cuda_context_records_nothing
     folder, window = KernelFolder(tmp_path), Window(3, 4)
     for step in (1, 2, 3, 4):
         folder.add_edge(step, EDGES[step])
-    folder.release([])
+    folder.release([], [])
     kernel_hook.Watcher(folder, window).run()
     pooled = collect(folder, window, gpus=1)
     assert not pooled.steps and "started after the window began, with a CUDA context" in pooled.error

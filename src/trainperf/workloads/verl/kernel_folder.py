@@ -30,9 +30,10 @@ from trainperf.traces.kernel_steps import KernelTimes
 
 DIR_VARIABLE = "TRAINPERF_VERL_KERNELS"
 WINDOW_VARIABLE = "TRAINPERF_VERL_KERNEL_STEPS"
-ANSWER_WAIT_S = 60.0
+ANSWER_WAIT_S = 20.0
 """How long the driver waits for every process to answer before the window's first step: a watcher
-polls every 50 ms, so only a process stuck in C code without releasing the GIL takes long."""
+polls every 50 ms (every process answered within 0.11 s on an H200 host), so only a process stuck
+without releasing the GIL takes long."""
 RECORDS_WAIT_S = 900.0
 """How long the driver waits for the records after the last step: reading one back costs a few
 microseconds, and a verl step launches up to a few million kernels per process."""
@@ -72,6 +73,15 @@ def _write_whole(path: Path, text: str) -> None:
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (exited, not yet reaped by its parent) does not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        stat = ""
+    if stat:
+        return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -79,6 +89,24 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def holds_gpu(pid: int) -> bool:
+    """Whether ``pid`` has an NVIDIA device open (a CUDA context, or NVML): where it cannot be told,
+    it is taken to (a process that may have run kernels in the window is never left out unsaid)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/dev/nvidia"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class KernelFolder:
@@ -125,8 +153,10 @@ class KernelFolder:
             found[int(path.stem.removeprefix("ack-"))] = Answer(**entry)
         return found
 
-    def release(self, silent: list[int]) -> None:
-        _write_whole(self.path / "released", json.dumps({"t_ns": time.time_ns(), "silent": silent}))
+    def release(self, silent: list[int], on_gpu: list[int]) -> None:
+        """The window may start: ``silent`` did not answer, ``on_gpu`` of them had a GPU open."""
+        entry = {"t_ns": time.time_ns(), "silent": silent, "silent_on_gpu": on_gpu}
+        _write_whole(self.path / "released", json.dumps(entry))
 
     def released(self) -> dict[str, object] | None:
         try:
@@ -187,9 +217,11 @@ def collect(folder: KernelFolder, window: Window, gpus: int) -> KernelTimes:
     if released is None:
         return KernelTimes(error=f"kernel time not recorded: verl never logged step {window.first - 1}")
     records = folder.records()
+    silent = [int(pid) for pid in list(released.get("silent") or [])]  # type: ignore[call-overload]
+    on_gpu = [int(pid) for pid in list(released.get("silent_on_gpu") or [])]  # type: ignore[call-overload]
     problems = [
-        ProcessKernels(pid=int(pid), title="", gpu="", error="did not answer before the window")
-        for pid in list(released.get("silent") or [])  # type: ignore[call-overload]
+        ProcessKernels(pid=pid, title="", gpu="", error="did not answer before the window, with a GPU open")
+        for pid in on_gpu
     ]
     for pid, answer in folder.answers().items():
         if answer.recording and pid not in records:
@@ -197,5 +229,11 @@ def collect(folder: KernelFolder, window: Window, gpus: int) -> KernelTimes:
         if answer.missed:
             problems.append(ProcessKernels(pid=pid, title="", gpu="", error=answer.why))
     recording = [records[pid] for pid in sorted(records)]
+    for stray in folder.path.glob(".*.tmp"):  # a process that ended while registering
+        stray.unlink(missing_ok=True)
     # A step's work is generation and updates: a figure without either part is not the step's.
-    return pool_processes([*recording, *problems], window.first, window.last, gpus, (ROLLOUT, TRAINING))
+    pooled = pool_processes([*recording, *problems], window.first, window.last, gpus, (ROLLOUT, TRAINING))
+    if quiet := sorted(set(silent) - set(on_gpu)):
+        said = f"process(es) {', '.join(map(str, quiet))} did not answer and had no GPU open"
+        pooled.clock_note = "; ".join(part for part in (pooled.clock_note, said) if part)
+    return pooled

@@ -35,6 +35,7 @@ from trainperf.workloads.verl.kernel_folder import (
     Answer,
     KernelFolder,
     Window,
+    holds_gpu,
     wait_for_answers,
     wait_for_records,
 )
@@ -183,7 +184,8 @@ def at_step_logged(folder: KernelFolder, window: Window, step: int) -> None:
     """In verl's driver, after a step's log: hold the next step until every process answered, or verl's
     end until the records are written."""
     if step == window.first - 1:
-        folder.release(wait_for_answers(folder))
+        silent = wait_for_answers(folder)
+        folder.release(silent, [pid for pid in silent if holds_gpu(pid)])
     elif step == window.last:
         wait_for_records(folder)
 
