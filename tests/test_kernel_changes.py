@@ -88,3 +88,13 @@ def test_a_bisections_result_says_what_moved_at_the_release_it_found() -> None:
     }
     lines = bisect_lines(Study("trl-bisect", "bisect", record))
     assert "What moved at trl 1.7.0: x: dtype conversion +202.3 ms" in lines
+
+
+def test_a_verl_change_is_said_by_process_part_first_where_both_sides_have_the_parts() -> None:
+    """verl's kernels run in its rollout engine and its training worker: which of them moved comes
+    first; a side without the parts (a child's own kernels) says groups and kernels only."""
+    before = KernelSummary({"GEMM": 1_100.0}, [], 1, roles_ms={"rollout": 877.5, "training": 10_851.3})
+    after = KernelSummary({"GEMM": 1_210.0}, [], 1, roles_ms={"rollout": 877.5, "training": 10_961.3})
+    assert kernel_changes(after, before) == "in training +110.0 ms; GEMM +110.0 ms"
+    plain = KernelSummary({"GEMM": 1_210.0}, [], 1)
+    assert kernel_changes(plain, before) == "GEMM +110.0 ms"

@@ -17,6 +17,7 @@ import pytest
 
 from trainperf.judge.metrics import KERNEL_TIME
 from trainperf.measure.measurement import measure_run, run_metrics
+from trainperf.measure.step_parts import pool_kernels
 from trainperf.traces.kernel_processes import (
     ProcessKernels,
     convert_to_wall,
@@ -295,3 +296,5 @@ def test_the_parent_leaves_verls_window_steps_out_of_the_timing_and_keys_its_ker
     assert run.info["kernel_window_steps"] == 1 and run.info["steps"] == 4
     assert "5:1000" not in (metrics["step_time_s"].keys or [])
     assert run.info["kernel_roles_ms"] == {"training": 3000.0}
+    summary = pool_kernels([run.info, {**run.info, "kernel_roles_ms": {"training": 3010.0}}])
+    assert summary is not None and summary.roles_ms == {"training": 3005.0}

@@ -48,6 +48,9 @@ class KernelSummary:
     groups_ms: dict[str, float] = field(default_factory=dict)
     top: list[KernelShare] = field(default_factory=list)
     runs: int = 0
+    roles_ms: dict[str, float] = field(default_factory=dict)
+    """Per process role where a family's kernels run in processes of its own (verl's ``rollout`` and
+    ``training``): the median over its runs; empty otherwise."""
 
     @classmethod
     def from_dict(cls, data: Any) -> KernelSummary | None:
@@ -57,6 +60,7 @@ class KernelSummary:
             groups_ms={str(k): float(v) for k, v in (data.get("groups_ms") or {}).items()},
             top=[KernelShare(**entry) for entry in data.get("top") or []],
             runs=int(data.get("runs") or 0),
+            roles_ms={str(k): float(v) for k, v in (data.get("roles_ms") or {}).items()},
         )
 
 

@@ -17,13 +17,17 @@ KERNELS_SHOWN = 3
 NAME_CHARS = 60
 
 
-def group_deltas(current: KernelSummary, reference: KernelSummary) -> dict[str, float]:
-    """Each group's change in ms per step, the largest move first; groups that moved too little
-    are left out."""
-    groups = set(current.groups_ms) | set(reference.groups_ms)
-    deltas = {g: current.groups_ms.get(g, 0.0) - reference.groups_ms.get(g, 0.0) for g in groups}
-    moved = {g: d for g, d in deltas.items() if abs(d) >= MIN_CHANGE_MS}
+def deltas(current: dict[str, float], reference: dict[str, float]) -> dict[str, float]:
+    """Each name's change in ms per step, the largest move first; what moved too little is left out."""
+    names = set(current) | set(reference)
+    changes = {name: current.get(name, 0.0) - reference.get(name, 0.0) for name in names}
+    moved = {name: change for name, change in changes.items() if abs(change) >= MIN_CHANGE_MS}
     return dict(sorted(moved.items(), key=lambda kv: (-abs(kv[1]), kv[0])))
+
+
+def group_deltas(current: KernelSummary, reference: KernelSummary) -> dict[str, float]:
+    """Each group's change in ms per step, the largest move first."""
+    return deltas(current.groups_ms, reference.groups_ms)
 
 
 def kernel_deltas(current: KernelSummary, reference: KernelSummary) -> list[tuple[KernelShare, float, bool]]:
@@ -51,12 +55,15 @@ def kernel_deltas(current: KernelSummary, reference: KernelSummary) -> list[tupl
 
 def kernel_changes(current: KernelSummary | None, reference: KernelSummary | None) -> str:
     """``dtype conversion +202.3 ms, GEMM +3.1 ms; kernels: <name> (<group>) +123.7 ms, new in the top
-    20``;
-    '' where either side recorded no kernels or nothing moved enough to name."""
+    20``, led by the processes' parts where both sides have them (verl: ``in training +110.2 ms,
+    rollout +2.8 ms; ...``); '' where either side recorded no kernels or nothing moved enough to name."""
     if current is None or reference is None or not (current.groups_ms and reference.groups_ms):
         return ""
+    both = current.roles_ms and reference.roles_ms
+    roles = list(deltas(current.roles_ms, reference.roles_ms).items()) if both else []
+    parts = ["in " + ", ".join(f"{role} {delta:+.1f} ms" for role, delta in roles)] if roles else []
     groups = list(group_deltas(current, reference).items())[:GROUPS_SHOWN]
-    parts = [", ".join(f"{group} {delta:+.1f} ms" for group, delta in groups)] if groups else []
+    parts += [", ".join(f"{group} {delta:+.1f} ms" for group, delta in groups)] if groups else []
     kernels = kernel_deltas(current, reference)[:KERNELS_SHOWN]
     if kernels:
         top = len(reference.top)

@@ -93,11 +93,14 @@ def pool_kernels(runs: Sequence[dict[str, Any]]) -> KernelSummary | None:
     recorded = [run for run in runs if run.get("kernel_groups_ms")]
     if not recorded:
         return None
-    names = sorted({group for run in recorded for group in run["kernel_groups_ms"]})
-    groups = {
-        name: round(stats.median([float(run["kernel_groups_ms"].get(name, 0.0)) for run in recorded]), 4)
-        for name in names
-    }
+    groups = _medians([run["kernel_groups_ms"] for run in recorded])
+    roles = _medians([run["kernel_roles_ms"] for run in recorded if run.get("kernel_roles_ms")])
     top = [KernelShare(**entry) for entry in recorded[-1].get("kernel_top") or []]
-    ordered = dict(sorted(groups.items(), key=lambda kv: -kv[1]))
-    return KernelSummary(groups_ms=ordered, top=top, runs=len(recorded))
+    return KernelSummary(groups_ms=groups, top=top, runs=len(recorded), roles_ms=roles)
+
+
+def _medians(per_run: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Each name's median over the runs (0 where a run lacks it), the largest first."""
+    names = sorted({name for run in per_run for name in run})
+    medians = {name: round(stats.median([float(run.get(name, 0.0)) for run in per_run]), 4) for name in names}
+    return dict(sorted(medians.items(), key=lambda kv: -kv[1]))
