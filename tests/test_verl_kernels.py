@@ -18,6 +18,7 @@ import pytest
 from trainperf.judge.metrics import KERNEL_TIME
 from trainperf.measure.measurement import measure_run, run_metrics
 from trainperf.measure.step_parts import pool_kernels
+from trainperf.pids import alive
 from trainperf.traces.kernel_processes import (
     ProcessKernels,
     convert_to_wall,
@@ -192,9 +193,9 @@ def test_a_zombie_is_not_waited_for() -> None:
     """A process that exited and was not reaped yet (verl's helpers can leave one) is no live one."""
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 10
-    while kernel_folder.alive(child.pid) and time.monotonic() < deadline:
+    while alive(child.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not kernel_folder.alive(child.pid) and kernel_folder.alive(os.getpid())
+    assert not alive(child.pid) and alive(os.getpid())
     child.wait()
 
 

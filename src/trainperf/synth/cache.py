@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import TrainperfError
+from trainperf.pids import alive
 from trainperf.workloads.protocol import CachedInput
 
 COMPLETE_MARKER = "trainperf-complete.json"
@@ -171,17 +172,7 @@ def _remove_stale_temporaries(root: Path, key: str, say: Callable[[str], None]) 
     """Temporary folders of writers that died (their pid is gone) are half-written entries."""
     for leftover in root.glob(f"{key}.tmp-*"):
         pid = leftover.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and alive(int(pid)):
             continue
         say(f"[trainperf] removing half-written cache entry {leftover} (its writer is gone)")
         shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

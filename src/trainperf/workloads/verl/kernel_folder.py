@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainperf.pids import alive
 from trainperf.traces.kernel_processes import ROLLOUT, TRAINING, ProcessKernels, pool_processes
 from trainperf.traces.kernel_steps import KernelTimes
 
@@ -70,25 +71,6 @@ def _write_whole(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(text)
     os.replace(temporary, path)
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs: a zombie (exited, not yet reaped by its parent) does not."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        stat = ""
-    if stat:
-        return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def holds_gpu(pid: int) -> bool:
