@@ -133,7 +133,7 @@ def test_the_watcher_records_from_the_windows_start_to_its_end_and_the_child_poo
     thread.join(timeout=10)
     assert folder.answers()[1_000_001].recording
     released = folder.released()
-    assert released is not None and released["silent"] == []
+    assert released is not None and released.silent == () and released.silent_on_gpu == ()
     # A training worker alone is not a step's work: the rollout engine's processes recorded nothing.
     alone = collect(folder, window, gpus=1)
     assert not alone.steps and "no rollout process recorded kernels" in alone.error

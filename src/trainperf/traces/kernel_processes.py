@@ -92,7 +92,8 @@ class ProcessKernels:
     pid: int
     title: str
     gpu: str
-    """The GPU it ran on (its UUID), or where it saw several, ``pid:<pid>`` (its own group)."""
+    """The GPU it ran on (its UUID), or ``pid:<pid>`` where it saw several: for a reader of the
+    process's record (the pooling divides by the case's GPUs)."""
     steps: list[StepKernels] = field(default_factory=list)
     top: list[TopKernel] = field(default_factory=list)
     records: int = 0

@@ -67,6 +67,16 @@ class Answer:
     """A process that started during the window with a CUDA context: the window lacks its kernels."""
 
 
+@dataclass(frozen=True, slots=True)
+class Release:
+    """The driver's word that the window may start, and who had not answered by then."""
+
+    t_ns: int
+    silent: tuple[int, ...] = ()
+    silent_on_gpu: tuple[int, ...] = ()
+    """Those of ``silent`` that had an NVIDIA device open: the window may lack their kernels."""
+
+
 def _write_whole(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(text)
@@ -140,11 +150,15 @@ class KernelFolder:
         entry = {"t_ns": time.time_ns(), "silent": silent, "silent_on_gpu": on_gpu}
         _write_whole(self.path / "released", json.dumps(entry))
 
-    def released(self) -> dict[str, object] | None:
+    def released(self) -> Release | None:
         try:
-            return dict(json.loads((self.path / "released").read_text()))
+            entry = json.loads((self.path / "released").read_text())
         except FileNotFoundError:
             return None
+        silent, on_gpu = (
+            tuple(int(pid) for pid in entry.get(key) or ()) for key in ("silent", "silent_on_gpu")
+        )
+        return Release(int(entry["t_ns"]), silent, on_gpu)
 
     def write_records(self, record: ProcessKernels) -> None:
         _write_whole(self.path / f"kernels-{record.pid}.json", json.dumps(record.to_dict()))
@@ -199,11 +213,9 @@ def collect(folder: KernelFolder, window: Window, gpus: int) -> KernelTimes:
     if released is None:
         return KernelTimes(error=f"kernel time not recorded: verl never logged step {window.first - 1}")
     records = folder.records()
-    silent = [int(pid) for pid in list(released.get("silent") or [])]  # type: ignore[call-overload]
-    on_gpu = [int(pid) for pid in list(released.get("silent_on_gpu") or [])]  # type: ignore[call-overload]
     problems = [
         ProcessKernels(pid=pid, title="", gpu="", error="did not answer before the window, with a GPU open")
-        for pid in on_gpu
+        for pid in released.silent_on_gpu
     ]
     for pid, answer in folder.answers().items():
         if answer.recording and pid not in records:
@@ -215,7 +227,7 @@ def collect(folder: KernelFolder, window: Window, gpus: int) -> KernelTimes:
         stray.unlink(missing_ok=True)
     # A step's work is generation and updates: a figure without either part is not the step's.
     pooled = pool_processes([*recording, *problems], window.first, window.last, gpus, (ROLLOUT, TRAINING))
-    if quiet := sorted(set(silent) - set(on_gpu)):
+    if quiet := sorted(set(released.silent) - set(released.silent_on_gpu)):
         said = f"process(es) {', '.join(map(str, quiet))} did not answer and had no GPU open"
         pooled.clock_note = "; ".join(part for part in (pooled.clock_note, said) if part)
     return pooled

@@ -113,7 +113,7 @@ class CuptiWindow:
 
 
 def gpu_of(torch: Any) -> str:
-    """The GPU this process works on, where it sees one; else a group of its own."""
+    """The GPU this process works on, where it sees one; else its pid (``ProcessKernels.gpu``)."""
     if torch.cuda.device_count() == 1:
         return str(torch.cuda.get_device_properties(0).uuid)
     return f"pid:{os.getpid()}"
