@@ -90,3 +90,34 @@ def test_an_entry_of_an_older_writer_reports_no_size_or_time(tmp_path: Path) -> 
     record = ensure_entry(tmp_path / "models", "model-old", _build, say=lambda _: None).record()
     assert (record.hit, record.bytes, record.build_s) == (True, None, None)
     assert CachedInput.from_dict([1, 2]) is None and CachedInput.from_dict({"kind": "models"}) is None
+
+
+def _build_holding(folder: Path) -> dict[str, Any]:
+    held = bytearray(400 * 1024 * 1024)
+    held[::4096] = b"\x01" * len(held[::4096])  # touched: resident, not only reserved
+    (folder / "weights.bin").write_bytes(b"x" * 1024)
+    return {"files": 1}
+
+
+def _peaks(root: str, out: multiprocessing.Queue[tuple[bool, float, float]]) -> None:
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    entry = ensure_entry(Path(root), "model-big", _build_holding, say=lambda _: None)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out.put((entry.record().build_in_peak_rss, before, after))
+
+
+def test_a_process_that_writes_an_entry_keeps_the_build_out_of_its_peak_memory(tmp_path: Path) -> None:
+    """A child that writes a model folder before its first step would report the build's peak as the
+    workload's: the first run on a fresh runner would read as a host-memory regression."""
+    context = multiprocessing.get_context("fork")
+    out: multiprocessing.Queue[tuple[bool, float, float]] = context.Queue()
+    writer = context.Process(target=_peaks, args=(str(tmp_path), out))
+    writer.start()
+    in_peak, before_mib, after_mib = out.get(timeout=60)
+    writer.join(timeout=30)
+    assert not in_peak
+    assert after_mib < before_mib + 200, (
+        f"peak {before_mib:.0f} -> {after_mib:.0f} MiB holds the 400 MiB build"
+    )

@@ -12,6 +12,7 @@ import pytest
 
 from trainperf.measure.measurement import GIB, measure_run, pool_runs
 from trainperf.measure.nvml import Sample
+from trainperf.workloads.protocol import CACHED_INPUTS
 
 T0 = 1000.0
 POWER_W = 300.0
@@ -144,3 +145,17 @@ def test_a_profiled_run_leaves_its_host_memory_peak_out_of_the_figures() -> None
     pooled = pool_runs([plain, profiled])
     assert pooled["host_peak_rss_gib"].value == 3.0
     assert pooled["host_peak_rss_gib"].per_run == [3.0]
+
+
+def test_a_run_whose_peak_memory_holds_a_cache_build_leaves_it_out_of_the_figures() -> None:
+    """Where the child could not clear its peak after writing a cache entry, the peak is the build's:
+    kept aside, and the case's figure pools the other runs."""
+    child = _child()
+    child["memory"]["host_peak_rss_b"] = 2 * GIB
+    child[CACHED_INPUTS] = [{"kind": "models", "key": "m-1", "hit": False, "build_in_peak_rss": True}]
+    built = measure_run(child, [], samples_per_step=4, idle_mem_b=None)
+    assert "host_peak_rss_gib" not in built.metrics
+    assert built.info["host_peak_rss_with_build_gib"] == 2.0
+    cleared = _child()
+    cleared[CACHED_INPUTS] = [{"kind": "models", "key": "m-1", "hit": False}]
+    assert "host_peak_rss_gib" in measure_run(cleared, [], samples_per_step=4, idle_mem_b=None).metrics

@@ -140,6 +140,9 @@ class CachedInput:
     """How long its writer took, where recorded."""
     hit: bool
     """Found in the cache (True) or written by this run (False)."""
+    build_in_peak_rss: bool = False
+    """Written by this run, and the process's peak host memory could not be cleared after it: the
+    run's peak RSS is the build's as much as the workload's (``synth.cache``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -156,6 +159,7 @@ class CachedInput:
             bytes=int(size) if isinstance(size, int | float) else None,
             build_s=float(seconds) if isinstance(seconds, int | float) else None,
             hit=bool(data.get("hit")),
+            build_in_peak_rss=bool(data.get("build_in_peak_rss")),
         )
 
 
