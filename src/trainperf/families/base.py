@@ -90,6 +90,10 @@ class Family:
     kernel_window_at_end: bool = False
     """The window is the run's last steps (``traces.kernel_steps.last_steps_window``): for a family
     whose kernels run in processes of its own, which read their records back after the window."""
+    kernel_tolerance: float | None = None
+    """Kernel time's tolerance for the family's cases where their kernels spread wider across the GPUs
+    of a class than the registry's (1.5 times the widest spread measured, as there); None: the
+    registry's. Never narrower than the class's, never over a tolerance set in pyproject.toml."""
 
 
 def check_model(case: Case) -> None:

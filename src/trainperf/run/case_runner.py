@@ -218,7 +218,7 @@ class CaseRunner:
         return judge_case(
             result,
             baseline,
-            self.metrics,
+            self.ctx.family_metrics(self.metrics, family_of(case.family).kernel_tolerance),
             expectation=case.expectation(self.ctx.gpu_class.name),
             timing=self._timing_comparable(baseline, result),
             strict=self.ctx.settings.strict,

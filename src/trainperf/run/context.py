@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from trainperf.errors import TrainperfError
 from trainperf.ground.folder import SESSION_ELAPSED, SESSION_ENDED, SESSION_INTERRUPTED, RunFolder
 from trainperf.ground.settings import Settings
+from trainperf.judge.family_tolerance import with_kernel_tolerance
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import CPU_CLASS, GpuClass
@@ -55,6 +56,18 @@ class RunContext:
     """The xdist worker whose session record is its own file (None: ``run.json``)."""
     opened_s: float = field(default_factory=time.monotonic)
     """When the session opened the run: its record says how long it ran."""
+    configured_tolerances: frozenset[str] = frozenset()
+    """The metrics whose tolerance pyproject.toml sets: a family's own never replaces those."""
+
+    def family_metrics(self, metrics: dict[str, Metric], kernel_tolerance: float | None) -> dict[str, Metric]:
+        """``metrics`` with a family's own kernel-time tolerance, scaled for the class."""
+        scale = self.gpu_class.timing_tolerance_scale
+        return with_kernel_tolerance(
+            metrics,
+            kernel_tolerance * scale if kernel_tolerance is not None else None,
+            class_metrics=self.metrics,
+            configured=self.configured_tolerances,
+        )
 
     def record_end(self, interrupted: bool) -> None:
         """Add the session's end to its record; a folder that can no longer be written keeps the record
@@ -104,7 +117,8 @@ def open_run(
     fingerprint = host_fingerprint(detection.info if on_gpu else None)
     # Host time compares on its own runner only: every result says which runner measured it.
     fingerprint["runner"] = runner_label(fingerprint, settings.runner)
-    metrics = gpu_class.metrics(tolerances_from_pyproject(rootdir))
+    configured = tolerances_from_pyproject(rootdir)
+    metrics = gpu_class.metrics(configured)
     commit = checkout_commit(rootdir)  # pytest-benchmark's commit_info, and the run's in the history
     started = _unwritable_is_one_line(
         run_dir,
@@ -129,6 +143,7 @@ def open_run(
         idle_mem_b=idle_mem_b,
         fingerprint=fingerprint,
         metrics=metrics,
+        configured_tolerances=frozenset(configured),
         baselines=BaselineStore(settings.baselines),
         references=load_references(settings.baselines / PUBLISHED_DIR),
         emulated=detection.emulated,

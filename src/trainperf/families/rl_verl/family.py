@@ -29,6 +29,10 @@ class RlVerl(Family):
     # The actor, critic and rollout run in Ray workers and engine processes: recorded there
     # (workloads.verl.kernel_hook), over the run's last steps, left out of the timing.
     kernel_window_at_end = True
+    # PPO 0.5B's kernels are 78% elementwise work bound by the GPU's memory (the softmax over the
+    # vocabulary): the same step read 11,632.6 to 11,728.8 ms on three H200 machines, 0.83% apart, where
+    # the hf cases' GEMM-bound steps repeat within 0.53% (docs/measurements/2026-11-28-h200-verl-baseline).
+    kernel_tolerance = 0.0125
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)
