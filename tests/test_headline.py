@@ -44,6 +44,21 @@ def test_summary_and_page_lead_with_the_headline(tmp_path: Path) -> None:
     assert "7 case(s): 3 judged (1 regressed, 1 noisy, 1 pass)" in page
 
 
+def test_every_case_of_the_selection_has_a_row_judged_or_not(tmp_path: Path) -> None:
+    """A night a limit cut short lists its unjudged cases in the table, each with its state and why,
+    not only in the notes under it."""
+    write_reports(tmp_path, RESULTS, "trainperf h100: night", [], UNJUDGED)
+    table = [line for line in (tmp_path / "summary.md").read_text().splitlines() if line.startswith("| ")]
+    ids = [line.split(" | ")[0].removeprefix("| ") for line in table[1:]]
+    assert ids == [*(r.case_id for r in RESULTS), *(c.case_id for c in UNJUDGED)]
+    states = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1] for line in table[1:]}
+    assert states["e"] == "interrupted" and states["f"] == "not run"
+    page = (tmp_path / "index.html").read_text()
+    table_html = page[page.index("<table") : page.index("</table>")]
+    assert table_html.count('<tr class="v-unjudged">') == len(UNJUDGED)
+    assert "<td>interrupted</td>" in table_html
+
+
 def test_the_headline_counts_why_cases_were_skipped_in_a_few_words() -> None:
     from trainperf.result import skip_cause
 

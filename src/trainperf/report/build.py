@@ -29,7 +29,7 @@ def write_reports(
     folder = RunFolder(run_dir)
     summary, page, bench = folder.summary_path, folder.page_path, folder.benchmark_path
     line = headline(results, unjudged)
-    summary.write_text(render_summary(results, title, details, line))
-    page.write_text(render_html(run_dir, results, title, details, line))
+    summary.write_text(render_summary(results, title, details, line, unjudged))
+    page.write_text(render_html(run_dir, results, title, details, line, unjudged))
     bench.write_text(json.dumps(benchmark_json(results, run_info(run_dir)), indent=1))
     return [summary, page, bench]

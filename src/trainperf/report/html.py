@@ -20,8 +20,8 @@ from trainperf.judge.step_series import step_medians
 from trainperf.report.headroom_lines import limit_lines
 from trainperf.report.rundata import probe_series, runs_of
 from trainperf.report.svg import Bar, Line, Mark, grouped_ratio_chart, line_chart, stacked_bars
-from trainperf.report.table import columns, diagnosis_lines, rows
-from trainperf.result import CaseResult
+from trainperf.report.table import columns, diagnosis_lines, rows, unjudged_row
+from trainperf.result import CaseResult, Unjudged
 from trainperf.traces.diff import describe
 
 STYLE = """
@@ -30,7 +30,7 @@ table { border-collapse: collapse; font-size: 12px; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
 th { background: #f3f3f3; } td:first-child { text-align: left; }
 .v-regressed, .v-outcome-changed, .v-config-changed { background: #fdd; }
-.v-noisy { background: #ffc; } .v-improved { background: #dfd; }
+.v-noisy { background: #ffc; } .v-improved { background: #dfd; } .v-unjudged { color: #666; }
 section { margin: 18px 0; } .plots { display: flex; flex-wrap: wrap; gap: 12px; }
 pre { background: #f7f7f7; padding: 8px; font-size: 12px; white-space: pre-wrap; }
 p.diagnosis { font-family: monospace; font-size: 12px; background: #fff4e5; padding: 4px 8px; margin: 4px 0; }
@@ -75,13 +75,18 @@ def _case(result: CaseResult) -> Case | None:
         return None
 
 
-def _table(results: Sequence[CaseResult]) -> str:
-    head = "".join(f"<th>{escape(title)}</th>" for _, title in columns(results))
+def _table(results: Sequence[CaseResult], unjudged: Sequence[Unjudged]) -> str:
+    """Every case of the selection: the judged ones, then those cut, never run or skipped at the start."""
+    shown = columns(results)
+    head = "".join(f"<th>{escape(title)}</th>" for _, title in shown)
     body = []
     for result, row in zip(results, rows(results)):
         verdict = escape(result.verdict.verdict or "-")
         cells = "".join(f"<td>{escape(cell)}</td>" for cell in row)
         body.append(f'<tr class="v-{verdict}">{cells}</tr>')
+    for case in unjudged:
+        cells = "".join(f"<td>{escape(cell)}</td>" for cell in unjudged_row(case, shown))
+        body.append(f'<tr class="v-unjudged">{cells}</tr>')
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
@@ -277,7 +282,12 @@ def _traces(results: Sequence[CaseResult]) -> tuple[str, str, str]:
 
 
 def render_html(
-    run_dir: Path, results: Sequence[CaseResult], title: str, details: Sequence[str] = (), headline: str = ""
+    run_dir: Path,
+    results: Sequence[CaseResult],
+    title: str,
+    details: Sequence[str] = (),
+    headline: str = "",
+    unjudged: Sequence[Unjudged] = (),
 ) -> str:
     info = run_info(run_dir)
     idle_b = int(info.get("idle_mem_b") or 0)
@@ -285,7 +295,7 @@ def render_html(
     sections = [
         (
             "Cases",
-            _table(results)
+            _table(results, unjudged)
             + _diagnoses(results)
             + (f"<pre>{escape(chr(10).join(details))}</pre>" if details else ""),
         ),

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from trainperf.report.headroom_lines import limits_markdown
 from trainperf.report.table import diagnosis_lines, render_markdown
-from trainperf.result import CaseResult
+from trainperf.result import CaseResult, Unjudged
 from trainperf.traces.diff import describe
 
 
@@ -78,10 +78,15 @@ def _cliffs(results: Sequence[CaseResult]) -> list[str]:
 
 
 def render_summary(
-    results: Sequence[CaseResult], title: str, details: Sequence[str] = (), headline: str = ""
+    results: Sequence[CaseResult],
+    title: str,
+    details: Sequence[str] = (),
+    headline: str = "",
+    unjudged: Sequence[Unjudged] = (),
 ) -> str:
-    """``summary.md``: the title, the headline (``report.headline``) first, the table, the details."""
-    text = render_markdown(results, title, details).rstrip("\n")
+    """``summary.md``: the title, the headline (``report.headline``) first, the table of every case
+    (``unjudged`` after the judged), the details."""
+    text = render_markdown(results, title, details, unjudged).rstrip("\n")
     if headline:
         title_line, _, rest = text.partition("\n")
         text = f"{title_line}\n\n**{headline}**\n{rest}"

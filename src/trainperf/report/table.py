@@ -16,7 +16,7 @@ from trainperf.judge.metrics import (
     TOKENS_PER_S,
 )
 from trainperf.plan.headroom import mfu_cell
-from trainperf.result import CaseResult
+from trainperf.result import CaseResult, Unjudged
 from trainperf.stored_verdict import StoredVerdict
 from trainperf.traces.diff import describe as describe_trace_diff
 
@@ -188,10 +188,21 @@ def _width(shown: Sequence[tuple[str, str]], body: Sequence[Sequence[str]], keep
     return sum(widths) + 2 * (len(widths) - 1)
 
 
-def render_markdown(results: Sequence[CaseResult], title: str, details: Sequence[str] = ()) -> str:
-    header = [title for _, title in columns(results)]
+def unjudged_row(case: Unjudged, shown: Sequence[tuple[str, str]]) -> list[str]:
+    """A case of the selection without a result, in the table's columns: its state as its outcome
+    (interrupted, not run, skipped) and why, in a few words, where a result says what moved."""
+    cells = {"case": case.case_id, "outcome": case.state, "change": case.cause or case.state}
+    return [cells.get(key, "-") for key, _ in shown]
+
+
+def render_markdown(
+    results: Sequence[CaseResult], title: str, details: Sequence[str] = (), unjudged: Sequence[Unjudged] = ()
+) -> str:
+    shown = columns(results)
+    header = [title for _, title in shown]
     lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows(results)]
+    lines += ["| " + " | ".join(unjudged_row(case, shown)) + " |" for case in unjudged]
     if details:
         lines += ["", *details]
     return "\n".join(lines) + "\n"
