@@ -108,3 +108,24 @@ def test_a_store_out_of_reach_leaves_the_run_on_its_files_with_one_line(tmp_path
 def test_store_off_records_nothing_and_says_nothing(tmp_path: Path) -> None:
     context = _context(tmp_path, store="off")
     assert context.history is not None and context.history.store is None and not context.history.lines
+
+
+def test_a_family_s_own_tolerances_reach_its_verdict_and_pyproject_s_stand(tmp_path: Path) -> None:
+    """The case runner judges a case at its family's tolerances (scaled like the class's: the cpu
+    class widens timing 30x), narrowed where its runner's history is quieter; a tolerance set in
+    pyproject.toml stands."""
+    context = _context(tmp_path)
+    _fill_history(context, 10)
+    verl = dataclasses.replace(CASE, family="rl_verl")
+    slower = _result(context, 2.5, "2026-11-20T02:00:00+00:00", seed=99)
+    for case, verdict in ((CASE, Verdict.REGRESSED), (verl, Verdict.PASS)):
+        runner = CaseRunner(context)
+        baseline, _ = runner.baseline_of(CASE.id, family=case.family)  # one history, two families
+        assert runner.judge(case, slower, baseline).verdict is verdict, case.family
+    learning = CaseRunner(_context(tmp_path, learns=True))
+    baseline, judged_against = learning.baseline_of(CASE.id, family=verl.family)
+    assert "step_time_s tolerance 510.0% -> " in judged_against
+    (tmp_path / "pyproject.toml").write_text("[tool.trainperf.tolerances]\nstep_time_s = 0.01\n")
+    configured = CaseRunner(_context(tmp_path))
+    baseline, _ = configured.baseline_of(CASE.id, family=verl.family)
+    assert configured.judge(verl, slower, baseline).verdict is Verdict.REGRESSED

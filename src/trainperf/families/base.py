@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
+from trainperf.judge.family_tolerance import FamilyTolerances
 from trainperf.plan.estimate import MemoryEstimate
 from trainperf.synth.model_configs import load_model_fixture
 
@@ -90,10 +91,10 @@ class Family:
     kernel_window_at_end: bool = False
     """The window is the run's last steps (``traces.kernel_steps.last_steps_window``): for a family
     whose kernels run in processes of its own, which read their records back after the window."""
-    kernel_tolerance: float | None = None
-    """Kernel time's tolerance for the family's cases where their kernels spread wider across the GPUs
-    of a class than the registry's (1.5 times the widest spread measured, as there); None: the
-    registry's. Never narrower than the class's, never over a tolerance set in pyproject.toml."""
+    tolerances: FamilyTolerances = FamilyTolerances()
+    """Timing tolerances of the family's own where its figures spread wider than the registry's (each
+    1.5 times the widest spread measured, as there); the class's otherwise
+    (``judge.family_tolerance``)."""
 
 
 def check_model(case: Case) -> None:

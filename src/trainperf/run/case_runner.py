@@ -1,8 +1,5 @@
-"""Run one case end to end on the parent side: pre-flight, fresh children, verdict, baseline.
-
-Data flows one way: case -> pre-flight -> child (workload) -> result file -> parent adds
-sampler data -> compare with baseline -> verdict. The parent never imports torch.
-"""
+"""Run one case end to end on the parent side: pre-flight, fresh children, verdict, baseline. Data
+flows one way: case -> pre-flight -> child -> result file -> sampler data -> verdict (no torch here)."""
 
 from __future__ import annotations
 
@@ -66,7 +63,7 @@ class CaseRunner:
         ctx = self.ctx
         while ctx.unsaid:
             ctx.say(ctx.unsaid.pop(0))
-        baseline, judged_against = self.baseline_of(case.id)
+        baseline, judged_against = self.baseline_of(case.id, family=case.family)
         notes: list[str] = []
         stored = self._stored(case.id, notes)
         steps = self._steps(case, baseline)
@@ -97,12 +94,16 @@ class CaseRunner:
         self.keep(result, verdict)
         return self.conclude(CaseReport(case, result, verdict, notes=notes))
 
-    def baseline_of(self, result_id: str, *, from_history: bool = True) -> tuple[CaseResult | None, str]:
+    def baseline_of(
+        self, result_id: str, *, from_history: bool = True, family: str | None = None
+    ) -> tuple[CaseResult | None, str]:
         """What a case (or a cliff) is judged against, and a line naming it: the class's baseline
         file, or the runner's own history (``--perf-baseline``). Baselines are written against the
-        file; a cliff is judged against its file (its searched edge is not a pooled figure)."""
+        file; a cliff is judged against its file (its searched edge is not a pooled figure). The
+        case's metrics: at its ``family``'s tolerances, narrowed where its runner's history is quieter."""
         ctx = self.ctx
-        self.metrics = ctx.metrics
+        of_family = ctx.family_metrics(ctx.metrics, family_of(family).tolerances) if family else ctx.metrics
+        self.metrics = of_family
         on_file = ctx.baselines.load(ctx.gpu_class.name, result_id)
         self.class_baseline = on_file
         if ctx.history is None or ctx.settings.update_baselines or not from_history:
@@ -111,7 +112,7 @@ class CaseRunner:
         if baseline is not None and baseline is not on_file:
             if not ctx.gpu_class.learns_timing_tolerances:
                 return baseline, f"{described}; timing tolerances as configured for {ctx.gpu_class.name}"
-            self.metrics, learned = learned_tolerances(ctx.metrics, baseline)
+            self.metrics, learned = learned_tolerances(of_family, baseline)
             described += "".join(f"; {line}" for line in learned)
         return baseline, described
 
@@ -218,7 +219,7 @@ class CaseRunner:
         return judge_case(
             result,
             baseline,
-            self.ctx.family_metrics(self.metrics, family_of(case.family).kernel_tolerance),
+            self.metrics,
             expectation=case.expectation(self.ctx.gpu_class.name),
             timing=self._timing_comparable(baseline, result),
             strict=self.ctx.settings.strict,

@@ -122,7 +122,7 @@ def run_cliff(runner: RunnerPort, case: Case, axis: str, low: int, high: int) ->
     ctx = runner.ctx
     validate_range(axis, low, high)
     search = CliffSearch(runner, case, axis)
-    baseline, judged_against = runner.baseline_of(search.cliff_id, from_history=False)
+    baseline, judged_against = runner.baseline_of(search.cliff_id, from_history=False, family=case.family)
     result = runner.new_result(case)
     result.case_id = search.cliff_id
     stored = _stored_cliff(baseline, axis, low, high) if not ctx.settings.update_baselines else None

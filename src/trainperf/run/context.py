@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from trainperf.errors import TrainperfError
 from trainperf.ground.folder import SESSION_ELAPSED, SESSION_ENDED, SESSION_INTERRUPTED, RunFolder
 from trainperf.ground.settings import Settings
-from trainperf.judge.family_tolerance import with_kernel_tolerance
+from trainperf.judge.family_tolerance import FamilyTolerances, with_family_tolerances
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject
 from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import CPU_CLASS, GpuClass
@@ -59,12 +59,11 @@ class RunContext:
     configured_tolerances: frozenset[str] = frozenset()
     """The metrics whose tolerance pyproject.toml sets: a family's own never replaces those."""
 
-    def family_metrics(self, metrics: dict[str, Metric], kernel_tolerance: float | None) -> dict[str, Metric]:
-        """``metrics`` with a family's own kernel-time tolerance, scaled for the class."""
-        scale = self.gpu_class.timing_tolerance_scale
-        return with_kernel_tolerance(
+    def family_metrics(self, metrics: dict[str, Metric], family: FamilyTolerances) -> dict[str, Metric]:
+        """``metrics`` with a family's own timing tolerances, scaled for the class."""
+        return with_family_tolerances(
             metrics,
-            kernel_tolerance * scale if kernel_tolerance is not None else None,
+            family.scaled(self.gpu_class.timing_tolerance_scale),
             class_metrics=self.metrics,
             configured=self.configured_tolerances,
         )

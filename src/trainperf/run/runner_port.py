@@ -37,7 +37,9 @@ class RunnerPort(Protocol):
     def ctx(self) -> RunContext:
         """The session's facts: its settings, run folder, GPU class and where progress is said."""
 
-    def baseline_of(self, result_id: str, *, from_history: bool = True) -> tuple[CaseResult | None, str]:
+    def baseline_of(
+        self, result_id: str, *, from_history: bool = True, family: str | None = None
+    ) -> tuple[CaseResult | None, str]:
         """What ``result_id`` is judged against, and a line naming it."""
 
     def new_result(self, case: Case) -> CaseResult:

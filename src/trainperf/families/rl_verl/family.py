@@ -11,6 +11,7 @@ from trainperf.families.base import Family, LaunchMode, check_model
 from trainperf.families.rl_verl.floor import over_the_floor
 from trainperf.families.rl_verl.knobs import FAMILY
 from trainperf.families.rl_verl.preflight import check_case
+from trainperf.judge.family_tolerance import FamilyTolerances
 
 ENGINES = ("vllm", "sglang")
 
@@ -30,9 +31,11 @@ class RlVerl(Family):
     # (workloads.verl.kernel_hook), over the run's last steps, left out of the timing.
     kernel_window_at_end = True
     # PPO 0.5B's kernels are 78% elementwise work bound by the GPU's memory (the softmax over the
-    # vocabulary): the same step read 11,632.6 to 11,728.8 ms on three H200 machines, 0.83% apart, where
-    # the hf cases' GEMM-bound steps repeat within 0.53% (docs/measurements/2026-11-28-h200-verl-baseline).
-    kernel_tolerance = 0.0125
+    # vocabulary): the same step read 11,632.6 to 11,728.8 ms on three H200 machines, 0.83% apart,
+    # where the hf cases' GEMM-bound steps repeat within 0.53%. Its host work runs in Ray workers: on
+    # one runner its step time moved +11.2% (and -6.7% on another) between sessions minutes apart,
+    # kernels unchanged (docs/measurements/2026-11-28-h200-verl-baseline).
+    tolerances = FamilyTolerances(kernel=0.0125, host=0.17)
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)
