@@ -163,7 +163,7 @@ def test_a_runners_history_judges_the_host_and_the_class_file_the_kernels() -> N
 
 
 def test_a_family_whose_figures_spread_wider_declares_its_own_tolerances() -> None:
-    """verl's PPO step spread 0.83% over three H200s and its host moved 11% on one runner: +1.0% of
+    """verl's PPO step spread 0.83% over three H200s and its actor update 17% on one runner: +1.0% of
     kernel time and +12% of step time on the same runner are within its own tolerances, beyond the
     class's for any other family; a tolerance set in pyproject.toml, or learned, stands."""
     from trainperf.families import family_of
@@ -179,7 +179,7 @@ def test_a_family_whose_figures_spread_wider_declares_its_own_tolerances() -> No
         assert verdict.verdict is Verdict.PASS
         assert by_name(verdict, KERNEL_TIME).gated and by_name(verdict, STEP_TIME).gated
     still = judge_case(
-        result(step_s=1.25), BASELINE, wider, expectation="ok", timing=(True, ""), strict=False
+        result(step_s=1.4), BASELINE, wider, expectation="ok", timing=(True, ""), strict=False
     )
     assert still.verdict is Verdict.REGRESSED
     kept = with_family_tolerances(METRICS, verl, class_metrics=METRICS, configured=[KERNEL_TIME])

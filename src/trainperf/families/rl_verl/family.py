@@ -33,9 +33,9 @@ class RlVerl(Family):
     # PPO 0.5B's kernels are 78% elementwise work bound by the GPU's memory (the softmax over the
     # vocabulary): the same step read 11,632.6 to 11,728.8 ms on three H200 machines, 0.83% apart,
     # where the hf cases' GEMM-bound steps repeat within 0.53%. Its host work runs in Ray workers: on
-    # one runner its step time moved +11.2% (and -6.7% on another) between sessions minutes apart,
-    # kernels unchanged (docs/measurements/2026-11-28-h200-verl-baseline).
-    tolerances = FamilyTolerances(kernel=0.0125, host=0.17)
+    # one runner its step time moved +11.2% and its actor update +17.0% (-6.7% and +8.4% on another)
+    # between sessions minutes apart, kernels unchanged (docs/measurements/2026-11-28-h200-verl-baseline).
+    tolerances = FamilyTolerances(kernel=0.0125, host=0.25)
 
     def preflight(self, case: Case, python: str | None) -> None:
         check_model(case)
