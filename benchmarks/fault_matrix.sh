@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The fault matrix on this machine: runs tests/test_fault_matrix.py (real runs of the tiny CPU
+# The fault matrix on this machine: runs tests/test_fault_matrix*.py (real runs of the tiny CPU
 # cases, each row a fault), then writes each row's figures as a Markdown table.
-#   usage: bash benchmarks/fault_matrix.sh [OUTPUT.md]    (default: reports/fault-matrix.md)
+#   usage: bash benchmarks/fault_matrix.sh [OUTPUT.md [PYTEST ARGS...]]
+#   (default: reports/fault-matrix.md; e.g. -k handoff runs the rows of one file)
 # Rows that need root and mount(8) (disk full, read-only folder) are skipped without them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-reports/fault-matrix.md}
 mkdir -p "$(dirname "$out")"
 figures=$(mktemp)
-TRAINPERF_FAULT_MATRIX="$figures" "${PYTHON:-.venv/bin/python}" -m pytest tests/test_fault_matrix.py -q -p no:cacheprovider
+TRAINPERF_FAULT_MATRIX="$figures" "${PYTHON:-.venv/bin/python}" -m pytest tests/test_fault_matrix.py \
+  tests/test_fault_matrix_handoff.py -q -p no:cacheprovider "${@:2}"
 rc=$?
 "${PYTHON:-.venv/bin/python}" - "$figures" "$out" <<'PY'
 import json, platform, re, subprocess, sys, datetime, tempfile

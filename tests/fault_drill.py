@@ -34,6 +34,10 @@ def test_case(case, trainperf):
 FIRST, SECOND = "sft_hf-qwen3_tiny-lora-short-b4", "sft_hf-qwen3_tiny-lora-short-b2"
 
 
+Row = Callable[..., None]
+"""Records a fault-matrix row's figures: ``row(fault=..., exit_status=..., user_sees=...)``."""
+
+
 def tagged_by(owner_pid: int) -> list[int]:
     """Live processes started by the session ``owner_pid`` (their TRAINPERF_OWNER tag names it)."""
     return tagged_with(f"{owner_pid}:")

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,8 @@ from fault_drill import (
     FIRST,
     MOST_NEIGHBOURS,
     SECOND,
-    STARTED,
     Drill,
+    Row,
     busy_neighbours,
     kill_all,
     one_line_error,
@@ -41,29 +41,6 @@ from fault_drill import (
 from trainperf.measure.ownership import owner_tag
 from trainperf.result import CaseResult
 from trainperf.store.results import save_result
-
-Row = Callable[..., None]
-
-
-@pytest.fixture
-def row(request: pytest.FixtureRequest) -> Iterator[Row]:
-    """Record the row's figures (fault, what the user saw, exit status, ...) for the published table."""
-    figures: dict[str, Any] = {"row": request.node.name}
-
-    def note(**values: Any) -> None:
-        figures.update(values)
-
-    failed_before = request.session.testsfailed
-    yield note
-    # Whatever the row found or where it failed, nothing of its runs stays on the machine (the row's
-    # own figure was taken before, by settle).
-    kill_all([pid for session in STARTED for pid in tagged_by(session)])
-    # The call's report is counted before its fixtures are torn down: a red row is written as red.
-    figures["row_passed"] = request.session.testsfailed == failed_before
-    target = os.environ.get("TRAINPERF_FAULT_MATRIX")
-    if target:
-        with open(target, "a") as handle:
-            handle.write(json.dumps(figures) + "\n")
 
 
 def _line_with(output: str, needle: str) -> str:

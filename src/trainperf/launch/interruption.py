@@ -126,6 +126,14 @@ def describe(run_dir: Path, interruption: Interruption) -> str:
     return (
         f"trainperf: interrupted during {interruption.label} after {interruption.steps_done}/"
         f"{interruption.steps_requested} steps{pace} (its files: {run_dir / interruption.child_dir}){runs}; "
+        + resume_hint(run_dir)
+    )
+
+
+def resume_hint(run_dir: Path) -> str:
+    """How to go on from an interrupted run: the option in the one form pytest cannot take for a path
+    of its own (``--perf-resume <folder>`` would make the folder pytest's rootdir)."""
+    return (
         f"finished cases are kept: run again with --perf-resume={run_dir} to judge them and re-run the rest"
     )
 

@@ -175,6 +175,8 @@ def run_folder_lines(run_dir: Path, results: Sequence[CaseResult]) -> tuple[list
         why, cause = f"not run: the session {end.how()}", SESSION_CAUSES[end.kind]
         unjudged += [Unjudged(key, NOT_RUN, why, cause) for key in never]
         lines.append(f"not run: {len(never)} selected case(s), the session {end.how()}: {', '.join(never)}")
+        if end.kind == INTERRUPTED_END and cut is None:  # a cut child's line says it already
+            lines.append(f"trainperf: {interruption.resume_hint(run_dir)}")
     return lines, unjudged
 
 
