@@ -178,9 +178,7 @@ def test_a_family_whose_figures_spread_wider_declares_its_own_tolerances() -> No
         verdict = judge_case(current, BASELINE, wider, expectation="ok", timing=(True, ""), strict=False)
         assert verdict.verdict is Verdict.PASS
         assert by_name(verdict, KERNEL_TIME).gated and by_name(verdict, STEP_TIME).gated
-    still = judge_case(
-        result(step_s=1.4), BASELINE, wider, expectation="ok", timing=(True, ""), strict=False
-    )
+    still = judge_case(result(step_s=1.4), BASELINE, wider, expectation="ok", timing=(True, ""), strict=False)
     assert still.verdict is Verdict.REGRESSED
     kept = with_family_tolerances(METRICS, verl, class_metrics=METRICS, configured=[KERNEL_TIME])
     assert kept[KERNEL_TIME] == METRICS[KERNEL_TIME] and kept[STEP_TIME].tolerance == verl.host
