@@ -73,3 +73,14 @@ def test_the_headline_counts_why_cases_were_skipped_in_a_few_words() -> None:
         "4 case(s): 0 judged, 4 skipped (2 environment 'verl-vllm' does not exist, 1 needs 2 GPUs)"
     )
     assert skip_cause("x" * 80) == "x" * 57 + "..." and skip_cause("") == ""
+
+
+def test_a_skipped_case_s_row_says_why_where_others_say_what_moved() -> None:
+    from trainperf.report.table import COLUMNS, rows
+
+    missing = "environment 'verl-vllm' does not exist (no .venvs/verl-vllm/bin/python): create it with ..."
+    skipped = CaseResult("v1", {}, "h100", "skipped", message=missing)
+    (row,) = rows([skipped], COLUMNS)
+    keys = [key for key, _ in COLUMNS]
+    assert row[keys.index("change")] == "environment 'verl-vllm' does not exist"
+    assert row[keys.index("outcome")] == "skipped"

@@ -6,6 +6,7 @@ import math
 import textwrap
 from collections.abc import Sequence
 
+from trainperf.case import Outcome
 from trainperf.judge.metrics import (
     BUSY_SHARE,
     HOST_TIME,
@@ -16,7 +17,7 @@ from trainperf.judge.metrics import (
     TOKENS_PER_S,
 )
 from trainperf.plan.headroom import mfu_cell
-from trainperf.result import CaseResult, Unjudged
+from trainperf.result import CaseResult, Unjudged, skip_cause
 from trainperf.stored_verdict import StoredVerdict
 from trainperf.traces.diff import describe as describe_trace_diff
 
@@ -98,8 +99,9 @@ def rows(results: Sequence[CaseResult], shown: Sequence[tuple[str, str]] | None 
                 row.append(result.outcome)
             elif key == "verdict":
                 row.append(result.verdict.verdict or "-")
-            elif key == "change":
-                row.append(_change(result.verdict))
+            elif key == "change":  # a skipped case's cause, in a few words, where others say what moved
+                skipped = result.outcome == Outcome.SKIPPED.value
+                row.append((skip_cause(result.message) or "-") if skipped else _change(result.verdict))
             elif key == "mfu":
                 row.append(mfu_cell(result.limits))
             elif key == "estimate":
