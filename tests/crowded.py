@@ -23,11 +23,12 @@ import pytest
 from required import missing
 
 from trainperf.judge.contamination import Contamination
+from trainperf.run_record import RunRecord
 
 
 def crowding(result: dict[str, Any]) -> str | None:
     """The host CPU watch's reasons when it found one of the result's runs crowded, else None."""
-    contamination = Contamination.of_runs(result["runs"])
+    contamination = Contamination.of_runs([RunRecord.from_dict(run) for run in result["runs"]])
     if contamination is None:
         return None
     assert all(reason.startswith("host CPU:") for reason in contamination.reasons), contamination.reasons

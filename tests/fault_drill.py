@@ -225,7 +225,7 @@ def damaged_results(run_dir: Path, kept: Mapping[str, list[dict[str, Any]]]) -> 
             continue
         if result.case_id != path.stem:
             problems.append(f"{path.name} holds the result of {result.case_id}")
-        elif path.stem in kept and result.runs != kept[path.stem]:
+        elif path.stem in kept and [run.to_dict() for run in result.runs] != kept[path.stem]:
             problems.append(f"{path.name}: the runs measured before the fault changed")
     problems += [
         f"{case}: finished before the fault, now missing"

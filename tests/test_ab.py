@@ -13,6 +13,7 @@ import pytest
 from trainperf.cli import main
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult, MetricValue
+from trainperf.run_record import RunRecord
 from trainperf.studies.ab import pool_case, round_order, rounds_in, started_at
 
 
@@ -48,7 +49,12 @@ def test_rounds_pool_into_one_result_per_case() -> None:
         keys = [f"{i}:100" for i in range(len(samples))]
         metric = MetricValue(sorted(samples)[len(samples) // 2], "s", samples, [samples[0]], keys)
         return CaseResult(
-            case_id="c", case={}, gpu_class="cpu", outcome="ok", metrics={"step_time_s": metric}, runs=[{}]
+            case_id="c",
+            case={},
+            gpu_class="cpu",
+            outcome="ok",
+            metrics={"step_time_s": metric},
+            runs=[RunRecord()],
         )
 
     pooled = pool_case([result([1.0, 1.1, 1.2]), result([2.0, 2.1, 2.2])])
@@ -157,7 +163,7 @@ def _result(case_id: str, outcome: str = "ok", message: str = "") -> CaseResult:
         outcome=outcome,
         message=message,
         metrics=metrics,
-        runs=[{}],
+        runs=[RunRecord()],
     )
 
 

@@ -12,13 +12,14 @@ from trainperf.cli import main
 from trainperf.cliff_record import CliffRecord, Probe
 from trainperf.fleet.cost import case_cost, cost_lines, nightly_cost
 from trainperf.result import CaseResult
+from trainperf.run_record import RunRecord
 from trainperf.store.results import save_result
 
 
 def result(case_id: str, walls: list[float], *, gpus: int = 1, **extra: object) -> CaseResult:
     family = case_id.split("-")[0]
     runs = [
-        {"wall_s": wall, "purpose": "measurement" if i == 0 else "confirmation"}
+        RunRecord(wall_s=wall, purpose="measurement" if i == 0 else "confirmation")
         for i, wall in enumerate(walls)
     ]
     return CaseResult(case_id, {"family": family, "gpus": gpus}, "h100", "ok", runs=runs, **extra)  # type: ignore[arg-type]
@@ -102,7 +103,7 @@ def test_the_command_reads_run_and_baseline_folders_and_refuses_others(
 
 
 def _with_inputs(case_id: str, *records: dict[str, object]) -> CaseResult:
-    runs = [{"wall_s": 300.0, "cached_inputs": list(records)}]
+    runs = [RunRecord(wall_s=300.0, cached_inputs=list(records))]
     return CaseResult(case_id, {"family": "sft_unsloth", "gpus": 1}, "h200", "ok", runs=runs)
 
 
@@ -172,12 +173,13 @@ def test_a_runs_record_keeps_the_cached_inputs_its_child_reported(tmp_path: Path
     from types import SimpleNamespace
 
     from trainperf.case import Outcome
+    from trainperf.launch.guard import Watched
     from trainperf.launch.launcher import run_info
     from trainperf.workloads.protocol import CACHED_INPUTS, ChildSpec
 
     ctx = SimpleNamespace(folder=SimpleNamespace(root=tmp_path, relative=lambda p: p.name))
     launched = SimpleNamespace(
-        exit=SimpleNamespace(returncode=0, wall_s=12.0, stderr_tail=""), devices=(), watched={}
+        exit=SimpleNamespace(returncode=0, wall_s=12.0, stderr_tail=""), devices=(), watched=Watched()
     )
     spec = ChildSpec(case={}, steps=4, out_dir=str(tmp_path / "r1"))
     child = {"timeline": {}, CACHED_INPUTS: [BIG]}
@@ -185,11 +187,11 @@ def test_a_runs_record_keeps_the_cached_inputs_its_child_reported(tmp_path: Path
         ctx, tmp_path / "r1", spec, launched, child, Outcome.OK,  # type: ignore[arg-type]
         SimpleNamespace(path="python3"), "unsloth",  # type: ignore[arg-type]
     )  # fmt: skip
-    assert info[CACHED_INPUTS] == [BIG]
+    assert info.cached_inputs == [BIG] and info.to_dict()[CACHED_INPUTS] == [BIG]
     assert CACHED_INPUTS not in run_info(
         ctx, tmp_path / "r1", spec, launched, {"timeline": {}}, Outcome.OK,  # type: ignore[arg-type]
         SimpleNamespace(path="python3"), "hf",  # type: ignore[arg-type]
-    )  # fmt: skip
+    ).to_dict()  # fmt: skip
 
 
 def test_a_night_on_a_fresh_runner_projects_each_write_on_the_first_case_that_makes_it(

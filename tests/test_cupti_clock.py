@@ -15,6 +15,7 @@ from store_data import make_result, nightly
 from trainperf.errors import TrainperfError
 from trainperf.ground.settings import resolve
 from trainperf.report.summary import kernel_clock_line
+from trainperf.run_record import RunRecord
 from trainperf.traces.cupti_records import (
     KERNEL_NAME_OFFSET,
     KIND_CONCURRENT_KERNEL,
@@ -259,13 +260,13 @@ def test_records_in_nanoseconds_are_kept_and_records_in_another_clock_are_conver
 
 def test_the_summary_says_once_which_cases_kernel_records_were_not_read_as_asked() -> None:
     read_direct = make_result("sft_hf-qwen3_8b-qlora-short-b4", nightly(1), 1.0)
-    read_direct.runs = [{"kernel_clock": "cupti"}, {"kernel_clock": "cupti"}]
+    read_direct.runs = [RunRecord(kernel_clock="cupti"), RunRecord(kernel_clock="cupti")]
     fell_back = make_result("rl_trl-qwen2_5_3b-lora-fixed-b16-p128-c64-g8", nightly(1), 5.0)
     fell_back.runs = [
-        {
-            "kernel_clock": "profiler",
-            "kernel_clock_note": "CUPTI directly unavailable (CuptiUnavailable: no CUPTI library loads)",
-        }
+        RunRecord(
+            kernel_clock="profiler",
+            kernel_clock_note="CUPTI directly unavailable (CuptiUnavailable: no CUPTI library loads)",
+        )
     ]
     assert kernel_clock_line([read_direct]) == []
     expected = (

@@ -74,7 +74,7 @@ def _estimated_baselines() -> list[Path]:
 def test_estimate_within_15_percent_of_the_measured_peak(path: Path) -> None:
     baseline = load_result(path)
     case = Case.from_dict(baseline.case)
-    steps = baseline.runs[0]["steps_requested"]
+    steps = baseline.runs[0].steps_requested
     estimated = family_of(case.family).memory_estimate(case, steps)
     if case.strategy == "fsdp":  # sharding is not modelled (measured: 10.2 GiB per rank against DDP's 16.5)
         assert estimated is None

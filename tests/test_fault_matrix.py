@@ -40,6 +40,7 @@ from fault_drill import (
 
 from trainperf.measure.ownership import owner_tag
 from trainperf.result import CaseResult
+from trainperf.run_record import RunRecord
 from trainperf.store.results import save_result
 
 
@@ -331,7 +332,8 @@ def test_a_neighbour_filling_the_host_cpu_makes_the_run_contaminated(tmp_path: P
 
 
 def _case_result(case_id: str, runs: list[dict[str, Any]]) -> CaseResult:
-    return CaseResult(case_id=case_id, case={"family": "sft_hf"}, gpu_class="cpu", outcome="ok", runs=runs)
+    records = [RunRecord.from_dict(run) for run in runs]
+    return CaseResult(case_id=case_id, case={"family": "sft_hf"}, gpu_class="cpu", outcome="ok", runs=records)
 
 
 def test_the_row_check_fails_a_row_that_left_a_process(tmp_path: Path) -> None:

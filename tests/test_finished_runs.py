@@ -23,6 +23,7 @@ from trainperf.result import CaseResult
 from trainperf.run import finished_runs
 from trainperf.run.case_runner import CaseRunner
 from trainperf.run.context import RunContext, open_run
+from trainperf.run_record import RunRecord
 
 CASE = Case(
     family="sft_hf", model="qwen3_tiny", method="lora", profile="short", batch_size=4, gpu_classes=("cpu",)
@@ -43,7 +44,7 @@ class Children:
             raise KeyboardInterrupt
         step_s = 1.0 + repeat / 10
         measurement = RunMeasurement({STEP_TIME: step_s}, [step_s] * 4, [100.0] * 4)
-        info = {"dir": f"cases/{case.id}/r{repeat + 1}", "steps": steps}
+        info = RunRecord(dir=f"cases/{case.id}/r{repeat + 1}", steps=steps)
         return ChildRun(Outcome.OK, "", {}, measurement, info)
 
 
@@ -75,7 +76,7 @@ def test_a_cut_case_keeps_its_finished_runs_and_a_resumed_run_adds_only_the_miss
     _, runner = _runner(tmp_path, resumed, steps="12", resume=str(context.run_dir))
     report = runner.run(CASE)
     assert resumed.started == [(2, 12)]  # the third run only, numbered after the kept two
-    assert [run["dir"] for run in report.result.runs] == [f"cases/{CASE.id}/r{n}" for n in (1, 2, 3)]
+    assert [run.dir for run in report.result.runs] == [f"cases/{CASE.id}/r{n}" for n in (1, 2, 3)]
     assert sorted(set(report.result.metrics[STEP_TIME].samples or [])) == [1.0, 1.1, 1.2]
     assert "resumed: 2 run(s) finished before the cut kept, the rest run now" in report.notes
     assert folder.has_result(CASE.id) and not folder.finished_runs_path(CASE.id).exists()
@@ -106,7 +107,7 @@ def test_an_unreadable_record_of_kept_runs_is_said_and_the_case_runs_whole(tmp_p
 
 def test_the_merge_lists_a_cut_case_with_its_kept_runs_not_as_never_run(tmp_path: Path) -> None:
     folder = RunFolder(tmp_path / "shard-2")
-    kept = CaseResult(case_id="cut", case={}, gpu_class="cpu", outcome="ok", runs=[{}, {}])
+    kept = CaseResult(case_id="cut", case={}, gpu_class="cpu", outcome="ok", runs=[RunRecord(), RunRecord()])
     measurement = RunMeasurement({STEP_TIME: 1.0}, [1.0], [1.0])
     finished_runs.keep(folder, finished_runs.FinishedRuns(12, kept, [measurement, measurement]))
     split = {"cut": 2, "never": 1, "done": 1}

@@ -85,7 +85,7 @@ def test_history_durations_run_from_a_case_start_to_the_next() -> None:
 
 def test_expected_durations_history_then_baseline_then_default() -> None:
     baseline = load_result(CPU_BASELINES[0])
-    walls = [run["wall_s"] for run in baseline.runs]
+    walls = [run.wall_s for run in baseline.runs]
     expected = expected_durations(
         ["from-history", baseline.case_id, "nothing", "nothing-cliff-batch_size"],
         "cpu",

@@ -13,6 +13,7 @@ from store_data import make_result, nightly
 
 from trainperf.report.junit import junit_xml, property_recorder
 from trainperf.result import INTERRUPTED, NOT_RUN, Unjudged
+from trainperf.run_record import RunRecord
 
 SCHEMA = Path(__file__).parent / "data" / "junit" / "junit-10.xsd"
 
@@ -98,10 +99,10 @@ def test_junitxml_under_xunit2_is_clean_and_carries_the_verdict(
 
 def test_the_merged_runs_junit_is_valid_and_carries_the_figures(tmp_path: Path) -> None:
     passed = make_result("sft_hf-qwen3_8b-lora-maxlen-b4", nightly(1), 0.5)
-    passed.runs = [{"wall_s": 61.5}, {"wall_s": 60.25}]
+    passed.runs = [RunRecord(wall_s=61.5), RunRecord(wall_s=60.25)]
     failed = make_result("sft_hf-qwen3_8b-lora-short-b4", nightly(1), 0.6, verdict="regressed")
     failed.verdict.fails = True
-    failed.runs = [{"wall_s": 30.0}]
+    failed.runs = [RunRecord(wall_s=30.0)]
     skipped = make_result("sft_hf-qwen3_32b-full-long-b4", nightly(1), 0.0, outcome="skipped")
     skipped.message = "needs 2 GPUs"
     path = tmp_path / "junit.xml"

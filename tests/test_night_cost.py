@@ -11,12 +11,13 @@ from pathlib import Path
 from trainperf.fleet.night_cost import PROJECTED_KEY, night_cost, night_wall, recorded_night
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult
+from trainperf.run_record import RunRecord
 
 
 def _result(case_id: str, walls: list[float], gpus: int = 1, confirmations: int = 0) -> CaseResult:
-    runs = [{"wall_s": wall} for wall in walls]
+    runs = [RunRecord(wall_s=wall) for wall in walls]
     for run in runs[len(runs) - confirmations :]:
-        run["purpose"] = "confirmation"
+        run.purpose = "confirmation"
     return CaseResult(case_id, {"family": "sft_hf", "gpus": gpus}, "h100", "ok", runs=runs)
 
 

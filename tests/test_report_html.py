@@ -18,6 +18,7 @@ from trainperf.measure.nvml import Sample, write_samples
 from trainperf.report.build import write_reports
 from trainperf.report.export import step_stats
 from trainperf.result import CaseResult, MetricValue
+from trainperf.run_record import RunRecord
 from trainperf.store.results import save_result
 from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
 from trainperf.traces.analysis import analyse
@@ -94,7 +95,7 @@ def make_run(run_dir: Path) -> list[CaseResult]:
             "mfu_note": "25.5 TFLOP/s of 989 (bf16 dense peak x 1 GPU)",
             "kwh_per_mtok": 0.21,
         },
-        runs=[{"dir": _child(run_dir, "sft_hf-qwen3_8b-lora-short-b4", _steps(8, 0.8), samples)}],
+        runs=[RunRecord(dir=_child(run_dir, "sft_hf-qwen3_8b-lora-short-b4", _steps(8, 0.8), samples))],
         verdict=StoredVerdict(
             verdict="regressed",
             reason="step_time_s +12%",
@@ -151,7 +152,7 @@ def make_run(run_dir: Path) -> list[CaseResult]:
         gpu_class="h100",
         outcome="ok",
         metrics={"step_time_s": MetricValue(2.0, "s", [2.0, 2.0, 2.0])},
-        runs=[{"dir": _child(run_dir, RL_CASE, rl_steps)}],
+        runs=[RunRecord(dir=_child(run_dir, RL_CASE, rl_steps))],
         verdict=StoredVerdict(verdict="new"),
     )
     (run_dir / "compare.json").write_text(

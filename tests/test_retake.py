@@ -10,10 +10,11 @@ from pathlib import Path
 
 from trainperf.plan.retake import GAPS, gaps_of, retake_command, stale_baselines
 from trainperf.result import CaseResult, MetricValue
+from trainperf.run_record import RunRecord
 
 
 def _baseline(case_id: str, *, complete: bool) -> CaseResult:
-    run = {"wall_s": 61.0, "memory_peak_step": 3} if complete else {}
+    run = RunRecord(wall_s=61.0, memory_peak_step=3) if complete else RunRecord()
     return CaseResult(
         case_id=case_id,
         case={},
@@ -49,7 +50,7 @@ def test_a_baseline_of_today_has_no_gap_and_an_old_one_every_gap() -> None:
     assert gaps_of(_baseline("new", complete=True)) == []
     assert gaps_of(_baseline("old", complete=False)) == [gap.name for gap in GAPS]
     half = _baseline("half", complete=True)
-    half.runs.append({"memory_peak_step": 4})  # a second run without its wall time
+    half.runs.append(RunRecord(memory_peak_step=4))  # a second run without its wall time
     assert gaps_of(half) == ["wall time"]
 
 

@@ -3,6 +3,7 @@ run-to-run noise, the memory-peak and data rules, and the cost projection. No tr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import subprocess
@@ -21,6 +22,7 @@ from trainperf.measure.measurement import memory_peak_step
 from trainperf.measure.nvml import Sample
 from trainperf.result import CaseResult, MetricValue
 from trainperf.run.step_plan import StepCount, plan_steps, step_count
+from trainperf.run_record import RunRecord
 from trainperf.workloads.protocol import ChildSpec
 
 CASE = Case(
@@ -49,9 +51,9 @@ def baseline(
     for _ in range(runs):
         samples += [per_step_base[key] * (1 + rng.gauss(0, noise)) for key in keys]
         all_keys += keys
-    run_record = {"steps_requested": steps, "warmup_steps": warmup, "wall_s": 80.0}
-    if peak_step is not None:
-        run_record["memory_peak_step"] = peak_step
+    run_record = RunRecord(
+        steps_requested=steps, warmup_steps=warmup, wall_s=80.0, memory_peak_step=peak_step
+    )
     return CaseResult(
         case_id=CASE.id,
         case=CASE.to_dict(),
@@ -61,7 +63,7 @@ def baseline(
             "step_time_s": MetricValue(stats.median(samples), "s", samples, [1.0] * runs, all_keys),
             "peak_allocated_gib": MetricValue(20.5, "GiB", None, [20.5] * runs),
         },
-        runs=[dict(run_record) for _ in range(runs)],
+        runs=[dataclasses.replace(run_record) for _ in range(runs)],
     )
 
 

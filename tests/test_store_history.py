@@ -10,6 +10,7 @@ from store_data import GPU, make_result, nightly
 
 from trainperf.judge.compare import compare_case
 from trainperf.judge.metrics import METRICS
+from trainperf.run_record import RunRecord
 from trainperf.store.db import Store, open_store
 from trainperf.store.history_baseline import choose_baseline, history_baseline
 from trainperf.store.history_writes import record_case
@@ -137,7 +138,7 @@ def _night_of(store: Store, day: int, step_s: float, steps: int) -> None:
     started = nightly(day)
     run = RunInfo(run_key(started, GPU), "pytest", started, GPU, "h100-a", "h100")
     result = make_result(CASE, started, step_s, seed=day)
-    result.runs = [{"steps_requested": steps}]
+    result.runs = [RunRecord(steps_requested=steps)]
     record_case(store, run, result)
 
 

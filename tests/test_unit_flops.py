@@ -3,6 +3,7 @@ each against figures worked out by hand from the shipped model configs (arithmet
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from trainperf.plan.flops import attention_length, kwh_per_million_tokens, model
 from trainperf.plan.headroom import LimitInputs, case_limits, cliff_headroom, mfu_cell
 from trainperf.result import CaseResult, MetricValue
 from trainperf.run.headroom_fill import attach_limits, limit_inputs
+from trainperf.run_record import RunRecord
 from trainperf.store.baselines import BaselineStore
 from trainperf.synth.model_configs import load_model_fixture
 
@@ -147,7 +149,7 @@ def _tiny_result(case: Case, **metrics: float) -> CaseResult:
         outcome="ok",
         metrics={name: MetricValue(value, "") for name, value in metrics.items()},
         effective_config={"trainable_params": 16_384},
-        runs=[{"steps_requested": 4}],
+        runs=[RunRecord(steps_requested=4)],
     )
 
 
@@ -183,14 +185,16 @@ def test_verl_own_mfu_is_read_from_its_steps() -> None:
         for k in range(1, 8)
     ]
     run = measure_run({"steps": steps}, [], samples_per_step=4, idle_mem_b=None)
-    steady = [0.40 + k / 100 for k in range(1 + run.info["warmup_steps"], 8)]
-    assert run.info["framework_mfu_actor"] == pytest.approx(statistics.median(steady))
+    assert run.info.warmup_steps is not None
+    steady = [0.40 + k / 100 for k in range(1 + run.info.warmup_steps, 8)]
+    assert run.info.framework_mfu_actor == pytest.approx(statistics.median(steady))
     case = Case(family="rl_verl", model="qwen2_5_0_5b", method="full", profile="gsm8k", batch_size=64)
     result = CaseResult(
         case_id=case.id, case=case.to_dict(), gpu_class="h100", outcome="ok",
-        metrics={"tokens_per_s": MetricValue(1000.0, "tok/s")}, runs=[dict(run.info, steps_requested=7)],
+        metrics={"tokens_per_s": MetricValue(1000.0, "tok/s")},
+        runs=[dataclasses.replace(run.info, steps_requested=7)],
     )  # fmt: skip
     attach_limits(case, result, load_classes()["h100"], BaselineStore(Path("/nonexistent")))
     assert result.limits is not None and result.limits["mfu"] is None
-    assert result.limits["framework_mfu"] == pytest.approx(run.info["framework_mfu_actor"])
+    assert result.limits["framework_mfu"] == pytest.approx(run.info.framework_mfu_actor)
     assert mfu_cell(result.limits).endswith("(verl)")

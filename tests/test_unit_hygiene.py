@@ -6,6 +6,7 @@ import os
 
 from trainperf.measure.hygiene import GpuState, check, judge, throttle_names
 from trainperf.run.case_notes import gpu_notes
+from trainperf.run_record import RunRecord
 
 
 def test_idle_gpu_at_full_clocks_is_clean() -> None:
@@ -42,7 +43,7 @@ def test_benign_clock_reasons_are_not_throttling() -> None:
 
 def test_problems_reach_the_case_notes() -> None:
     hygiene = judge([GpuState("0", processes=((99, None),), clock_event_reasons=0x8)])
-    notes = gpu_notes([{"gpu_before": hygiene.to_dict()}])
+    notes = gpu_notes([RunRecord(gpu_before=hygiene.to_dict())])
     assert notes == [
         "run 1: GPU 0 held by foreign process(es) 99 before it started (noisy neighbour?)",
         "run 1: GPU 0 throttled before it started (hw_slowdown)",

@@ -56,7 +56,7 @@ def _end() -> float:
 def test_measure_run_steady_state_figures() -> None:
     run = measure_run(_child(), _samples(_end()), samples_per_step=4, idle_mem_b=IDLE_B)
     steady_time, steady_tokens = sum(DURATIONS[2:]), sum(TOKENS[2:])
-    assert run.info["warmup_steps"] == 2
+    assert run.info.warmup_steps == 2
     assert run.metrics["warmup_s"] == 6.0
     assert run.step_samples == DURATIONS[2:]
     assert run.metrics["step_time_s"] == 1.0
@@ -69,17 +69,17 @@ def test_measure_run_energy_from_counter() -> None:
     run = measure_run(_child(), _samples(_end()), samples_per_step=4, idle_mem_b=IDLE_B)
     # 300 W over the steady window (10 s) for its 10000 tokens: 0.3 J per token.
     expected = POWER_W * sum(DURATIONS[2:]) / sum(TOKENS[2:])
-    assert run.info["energy_method"] == "nvml_energy_counter"
+    assert run.info.energy_method == "nvml_energy_counter"
     assert run.metrics["energy_per_token_j"] == pytest.approx(expected, rel=0.01)
-    assert run.info["energy_samples"] == pytest.approx([0.3] * 10, rel=0.01)
+    assert run.info.energy_samples == pytest.approx([0.3] * 10, rel=0.01)
     assert run.metrics["power_mean_w"] == POWER_W
 
 
 def test_measure_run_power_integral_fallback() -> None:
     run = measure_run(_child(), _samples(_end(), energy=False), samples_per_step=4, idle_mem_b=IDLE_B)
-    assert run.info["energy_method"] == "power_integral"
+    assert run.info.energy_method == "power_integral"
     assert run.metrics["energy_per_token_j"] == pytest.approx(0.3, rel=0.01)
-    assert "energy_samples" not in run.info  # per-step energy needs the counter
+    assert run.info.energy_samples is None  # per-step energy needs the counter
 
 
 def test_measure_run_memory() -> None:
@@ -140,7 +140,7 @@ def test_a_profiled_run_leaves_its_host_memory_peak_out_of_the_figures() -> None
     profiled = measure_run(child, [], samples_per_step=4, idle_mem_b=None)
     plain = measure_run(_child(), [], samples_per_step=4, idle_mem_b=None)
     assert "host_peak_rss_gib" not in profiled.metrics
-    assert profiled.info["host_peak_rss_profiled_gib"] == 7.0
+    assert profiled.info.host_peak_rss_profiled_gib == 7.0
     assert profiled.metrics["peak_allocated_gib"] == 9.0  # the device's figures stay
     pooled = pool_runs([plain, profiled])
     assert pooled["host_peak_rss_gib"].value == 3.0

@@ -12,6 +12,7 @@ from trainperf.ground.catalogue import marks_for
 from trainperf.launch.launcher import child_command
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks, per_gpu_note
 from trainperf.measure.nvml import Sample
+from trainperf.run_record import RunRecord
 from trainperf.workloads.protocol import rank_file
 
 
@@ -107,10 +108,10 @@ def test_power_and_energy_sum_over_gpus_memory_is_the_highest_gpu() -> None:
     # 400 J/s over 2000 tokens/s: 0.2 J per token for the job.
     assert run.metrics["energy_per_token_j"] == pytest.approx(0.2, rel=1e-3)
     assert run.metrics["device_mem_peak_gib"] == pytest.approx(24.0)
-    assert run.info["device_mem_total_gib"] == pytest.approx(44.0)
-    assert [row["gpu"] for row in run.info["per_gpu"]] == ["0", "1"]
-    assert run.info["per_gpu"][0]["energy_per_token_j"] == pytest.approx(0.15, rel=1e-3)
-    assert run.info["energy_samples"] == pytest.approx([0.2] * len(run.info["energy_samples"]), rel=1e-3)
+    assert run.info.device_mem_total_gib == pytest.approx(44.0)
+    assert run.info.per_gpu is not None and [row["gpu"] for row in run.info.per_gpu] == ["0", "1"]
+    assert run.info.per_gpu[0]["energy_per_token_j"] == pytest.approx(0.15, rel=1e-3)
+    assert run.info.energy_samples == pytest.approx([0.2] * len(run.info.energy_samples or []), rel=1e-3)
     note = per_gpu_note([run.info])
     assert note is not None
     assert note.startswith(
@@ -125,7 +126,7 @@ def test_a_run_with_no_step_totals_only_what_every_gpu_measured() -> None:
         {"gpu": "0", "rank": 0, "device_mem_peak_gib": 138.2},
         {"gpu": "1", "rank": 1, "device_mem_peak_gib": 136.4},
     ]
-    note = per_gpu_note([{"per_gpu": rows}])
+    note = per_gpu_note([RunRecord(per_gpu=rows)])
     assert (
         note == "per GPU: GPU 0 (rank 0) dev 138.2 GiB | GPU 1 (rank 1) dev 136.4 GiB | total dev 274.6 GiB"
     )

@@ -10,6 +10,7 @@ import pytest
 
 from trainperf.errors import TrainperfError
 from trainperf.result import SCHEMA_VERSION, CaseResult, MetricValue
+from trainperf.run_record import RunRecord
 from trainperf.store.baselines import BaselineStore
 from trainperf.store.results import load_result, save_result
 from trainperf.stored_verdict import StoredVerdict
@@ -29,7 +30,7 @@ def _result(**kw: Any) -> CaseResult:
         },
         "effective_config": {"gradient_checkpointing": True},
         "fingerprint": {"torch": "2.13.0"},
-        "runs": [{"returncode": 0, "steps_requested": 16}],
+        "runs": [RunRecord(returncode=0, steps_requested=16)],
         "verdict": StoredVerdict(verdict="pass"),
         "created": "2025-01-01T00:00:00+00:00",
     }

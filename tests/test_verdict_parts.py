@@ -18,6 +18,7 @@ from trainperf.judge.metrics import (
 )
 from trainperf.judge.verdict import judge_case, needs_confirmation, with_device_figures
 from trainperf.result import CaseResult, KernelSummary, MetricValue
+from trainperf.run_record import RunRecord
 
 METRICS = with_tolerances({})
 STEPS = 16
@@ -56,7 +57,7 @@ def result(
         outcome="ok",
         metrics=metrics,
         fingerprint={"runner": runner},
-        runs=[{"clock_event_reasons": 0}] * runs,
+        runs=[RunRecord(clock_event_reasons=0)] * runs,
         kernels=KernelSummary({"GEMM": gemm_ms, "quantisation": 27.0}, [], runs),
     )
 
@@ -111,7 +112,7 @@ def test_a_down_clocked_gpu_is_said_as_such_unless_it_sits_at_its_own_power_cap(
     assert verdict.verdict is Verdict.PASS and not by_name(verdict, KERNEL_TIME).gated
     assert "1600 MHz against 1980 MHz" in verdict.reason and "down-clocked" in verdict.reason
     capped = result(1.0, 240.0, clock=1600.0)
-    capped.runs = [{"clock_event_reasons": 0x4}]
+    capped.runs = [RunRecord(clock_event_reasons=0x4)]
     assert judged(capped, BASELINE).verdict is Verdict.REGRESSED
 
 
@@ -124,13 +125,13 @@ def test_kernel_windows_of_other_batches_are_not_compared() -> None:
 def test_a_crowded_host_leaves_kernel_time_judged_a_shared_gpu_does_not() -> None:
     crowded = result(1.3, 202.0)
     crowded.runs = [
-        {"contamination": {"reasons": ["host CPU: busy"], "foreign_process": False, "on_gpu": False}}
+        RunRecord(contamination={"reasons": ["host CPU: busy"], "foreign_process": False, "on_gpu": False})
     ]
     verdict = judged(crowded, BASELINE)
     assert verdict.verdict is Verdict.REGRESSED  # the kernel regression stands beside the crowding
     assert not by_name(verdict, STEP_TIME).gated and by_name(verdict, KERNEL_TIME).gated
     shared = result(1.3, 202.0)
-    shared.runs = [{"contamination": {"reasons": ["GPU 0: foreign process"], "foreign_process": True}}]
+    shared.runs = [RunRecord(contamination={"reasons": ["GPU 0: foreign process"], "foreign_process": True})]
     assert judged(shared, BASELINE).verdict is Verdict.CONTAMINATED
 
 

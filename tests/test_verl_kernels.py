@@ -5,6 +5,7 @@ parent's use of the timed window."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -294,8 +295,8 @@ def test_the_parent_leaves_verls_window_steps_out_of_the_timing_and_keys_its_ker
     )
     metrics = run_metrics(run)
     assert metrics[KERNEL_TIME].keys == ["5:1000"] and metrics[KERNEL_TIME].samples == [3000.0]
-    assert run.info["kernel_window_steps"] == 1 and run.info["steps"] == 4
+    assert run.info.kernel_window_steps == 1 and run.info.steps == 4
     assert "5:1000" not in (metrics["step_time_s"].keys or [])
-    assert run.info["kernel_roles_ms"] == {"training": 3000.0}
-    summary = pool_kernels([run.info, {**run.info, "kernel_roles_ms": {"training": 3010.0}}])
+    assert run.info.kernel_roles_ms == {"training": 3000.0}
+    summary = pool_kernels([run.info, dataclasses.replace(run.info, kernel_roles_ms={"training": 3010.0})])
     assert summary is not None and summary.roles_ms == {"training": 3005.0}

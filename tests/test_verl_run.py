@@ -114,7 +114,7 @@ def steps(gen: list[float], rest: float = 2.0) -> list[dict[str, Any]]:
 def test_phases_become_metrics_with_per_step_samples() -> None:
     gen = [20.0, 10.0, 10.2, 9.9, 10.1, 10.0, 9.8, 10.3, 10.0, 10.1, 9.9, 10.0]
     run = measure_run({"steps": steps(gen)}, [], samples_per_step=16, idle_mem_b=None)
-    assert run.info["warmup_steps"] == 1
+    assert run.info.warmup_steps == 1
     assert run.metrics["phase_gen_s"] == pytest.approx(10.0)
     assert run.metrics["phase_update_actor_s"] == 5.0
     assert run.metrics["phase_remainder_s"] == pytest.approx(2.0)

@@ -6,8 +6,8 @@ the training stack runs only in child processes (``trainperf.workloads``).
 Layers, lowest first; a module imports from its own layer or a lower one, never a higher one
 (``tests/test_layers.py`` holds the table and checks it):
 
-  0 core       case, errors, paths, result (the case's record), stored_verdict (its verdict), jsonio,
-               workloads/protocol (ChildSpec)
+  0 core       case, errors, paths, result (the case's record), stored_verdict (its verdict),
+               run_record (each fresh child's), jsonio, workloads/protocol (ChildSpec)
   1 data       synth/ (random weights, tokenizer, length profiles), traces/
   2 judge/     stats, metrics, compare (verdicts), fingerprint (what changed): no I/O but one read,
                the tolerance overrides of pyproject.toml (metrics.tolerances_from_pyproject)

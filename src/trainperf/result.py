@@ -12,6 +12,7 @@ from typing import Any
 
 from trainperf.cliff_record import CliffRecord
 from trainperf.errors import TrainperfError
+from trainperf.run_record import KernelShare, RunRecord
 from trainperf.stored_verdict import StoredVerdict
 
 SCHEMA_VERSION = 1
@@ -28,16 +29,6 @@ class MetricValue:
     keys: list[str] | None = None
     """One key per sample naming the work it measured (``step:tokens``). Synthetic data is
     deterministic, so step k is the same batch in every run and samples can be paired."""
-
-
-@dataclass(frozen=True, slots=True)
-class KernelShare:
-    """One kernel's GPU time per step (its name shortened, its group: GEMM, attention, ...)."""
-
-    name: str
-    group: str
-    ms: float
-    count: float
 
 
 @dataclass(slots=True)
@@ -74,8 +65,8 @@ class CaseResult:
     metrics: dict[str, MetricValue] = field(default_factory=dict)
     effective_config: dict[str, Any] = field(default_factory=dict)
     fingerprint: dict[str, Any] = field(default_factory=dict)
-    runs: list[dict[str, Any]] = field(default_factory=list)
-    """One entry per fresh child: exit, steps, warm-up, stalls, timings, idle check, log folder."""
+    runs: list[RunRecord] = field(default_factory=list)
+    """One record per fresh child: exit, steps, warm-up, stalls, timings, idle check, log folder."""
     verdict: StoredVerdict = field(default_factory=StoredVerdict)
     references: list[dict[str, Any]] | None = None
     """Measured / published for matching published reference points (never gating)."""
@@ -107,6 +98,7 @@ class CaseResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["runs"] = [run.to_dict() for run in self.runs]
         data["verdict"] = self.verdict.to_dict()
         data["cliff"] = self.cliff.to_dict() if self.cliff else None
         return data
@@ -124,6 +116,10 @@ class CaseResult:
         if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
             raise TypeError("'metrics' must be an object of metric objects")
         payload["metrics"] = {name: MetricValue(**value) for name, value in metrics.items()}
+        runs = data.get("runs") or []
+        if not isinstance(runs, list):
+            raise TypeError("'runs' must be a list of run objects")
+        payload["runs"] = [RunRecord.from_dict(run) for run in runs]
         payload["kernels"] = KernelSummary.from_dict(data.get("kernels"))
         payload["verdict"] = StoredVerdict.from_dict(data.get("verdict"))
         payload["cliff"] = CliffRecord.from_dict(data.get("cliff"))
@@ -132,8 +128,8 @@ class CaseResult:
 
 def requested_steps(result: CaseResult | None) -> int | None:
     """The steps a result's runs were told to run (a baseline's: like for like), None without a record."""
-    recorded = [run.get("steps_requested") for run in result.runs] if result else []
-    return int(recorded[0]) if recorded and recorded[0] else None
+    recorded = [run.steps_requested for run in result.runs] if result else []
+    return recorded[0] if recorded and recorded[0] else None
 
 
 INTERRUPTED = "interrupted"

@@ -26,9 +26,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             continue
         baseline = load_result(path)
         measured = baseline.metrics.get("peak_allocated_gib")
-        steps = next(
-            (run.get("steps_requested") for run in baseline.runs if run.get("steps_requested")), None
-        )
+        steps = next((run.steps_requested for run in baseline.runs if run.steps_requested), None)
         if measured is None or not steps:
             continue
         case = Case.from_dict(baseline.case)

@@ -53,7 +53,7 @@ def case_cost(result: CaseResult, *, one_run: bool, planned_steps: int | None = 
     unchanged and each step left out at the baseline's median steady step time."""
     family = str(result.case.get("family") or result.case_id.split("-")[0])
     gpus = int(result.case.get("gpus") or 1)
-    walls = [float(run["wall_s"]) for run in result.runs if isinstance(run.get("wall_s"), int | float)]
+    walls = [run.wall_s for run in result.runs if run.wall_s is not None]
     if one_run and walls:
         walls = [statistics.median(walls) - _left_out_s(result, planned_steps)]
     unknown = 0

@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from trainperf.result import CaseResult
-from trainperf.workloads.protocol import CACHED_INPUTS, CachedInput
+from trainperf.workloads.protocol import CachedInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +51,7 @@ def inputs_needed(results: Iterable[CaseResult]) -> list[InputNeed]:
     users: dict[tuple[str, str], list[str]] = {}
     for result in results:
         for run in result.runs:
-            for raw in run.get(CACHED_INPUTS) or []:
+            for raw in run.cached_inputs or []:
                 record = CachedInput.from_dict(raw)
                 if record is None:
                     continue

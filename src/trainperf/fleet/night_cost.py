@@ -77,7 +77,7 @@ def night_cost(night: Mapping[str, Any], results: Sequence[CaseResult]) -> Night
         night=str(night.get("date") or "?"),
         cases=len(known),
         launches=sum(costs[r.case_id].launches for r in known),
-        confirmations=sum(1 for r in known for run in r.runs if run.get("purpose") == "confirmation"),
+        confirmations=sum(1 for r in known for run in r.runs if run.purpose == "confirmation"),
         measured_min=sum(costs[r.case_id].gpu_s for r in known) / 60,
         projected_min=sum(float(projected[r.case_id]) for r in known) / 60,
         unprojected_cases=len(unknown),
@@ -108,7 +108,7 @@ def night_wall(sessions: Sequence[Mapping[str, Any]], results: Sequence[CaseResu
     workers = next((r for r in records if isinstance(r, dict) and r.get("projected_wall_s")), None)
     starts = [_moment(s.get("started")) for s in sessions]
     ends = [
-        moment + timedelta(seconds=sum(float(run.get("wall_s") or 0) for run in r.runs))
+        moment + timedelta(seconds=sum(run.wall_s or 0.0 for run in r.runs))
         for r in results
         if (moment := _moment(r.created)) is not None
     ]

@@ -89,7 +89,7 @@ def baseline_seconds(baseline: CaseResult, repeats: int) -> float | None:
     cliff is verified with them (``run.cliff``)."""
     if baseline.cliff:
         return baseline.cliff.edges_wall_s()
-    walls = [float(run["wall_s"]) for run in baseline.runs if run.get("wall_s")]
+    walls = [run.wall_s for run in baseline.runs if run.wall_s]
     return median(walls) * repeats if walls else None
 
 

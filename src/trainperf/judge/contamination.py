@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict
 from trainperf.judge.metrics import device_wide_metrics
+from trainperf.run_record import RunRecord
 
 SOFTENED = (Verdict.PASS, Verdict.IMPROVED, Verdict.NOISY, Verdict.NEW)
 
@@ -29,9 +29,9 @@ class Contamination:
     leaves the GPU's kernel time the case's own (records from before the split read as True)."""
 
     @classmethod
-    def of_runs(cls, runs: Sequence[dict[str, Any]]) -> Contamination | None:
+    def of_runs(cls, runs: Sequence[RunRecord]) -> Contamination | None:
         """What contaminated any of a result's runs (their ``contamination`` records), or None."""
-        records = [run["contamination"] for run in runs if run.get("contamination")]
+        records = [run.contamination for run in runs if run.contamination]
         if not records:
             return None
         reasons = tuple(dict.fromkeys(reason for record in records for reason in record.get("reasons", [])))

@@ -173,7 +173,7 @@ def device_gate(result: CaseResult, reference: CaseResult) -> Gate:
         return OPEN
     if current.value >= base.value * (1 - SM_CLOCK_TOLERANCE):
         return OPEN
-    if any(int(run.get("clock_event_reasons") or 0) & OWN_POWER_CAP for run in result.runs):
+    if any((run.clock_event_reasons or 0) & OWN_POWER_CAP for run in result.runs):
         return OPEN
     return Gate(
         False,

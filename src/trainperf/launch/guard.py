@@ -75,6 +75,16 @@ def contamination(
     return {"reasons": reasons, "foreign_process": foreign, "on_gpu": bool(on_gpu)}
 
 
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """What the watches recorded over one run (each None where there is nothing to record)."""
+
+    host_cpu: dict[str, float] | None = None
+    """The host's CPU over the run (``HostLoadWatch.figures``)."""
+    contamination: dict[str, Any] | None = None
+    """What made the run's timing untrustworthy (``contamination``): a foreign process, throttling."""
+
+
 @dataclass(slots=True)
 class RunWatch:
     """What is watched while one child runs: foreign processes on its GPUs and its host's CPU
@@ -99,14 +109,11 @@ class RunWatch:
     def ticks(self) -> list[Callable[[float], None]]:
         return [watch for watch in (self.gpu, self.host) if watch is not None]
 
-    def record(self, before: Hygiene | None, samples: dict[str, list[Sample]]) -> dict[str, Any]:
+    def record(self, before: Hygiene | None, samples: dict[str, list[Sample]]) -> Watched:
         """The run's ``host_cpu`` figures and its ``contamination`` record, where there are any."""
-        recorded: dict[str, Any] = {}
-        if self.host is not None and (figures := self.host.figures()):
-            recorded["host_cpu"] = figures
-        if found := contamination(before, self.gpu, samples, self.host):
-            recorded["contamination"] = found
-        return recorded
+        figures = self.host.figures() if self.host is not None else {}
+        found = contamination(before, self.gpu, samples, self.host)
+        return Watched(host_cpu=dict(figures) or None, contamination=found)
 
 
 class Progress:

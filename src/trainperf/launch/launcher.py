@@ -7,6 +7,7 @@ together. The outcome of the child is ``launch.outcome``'s to decide.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import shutil
@@ -21,7 +22,7 @@ from trainperf.families import family_of
 from trainperf.families.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
 from trainperf.launch import interruption, process
 from trainperf.launch.child_env import child_command, child_env
-from trainperf.launch.guard import Progress, RunWatch, both, check_before
+from trainperf.launch.guard import Progress, RunWatch, Watched, both, check_before
 from trainperf.launch.launch_context import LaunchContext
 from trainperf.launch.outcome import classify, says_out_of_space
 from trainperf.measure.hardware import CPU_CLASS
@@ -31,6 +32,7 @@ from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
 from trainperf.measure.placement import Placement, reserve
 from trainperf.paths import portable
+from trainperf.run_record import RunRecord
 from trainperf.traces.kernel_steps import kernel_window, last_steps_window
 from trainperf.traces.profile_window import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
@@ -53,7 +55,7 @@ class ChildRun:
     message: str
     child: dict[str, Any]
     measurement: RunMeasurement | None
-    info: dict[str, Any]
+    info: RunRecord
 
 
 @dataclass(slots=True)
@@ -66,7 +68,7 @@ class Launched:
     waited_s: float
     before: dict[str, Any] | None
     idle: dict[str, int]
-    watched: dict[str, Any] = field(default_factory=dict)
+    watched: Watched = field(default_factory=Watched)
     """What the watches recorded (``launch.guard.RunWatch``): the host's CPU, and what made the run's
     timing untrustworthy (``contamination``: a foreign process, external throttling)."""
 
@@ -191,32 +193,29 @@ def run_info(
     outcome: Outcome,
     interpreter: Interpreter,
     environment: str,
-) -> dict[str, Any]:
-    """The run's record in its result (``runs``): exit, timeline, where it ran, its logs' folder."""
-    info: dict[str, Any] = {
-        "dir": ctx.folder.relative(out_dir),
-        "returncode": launched.exit.returncode,
-        "steps_requested": spec.steps,
-        "wall_s": round(launched.exit.wall_s, 2),
-        "outcome": outcome.value,
-        "timeline": child.get("timeline", {}),
-        "environment": environment,
-        "python": portable(interpreter.path, ctx.folder.root),
-    }
-    info.update({"data_steps": spec.data_steps} if spec.data_steps else {})
-    if child.get("memory_snapshot"):
-        info["memory_snapshot"] = child["memory_snapshot"]
-    if child.get("setup"):  # where a framework's start-up went (verl)
-        info["setup"] = child["setup"]
-    if child.get(CACHED_INPUTS):  # what a fresh runner writes before this case can start
-        info[CACHED_INPUTS] = child[CACHED_INPUTS]
+    measured: RunRecord | None = None,
+) -> RunRecord:
+    """The run's record in its result (``runs``): exit, timeline, where it ran, its logs' folder, added
+    to what its measurement recorded (``measured``)."""
+    info = dataclasses.replace(measured) if measured is not None else RunRecord()
+    info.dir = ctx.folder.relative(out_dir)
+    info.returncode = launched.exit.returncode
+    info.steps_requested = spec.steps
+    info.wall_s = round(launched.exit.wall_s, 2)
+    info.outcome = outcome.value
+    info.timeline = child.get("timeline", {})
+    info.environment = environment
+    info.python = portable(interpreter.path, ctx.folder.root)
+    info.data_steps = spec.data_steps or None
+    info.memory_snapshot = child.get("memory_snapshot") or None
+    info.setup = child.get("setup") or None  # where a framework's start-up went (verl)
+    info.cached_inputs = child.get(CACHED_INPUTS) or None  # what a fresh runner writes before this case
     if outcome is not Outcome.OK:
-        info["stderr_tail"] = launched.exit.stderr_tail[-3000:]
+        info.stderr_tail = launched.exit.stderr_tail[-3000:]
     if launched.devices:
-        info.update(
-            gpus=list(launched.devices), gpu_wait_s=round(launched.waited_s, 1), gpu_before=launched.before
-        )
-    info.update(launched.watched)
+        info.gpus, info.gpu_wait_s = list(launched.devices), round(launched.waited_s, 1)
+        info.gpu_before = launched.before
+    info.host_cpu, info.contamination = launched.watched.host_cpu, launched.watched.contamination
     return info
 
 
@@ -273,15 +272,14 @@ class ChildLauncher:
         launched, child, outcome, message, measurement, idle_after = self._launch_and_read(
             case, spec, out_dir, interpreter, label, settled_by
         )
-        info = run_info(ctx, out_dir, spec, launched, child, outcome, interpreter, case.environment)
-        if measurement is not None:
-            info.update(measurement.info)
+        measured = measurement.info if measurement is not None else None
+        info = run_info(ctx, out_dir, spec, launched, child, outcome, interpreter, case.environment, measured)
         if isinstance(trace_plan, TracePlan) and child.get("trace") is not None:
-            info["trace"] = collect_trace(child["trace"], trace_plan, ctx.folder.root, measurement)
+            info.trace = collect_trace(child["trace"], trace_plan, ctx.folder.root, measurement)
         elif isinstance(trace_plan, str):
-            info["trace"] = {"error": trace_plan}
+            info.trace = {"error": trace_plan}
         if launched.devices:
-            info["idle_after"] = idle_after[0] if len(idle_after) == 1 else idle_after
+            info.idle_after = idle_after[0] if len(idle_after) == 1 else idle_after
         done = f", {len(child.get('steps') or [])}/{steps} steps"
         said = f" ({message})" if message else ""
         ctx.say(f"[trainperf] {label}: {outcome.value} after {launched.exit.wall_s:.0f}s{done}{said}")

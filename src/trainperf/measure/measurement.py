@@ -9,7 +9,7 @@ integral of sampled power. Repeats are then pooled.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from trainperf.measure.energy import (
 from trainperf.measure.nvml import Sample
 from trainperf.measure.step_parts import step_parts
 from trainperf.result import MetricValue
+from trainperf.run_record import RunRecord
 from trainperf.traces.collect import collect
 from trainperf.traces.profile_window import TracePlan
 from trainperf.workloads.protocol import CACHED_INPUTS, CachedInput
@@ -55,13 +56,24 @@ class RunMeasurement:
     metrics: dict[str, float]
     step_samples: list[float]
     throughput_samples: list[float]
-    info: dict[str, Any] = field(default_factory=dict)
+    info: RunRecord = field(default_factory=RunRecord)
+    """The run's record as far as its measurement fills it (the launcher adds the rest)."""
     step_keys: list[str] = field(default_factory=list)
     """``step:tokens`` of each steady step: pairs samples with the baseline's same batch."""
     extra_samples: dict[str, list[float]] = field(default_factory=dict)
     """Per-steady-step samples of further metrics (phases, the framework's throughput)."""
     extra_keys: dict[str, list[str]] = field(default_factory=dict)
     """The keys of those samples that are not the steady steps' (kernel time: its window's steps)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a cut case's kept runs store it (``run.finished_runs``)."""
+        return asdict(self) | {"info": self.info.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RunMeasurement:
+        if not isinstance(data, dict):
+            raise TypeError(f"a run's measurement must be an object, not {type(data).__name__}")
+        return cls(**(data | {"info": RunRecord.from_dict(data.get("info") or {})}))
 
 
 def phase_metrics(steady: Sequence[dict[str, Any]]) -> tuple[dict[str, float], dict[str, list[float]]]:
@@ -97,11 +109,11 @@ def measure_run(
     recorded = child.get("steps") or []
     kernel_window = [s for s in recorded if s.get("kernel_window")]
     steps = [s for s in recorded if not s.get("profiled") and not s.get("kernel_window")]
-    run = RunMeasurement({}, [], [], {"steps": len(steps)})
+    run = RunMeasurement({}, [], [], RunRecord(steps=len(steps)))
     if profiled := sum(1 for s in recorded if s.get("profiled")):
-        run.info["profiled_steps"] = profiled
+        run.info.profiled_steps = profiled
     if kernel_window:
-        run.info["kernel_window_steps"] = len(kernel_window)
+        run.info.kernel_window_steps = len(kernel_window)
     if len(steps) >= 2:
         first = _measure_steady_steps(run, steps, samples_per_step)
         spans = step_intervals(steps[first - 1 :])
@@ -110,7 +122,7 @@ def measure_run(
         _measure_step_parts(run, steps[first:], kernel_window, child.get("kernel_time"))
     if isinstance(child.get("host_index"), dict) and child["host_index"].get("index"):
         run.metrics[HOST_INDEX] = float(child["host_index"]["index"])
-        run.info["host_index"] = child["host_index"]
+        run.info.host_index = child["host_index"]
     all_powers = [s.power_w for s in samples if s.power_w is not None]
     if all_powers:
         run.metrics["power_peak_w"] = max(all_powers)
@@ -123,9 +135,10 @@ def measure_run(
         # The profiler holds every kernel and operator record of its steps in the child's memory
         # until they are read back (3.0 -> 7.7 GiB on a TRL GRPO run): the process's peak is the
         # profiler's, not the workload's, and would move the case's host-memory figure by itself.
-        run.info["host_peak_rss_profiled_gib"] = run.metrics.pop("host_peak_rss_gib")
+        run.info.host_peak_rss_profiled_gib = run.metrics.pop("host_peak_rss_gib")
     if steps:
-        run.info["memory_peak_step"] = memory_peak_step(steps, child.get("memory") or {}, samples)
+        run.info.memory_peak_step = memory_peak_step(steps, child.get("memory") or {}, samples)
+        run.info.memory_peak_late = run.info.memory_peak_step is None
     return run
 
 
@@ -183,16 +196,14 @@ def _measure_steady_steps(run: RunMeasurement, steps: Sequence[dict[str, Any]], 
     phase_values, run.extra_samples = phase_metrics(steady)
     metrics.update(phase_values)
     if (own_mfu := framework_mfu(steady)) is not None:
-        run.info["framework_mfu_actor"] = own_mfu
-    run.info.update(
-        warmup_steps=first,
-        steady_steps=len(steady),
-        stalls=summary.outliers,
-        step_time_min_s=summary.minimum,
-        step_time_p90_s=summary.p90,
-        step_time_robust_cv=summary.robust_cv,
-        first_step_s=durations[0],
-    )
+        run.info.framework_mfu_actor = own_mfu
+    run.info.warmup_steps = first
+    run.info.steady_steps = len(steady)
+    run.info.stalls = summary.outliers
+    run.info.step_time_min_s = summary.minimum
+    run.info.step_time_p90_s = summary.p90
+    run.info.step_time_robust_cv = summary.robust_cv
+    run.info.first_step_s = durations[0]
     run.step_keys = [f"{int(s['step'])}:{int(s['tokens'])}" for s in steady]
     return first
 
@@ -209,11 +220,11 @@ def _measure_steady_energy(
     energy, method = spans_energy_j(samples, spans)
     if energy is not None and steady_tokens:
         run.metrics[ENERGY_PER_TOKEN] = energy / steady_tokens
-        run.info["energy_method"] = method
-        run.info["energy_steady_j"] = energy
+        run.info.energy_method = method
+        run.info.energy_steady_j = energy
         energy_samples = per_step_energy_per_token(samples, edges)
         if energy_samples:
-            run.info["energy_samples"] = energy_samples
+            run.info.energy_samples = energy_samples
 
 
 def _measure_steady_power(
@@ -226,12 +237,12 @@ def _measure_steady_power(
         run.metrics["power_mean_w"] = sum(powers) / len(powers)
     clocks = [s.sm_clock_mhz for s in in_window if s.sm_clock_mhz is not None]
     if clocks:
-        run.info["sm_clock_min_mhz"], run.info["sm_clock_median_mhz"] = min(clocks), stats.median(clocks)
+        run.info.sm_clock_min_mhz, run.info.sm_clock_median_mhz = min(clocks), stats.median(clocks)
         run.metrics[SM_CLOCK] = float(stats.median(clocks))
     reasons = 0
     for s in in_window:
         reasons |= s.throttle_reasons or 0
-    run.info["clock_event_reasons"] = reasons
+    run.info.clock_event_reasons = reasons
 
 
 def _measure_step_parts(
@@ -242,21 +253,21 @@ def _measure_step_parts(
     parts, why = step_parts(steady, window, record)
     if parts is None:
         if why:
-            run.info["kernel_time"] = why
+            run.info.kernel_time = why
         return
     run.metrics[KERNEL_TIME] = parts.kernel_median
     run.metrics[HOST_TIME] = parts.host_ms
     run.extra_samples[KERNEL_TIME] = parts.kernel_ms
     run.extra_keys[KERNEL_TIME] = parts.keys
-    run.info["kernel_groups_ms"] = parts.groups_ms
-    run.info["kernel_top"] = parts.top
+    run.info.kernel_groups_ms = parts.groups_ms
+    run.info.kernel_top = parts.top
     if parts.roles_ms:
-        run.info["kernel_roles_ms"] = parts.roles_ms
+        run.info.kernel_roles_ms = parts.roles_ms
     if parts.clock:
-        run.info["kernel_clock"] = parts.clock
-        run.info["kernel_read_back_s"] = parts.read_back_s
+        run.info.kernel_clock = parts.clock
+        run.info.kernel_read_back_s = parts.read_back_s
     if parts.clock_note:
-        run.info["kernel_clock_note"] = parts.clock_note
+        run.info.kernel_clock_note = parts.clock_note
 
 
 def _built_in_peak(child: dict[str, Any]) -> bool:
@@ -279,8 +290,8 @@ def _measure_memory(
         run.metrics["device_mem_peak_gib"] = (peak_used - (idle_mem_b or 0)) / GIB
         intervals = [b.t - a.t for a, b in pairwise(samples)]
         if intervals:
-            run.info["sample_interval_median_s"] = stats.median(intervals)
-        run.info["samples"] = len(samples)
+            run.info.sample_interval_median_s = stats.median(intervals)
+        run.info.samples = len(samples)
 
 
 def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
@@ -288,7 +299,7 @@ def run_metrics(run: RunMeasurement) -> dict[str, MetricValue]:
     samples = {
         STEP_TIME: run.step_samples,
         TOKENS_PER_S: run.throughput_samples,
-        ENERGY_PER_TOKEN: run.info.get("energy_samples", []),
+        ENERGY_PER_TOKEN: run.info.energy_samples or [],
         **run.extra_samples,
     }
     values = {}

@@ -16,6 +16,7 @@ kept in the run's ``per_gpu`` record and shown as a note (E1 reports them stacke
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 from trainperf.judge.metrics import METRICS, Across, device_wide_metrics
 from trainperf.measure.measurement import GIB, RunMeasurement, measure_run
 from trainperf.measure.nvml import Sample
+from trainperf.run_record import RunRecord
 from trainperf.workloads.protocol import RESULT_FILE, rank_file
 
 # Worst first: the outcome a multi-rank child ends with is the worst of its ranks.
@@ -84,8 +86,7 @@ def measure_gpus(
         else measure_run(child, [], samples_per_step=samples_per_step, idle_mem_b=None)
     )
     metrics = dict(first.metrics)
-    info = dict(first.info)
-    info.pop("energy_samples", None)
+    info = dataclasses.replace(first.info, energy_samples=None)  # summed over the GPUs below, or none
     ranks = child.get("ranks") or []
     rows = []
     for position, device in enumerate(devices):
@@ -94,14 +95,14 @@ def measure_gpus(
         for name in device_wide_metrics():
             if name in m.metrics:
                 row[name] = m.metrics[name]
-        if "energy_steady_j" in m.info:
-            row["energy_steady_j"] = m.info["energy_steady_j"]
+        if m.info.energy_steady_j is not None:
+            row["energy_steady_j"] = m.info.energy_steady_j
         rank_memory = ranks[position]["memory"] if position < len(ranks) else {}
         if "peak_allocated_b" in rank_memory:
             row["peak_allocated_gib"] = rank_memory["peak_allocated_b"] / GIB
         rows.append(row)
     _combine(metrics, info, rows, [per_device[d] for d in devices])
-    info["per_gpu"] = rows
+    info.per_gpu = rows
     return RunMeasurement(
         metrics,
         first.step_samples,
@@ -115,7 +116,7 @@ def measure_gpus(
 
 def _combine(
     metrics: dict[str, float],
-    info: dict[str, Any],
+    info: RunRecord,
     rows: list[dict[str, Any]],
     runs: Sequence[RunMeasurement],
 ) -> None:
@@ -129,17 +130,17 @@ def _combine(
             metrics[name] = sum(values)
         else:
             metrics.pop(name, None)  # a partial sum would read as a drop in power or energy
-    energy_steps = [run.info.get("energy_samples") or [] for run in runs]
+    energy_steps = [run.info.energy_samples or [] for run in runs]
     if energy_steps and all(energy_steps) and len({len(s) for s in energy_steps}) == 1:
-        info["energy_samples"] = [sum(step) for step in zip(*energy_steps)]
+        info.energy_samples = [sum(step) for step in zip(*energy_steps)]
     mem = [row["device_mem_peak_gib"] for row in rows if "device_mem_peak_gib" in row]
     if mem:
-        info["device_mem_total_gib"] = sum(mem)
+        info.device_mem_total_gib = sum(mem)
 
 
-def per_gpu_note(runs: Sequence[dict[str, Any]]) -> str | None:
+def per_gpu_note(runs: Sequence[RunRecord]) -> str | None:
     """One line per case: each GPU's device memory, mean power and energy per token, then the total."""
-    rows = next((run["per_gpu"] for run in reversed(runs) if run.get("per_gpu")), None)
+    rows = next((run.per_gpu for run in reversed(runs) if run.per_gpu), None)
     if not rows:
         return None
     cells = [_cell(f"GPU {row['gpu']} (rank {row['rank']})", row) for row in rows]

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainperf.judge import stats
-from trainperf.result import KernelShare, KernelSummary
+from trainperf.result import KernelSummary
+from trainperf.run_record import KernelShare, RunRecord
 from trainperf.traces.kernel_steps import KernelTimes
 
 MS_PER_S = 1000.0
@@ -34,7 +35,7 @@ class StepParts:
     host_ms: float
     groups_ms: dict[str, float] = field(default_factory=dict)
     """Mean GPU time per window step by group (GEMM, attention, ...)."""
-    top: list[dict[str, Any]] = field(default_factory=list)
+    top: list[KernelShare] = field(default_factory=list)
     """The kernels that took the most GPU time, per step."""
     clock: str = ""
     """How the child read the records (``cupti``, ``profiler``)."""
@@ -75,10 +76,7 @@ def step_parts(
         for role, ms in by_step[int(step["step"])].parts_ms.items():
             roles[role] += ms / len(window)
     per = max(1, kernels.top_steps)
-    top = [
-        {"name": k.name, "group": k.group, "ms": round(k.total_ms / per, 4), "count": k.count / per}
-        for k in kernels.top
-    ]
+    top = [KernelShare(k.name, k.group, round(k.total_ms / per, 4), k.count / per) for k in kernels.top]
     ordered = dict(sorted(((g, round(ms, 4)) for g, ms in groups.items()), key=lambda kv: -kv[1]))
     host = max(0.0, timed_ms - stats.median(kernel))
     by_role = {role: round(ms, 4) for role, ms in sorted(roles.items())}
@@ -87,15 +85,15 @@ def step_parts(
     ), ""
 
 
-def pool_kernels(runs: Sequence[dict[str, Any]]) -> KernelSummary | None:
+def pool_kernels(runs: Sequence[RunRecord]) -> KernelSummary | None:
     """A result's kernel summary from its runs' records: each group's median over the runs that have
     one, the last such run's top kernels; None where no run recorded kernel time."""
-    recorded = [run for run in runs if run.get("kernel_groups_ms")]
+    recorded = [run for run in runs if run.kernel_groups_ms]
     if not recorded:
         return None
-    groups = _medians([run["kernel_groups_ms"] for run in recorded])
-    roles = _medians([run["kernel_roles_ms"] for run in recorded if run.get("kernel_roles_ms")])
-    top = [KernelShare(**entry) for entry in recorded[-1].get("kernel_top") or []]
+    groups = _medians([run.kernel_groups_ms or {} for run in recorded])
+    roles = _medians([run.kernel_roles_ms for run in recorded if run.kernel_roles_ms])
+    top = list(recorded[-1].kernel_top or [])
     return KernelSummary(groups_ms=groups, top=top, runs=len(recorded), roles_ms=roles)
 
 

@@ -30,11 +30,11 @@ def _profiled(result: CaseResult) -> bool:
 
 
 def _peak_step(result: CaseResult) -> bool:
-    return any(run.get("memory_peak_step") is not None for run in result.runs)
+    return any(run.memory_peak_step is not None for run in result.runs)
 
 
 def _wall_time(result: CaseResult) -> bool:
-    return bool(result.runs) and all(run.get("wall_s") for run in result.runs)
+    return bool(result.runs) and all(run.wall_s for run in result.runs)
 
 
 def _cpu_identity(result: CaseResult) -> bool:

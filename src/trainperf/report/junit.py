@@ -127,7 +127,7 @@ def junit_xml(results: Sequence[CaseResult], suite: str, unjudged: Sequence[Unju
 
 def case_seconds(result: CaseResult) -> float:
     """The wall time of a case's fresh runs (0 where none ran, as for a skip)."""
-    return float(sum(float(run.get("wall_s") or 0.0) for run in result.runs))
+    return float(sum(run.wall_s or 0.0 for run in result.runs))
 
 
 def suite_start(results: Sequence[CaseResult], times: dict[str, float]) -> str:

@@ -69,9 +69,7 @@ def read_run(child: Path, label: str) -> RunSeries:
 
 def runs_of(run_dir: Path, result: CaseResult) -> list[RunSeries]:
     folder = RunFolder(run_dir)
-    return [
-        read_run(folder.child_dir(run["dir"]), Path(run["dir"]).name) for run in result.runs if run.get("dir")
-    ]
+    return [read_run(folder.child_dir(run.dir), Path(run.dir).name) for run in result.runs if run.dir]
 
 
 def probe_series(run_dir: Path, case_id: str) -> list[RunSeries]:

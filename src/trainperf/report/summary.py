@@ -47,9 +47,9 @@ def kernel_clock_line(results: Sequence[CaseResult]) -> list[str]:
     noted: dict[str, str] = {}
     for result in results:
         for run in result.runs:
-            note = run.get("kernel_clock_note")
+            note = run.kernel_clock_note
             if note and result.case_id not in noted:
-                noted[result.case_id] = f"{run.get('kernel_clock')}: {note}"
+                noted[result.case_id] = f"{run.kernel_clock}: {note}"
     if not noted:
         return []
     first = next(iter(noted.values()))

@@ -9,13 +9,14 @@ from typing import Any
 
 from trainperf.measure.host_turns import Turn
 from trainperf.measure.multi_gpu import per_gpu_note
+from trainperf.run_record import RunRecord
 
 
-def gpu_notes(runs: list[dict[str, Any]]) -> list[str]:
+def gpu_notes(runs: list[RunRecord]) -> list[str]:
     """Report lines from the runs' GPU records: what was wrong before a run, and per-GPU figures."""
     notes = []
     for number, run in enumerate(runs, 1):
-        before = run.get("gpu_before") or {}
+        before = run.gpu_before or {}
         for device, procs in (before.get("foreign_processes") or {}).items():
             pids = ", ".join(str(pid) for pid, _ in procs)
             notes.append(
@@ -30,20 +31,20 @@ def gpu_notes(runs: list[dict[str, Any]]) -> list[str]:
     return notes
 
 
-def setup_notes(runs: list[dict[str, Any]]) -> list[str]:
+def setup_notes(runs: list[RunRecord]) -> list[str]:
     """A line per run that recorded where a framework's start-up went (verl)."""
     return [
-        f"run {n}: {run['setup']['line']}" for n, run in enumerate(runs, 1) if "line" in run.get("setup", {})
+        f"run {n}: {run.setup['line']}" for n, run in enumerate(runs, 1) if run.setup and "line" in run.setup
     ]
 
 
-def turn_notes(runs: list[dict[str, Any]]) -> list[str]:
+def turn_notes(runs: list[RunRecord]) -> list[str]:
     """A line per run that took turns on a shared host (``--perf-host-lock``): alone or beside the
     others, and how long it waited, so a slower night can be read against the turns it got."""
     return [
         Turn(bool(turn["alone"]), float(turn["waited_s"])).note(number)
         for number, run in enumerate(runs, 1)
-        if (turn := run.get("host_turn"))
+        if (turn := run.host_turn)
     ]
 
 

@@ -183,7 +183,7 @@ class CaseRunner:
         verdict = self.judge(case, result, baseline)
         confirm = ctx.settings.confirm
         if verdict.confirm and confirm and not ctx.settings.update_baselines:
-            first = sum(1 for run in result.runs if run.get("purpose") != finished_runs.CONFIRMATION)
+            first = sum(1 for run in result.runs if run.purpose != finished_runs.CONFIRMATION)
             ctx.say(
                 f"[trainperf] {case.id}: timing regression in {first} run(s); confirming with "
                 f"{confirm} fresh run(s) (--perf-confirm)"
@@ -329,9 +329,9 @@ class CaseRunner:
                     settled_by=settled_by,
                     traced=True if profile_last and number == count - 1 else None,
                 )
-            run.info["purpose"] = purpose
+            run.info.purpose = purpose
             if turn is not None:
-                run.info["host_turn"] = turn.to_dict()
+                run.info.host_turn = turn.to_dict()
             if not add_run(result, run):
                 if run.measurement is not None:  # keep what was measured up to the failure (memory at OOM)
                     result.metrics = pool_runs([*measurements, run.measurement])
@@ -380,10 +380,10 @@ def add_run(result: CaseResult, run: ChildRun) -> bool:
     """Record one child's run in ``result``; False (with the outcome set) when it did not end well."""
     child, info = run.child, run.info
     result.runs.append(info)
-    if result.trace is None and info.get("trace", {}).get("summary"):
-        result.trace = info["trace"]
-    if result.profile is None and info.get("trace", {}).get("profile"):
-        result.profile = info["trace"]["profile"]
+    if result.trace is None and info.trace and info.trace.get("summary"):
+        result.trace = info.trace
+    if result.profile is None and info.trace and info.trace.get("profile"):
+        result.profile = info.trace["profile"]
     if child.get("effective_config") and not result.effective_config:
         result.effective_config = child["effective_config"]
         result.fingerprint.update(child.get("versions", {}))

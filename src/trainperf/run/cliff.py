@@ -74,7 +74,7 @@ class CliffSearch:
             f"[trainperf] {self.cliff_id}: probe {self.launches}, {self.axis}={value}: "
             f"{'fits' if fits else probed.outcome}, {time.monotonic() - self.started:.0f}s so far"
         )
-        wall_s = round(sum(float(run.get("wall_s") or 0) for run in probed.runs), 1)
+        wall_s = round(sum(run.wall_s or 0.0 for run in probed.runs), 1)
         result = Probe(value, fits, probed.outcome, probed.message[:300], wall_s)
         append_jsonl(self.probes_path, asdict(result))
         return result

@@ -59,9 +59,9 @@ def attach_diagnosis(
     profile = result.profile
     cost = "none: " + next(
         (
-            f"{run.get('purpose', 'measurement')} run {run.get('dir')} was profiled"
+            f"{run.purpose or 'measurement'} run {run.dir} was profiled"
             for run in result.runs
-            if run.get("trace", {}).get("profile")
+            if run.trace and run.trace.get("profile")
         ),
         "this run was profiled",
     )
@@ -88,8 +88,8 @@ def _profiled_run(
         f"[trainperf] {case.id}: regression confirmed; one profiled run to diagnose it (--perf-diagnose off)"
     )
     run = runner.run_profiled(case, steps, result, interpreter)
-    trace = run.info.get("trace") or {}
-    cost = f"one extra profiled run ({run.info.get('wall_s', 0):.0f} s, {run.info.get('dir')})"
+    trace = run.info.trace or {}
+    cost = f"one extra profiled run ({run.info.wall_s or 0:.0f} s, {run.info.dir})"
     if run.outcome is not Outcome.OK:
         return None, cost, f"the profiled run ended {run.outcome.value} ({run.message})"
     if not trace.get("profile"):

@@ -11,7 +11,7 @@ interrupted with its kept runs. The file goes once the case's result is written.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainperf.errors import TrainperfError
@@ -36,14 +36,14 @@ class FinishedRuns:
     measurements: list[RunMeasurement] = field(default_factory=list)
 
     def count(self, purpose: str) -> int:
-        return sum(1 for run in self.result.runs if run.get("purpose", MEASUREMENT) == purpose)
+        return sum(1 for run in self.result.runs if (run.purpose or MEASUREMENT) == purpose)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "steps": self.steps,
             "result": self.result.to_dict(),
             "runs": len(self.result.runs),
-            "measurements": [asdict(m) for m in self.measurements],
+            "measurements": [m.to_dict() for m in self.measurements],
         }
 
 
@@ -65,7 +65,7 @@ def load(folder: RunFolder, case_id: str, steps: int) -> tuple[FinishedRuns | No
         finished = FinishedRuns(
             steps=int(data["steps"]),
             result=CaseResult.from_dict(data["result"], origin=str(path)),
-            measurements=[RunMeasurement(**m) for m in data["measurements"]],
+            measurements=[RunMeasurement.from_dict(m) for m in data["measurements"]],
         )
     except (OSError, ValueError, TypeError, KeyError, TrainperfError) as exc:
         return None, f"its kept runs ({path}) are unreadable ({exc}); running them again"

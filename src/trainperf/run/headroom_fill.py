@@ -31,9 +31,7 @@ def _sample_lengths(case: Case, steps: int, samples_per_step: int) -> list[int] 
 
 
 def _framework_mfu(result: CaseResult) -> float | None:
-    values = [
-        float(run["framework_mfu_actor"]) for run in result.runs if run.get("framework_mfu_actor") is not None
-    ]
+    values = [run.framework_mfu_actor for run in result.runs if run.framework_mfu_actor is not None]
     return stats.median(values) if values else None
 
 

@@ -83,7 +83,7 @@ def plan_steps(
     if (why := _unplannable(case, baseline) or _near_memory_limit(baseline, metrics, memory_gib)) is not None:
         return StepCount(full, note=f"steps not planned ({why}): {full}")
     assert baseline is not None
-    data_steps = max(int(run.get("data_steps") or run.get("steps_requested") or 0) for run in baseline.runs)
+    data_steps = max(run.data_steps or run.steps_requested or 0 for run in baseline.runs)
     floor = _floor(baseline)
     keyed = {
         name: metrics[name]
@@ -176,12 +176,12 @@ def _memory_peak_steps(baseline: CaseResult) -> list[int] | None:
     """Where each run reached its memory peaks; None where a run does not say. A run whose last steps
     were profiled (a baseline's profile summary) may not: the profiler's own memory came after its
     timed steps, and the other runs stand for it."""
-    recorded = [run.get("memory_peak_step") for run in baseline.runs]
-    unprofiled = [run.get("memory_peak_step") for run in baseline.runs if not run.get("profiled_steps")]
+    recorded = [run.memory_peak_step for run in baseline.runs]
+    unprofiled = [run.memory_peak_step for run in baseline.runs if not run.profiled_steps]
     if all(step is not None for step in recorded):
-        return [int(step) for step in recorded if step is not None]
+        return [step for step in recorded if step is not None]
     if unprofiled and all(step is not None for step in unprofiled):
-        return [int(step) for step in unprofiled if step is not None]
+        return [step for step in unprofiled if step is not None]
     return None
 
 
@@ -189,7 +189,7 @@ def _floor(baseline: CaseResult) -> int:
     """The shortest length worth simulating: past every run's memory peak and warm-up, with room for
     the steps the gate needs and for the warm-up to be told from the steady steps."""
     peak = max(_memory_peak_steps(baseline) or [0])
-    warmup = max(int(run.get("warmup_steps") or 0) for run in baseline.runs)
+    warmup = max(run.warmup_steps or 0 for run in baseline.runs)
     return max(peak, warmup + MIN_STABLE_PAIRS, 2 * warmup + 2)
 
 

@@ -150,7 +150,7 @@ def run_fidelity(
         state["children"].append(
             {
                 "label": label,
-                "dir": child.info["dir"],
+                "dir": child.info.dir,
                 "outcome": child.outcome.value,
                 "message": child.message,
             }

@@ -1,0 +1,201 @@
+"""One fresh child's record in its case's result (``CaseResult.runs``): its exit, steps, warm-up,
+stalls, timings, the GPUs' state around it, its logs' folder.
+
+Three layers fill it in turn: the measurement (``measure.measurement``: steps, energy, clocks,
+kernel time, memory), the launcher (``launch.launcher``: exit, timeline, GPUs, idle check, trace)
+and the case runner (why the run was made, its turn on a shared host). Every field is optional,
+because each writer sets only what it saw and files written before a field was kept lack it:
+None is "not recorded", and a key not recorded is not written, so ``to_dict`` gives a stored
+file's runs back as they were.
+
+The records of other parts that a run only carries (the child's start-up, the GPU hygiene
+reading, the trace record) are kept as the JSON objects their owners write; they are documented
+where they are made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from dataclasses import asdict, dataclass, field
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+
+@dataclass(frozen=True, slots=True)
+class KernelShare:
+    """One kernel's GPU time per step (its name shortened, its group: GEMM, attention, ...)."""
+
+    name: str
+    group: str
+    ms: float
+    count: float
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """What one fresh child of a case did and what the parent measured around it."""
+
+    # Written by the launcher for every run.
+    dir: str | None = None
+    """The child's folder, relative to the run folder: its spec, steps, samples and logs."""
+    returncode: int | None = None
+    steps_requested: int | None = None
+    wall_s: float | None = None
+    """From the launch to the child's exit."""
+    outcome: str | None = None
+    """The child's ``case.Outcome`` value."""
+    timeline: dict[str, float] | None = None
+    """The child's own timeline (build, setup and training seconds, or wall-clock marks)."""
+    environment: str | None = None
+    python: str | None = None
+    """The interpreter the child ran in (a portable path)."""
+    data_steps: int | None = None
+    """The steps of data a planned run was built with (``run.step_plan``), where not its own steps."""
+    memory_snapshot: dict[str, Any] | None = None
+    """The allocator snapshot's files (``workloads.profiling``), where one was taken."""
+    setup: dict[str, Any] | None = None
+    """Where a framework's start-up went (verl's ``workloads.rl_verl``); its ``line`` is shown."""
+    cached_inputs: list[dict[str, Any]] | None = None
+    """``workloads.protocol.CachedInput`` records: what a fresh runner writes before this case starts."""
+    stderr_tail: str | None = None
+    """The end of the child's stderr, for a run that did not end ok."""
+    gpus: list[str] | None = None
+    gpu_wait_s: float | None = None
+    """How long the run waited for its GPUs' locks."""
+    gpu_before: dict[str, Any] | None = None
+    """The GPUs' hygiene reading before the launch (``measure.hygiene``) and the wait for it."""
+    host_cpu: dict[str, float] | None = None
+    """The host's CPU over the run (``measure.host_load``): busy, steal, foreign cores, cores."""
+    contamination: dict[str, Any] | None = None
+    """What shared the GPU or the host with the run (``launch.guard.contamination``)."""
+
+    # Written by the measurement, where the child left steps to measure.
+    steps: int | None = None
+    """Timed steps (the profiled and kernel-window steps are not timed)."""
+    profiled_steps: int | None = None
+    kernel_window_steps: int | None = None
+    framework_mfu_actor: float | None = None
+    """The framework's own MFU (verl's ``perf/mfu/actor``), median of the steady steps."""
+    warmup_steps: int | None = None
+    steady_steps: int | None = None
+    stalls: int | None = None
+    """Steady steps far slower than the others (``stats.summarize``'s outliers)."""
+    step_time_min_s: float | None = None
+    step_time_p90_s: float | None = None
+    step_time_robust_cv: float | None = None
+    first_step_s: float | None = None
+    energy_method: str | None = None
+    """How the steady energy was read: the board's energy counter or the integral of sampled power."""
+    energy_steady_j: float | None = None
+    energy_samples: list[float] | None = None
+    """Energy per token of each steady step, where the board counts energy."""
+    sm_clock_min_mhz: float | None = None
+    sm_clock_median_mhz: float | None = None
+    clock_event_reasons: int | None = None
+    """NVML's clock-event reason bits seen over the steady steps, or-ed."""
+    kernel_time: str | None = None
+    """Why kernel time was not measured, where it was asked for and is missing."""
+    kernel_groups_ms: dict[str, float] | None = None
+    kernel_top: list[KernelShare] | None = None
+    kernel_roles_ms: dict[str, float] | None = None
+    kernel_clock: str | None = None
+    """How the child read its kernel records (``cupti``, ``profiler``)."""
+    kernel_read_back_s: float | None = None
+    kernel_clock_note: str | None = None
+    """Why the kernel records were not read as asked, or how they had to be converted."""
+    host_index: dict[str, Any] | None = None
+    """The child's host-speed probe (``workloads.host_index``): its ``index`` is a metric."""
+    sample_interval_median_s: float | None = None
+    samples: int | None = None
+    """NVML samples taken over the run."""
+    host_peak_rss_profiled_gib: float | None = None
+    """The child's host memory peak where a profiler's records inflated it (so not a metric)."""
+    memory_peak_step: int | None = None
+    """The step by whose end every memory peak was reached (``measurement.memory_peak_step``)."""
+    memory_peak_late: bool = False
+    """True: a memory peak came after the last step; stored as a null ``memory_peak_step``."""
+    per_gpu: list[dict[str, Any]] | None = None
+    """A multi-GPU run's figures per GPU (``measure.multi_gpu``): keyed by metric name."""
+    device_mem_total_gib: float | None = None
+
+    # Written by the launcher after the measurement.
+    trace: dict[str, Any] | None = None
+    """A traced run's trace record (``traces.collect``), or its ``error``."""
+    idle_after: dict[str, Any] | list[dict[str, Any]] | None = None
+    """Whether the GPU's memory came back to idle after the run (a list for several GPUs)."""
+
+    # Written by the case runner.
+    purpose: str | None = None
+    """Why the run was made (``run.finished_runs``: measurement, confirmation, cliff-probe...)."""
+    host_turn: dict[str, Any] | None = None
+    """Its turn on a shared host (``measure.host_turns.Turn``): alone or not, how long it waited."""
+
+    unread: dict[str, Any] = field(default_factory=dict)
+    """Keys this trainperf does not read (a newer one's, another tool's) and values it cannot read as
+    its field (a null, another type), as the file had them: written back, never read, so that
+    rewriting a result (a merge, a resumed run) loses nothing of it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recorded keys only, as they have always been stored."""
+        data = asdict(self)
+        unread, late = data.pop("unread"), data.pop("memory_peak_late")
+        recorded = {key: value for key, value in data.items() if value is not None}
+        if late and self.memory_peak_step is None:
+            recorded["memory_peak_step"] = None
+        return unread | recorded
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RunRecord:
+        """Read a stored run; what it lacks stays None, what does not read as its field is kept aside."""
+        if not isinstance(data, dict):
+            raise TypeError(f"a run must be an object, not {type(data).__name__}")
+        read: dict[str, Any] = {}
+        unread: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == "kernel_top":
+                value = _kernel_shares(value)
+            if key in _STORED_FIELDS and value is not None and _reads_as(value, _STORED_FIELDS[key]):
+                read[key] = value
+            else:
+                unread[key] = data[key]
+        late = "memory_peak_step" in data and data["memory_peak_step"] is None
+        if late:
+            del unread["memory_peak_step"]
+        return cls(**read, memory_peak_late=late, unread=unread)
+
+
+def _kernel_shares(value: Any) -> Any:
+    """Stored top kernels as records where each entry has exactly their fields, else as they are."""
+    names = {f.name for f in dataclasses.fields(KernelShare)}
+    if isinstance(value, list) and all(isinstance(e, dict) and set(e) == names for e in value):
+        return [KernelShare(**entry) for entry in value]
+    return value
+
+
+def _reads_as(value: Any, hint: Any) -> bool:
+    """Whether a JSON value is of the field type ``hint``; an int reads as a float (a median of
+    integer clock readings is stored as one)."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        return any(_reads_as(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(_reads_as(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_reads_as(item, args[1]) for item in value.values())
+    if hint is Any:
+        return True
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+_STORED_FIELDS: dict[str, Any] = {
+    name: hint
+    for name, hint in get_type_hints(RunRecord).items()
+    if name not in ("unread", "memory_peak_late")
+}
+"""Each stored key's field type, read from the record's annotations."""
