@@ -14,6 +14,7 @@ from chromium import FLAGS as CHROMIUM_FLAGS
 
 from trainperf.cli import main as cli_main
 from trainperf.cliff_record import CliffRecord
+from trainperf.limits_record import Limits
 from trainperf.measure.nvml import Sample, write_samples
 from trainperf.report.build import write_reports
 from trainperf.report.export import step_stats
@@ -87,14 +88,14 @@ def make_run(run_dir: Path) -> list[CaseResult]:
             "step_time_s": MetricValue(0.81, "s", step_times, keys=[f"{k}:400" for k in range(4, 9)]),
             "tokens_per_s": MetricValue(490.0, "tok/s"),
         },
-        limits={
-            "model_flops_per_token": 52.1e9,
-            "formula": "4·N + 6·N_lora + 12·L·d_attn·s",
-            "achieved_tflops": 25.5,
-            "mfu": 0.0258,
-            "mfu_note": "25.5 TFLOP/s of 989 (bf16 dense peak x 1 GPU)",
-            "kwh_per_mtok": 0.21,
-        },
+        limits=Limits(
+            model_flops_per_token=52.1e9,
+            formula="4·N + 6·N_lora + 12·L·d_attn·s",
+            achieved_tflops=25.5,
+            mfu=0.0258,
+            mfu_note="25.5 TFLOP/s of 989 (bf16 dense peak x 1 GPU)",
+            kwh_per_mtok=0.21,
+        ),
         runs=[RunRecord(dir=_child(run_dir, "sft_hf-qwen3_8b-lora-short-b4", _steps(8, 0.8), samples))],
         verdict=StoredVerdict(
             verdict="regressed",

@@ -102,43 +102,42 @@ def _inputs(**changes) -> LimitInputs:
 def test_mfu_against_the_class_peak() -> None:
     limits = case_limits(_inputs())
     # 1,382,400 FLOPs/token * 1e6 tok/s = 1.3824 TFLOP/s; / 989 = 0.0013978; per step 400 tokens.
-    assert limits["achieved_tflops"] == pytest.approx(1.3824)
-    assert limits["mfu"] == pytest.approx(1.3824 / 989)
-    assert limits["model_tflop_per_step"] == pytest.approx(1_382_400 * 400 / 1e12)
+    assert limits.achieved_tflops == pytest.approx(1.3824)
+    assert limits.mfu == pytest.approx(1.3824 / 989)
+    assert limits.model_tflop_per_step == pytest.approx(1_382_400 * 400 / 1e12)
     # 0.5 J/token * 1e6 tokens / 3.6e6 J/kWh = 0.13889 kWh per million tokens.
-    assert limits["kwh_per_mtok"] == pytest.approx(0.5 / 3.6)
+    assert limits.kwh_per_mtok == pytest.approx(0.5 / 3.6)
     assert kwh_per_million_tokens(3.6) == pytest.approx(1.0)
     assert mfu_cell(limits) == "0.1%"
     # Two GPUs: the peak doubles, the MFU halves.
-    assert case_limits(_inputs(gpus=2))["mfu"] == pytest.approx(1.3824 / 1978)
+    assert case_limits(_inputs(gpus=2)).mfu == pytest.approx(1.3824 / 1978)
 
 
 def test_cpu_class_has_no_peak_so_mfu_is_not_made_up() -> None:
     cpu = load_classes()["cpu"]
     assert cpu.bf16_dense_tflops is None
     limits = case_limits(_inputs(peak_tflops=cpu.bf16_dense_tflops))
-    assert limits["mfu"] is None
-    assert limits["mfu_note"] == "n/a: the class's hardware file gives no bf16_dense_tflops peak"
-    assert limits["achieved_tflops"] == pytest.approx(1.3824)  # still measured
+    assert limits.mfu is None
+    assert limits.mfu_note == "n/a: the class's hardware file gives no bf16_dense_tflops peak"
+    assert limits.achieved_tflops == pytest.approx(1.3824)  # still measured
     assert mfu_cell(limits) == "n/a"
 
 
 def test_rl_and_emulated_cases_say_why() -> None:
     rl = case_limits(_inputs(family="rl_verl", kind="rl", framework_mfu=0.412))
-    assert rl["mfu"] is None and "generation" in rl["mfu_note"]
+    assert rl.mfu is None and "generation" in rl.mfu_note
     assert mfu_cell(rl) == "41.2% (verl)"
     emulated = case_limits(_inputs(emulated="maxq"))
-    assert emulated["mfu"] is None and "emulated" in emulated["mfu_note"]
+    assert emulated.mfu is None and "emulated" in emulated.mfu_note
     local = case_limits(_inputs(attention_seq_len=None))
-    assert local["model_flops_per_token"] == 1_228_800 and "attention term left out" in local["flops_note"]
+    assert local.model_flops_per_token == 1_228_800 and "attention term left out" in local.flops_note
 
 
 def test_cliff_headroom() -> None:
     assert (
-        cliff_headroom("batch_size", 4, 12, 13)["text"]
-        == "batch_size 4 of largest fitting 12 (3x, OOM at 13)"
+        cliff_headroom("batch_size", 4, 12, 13).text == "batch_size 4 of largest fitting 12 (3x, OOM at 13)"
     )
-    assert cliff_headroom("batch_size", 4, None, 1)["headroom"] is None
+    assert cliff_headroom("batch_size", 4, None, 1).headroom is None
 
 
 def _tiny_result(case: Case, **metrics: float) -> CaseResult:
@@ -172,9 +171,10 @@ def test_attach_limits_from_a_result_and_a_stored_cliff(tmp_path: Path) -> None:
     assert result.limits is not None
     # 4*204800 + 6*16384 + 12*2*64*512 = 917,504 + 786,432 = 1,703,936 FLOPs/token; at 2000 tok/s
     # 3.407872 GFLOP/s = 0.003407872 TFLOP/s, of 989.
-    assert result.limits["model_flops_per_token"] == 1_703_936
-    assert result.limits["mfu"] == pytest.approx(0.003407872 / 989)
-    assert result.limits["cliff_headroom"]["text"] == "batch_size 4 of largest fitting 16 (4x, OOM at 17)"
+    assert result.limits.model_flops_per_token == 1_703_936
+    assert result.limits.mfu == pytest.approx(0.003407872 / 989)
+    assert result.limits.cliff_headroom is not None
+    assert result.limits.cliff_headroom.text == "batch_size 4 of largest fitting 16 (4x, OOM at 17)"
 
 
 def test_verl_own_mfu_is_read_from_its_steps() -> None:
@@ -195,6 +195,6 @@ def test_verl_own_mfu_is_read_from_its_steps() -> None:
         runs=[dataclasses.replace(run.info, steps_requested=7)],
     )  # fmt: skip
     attach_limits(case, result, load_classes()["h100"], BaselineStore(Path("/nonexistent")))
-    assert result.limits is not None and result.limits["mfu"] is None
-    assert result.limits["framework_mfu"] == pytest.approx(run.info.framework_mfu_actor)
+    assert result.limits is not None and result.limits.mfu is None
+    assert result.limits.framework_mfu == pytest.approx(run.info.framework_mfu_actor)
     assert mfu_cell(result.limits).endswith("(verl)")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainperf.judge.compare import compare_case
 from trainperf.judge.metrics import with_tolerances
+from trainperf.limits_record import Limits
+from trainperf.memory_estimate import GIB, MemoryEstimate
 from trainperf.report.table import failure_detail, render_markdown, render_text
 from trainperf.result import CaseResult, MetricValue
 from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
@@ -17,7 +17,7 @@ def _result(
     metrics: dict[str, float],
     verdict: StoredVerdict,
     estimate_gib: float | None = None,
-    limits: dict[str, Any] | None = None,
+    limits: Limits | None = None,
 ) -> CaseResult:
     units = {"step_time_s": "s", "tokens_per_s": "tok/s", "peak_allocated_gib": "GiB"}
     return CaseResult(
@@ -27,7 +27,7 @@ def _result(
         outcome=outcome,
         metrics={name: MetricValue(value, units.get(name, "")) for name, value in metrics.items()},
         verdict=verdict,
-        estimate={"total_gib": estimate_gib} if estimate_gib is not None else None,
+        estimate=MemoryEstimate(0.0, 0.0, 0.0, 0, estimate_gib * GIB) if estimate_gib is not None else None,
         limits=limits,
     )
 
@@ -46,7 +46,7 @@ RESULTS = [
         StoredVerdict(
             verdict="regressed", metrics=[StoredMetricVerdict("step_time_s", "regressed", ratio=1.25)]
         ),
-        limits={"mfu": None, "mfu_note": "n/a: the class's hardware file gives no bf16_dense_tflops peak"},
+        limits=Limits(mfu=None, mfu_note="n/a: the class's hardware file gives no bf16_dense_tflops peak"),
     ),
     _result(
         "sft_hf-qwen3_32b-full-short-b2",

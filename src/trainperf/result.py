@@ -12,6 +12,8 @@ from typing import Any
 
 from trainperf.cliff_record import CliffRecord
 from trainperf.errors import TrainperfError
+from trainperf.limits_record import Limits
+from trainperf.memory_estimate import MemoryEstimate
 from trainperf.run_record import KernelShare, RunRecord
 from trainperf.stored_verdict import StoredVerdict
 
@@ -72,7 +74,7 @@ class CaseResult:
     """Measured / published for matching published reference points (never gating)."""
     cliff: CliffRecord | None = None
     """For an OOM-cliff search: the axis, range, probes, result and its confirmation."""
-    estimate: dict[str, Any] | None = None
+    estimate: MemoryEstimate | None = None
     """Peak allocator memory estimated before launch (``trainperf.plan.estimate``), shown beside the measured
     peak."""
     trace: dict[str, Any] | None = None
@@ -85,7 +87,7 @@ class CaseResult:
     """``--perf-plant KIND[:AMOUNT]``: a planted regression of one nature (never baselined)."""
     kernels: KernelSummary | None = None
     """Where the GPU's kernel time goes per step (``measure.step_parts``); None without kernel time."""
-    limits: dict[str, Any] | None = None
+    limits: Limits | None = None
     """How far from the GPU's limits (``trainperf.plan.headroom``): model FLOPs per token and step with
     their formula, achieved TFLOP/s, MFU against the class's peak (or why n/a), energy per million
     tokens, headroom to a stored OOM cliff."""
@@ -101,6 +103,8 @@ class CaseResult:
         data["runs"] = [run.to_dict() for run in self.runs]
         data["verdict"] = self.verdict.to_dict()
         data["cliff"] = self.cliff.to_dict() if self.cliff else None
+        data["estimate"] = self.estimate.to_dict() if self.estimate else None
+        data["limits"] = self.limits.to_dict() if self.limits else None
         return data
 
     @classmethod
@@ -123,6 +127,8 @@ class CaseResult:
         payload["kernels"] = KernelSummary.from_dict(data.get("kernels"))
         payload["verdict"] = StoredVerdict.from_dict(data.get("verdict"))
         payload["cliff"] = CliffRecord.from_dict(data.get("cliff"))
+        payload["estimate"] = MemoryEstimate.from_dict(data.get("estimate"))
+        payload["limits"] = Limits.from_dict(data.get("limits"))
         return cls(**payload)
 
 

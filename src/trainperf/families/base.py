@@ -16,7 +16,7 @@ from typing import Any, Literal
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.judge.family_tolerance import FamilyTolerances
-from trainperf.plan.estimate import MemoryEstimate
+from trainperf.memory_estimate import MemoryEstimate
 from trainperf.synth.model_configs import load_model_fixture
 
 

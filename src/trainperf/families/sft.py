@@ -8,7 +8,8 @@ from pathlib import Path
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.families.base import Family, check_model
-from trainperf.plan.estimate import MemoryEstimate, estimate_case
+from trainperf.memory_estimate import MemoryEstimate
+from trainperf.plan.estimate import estimate_case
 from trainperf.synth.profiles import load_profile
 
 

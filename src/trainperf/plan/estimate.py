@@ -19,15 +19,15 @@ error per case):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from trainperf.case import Case
+from trainperf.memory_estimate import MemoryEstimate
 from trainperf.synth.model_configs import load_model_fixture
 from trainperf.synth.nf4 import NF4_BYTES_PER_PARAM
 from trainperf.synth.profiles import load_profile, sample_lengths
 
-GIB = 2**30
 DENSE_TYPES = ("qwen2", "qwen3", "llama", "mistral", "phi3")
 
 
@@ -49,24 +49,6 @@ class ParamCounts:
     @property
     def total(self) -> int:
         return self.linear + self.other
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryEstimate:
-    weights_b: float
-    trainable_states_b: float
-    activations_b: float
-    max_tokens_per_microbatch: int
-    total_b: float
-
-    @property
-    def total_gib(self) -> float:
-        return self.total_b / GIB
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["total_gib"] = round(self.total_gib, 3)
-        return data
 
 
 def param_counts(config: dict[str, Any]) -> ParamCounts | None:

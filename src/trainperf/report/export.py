@@ -88,10 +88,15 @@ def key_figures(result: CaseResult) -> dict[str, Any]:
         figures["trace_diff_verdict"] = diff["verdict"]
     if (diagnosis := result.verdict.diagnosis) and diagnosis.get("line"):
         figures["diagnosis"] = diagnosis["line"]
-    limits = result.limits or {}
-    for name in ("mfu", "framework_mfu", "achieved_tflops", "model_flops_per_token", "kwh_per_mtok"):
-        if limits.get(name) is not None:
-            figures[name] = round(float(limits[name]), 6)
+    if limits := result.limits:
+        shown = {
+            "mfu": limits.mfu,
+            "framework_mfu": limits.framework_mfu,
+            "achieved_tflops": limits.achieved_tflops,
+            "model_flops_per_token": limits.model_flops_per_token,
+            "kwh_per_mtok": limits.kwh_per_mtok,
+        }
+        figures.update({name: round(float(value), 6) for name, value in shown.items() if value is not None})
     return figures
 
 

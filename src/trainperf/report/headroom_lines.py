@@ -4,35 +4,33 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from trainperf.limits_record import Limits
 from trainperf.report.table import format_value
 from trainperf.result import CaseResult
 
 
-def describe_limits(limits: dict[str, Any]) -> str:
+def describe_limits(limits: Limits) -> str:
     """One line: ``MFU 41.3% (402.5 TFLOP/s of 989 ...); 52.1 GFLOP/token (formula); 0.21 kWh/Mtok; ...``."""
     parts = []
-    if limits.get("mfu") is not None:
-        parts.append(f"MFU {limits['mfu']:.1%} ({limits.get('mfu_note', '')})")
+    if limits.mfu is not None:
+        parts.append(f"MFU {limits.mfu:.1%} ({limits.mfu_note})")
     else:
-        achieved = limits.get("achieved_tflops")
+        achieved = limits.achieved_tflops
         shown = f"; {format_value(achieved)} TFLOP/s achieved" if achieved is not None else ""
-        parts.append(f"MFU {limits.get('mfu_note', 'n/a')}{shown}")
-    if limits.get("framework_mfu") is not None:
-        parts.append(f"verl's own perf/mfu/actor {limits['framework_mfu']:.1%}")
-    if limits.get("model_flops_per_token") is not None:
-        per_step = limits.get("model_tflop_per_step")
+        parts.append(f"MFU {limits.mfu_note or 'n/a'}{shown}")
+    if limits.framework_mfu is not None:
+        parts.append(f"verl's own perf/mfu/actor {limits.framework_mfu:.1%}")
+    if limits.model_flops_per_token is not None:
+        per_step = limits.model_tflop_per_step
         step = f", {format_value(per_step)} TFLOP/step" if per_step is not None else ""
-        parts.append(
-            f"{limits['model_flops_per_token'] / 1e9:.4g} GFLOP/token{step} ({limits.get('formula', '')})"
-        )
-    if limits.get("flops_note") and limits.get("model_flops_per_token") is not None:
-        parts.append(limits["flops_note"])
-    if limits.get("kwh_per_mtok") is not None:
-        parts.append(f"{format_value(limits['kwh_per_mtok'])} kWh per million tokens")
-    if limits.get("cliff_headroom"):
-        parts.append(f"OOM cliff: {limits['cliff_headroom']['text']}")
+        parts.append(f"{limits.model_flops_per_token / 1e9:.4g} GFLOP/token{step} ({limits.formula or ''})")
+    if limits.flops_note and limits.model_flops_per_token is not None:
+        parts.append(limits.flops_note)
+    if limits.kwh_per_mtok is not None:
+        parts.append(f"{format_value(limits.kwh_per_mtok)} kWh per million tokens")
+    if limits.cliff_headroom:
+        parts.append(f"OOM cliff: {limits.cliff_headroom.text}")
     return "; ".join(parts)
 
 

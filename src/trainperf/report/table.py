@@ -105,7 +105,8 @@ def rows(results: Sequence[CaseResult], shown: Sequence[tuple[str, str]] | None 
             elif key == "mfu":
                 row.append(mfu_cell(result.limits))
             elif key == "estimate":
-                row.append(format_value(result.estimate["total_gib"]) if result.estimate else "-")
+                # As stored: to three places (``MemoryEstimate.to_dict``).
+                row.append(format_value(round(result.estimate.total_gib, 3)) if result.estimate else "-")
             else:
                 row.append(format_value(values.get(key)))
         table.append(row)

@@ -168,7 +168,7 @@ class CaseRunner:
         if ctx.on_gpu:
             family = family_of(case.family)
             estimated = family.memory_estimate(case, steps.steps)
-            result.estimate = estimated.to_dict() if estimated else None
+            result.estimate = estimated
             if over := family.memory_floor(case, case.memory_cap_gib or ctx.gpu_class.memory_gib):
                 notes.append(f"expected to run out of memory at any micro-batch: {over}")
         measurements: list[RunMeasurement] = []

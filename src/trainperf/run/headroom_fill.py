@@ -3,12 +3,11 @@ the class's stored OOM cliffs: the run side, which knows the family's samples pe
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.judge import stats
+from trainperf.limits_record import CliffHeadroom
 from trainperf.measure.hardware import GpuClass
 from trainperf.plan.cliff import AXES
 from trainperf.plan.flops import attention_length, model_shape
@@ -68,7 +67,7 @@ def limit_inputs(case: Case, result: CaseResult, gpu_class: GpuClass) -> LimitIn
     )
 
 
-def stored_cliff(baselines: BaselineStore, gpu_class: str, case: Case) -> dict[str, Any] | None:
+def stored_cliff(baselines: BaselineStore, gpu_class: str, case: Case) -> CliffHeadroom | None:
     """The headroom to a stored cliff of this case's configuration along any axis, or None."""
     for cliff_id in baselines.case_ids(gpu_class):
         axis = next((a for a in AXES if cliff_id.endswith(f"-cliff-{a}")), None)
@@ -96,7 +95,5 @@ def attach_limits(case: Case, result: CaseResult, gpu_class: GpuClass, baselines
     if result.outcome != Outcome.OK.value or not result.metrics:
         return
     limits = case_limits(limit_inputs(case, result, gpu_class))
-    headroom = stored_cliff(baselines, gpu_class.name, case)
-    if headroom is not None:
-        limits["cliff_headroom"] = headroom
+    limits.cliff_headroom = stored_cliff(baselines, gpu_class.name, case)
     result.limits = limits

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
 from trainperf.families.rl_verl.knobs import FAMILY, knobs_of
-from trainperf.plan.estimate import GIB, param_counts
+from trainperf.memory_estimate import GIB
+from trainperf.plan.estimate import param_counts
 from trainperf.synth.model_configs import load_model_fixture
 
 TRAINED_BYTES_PER_PARAM = 16.0
