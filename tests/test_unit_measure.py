@@ -155,7 +155,7 @@ def test_a_run_whose_peak_memory_holds_a_cache_build_leaves_it_out_of_the_figure
     child[CACHED_INPUTS] = [{"kind": "models", "key": "m-1", "hit": False, "build_in_peak_rss": True}]
     built = measure_run(child, [], samples_per_step=4, idle_mem_b=None)
     assert "host_peak_rss_gib" not in built.metrics
-    assert built.info["host_peak_rss_with_build_gib"] == 2.0
+    assert built.info.host_peak_rss_with_build_gib == 2.0
     cleared = _child()
     cleared[CACHED_INPUTS] = [{"kind": "models", "key": "m-1", "hit": False}]
     assert "host_peak_rss_gib" in measure_run(cleared, [], samples_per_step=4, idle_mem_b=None).metrics

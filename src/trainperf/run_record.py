@@ -110,6 +110,8 @@ class RunRecord:
     """NVML samples taken over the run."""
     host_peak_rss_profiled_gib: float | None = None
     """The child's host memory peak where a profiler's records inflated it (so not a metric)."""
+    host_peak_rss_with_build_gib: float | None = None
+    """The child's host memory peak where it still held a cache entry's build (``synth.cache``)."""
     memory_peak_step: int | None = None
     """The step by whose end every memory peak was reached (``measurement.memory_peak_step``)."""
     memory_peak_late: bool = False

@@ -130,7 +130,7 @@ def measure_run(
     if _built_in_peak(child) and "host_peak_rss_gib" in run.metrics:
         # A cache entry written by this child, whose peak memory could not be cleared after it: the
         # peak is the build's (synth.cache.forget_peak_rss), kept aside like a profiled run's.
-        run.info["host_peak_rss_with_build_gib"] = run.metrics.pop("host_peak_rss_gib")
+        run.info.host_peak_rss_with_build_gib = run.metrics.pop("host_peak_rss_gib")
     if profiled and "host_peak_rss_gib" in run.metrics:
         # The profiler holds every kernel and operator record of its steps in the child's memory
         # until they are read back (3.0 -> 7.7 GiB on a TRL GRPO run): the process's peak is the
