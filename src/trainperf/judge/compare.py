@@ -175,6 +175,8 @@ def _metric_verdicts(case: _Judging, baseline: CaseResult, metrics: dict[str, Me
         if metric.timing and not gate.open:
             verdict.gated = False
             verdict.note = f"{NOT_GATED}{gate.why}"
+        elif metric.tolerance_note:
+            verdict.note = "; ".join(part for part in (verdict.note, metric.tolerance_note) if part)
         verdicts.append(verdict)
     return verdicts
 

@@ -87,6 +87,9 @@ class Metric:
     """Set for a figure NVML samples on each GPU: it is device-wide (another process's use on the
     GPU is in it), and a multi-GPU case combines its GPUs so. None: the case's own processes."""
     description: str = ""
+    tolerance_note: str = ""
+    """Why the tolerance differs from the configured one for this verdict (the runner's own run-to-run
+    move, ``judge.host_runs``): said beside the metric's verdict."""
 
     @property
     def device_wide(self) -> bool:

@@ -23,6 +23,7 @@ from trainperf.judge import stats
 from trainperf.judge.comparability import OPEN, Gate, PartGates
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case
 from trainperf.judge.contamination import Contamination, apply_contamination
+from trainperf.judge.host_runs import with_host_run_floor
 from trainperf.judge.kernel_changes import group_deltas, kernel_changes
 from trainperf.judge.metrics import (
     HOST_INDEX,
@@ -78,8 +79,17 @@ def judge_case(
     contamination = Contamination.of_runs(both)
     reference = with_device_figures(reference, device_reference)
     gates = part_gates(result, reference, timing, contamination)
+    judged_metrics = dict(metrics)
+    if (
+        reference is not None
+        and KERNEL_TIME in reference.metrics
+        and KERNEL_TIME in result.metrics
+        and gates.host.open
+    ):
+        # Host time gates here: at no less than what this runner's own processes moved.
+        judged_metrics = with_host_run_floor(metrics, reference)
     verdict = compare_case(
-        result, reference, dict(metrics), expectation=expectation, strict=strict, gates=gates
+        result, reference, judged_metrics, expectation=expectation, strict=strict, gates=gates
     )
     kernel_judged = gates.device.open and KERNEL_TIME in result.metrics
     verdict = apply_contamination(
