@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +16,14 @@ import pytest
 
 from trainperf.errors import TrainperfError
 from trainperf.launch.launcher import waiting_line
-from trainperf.measure.placement import Placement, lock_order, reserve, visible_devices, worker_index
+from trainperf.measure.placement import (
+    Placement,
+    lock_order,
+    reserve,
+    reserve_for_case,
+    visible_devices,
+    worker_index,
+)
 from trainperf.paths import REPO_ROOT
 
 
@@ -30,7 +38,7 @@ def test_worker_owns_gpu_of_its_number_and_wraps() -> None:
     assert Placement((), 0).own is None
 
 
-def test_k_gpu_case_takes_own_gpu_and_the_next() -> None:
+def test_k_gpu_case_prefers_own_gpu_and_the_next() -> None:
     placement = Placement(("0", "1", "2", "3"), worker=3)
     assert placement.for_case(1) == ("3",)
     assert placement.for_case(2) == ("3", "0")
@@ -83,7 +91,59 @@ def test_two_workers_each_wanting_both_gpus_do_not_deadlock(tmp_path: Path) -> N
 
 
 def test_a_waiting_child_names_the_gpu_it_waits_for() -> None:
-    assert waiting_line("x run 1/1", "1") == "[trainperf] x run 1/1: waiting for GPU 1"
+    assert waiting_line("x run 1/1", "GPU 1") == "[trainperf] x run 1/1: waiting for GPU 1"
+
+
+FOUR = ("0", "1", "2", "3")
+
+
+def test_a_two_gpu_case_takes_a_free_gpu_when_the_next_one_is_busy(tmp_path: Path) -> None:
+    said: list[str] = []
+    with (
+        reserve(["1"], FOUR, directory=tmp_path),
+        reserve_for_case(("0", "1"), FOUR, directory=tmp_path, on_wait=said.append) as held,
+    ):
+        assert held.devices == ("0", "2") and held.waited_s < 0.5
+    assert said == []
+    with reserve_for_case(("0", "1"), FOUR, directory=tmp_path) as held:
+        assert held.devices == ("0", "1")  # its own and the next, where both are free
+
+
+def test_a_waiting_two_gpu_case_holds_nothing_and_starts_on_the_first_pair_free(tmp_path: Path) -> None:
+    """GPUs 1-3 busy: the case waits holding none, so a one-GPU case takes GPU 0 meanwhile; GPU 3
+    frees while 0 is taken (no pair yet), then 0 frees: the case starts on 0 and 3."""
+    said: list[str] = []
+    busy = {name: threading.Event() for name in ("1", "2", "3")}
+    holders = [threading.Thread(target=_hold_until, args=(name, tmp_path, busy[name])) for name in busy]
+    for holder in holders:
+        holder.start()
+    time.sleep(0.2)
+    got: list[tuple[tuple[str, ...], float]] = []
+
+    def two_gpu_case() -> None:
+        with reserve_for_case(("0", "1"), FOUR, directory=tmp_path, on_wait=said.append, poll_s=0.02) as held:
+            got.append((held.devices, held.waited_s))
+
+    case = threading.Thread(target=two_gpu_case)
+    case.start()
+    time.sleep(0.2)
+    with reserve(["0"], FOUR, directory=tmp_path, poll_s=0.01) as waited:
+        assert waited < 0.5  # not held by the waiting case
+        busy["3"].set()
+        time.sleep(0.3)
+        assert not got  # GPU 3 alone is not a pair
+    case.join(timeout=10)
+    assert got and got[0][0] == ("0", "3") and got[0][1] >= 0.4
+    assert said == ["2 free GPUs at once (of 0, 1, 2, 3)"]
+    for event in busy.values():
+        event.set()
+    for holder in holders:
+        holder.join(timeout=5)
+
+
+def _hold_until(name: str, folder: Path, release: threading.Event) -> None:
+    with reserve([name], FOUR, directory=folder):
+        release.wait(timeout=20)
 
 
 def test_lock_is_free_again_after_the_block(tmp_path: Path) -> None:

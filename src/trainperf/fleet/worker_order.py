@@ -13,10 +13,11 @@ round gets the longest of the next), laid out where xdist's first distribution p
 items; the rest follow longest first, for whichever worker frees first. Ties are broken by key, so
 every worker (each collects on its own) reaches the same order, as xdist requires.
 
-A case that needs 2 GPUs takes its worker's GPU and the next one (``measure.placement``): the
-projection counts its time on both. Where it starts is xdist's to choose (it hands the first chunks
-to its workers in the order they came up, not by GPU), so what holds its second GPU when it starts
-is not known ahead: on a 4-GPU night (2026-11-28) one waited 460 s behind a 10-minute verl case.
+A case that needs 2 GPUs takes the first two free at one moment, its worker's and the next one
+first (``measure.placement``): the projection counts its time on its worker's GPU and the next one in
+the first chunks, and on the two that free first later, an upper bound where another pair frees first.
+Where it starts is xdist's to choose (it hands the first chunks to its workers in the order they came
+up, not by GPU).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from trainperf.measure.idle import idle_level, wait_idle
 from trainperf.measure.measurement import RunMeasurement, collect_trace, measure_run
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
-from trainperf.measure.placement import Placement, reserve
+from trainperf.measure.placement import Placement, reserve_for_case
 from trainperf.paths import portable
 from trainperf.run_record import RunRecord
 from trainperf.traces.kernel_steps import kernel_window, last_steps_window
@@ -156,9 +156,9 @@ def out_of_space(folder: Path, stderr_tail: str) -> bool:
     return full or says_out_of_space(stderr_tail)
 
 
-def waiting_line(label: str, lock: str) -> str:
-    """What a child waits for before it starts: a GPU that another case holds."""
-    return f"[trainperf] {label}: waiting for GPU {lock}"
+def waiting_line(label: str, what: str) -> str:
+    """What a child waits for before it starts: a GPU that another case holds, or enough free GPUs."""
+    return f"[trainperf] {label}: waiting for {what}"
 
 
 def read_back(case: Case, out_dir: Path) -> dict[str, Any]:
@@ -296,13 +296,14 @@ class ChildLauncher:
     ) -> tuple[Launched, dict[str, Any], Outcome, str, RunMeasurement | None, list[dict[str, Any]]]:
         """Hold the case's GPUs from the hygiene check before the launch to the idle check after it."""
         ctx = self.ctx
-        devices = case_devices(ctx, case)
-        everyone = ctx.placement.devices if ctx.placement else devices
+        wanted = case_devices(ctx, case)
+        everyone = ctx.placement.devices if ctx.placement else wanted
 
-        def on_wait(lock: str) -> None:
-            ctx.say(waiting_line(label, lock))
+        def on_wait(what: str) -> None:
+            ctx.say(waiting_line(label, what))
 
-        with reserve(devices, everyone, on_wait=on_wait) as waited:
+        with reserve_for_case(wanted, everyone, on_wait=on_wait) as held:
+            devices, waited = held.devices, held.waited_s
             before, dirty = check_before(ctx.settings, ctx.say, case, devices, label, spec.bare)
             idle = {d: idle_level(d, ctx.device, ctx.idle_mem_b) for d in devices}
             watch = RunWatch.for_run(devices, spec.bare)

@@ -1,14 +1,16 @@
 """Which GPUs a case runs on: one pytest-xdist worker per GPU, k-GPU cases reserved without deadlock.
 
 Every visible GPU has a lock file; a child holds the locks of every GPU it uses for its whole
-life (and the idle wait after it). Locks are always taken in ascending GPU order, so two
-workers that both want two of two GPUs queue on the first lock instead of each holding one
-and waiting for the other: no cycle of waits can form. ``flock`` locks die with their
-process, so a killed worker never leaves a stale reservation.
+life (and the idle wait after it). ``flock`` locks die with their process, so a killed worker never
+leaves a stale reservation.
 
 Worker ``gw<i>`` owns GPU ``i mod n`` of the visible list; with more workers than GPUs two
-workers share one and its lock serialises them. A k-GPU case takes its worker's own GPU and
-the next k-1 in the visible list (wrapping), locked in ascending order.
+workers share one and its lock serialises them. A one-GPU case waits for its worker's GPU. A k-GPU
+case takes the first k GPUs of the session that are free at one moment, its worker's own and the next
+ones preferred (``Placement.for_case``), all k at once or none: a holder never waits while it holds,
+so no cycle of waits can form, and the case starts as soon as any k are free. With the next GPU fixed,
+a 2-GPU case on a 4-GPU night (2026-11-29, h200) waited 460 s behind a 10-minute verl case on it while
+other GPUs had none left to run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trainperf.errors import TrainperfError
 
@@ -123,6 +126,71 @@ def lock_order(devices: Sequence[str], all_devices: Sequence[str]) -> list[str]:
     return sorted(devices, key=lambda name: (rank.get(name, len(rank)), name))
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """The GPUs a case holds and how long it waited for them."""
+
+    devices: tuple[str, ...]
+    waited_s: float
+
+
+@contextmanager
+def reserve_for_case(
+    wanted: Sequence[str],
+    all_devices: Sequence[str],
+    *,
+    directory: Path | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    poll_s: float = 0.5,
+) -> Iterator[Reservation]:
+    """Hold a case's GPUs for the block: one GPU waited for (``reserve``); for several, the first
+    ``len(wanted)`` of ``all_devices`` free at one moment, ``wanted`` first, taken all at once or not
+    at all. ``on_wait`` gets what it waits for, once."""
+    if len(wanted) <= 1 or len(all_devices) <= len(wanted):
+        with reserve(wanted, all_devices, directory=directory, on_wait=on_wait, poll_s=poll_s) as waited:
+            yield Reservation(tuple(wanted), waited)
+        return
+    preferred = [*wanted, *(name for name in all_devices if name not in wanted)]
+    handles = _lock_files(preferred, directory or lock_dir())
+    started, told = time.monotonic(), False
+    try:
+        while True:
+            held = _take_free(handles, len(wanted))
+            if held:
+                break
+            if on_wait is not None and not told:
+                on_wait(f"{len(wanted)} free GPUs at once (of {', '.join(all_devices)})")
+                told = True
+            time.sleep(poll_s)
+        yield Reservation(tuple(lock_order(held, all_devices)), time.monotonic() - started)
+    finally:
+        for handle in handles.values():
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()
+
+
+def _lock_files(names: Sequence[str], folder: Path) -> dict[str, Any]:
+    folder.mkdir(parents=True, exist_ok=True)
+    # Held until the reservation ends, so not context managers.
+    return {name: open(folder / f"gpu-{_safe(name)}.lock", "a+") for name in names}
+
+
+def _take_free(handles: Mapping[str, Any], count: int) -> list[str]:
+    """``count`` of the GPUs whose locks are free now, in the handles' order, locked; or none held."""
+    taken = []
+    for name, handle in handles.items():
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue
+        taken.append(name)
+        if len(taken) == count:
+            return taken
+    for name in taken:
+        fcntl.flock(handles[name], fcntl.LOCK_UN)
+    return []
+
+
 @contextmanager
 def reserve(
     devices: Sequence[str],
@@ -133,7 +201,7 @@ def reserve(
     poll_s: float = 0.5,
 ) -> Iterator[float]:
     """Hold the locks of ``devices`` (ascending order) for the block; yields the seconds waited.
-    ``on_wait`` gets the name it waits for."""
+    ``on_wait`` gets what it waits for (``GPU 1``)."""
     folder = directory or lock_dir()
     folder.mkdir(parents=True, exist_ok=True)
     handles = []
@@ -150,7 +218,7 @@ def reserve(
                     break
                 except BlockingIOError:
                     if on_wait is not None and not told:
-                        on_wait(name)
+                        on_wait(f"GPU {name}")
                         told = True
                     time.sleep(poll_s)
         yield time.monotonic() - started
