@@ -39,6 +39,7 @@ def test_a_move_this_runner_has_already_produced_passes_and_says_how_far_it_can_
     assert verdict.verdict is Verdict.PASS
     step = by_name(verdict, STEP_TIME)
     assert step.gated and "reference runs moved 18.6% from one another" in step.note
+    assert verdict.parts.endswith("(host index +0.0%; this runner's runs 18.6% apart)")
     # The same run against a baseline whose runs agreed is a host-side regression, confirmed first.
     steady = judged(result(1.157), BASELINE)
     assert steady.verdict is Verdict.REGRESSED and steady.confirm

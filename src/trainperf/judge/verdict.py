@@ -99,7 +99,7 @@ def judge_case(
         out_of_memory=result.outcome == Outcome.OOM.value,
         kernel_judged=kernel_judged,
     )
-    verdict.parts = parts_line(verdict, result, reference)
+    verdict.parts = parts_line(verdict, result, reference, judged_metrics.get(STEP_TIME))
     verdict.kernels = moved_kernels(verdict, result, reference)
     verdict.confirm = needs_confirmation(verdict, metrics)
     return verdict
@@ -242,9 +242,12 @@ def needs_confirmation(verdict: CaseVerdict, metrics: Mapping[str, Metric]) -> b
     )
 
 
-def parts_line(verdict: CaseVerdict, result: CaseResult, reference: CaseResult | None) -> str:
+def parts_line(
+    verdict: CaseVerdict, result: CaseResult, reference: CaseResult | None, step_metric: Metric | None = None
+) -> str:
     """``step +21.1% = kernels +0.2% (GEMM -0.1 ms) + host +31.0% (host index -28.0%)``: which part of
-    the step moved; '' where the result has no kernel time or nothing to compare."""
+    the step moved; '' where the result has no kernel time or nothing to compare. Where step time was
+    judged at the runner's own run-to-run move (``step_metric``'s note), the line says how far that is."""
     by_name = {m.metric: m for m in verdict.metrics}
     step, kernel, host = by_name.get(STEP_TIME), by_name.get(KERNEL_TIME), by_name.get(HOST_TIME)
     if reference is None or step is None or kernel is None or kernel.ratio is None or step.ratio is None:
@@ -256,7 +259,10 @@ def parts_line(verdict: CaseVerdict, result: CaseResult, reference: CaseResult |
         # Host time is shown beside step time, which gates it where the host compares.
         line += f" + host {_pct(host.ratio)}{_gated(step)}"
         index = _index_change(result, reference)
-        line += f" (host index {index})" if index else ""
+        said = [f"host index {index}"] if index else []
+        if step.gated and step_metric is not None and step_metric.tolerance_note:
+            said.append(f"this runner's runs {step_metric.tolerance:.1%} apart")
+        line += f" ({'; '.join(said)})" if said else ""
     return line
 
 
