@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The fault matrix on this machine: runs tests/test_fault_matrix*.py (real runs of the tiny CPU
-# cases, each row a fault), then writes each row's figures as a Markdown table.
+# cases, each row a fault; the store row starts a PostgreSQL server of its own), then writes each
+# row's figures as a Markdown table.
 #   usage: bash benchmarks/fault_matrix.sh [OUTPUT.md [PYTEST ARGS...]]
 #   (default: reports/fault-matrix.md; e.g. -k handoff runs the rows of one file)
 # Rows that need root and mount(8) (disk full, read-only folder) are skipped without them.
@@ -10,7 +11,7 @@ out=${1:-reports/fault-matrix.md}
 mkdir -p "$(dirname "$out")"
 figures=$(mktemp)
 TRAINPERF_FAULT_MATRIX="$figures" "${PYTHON:-.venv/bin/python}" -m pytest tests/test_fault_matrix.py \
-  tests/test_fault_matrix_handoff.py -q -p no:cacheprovider "${@:2}"
+  tests/test_fault_matrix_handoff.py tests/test_fault_matrix_store.py -q -p no:cacheprovider "${@:2}"
 rc=$?
 "${PYTHON:-.venv/bin/python}" - "$figures" "$out" <<'PY'
 import json, platform, re, subprocess, sys, datetime, tempfile
@@ -28,8 +29,13 @@ lines = [
 ]
 for r in rows:
     # Every word below is the row's own measurement; a figure the row did not take shows as "not measured".
-    figure = ", ".join(f"{k} {r[k]}" for k in ("tree_gone_s", "run_s", "overlap_s") if k in r) or "-"
+    figure = ", ".join(f"{k} {r[k]}" for k in ("tree_gone_s", "run_s", "overlap_s") if k in r)
+    if "stored_after_ingest" in r:
+        counts = lambda key: "/".join(str(n) for _, n in sorted(r[key].items()))
+        figure = f"cases stored {counts('stored_before_ingest')} -> {counts('stored_after_ingest')}"
+    figure = figure or "-"
     resumed = f"--perf-resume (exit {r['resumed_exit']})" if "resumed_exit" in r else "the run itself"
+    resumed = f"trainperf ingest (exit {r['ingest_exit']})" if "ingest_exit" in r else resumed
     verdicts = ", ".join(f"{case.rsplit('-', 1)[-1]} {v}" for case, v in sorted(r.get("verdicts", {}).items())) or "none"
     seen = TMP.sub("<tmp>", str(r.get("user_sees", ""))).replace("|", "\\|")[:160]
     cells = [r.get("fault", r["row"]), "passed" if r.get("row_passed") else "FAILED", r.get("exit_status", "not measured"),

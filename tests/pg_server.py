@@ -17,6 +17,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -49,10 +50,34 @@ class PostgresMissing(RuntimeError):
     """PostgreSQL cannot be started here; the message says why."""
 
 
+@dataclass(frozen=True)
+class PgServer:
+    """A running test server: its URL, and its stop and start for an outage drill."""
+
+    url: str
+    bin_dir: Path
+    data: Path
+    log: Path
+    options: str
+
+    def _ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [str(self.bin_dir / "pg_ctl"), "-D", str(self.data), *args]
+        return subprocess.run(_as_service_user(command), capture_output=True, text=True, check=False)
+
+    def start(self) -> None:
+        started = self._ctl("-l", str(self.log), "-o", self.options, "-w", "start")
+        if started.returncode != 0:
+            raise PostgresMissing(f"pg_ctl start failed: {started.stderr.strip()[-300:]}")
+
+    def stop(self) -> None:
+        """Stop at once, as a crash or a lost host would: open connections are cut."""
+        self._ctl("-m", "immediate", "-w", "stop")
+
+
 @contextmanager
-def running_postgres() -> Iterator[str]:
-    """A fresh server in a temporary folder (user ``trainperf``, trust auth, loopback only); yields the
-    URL of its ``postgres`` database and stops it after. Also used by benchmarks/."""
+def stoppable_postgres() -> Iterator[PgServer]:
+    """A fresh server in a temporary folder (user ``trainperf``, trust auth, loopback only), stopped
+    and removed after; the drill may stop and start it in between."""
     bin_dir = _bin_dir()
     if bin_dir is None:
         raise PostgresMissing("PostgreSQL is not installed (apt-get install -y postgresql)")
@@ -61,7 +86,11 @@ def running_postgres() -> Iterator[str]:
     folder = Path(tempfile.mkdtemp(prefix="trainperf-pg-"))
     if os.geteuid() == 0:
         shutil.chown(folder, SERVICE_USER)
-    data, port, log = folder / "data", free_port(), folder / "server.log"
+    data, port = folder / "data", free_port()
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50"
+    server = PgServer(
+        f"postgresql://trainperf@127.0.0.1:{port}/postgres", bin_dir, data, folder / "server.log", options
+    )
     try:
         done = subprocess.run(
             _as_service_user(
@@ -84,26 +113,20 @@ def running_postgres() -> Iterator[str]:
         )
         if done.returncode != 0:
             raise PostgresMissing(f"initdb failed: {done.stderr.strip()[-300:]}")
-        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50"
-        started = subprocess.run(
-            _as_service_user(
-                [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start"]
-            ),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if started.returncode != 0:
-            raise PostgresMissing(f"pg_ctl start failed: {started.stderr.strip()[-300:]}")
-        yield f"postgresql://trainperf@127.0.0.1:{port}/postgres"
+        server.start()
+        yield server
     finally:
         if data.is_dir():
-            subprocess.run(
-                _as_service_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-                capture_output=True,
-                check=False,
-            )
+            server.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def running_postgres() -> Iterator[str]:
+    """A fresh server (``stoppable_postgres``); yields the URL of its ``postgres`` database and stops it
+    after. Also used by benchmarks/."""
+    with stoppable_postgres() as server:
+        yield server.url
 
 
 def new_database(server_url: str) -> str:
