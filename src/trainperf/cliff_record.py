@@ -36,17 +36,24 @@ class Probe:
 
 
 @dataclass(slots=True)
-class CliffRecord:
-    """The largest value of ``axis`` in ``low..high`` that fits, how it was found and confirmed."""
+class CliffEdges:
+    """What a search in progress (``plan.cliff.Cliff``) and a stored one (``CliffRecord``) both hold:
+    the axis and range searched, the edges found so far, the probes that found them."""
 
     axis: str
     low: int
     high: int
-    largest_fit: int | None
+    largest_fit: int | None = None
     """None: even ``low`` does not fit."""
-    smallest_oom: int | None
+    smallest_oom: int | None = None
     """None: even ``high`` fits (the cliff is above the range)."""
     probes: list[Probe] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CliffRecord(CliffEdges):
+    """The largest value of ``axis`` in ``low..high`` that fits, how it was found and confirmed."""
+
     launched: int = 0
     summary: str = ""
     """One line: ``micro_batch_size: largest fit 16, OOM from 32``."""

@@ -21,24 +21,17 @@ Pure: the probe is a callable, so the search is tested with a fake and run with 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from trainperf.cliff_record import NOT_LAUNCHED, CliffRecord, Probe
+from trainperf.cliff_record import NOT_LAUNCHED, CliffEdges, CliffRecord, Probe
 from trainperf.errors import TrainperfError
 
 AXES = ("batch_size", "max_seq_len", "grad_accum", "micro_batch_size")
 
 
 @dataclass(slots=True)
-class Cliff:
-    axis: str
-    low: int
-    high: int
-    largest_fit: int | None = None
-    """None: even ``low`` does not fit."""
-    smallest_oom: int | None = None
-    """None: even ``high`` fits (the cliff is above the range)."""
-    probes: list[Probe] = field(default_factory=list)
+class Cliff(CliffEdges):
+    """A search under way: its edges so far (``CliffEdges``), what it says of them, its record."""
 
     @property
     def launched(self) -> int:
