@@ -31,8 +31,8 @@ for r in rows:
     # Every word below is the row's own measurement; a figure the row did not take shows as "not measured".
     figure = ", ".join(f"{k} {r[k]}" for k in ("tree_gone_s", "run_s", "overlap_s") if k in r)
     if "stored_after_ingest" in r:
-        counts = lambda key: "/".join(str(n) for _, n in sorted(r[key].items()))
-        figure = f"cases stored {counts('stored_before_ingest')} -> {counts('stored_after_ingest')}"
+        before, after = r["stored_before_ingest"], r["stored_after_ingest"]
+        figure = "stored: " + ", ".join(f"{c.rsplit('-', 1)[-1]} {before.get(c)} -> {n}" for c, n in sorted(after.items()))
     figure = figure or "-"
     resumed = f"--perf-resume (exit {r['resumed_exit']})" if "resumed_exit" in r else "the run itself"
     resumed = f"trainperf ingest (exit {r['ingest_exit']})" if "ingest_exit" in r else resumed
