@@ -22,6 +22,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from trainperf.judge import stats
+from trainperf.judge.host_runs import widest_run_move
 from trainperf.judge.metrics import Metric, resolve_metric
 from trainperf.result import CaseResult
 
@@ -44,14 +45,7 @@ def run_spread(per_run: list[float]) -> float | None:
 
 def widest_accepted_deviation(per_run: list[float]) -> float | None:
     """The largest relative deviation of one run's value from the median of the other runs."""
-    if len(per_run) < MIN_RUNS_TO_LEARN:
-        return None
-    deviations = []
-    for index, value in enumerate(per_run):
-        others = stats.median(per_run[:index] + per_run[index + 1 :])
-        if others:
-            deviations.append(abs(value / others - 1))
-    return max(deviations, default=None)
+    return widest_run_move(per_run) if len(per_run) >= MIN_RUNS_TO_LEARN else None
 
 
 def learned_tolerance(configured: float, per_run: list[float]) -> tuple[float, str] | None:
