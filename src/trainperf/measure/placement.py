@@ -164,15 +164,21 @@ def reserve_for_case(
             time.sleep(poll_s)
         yield Reservation(tuple(lock_order(held, all_devices)), time.monotonic() - started)
     finally:
-        for handle in handles.values():
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            handle.close()
+        _release(handles)
 
 
 def _lock_files(names: Sequence[str], folder: Path) -> dict[str, Any]:
+    """Each GPU's lock file, opened in ``names``' order (the order it is locked in)."""
     folder.mkdir(parents=True, exist_ok=True)
     # Held until the reservation ends, so not context managers.
     return {name: open(folder / f"gpu-{_safe(name)}.lock", "a+") for name in names}
+
+
+def _release(handles: Mapping[str, Any]) -> None:
+    """Every lock of a reservation released (one never taken is released as a no-op) and closed."""
+    for handle in handles.values():
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
 
 
 def _take_free(handles: Mapping[str, Any], count: int) -> list[str]:
@@ -202,15 +208,10 @@ def reserve(
 ) -> Iterator[float]:
     """Hold the locks of ``devices`` (ascending order) for the block; yields the seconds waited.
     ``on_wait`` gets what it waits for (``GPU 1``)."""
-    folder = directory or lock_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    handles = []
+    handles = _lock_files(lock_order(devices, all_devices), directory or lock_dir())
     started = time.monotonic()
     try:
-        for name in lock_order(devices, all_devices):
-            # Held until the block ends, so not a context manager.
-            handle = open(folder / f"gpu-{_safe(name)}.lock", "a+")  # noqa: SIM115
-            handles.append(handle)
+        for name, handle in handles.items():
             told = False
             while True:
                 try:
@@ -223,9 +224,7 @@ def reserve(
                     time.sleep(poll_s)
         yield time.monotonic() - started
     finally:
-        for handle in reversed(handles):
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            handle.close()
+        _release(handles)
 
 
 def _safe(name: str) -> str:
