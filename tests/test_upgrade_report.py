@@ -190,3 +190,57 @@ def test_each_release_pair_gets_one_sentence_of_what_its_rows_concluded() -> Non
     )
     assert lines[3] == "- peft 0.17.0 -> 0.21.2: peft 0.17.0 cannot run beside today's stack."
     assert summary_lines([]) == []
+
+
+def _ab(name: str, created: str, gpu: str, cases: list[dict]) -> Study:
+    record = {
+        "kind": "ab", "rounds": 2, "selection": ["-m", "h200"], "created": created, "verdict": "passes",
+        "a": {"pins": {"peft": "0.18.0"}}, "b": {"pins": {"peft": "0.21.2"}}, "comparison": {"cases": cases},
+    }  # fmt: skip
+    return Study(name, "ab", record, stack=f"GPU {gpu}, driver 580")
+
+
+def _case(case_id: str, verdict: str, kernel: dict | None) -> dict:
+    metrics = [{"metric": "step_time_s", "verdict": verdict, "ratio": 1.127, "interval": [0.94, 1.41]}]
+    return {"case_id": case_id, "verdict": verdict, "reason": f"{verdict}: step_time_s +12.7%",
+            "metrics": metrics + ([kernel] if kernel else [])}  # fmt: skip
+
+
+def test_a_row_measured_again_later_on_the_same_gpu_gives_way_to_the_newer_row() -> None:
+    """Same release pair, case and GPU measured again (even by a study folder of the same name): the
+    older row stays on the page saying so and is counted as the newer one; another GPU's row is its own."""
+    from trainperf.report.upgrades import measured_again, row_key
+
+    old = _ab("peft-short", "2026-11-26T10:00:00+00:00", "NVIDIA H200", [_case("full-short", "noisy", None)])
+    other_gpu = _ab(
+        "peft-short", "2026-11-25T10:00:00+00:00", "NVIDIA H100", [_case("full-short", "noisy", None)]
+    )
+    kernel = {"metric": "kernel_ms", "verdict": "pass", "ratio": 0.9997, "interval": [0.997, 1.004]}
+    new = _ab("peft-short", "2026-11-29T08:00:00+00:00", "NVIDIA H200", [_case("full-short", "pass", kernel)])
+    again = measured_again([other_gpu, old, new])
+    assert again == {row_key(old, "full-short"): "2026-11-29"}
+    (row,) = ab_rows(old, again)
+    assert row[-1].startswith("measured again 2026-11-29 (that row is the conclusion); ")
+    page = render_page([other_gpu, old, new], "trainperf x")
+    assert "At a glance: 2 A/B rows (1 noisy, 1 pass); 1 earlier row(s) measured again" in page
+
+
+def test_a_noisy_row_states_its_cause_from_its_own_figures() -> None:
+    """Kernel time judged unchanged: the host part alone did not settle; no kernel time: the parts
+    cannot be told apart. The summary counts the first kind apart and says how still the GPU's work was."""
+    from trainperf.report.upgrade_summary import summary_lines
+
+    kernel = {"metric": "kernel_ms", "verdict": "pass", "ratio": 0.9997, "interval": [0.997, 1.004]}
+    study = _ab("s", "2026-11-29T08:00:00+00:00", "NVIDIA H200",
+                [_case("lora-short", "noisy", kernel), _case("qlora-short", "noisy", None)])  # fmt: skip
+    host_alone, without_kernel = ab_rows(study)
+    assert host_alone[4] == "-0.0% [-0.3%, +0.4%]"
+    assert host_alone[-1].endswith(
+        "cause: host time alone (host-bound steps on a host whose speed moves by itself); "
+        "the GPU's work is unchanged, kernels -0.0% [-0.3%, +0.4%]"
+    )
+    assert "cause: no kernel time in these rounds" in without_kernel[-1]
+    assert summary_lines([study])[2] == (
+        "- peft 0.18.0 -> 0.21.2 (2 row(s), H200): 1 not concluded on host time alone; 1 not concluded "
+        "(noisy); the GPU's work unchanged on 1 of 1 row(s) with kernel time (within ±0.40%)."
+    )

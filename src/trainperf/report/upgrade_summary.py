@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.judge.metrics import STEP_TIME
-from trainperf.report.upgrades import Study, change_label
+from trainperf.judge.metrics import KERNEL_TIME, STEP_TIME
+from trainperf.report.upgrades import RowKey, Study, change_label, gpu_of, row_key
 
 MEMORY = "peak_allocated_gib"
 
@@ -33,6 +33,14 @@ class PairFindings:
     less_memory: list[str] = field(default_factory=list)
     unchanged: int = 0
     noisy: int = 0
+    noisy_host_only: int = 0
+    """Of ``noisy``: rows whose kernel time passed, so only the host part did not settle."""
+    kernel_rows: int = 0
+    kernel_unchanged: int = 0
+    kernel_widest_pct: float = 0.0
+    """The widest kernel-time move (its range's far end) among the rows that judged it unchanged."""
+    more_gpu_work: list[str] = field(default_factory=list)
+    less_gpu_work: list[str] = field(default_factory=list)
     cannot_run: list[str] = field(default_factory=list)
 
     def sentence(self) -> str:
@@ -41,11 +49,20 @@ class PairFindings:
             *(f"faster on {case}" for case in self.faster),
             *(f"more memory on {case}" for case in self.more_memory),
             *(f"less memory on {case}" for case in self.less_memory),
+            *(f"more GPU work on {case}" for case in self.more_gpu_work),
+            *(f"less GPU work on {case}" for case in self.less_gpu_work),
         ]
         if self.unchanged:
             parts.append(f"{self.unchanged} unchanged beyond tolerance")
-        if self.noisy:
-            parts.append(f"{self.noisy} not concluded (noisy)")
+        if self.noisy_host_only:
+            parts.append(f"{self.noisy_host_only} not concluded on host time alone")
+        if self.noisy - self.noisy_host_only:
+            parts.append(f"{self.noisy - self.noisy_host_only} not concluded (noisy)")
+        if self.kernel_unchanged:
+            parts.append(
+                f"the GPU's work unchanged on {self.kernel_unchanged} of {self.kernel_rows} row(s) with "
+                f"kernel time (within ±{self.kernel_widest_pct:.{2 if self.kernel_widest_pct < 1 else 1}f}%)"
+            )
         parts += self.cannot_run
         where = f" ({self.rows} row(s), {' and '.join(sorted(self.gpus))})" if self.rows else ""
         return f"{self.label}{where}: {'; '.join(parts) or 'nothing judged'}."
@@ -57,7 +74,7 @@ def _metric(case: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 
 def _gpu(study: Study) -> str:
     """The GPU's short name (``H100``) from the runs' stack line."""
-    name = study.stack.split(",")[0].removeprefix("GPU ").strip() if study.stack else ""
+    name = gpu_of(study) if study.stack else ""
     return next((word for word in name.split() if word[:1] == "H" or word[:1].isdigit()), name) or "?"
 
 
@@ -83,14 +100,37 @@ def _add_case(found: PairFindings, case: Mapping[str, Any]) -> None:
         into = found.more_memory if memory["verdict"] == "regressed" else found.less_memory
         into.append(f"{case_id} (allocated {memory.get('a', 0):.1f} -> {memory.get('b', 0):.1f} GiB)")
         concluded = True
+    kernel_unchanged = _add_kernel(found, case)
     if case.get("verdict") == "noisy":
         found.noisy += 1
+        found.noisy_host_only += kernel_unchanged
     elif not concluded and case.get("verdict") == "pass":
         found.unchanged += 1
 
 
-def pair_findings(ab: Sequence[Study]) -> list[PairFindings]:
-    """Each release pair's findings, by package and versions, in the order the studies first name them."""
+def _add_kernel(found: PairFindings, case: Mapping[str, Any]) -> bool:
+    """A row's kernel time, where it has one: its conclusion; True when it judged the GPU's work unchanged."""
+    kernel = _metric(case, KERNEL_TIME)
+    if not kernel:
+        return False
+    found.kernel_rows += 1
+    if kernel.get("verdict") in ("regressed", "improved"):
+        into = found.more_gpu_work if kernel["verdict"] == "regressed" else found.less_gpu_work
+        into.append(f"{case['case_id']} (kernels {_percent(kernel.get('ratio'))})")
+        return False
+    if kernel.get("verdict") != "pass":
+        return False
+    found.kernel_unchanged += 1
+    ends = [kernel.get("ratio"), *(kernel.get("interval") or [])]
+    moves = [abs(float(end) - 1) * 100 for end in ends if isinstance(end, int | float) and math.isfinite(end)]
+    found.kernel_widest_pct = max([found.kernel_widest_pct, *moves])
+    return True
+
+
+def pair_findings(ab: Sequence[Study], again: Mapping[RowKey, str] | None = None) -> list[PairFindings]:
+    """Each release pair's findings, by package and versions, in the order the studies first name them;
+    a row measured again later (``again``, from ``upgrades.measured_again``) counts as its newest only."""
+    again = again or {}
     pairs: dict[str, PairFindings] = {}
     for study in ab:
         record = study.record
@@ -101,16 +141,16 @@ def pair_findings(ab: Sequence[Study]) -> list[PairFindings]:
             continue
         broken_cases = record.get("broken_cases") or {}
         for case in (record.get("comparison") or {}).get("cases", []):
-            if case.get("case_id") in broken_cases:
+            if case.get("case_id") in broken_cases or row_key(study, str(case.get("case_id"))) in again:
                 continue
             found.gpus.add(_gpu(study))
             _add_case(found, case)
     return list(pairs.values())
 
 
-def summary_lines(ab: Sequence[Study]) -> list[str]:
+def summary_lines(ab: Sequence[Study], again: Mapping[RowKey, str] | None = None) -> list[str]:
     """The page's summary section: one sentence per release pair."""
-    findings = pair_findings(ab)
+    findings = pair_findings(ab, again)
     if not findings:
         return []
     return [

@@ -90,9 +90,41 @@ def reproduce_ab(record: Mapping[str, Any]) -> str:
     return f"trainperf ab {' '.join(options)} --rounds {record.get('rounds')} -- {selection}"
 
 
-def ab_rows(study: Study) -> list[list[str]]:
-    """One row per case of an A/B: verdict, step ratio with its interval, throughput, memory, energy."""
+def gpu_of(study: Study) -> str:
+    """The runs' GPU (``NVIDIA H200``) from the study's stack line."""
+    return study.stack.split(",")[0].removeprefix("GPU ").strip() if study.stack else "nothing measured"
+
+
+RowKey = tuple[str, str, str]
+"""An A/B row: its study's folder name, the study's creation time (two folders of one name are two
+studies) and the case."""
+
+
+def row_key(study: Study, case_id: str) -> RowKey:
+    return (study.name, str(study.record.get("created", "")), case_id)
+
+
+def measured_again(studies: Sequence[Study]) -> dict[RowKey, str]:
+    """Each A/B row that a later study measured again (the same release pair, case and GPU), with the
+    date of the newest measurement: that one is the row's conclusion, the earlier ones stay on the page
+    as measured."""
+    newest: dict[tuple[str, str, str], RowKey] = {}
+    rows: list[tuple[tuple[str, str, str], RowKey]] = []
+    for study in studies:
+        for case in (study.record.get("comparison") or {}).get("cases", []):
+            measured = (change_label(study.record), str(case["case_id"]), gpu_of(study))
+            key = row_key(study, str(case["case_id"]))
+            rows.append((measured, key))
+            if key[1] > newest.get(measured, ("", "", ""))[1]:
+                newest[measured] = key
+    return {key: newest[measured][1][:10] for measured, key in rows if newest[measured] != key}
+
+
+def ab_rows(study: Study, again: Mapping[RowKey, str] | None = None) -> list[list[str]]:
+    """One row per case of an A/B: verdict, step ratio with its interval, throughput, memory, energy;
+    a row measured again later (``measured_again``) says so first in its last cell."""
     record = study.record
+    again = again or {}
     label = change_label(record)
     if record.get("verdict") == "broken-environment" and "comparison" not in record:
         broken = record.get("broken", {})
@@ -117,7 +149,10 @@ def ab_rows(study: Study) -> list[list[str]]:
             f"{_num(alloc.get('a'), 1)} -> {_num(alloc.get('b'), 1)}",
             _pct(energy.get("ratio")),
             f"{_num(step.get('a'), 3)} -> {_num(step.get('b'), 3)}",
-            broken_cases.get(case["case_id"]) or _explained(case),
+            _last_cell(
+                again.get(row_key(study, case["case_id"])),
+                broken_cases.get(case["case_id"]) or _explained(case),
+            ),
         ])  # fmt: skip
     for case_id, why in sorted((record.get("a_not_run") or {}).items()):
         rows.append([label, case_id, "not-judged", *BLANK, f"A cannot run it: {why}"])
@@ -130,7 +165,31 @@ def _explained(case: Mapping[str, Any]) -> str:
     than pass."""
     reason = case.get("reason") if case["verdict"] != "pass" else ""
     moved = f"what moved: {case['kernels']}" if case.get("kernels") else ""
-    return "; ".join(str(part) for part in (case.get("parts"), moved, reason) if part)
+    return "; ".join(str(part) for part in (case.get("parts"), moved, reason, noisy_cause(case)) if part)
+
+
+def noisy_cause(case: Mapping[str, Any]) -> str:
+    """Why a ``noisy`` row concluded nothing, from its own figures: the host part alone (the GPU's work
+    judged unchanged), or rounds without kernel time, where the two parts cannot be told apart."""
+    if case.get("verdict") != "noisy":
+        return ""
+    kernel = _metric(case, KERNEL_TIME)
+    if not kernel:
+        return (
+            "cause: no kernel time in these rounds, so the GPU's work and the host's cannot be told "
+            "apart; measure it again"
+        )
+    if kernel.get("verdict") == "pass":
+        return (
+            f"cause: host time alone (host-bound steps on a host whose speed moves by itself); "
+            f"the GPU's work is unchanged, kernels {_ratio_cell(kernel)}"
+        )
+    return ""
+
+
+def _last_cell(measured_again_on: str | None, diagnosis: str) -> str:
+    again = f"measured again {measured_again_on} (that row is the conclusion)" if measured_again_on else ""
+    return "; ".join(part for part in (again, diagnosis) if part)
 
 
 AB_COLUMNS = (
@@ -243,6 +302,7 @@ def render_page(studies: Sequence[Study], command: str) -> str:
     ab = [s for s in studies if s.kind == "ab"]
     bisections = [s for s in studies if s.kind == "bisect"]
     dates = sorted({_date(s) for s in studies} - {""})
+    again = measured_again(ab)
     lines = [
         "# Upgrades measured",
         "",
@@ -250,8 +310,8 @@ def render_page(studies: Sequence[Study], command: str) -> str:
         "",
         f"Measured: {', '.join(dates) or 'undated'}.",
         "",
-        *_at_a_glance(ab, bisections),
-        *summary_lines(ab),
+        *_at_a_glance(ab, bisections, again),
+        *summary_lines(ab, again),
         "## A/B of release pairs",
         "",
         AB_LEGEND,
@@ -261,7 +321,7 @@ def render_page(studies: Sequence[Study], command: str) -> str:
         stacks = sorted({s.stack for s in group if s.stack})
         lines += [f"### {date or 'undated'}, {gpu}", ""]
         lines += [f"Runs on: {stack}; the package under study as each side pins it." for stack in stacks]
-        lines += ["", *_table(AB_COLUMNS, [row for study in group for row in ab_rows(study)]), ""]
+        lines += ["", *_table(AB_COLUMNS, [row for study in group for row in ab_rows(study, again)]), ""]
         lines += ["Reproduce a row:", "", *(f"- `{reproduce_ab(study.record)}`" for study in group), ""]
     if bisections:
         lines += ["## Bisections", ""]
@@ -275,15 +335,17 @@ def render_page(studies: Sequence[Study], command: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _at_a_glance(ab: Sequence[Study], bisections: Sequence[Study]) -> list[str]:
-    """Two lines: how many A/B rows read each verdict, and what each bisection established."""
+def _at_a_glance(ab: Sequence[Study], bisections: Sequence[Study], again: Mapping[RowKey, str]) -> list[str]:
+    """Two lines: how many A/B rows read each verdict (a row measured again counted once, as its
+    newest measurement), and what each bisection established."""
     counts: dict[str, int] = {}
-    for row in (row for study in ab for row in ab_rows(study)):
+    for row in (row for study in ab for row in ab_rows(study) if row_key(study, row[1]) not in again):
         counts[row[2]] = counts.get(row[2], 0) + 1
     tally = ", ".join(
         f"{count} {verdict}" for verdict, count in sorted(counts.items(), key=lambda kv: -kv[1])
     )
-    lines = [f"At a glance: {sum(counts.values())} A/B rows ({tally or 'none'})."]
+    earlier = f"; {len(again)} earlier row(s) measured again, counted as their newest" if again else ""
+    lines = [f"At a glance: {sum(counts.values())} A/B rows ({tally or 'none'}){earlier}."]
     found = [
         f"{s.record['package']} {s.record['first_bad']}" for s in bisections if s.record.get("first_bad")
     ]
@@ -300,6 +362,5 @@ def _by_date_and_gpu(studies: Sequence[Study]) -> dict[tuple[str, str], list[Stu
     """Studies grouped by the day they ran and their GPU (from the runs' fingerprints), in order."""
     groups: dict[tuple[str, str], list[Study]] = {}
     for study in studies:
-        gpu = study.stack.split(",")[0].removeprefix("GPU ").strip() if study.stack else "nothing measured"
-        groups.setdefault((_date(study), gpu), []).append(study)
+        groups.setdefault((_date(study), gpu_of(study)), []).append(study)
     return groups
