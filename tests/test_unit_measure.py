@@ -159,3 +159,17 @@ def test_a_run_whose_peak_memory_holds_a_cache_build_leaves_it_out_of_the_figure
     cleared = _child()
     cleared[CACHED_INPUTS] = [{"kind": "models", "key": "m-1", "hit": False}]
     assert "host_peak_rss_gib" in measure_run(cleared, [], samples_per_step=4, idle_mem_b=None).metrics
+
+
+def test_the_hosts_speed_at_each_steps_edge_is_the_mean_of_the_steady_steps() -> None:
+    """A host that flips between two speeds reads as its mix (the mean), with one sample a steady step;
+    steps without the probe (an older child, a framework timing its own steps) give no figure."""
+    child = _child()
+    speeds = [1.0, 1.0] + [1.2, 0.6, 0.6, 0.6, 1.2, 0.6, 0.6, 0.6, 1.2, 0.6]
+    for step, speed in zip(child["steps"], speeds):
+        step["host_speed"] = speed
+    run = measure_run(child, _samples(_end()), samples_per_step=4, idle_mem_b=IDLE_B)
+    assert run.metrics["host_speed"] == pytest.approx(0.78)  # 3 of 10 fast
+    assert run.extra_samples["host_speed"] == speeds[2:]
+    del child["steps"][5]["host_speed"]
+    assert "host_speed" not in measure_run(child, [], samples_per_step=4, idle_mem_b=None).metrics

@@ -44,3 +44,31 @@ def test_a_cpu_run_reports_no_gpu_figures(tmp_path: Path) -> None:
         ).memory_summary()
         == {}
     )
+
+
+def test_each_step_records_the_hosts_speed_taken_outside_every_steps_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe runs at the edge, after the step's right edge and before the next step's left one:
+    a slow probe (here 50 ms) lengthens no step."""
+    import time
+
+    from trainperf.workloads import recorder as recorder_module
+
+    def slow_probe() -> float:
+        time.sleep(0.05)
+        return 0.7
+
+    monkeypatch.setattr(recorder_module, "step_probe", slow_probe)
+    recorder = StepRecorder(tmp_path / "steps.jsonl", ChildSpec(case={}, steps=0, out_dir=str(tmp_path)))
+    recorder.begin()
+    for _ in range(3):
+        recorder.step_end(tokens=10)
+    assert [step["host_speed"] for step in recorder.steps] == [0.7, 0.7, 0.7]
+    assert all(step["duration_s"] < 0.04 for step in recorder.steps[1:])
+
+
+def test_the_step_probe_reads_the_hosts_speed() -> None:
+    from trainperf.workloads.host_index import step_probe
+
+    assert step_probe() > 0

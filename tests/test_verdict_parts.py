@@ -9,6 +9,7 @@ import dataclasses
 from trainperf.judge.compare import Verdict
 from trainperf.judge.metrics import (
     HOST_INDEX,
+    HOST_SPEED,
     HOST_TIME,
     KERNEL_TIME,
     SM_CLOCK,
@@ -189,3 +190,16 @@ def test_a_family_whose_figures_spread_wider_declares_its_own_tolerances() -> No
     tighter = FamilyTolerances(kernel=0.001, host=0.001)
     assert with_family_tolerances(METRICS, tighter, class_metrics=METRICS, configured=()) == METRICS
     assert family_of("sft_hf").tolerances == FamilyTolerances()
+
+
+def test_where_both_sides_timed_the_host_at_each_step_the_line_names_that_speed() -> None:
+    """The host's speed through the steps (its mean) says more than the index before the case."""
+
+    def timed(speed: float, **kw: object) -> CaseResult:
+        base = result(**kw)  # type: ignore[arg-type]
+        runs = len(base.runs)
+        speeds = MetricValue(speed, "ops/us", None, [speed] * runs)
+        return dataclasses.replace(base, metrics={**base.metrics, HOST_SPEED: speeds})
+
+    verdict = judged(timed(0.9, step_s=1.10), timed(1.0, runs=3))
+    assert verdict.parts == "step +10.0% = kernels +0.0% + host +12.5% (host speed -10.0% through the steps)"

@@ -28,6 +28,7 @@ HOST_SIDE_SHARE = "host_side_pct"
 KERNEL_TIME = "kernel_ms"
 HOST_TIME = "host_ms"
 HOST_INDEX = "host_index"
+HOST_SPEED = "host_speed"
 SM_CLOCK = "sm_clock_mhz"
 
 
@@ -101,6 +102,18 @@ _REGISTRY: tuple[Metric, ...] = (
         gated=False,
         description="a fixed calibration of the host's CPU before the case (Python and operator dispatch): "
         "where it moved beyond its own noise, host time is shown, not gated",
+    ),
+    Metric(
+        name=HOST_SPEED,
+        kind=Kind.SPEED,
+        unit="ops/us",
+        column="host speed",
+        label="host speed through the steps (ops/us)",
+        direction=Direction.HIGHER,
+        tolerance=0.05,
+        gated=False,
+        description="a small fixed piece of interpreter work timed at every step's edge, the mean over the "
+        "steady steps: the host's speed while the case ran, where the host index is one instant before it",
     ),
     Metric(
         name=SM_CLOCK,

@@ -27,6 +27,7 @@ from trainperf.judge.host_runs import with_host_run_floor
 from trainperf.judge.kernel_changes import group_deltas, kernel_changes
 from trainperf.judge.metrics import (
     HOST_INDEX,
+    HOST_SPEED,
     HOST_TIME,
     KERNEL_TIME,
     SM_CLOCK,
@@ -258,8 +259,7 @@ def parts_line(
     if host is not None and host.ratio is not None:
         # Host time is shown beside step time, which gates it where the host compares.
         line += f" + host {_pct(host.ratio)}{_gated(step)}"
-        index = _index_change(result, reference)
-        said = [f"host index {index}"] if index else []
+        said = [moved] if (moved := host_speed_change(result, reference)) else []
         if step.gated and step_metric is not None and step_metric.tolerance_note:
             said.append(f"this runner's runs {step_metric.tolerance:.1%} apart")
         line += f" ({'; '.join(said)})" if said else ""
@@ -287,11 +287,15 @@ def largest_group_change(current: KernelSummary | None, reference: KernelSummary
     return f"{group} {moved[group]:+.1f} ms" if group is not None else ""
 
 
-def _index_change(result: CaseResult, reference: CaseResult) -> str:
-    current, base = result.metrics.get(HOST_INDEX), reference.metrics.get(HOST_INDEX)
-    if current is None or base is None or not base.value:
-        return ""
-    return _pct(current.value / base.value)
+def host_speed_change(result: CaseResult, reference: CaseResult) -> str:
+    """``host speed -4.1% through the steps``, where both sides timed the host at each step's edge;
+    else ``host index -28.0%`` (one instant before each case); '' where neither has it."""
+    speeds = ((HOST_SPEED, "host speed", " through the steps"), (HOST_INDEX, "host index", ""))
+    for name, label, where in speeds:
+        current, base = result.metrics.get(name), reference.metrics.get(name)
+        if current is not None and base is not None and base.value:
+            return f"{label} {_pct(current.value / base.value)}{where}"
+    return ""
 
 
 def _pct(ratio: float) -> str:

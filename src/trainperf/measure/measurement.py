@@ -20,6 +20,7 @@ from trainperf.judge.metrics import (
     ENERGY_PER_TOKEN,
     HOST_INDEX,
     HOST_SIDE_SHARE,
+    HOST_SPEED,
     HOST_TIME,
     KERNEL_TIME,
     METRICS,
@@ -79,7 +80,8 @@ class RunMeasurement:
 def phase_metrics(steady: Sequence[dict[str, Any]]) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Per-phase figures of the steady steps that carry ``phases`` (RL families: generation, log
     probabilities, updates...): each phase's median and per-step samples, the remainder (step
-    minus its phases) likewise, and the framework's own ``throughput`` where steps report it."""
+    minus its phases) likewise, the framework's own ``throughput`` where steps report it, and the host's
+    speed at each step's edge (its mean) where every step has it."""
     samples: dict[str, list[float]] = {}
     for step in steady:
         phases = step.get("phases")
@@ -91,7 +93,13 @@ def phase_metrics(steady: Sequence[dict[str, Any]]) -> tuple[dict[str, float], d
             )
         if step.get("throughput") is not None:
             samples.setdefault(THROUGHPUT_PER_GPU, []).append(float(step["throughput"]))
-    return {name: stats.median(values) for name, values in samples.items()}, samples
+    values = {name: stats.median(values) for name, values in samples.items()}
+    speeds = [float(step["host_speed"]) for step in steady if step.get("host_speed")]
+    if len(speeds) == len(steady) and speeds:
+        # The mean, not the median: a host that flips between two speeds reads as its mix of them.
+        samples[HOST_SPEED] = speeds
+        values[HOST_SPEED] = sum(speeds) / len(speeds)
+    return values, samples
 
 
 def framework_mfu(steady: Sequence[dict[str, Any]]) -> float | None:

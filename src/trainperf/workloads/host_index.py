@@ -60,6 +60,22 @@ def _timed(work: Callable[[int], int], count: int) -> tuple[float, float]:
     return (count / (median * 1e6) if median > 0 else 0.0), (count / (best * 1e6) if best > 0 else 0.0)
 
 
+STEP_PROBE_OPS = 1_000
+"""Interpreter work timed at every step edge (``step_probe``): about 0.15 ms on a fast host, under
+0.05% of a host-bound step."""
+
+
+def step_probe() -> float:
+    """The host's speed at this instant (operations per microsecond of a small fixed piece of
+    interpreter work): taken at each step's edge, it follows a host whose speed moves while the case
+    runs, which the index taken once before the case cannot (on one cloud H200, 2026-11-29, the host
+    flipped between two speeds about 1.8x apart every few seconds)."""
+    started = time.perf_counter()
+    _python_work(STEP_PROBE_OPS)
+    elapsed = time.perf_counter() - started
+    return round(STEP_PROBE_OPS / (elapsed * 1e6), 4) if elapsed > 0 else 0.0
+
+
 def measure_host_index() -> dict[str, Any]:
     """The index (geometric mean of the two parts' fastest rates, operations per microsecond) and its
     parts; the median rates beside them."""

@@ -15,6 +15,7 @@ import torch
 
 from trainperf.traces.profile_window import TracePlan
 from trainperf.workloads import faults
+from trainperf.workloads.host_index import step_probe
 from trainperf.workloads.kernel_clock import KernelClock
 from trainperf.workloads.plants import Plant
 from trainperf.workloads.profiling import allocator_blocks
@@ -75,12 +76,17 @@ class StepRecorder:
             time.sleep(self.plant_slowdown * (time.perf_counter() - self._last_edge))
         self.plant.after_edge(time.perf_counter() - self._last_edge)
         edge = time.perf_counter()
+        t_end = time.time()
+        # The host's speed at this edge, outside any step's time (the next step starts after it).
+        host_speed = step_probe()
+        next_edge, next_edge_wall = time.perf_counter(), time.time()
         record: dict[str, Any] = {
             "step": len(self.steps) + 1,
             "t_start": self._last_edge_wall,
-            "t_end": time.time(),
+            "t_end": t_end,
             "duration_s": edge - self._last_edge,
             "tokens": int(tokens),
+            "host_speed": host_speed,
         }
         if self.device.type == "cuda":
             record["allocated_b"] = torch.cuda.memory_allocated(self.device)
@@ -106,7 +112,7 @@ class StepRecorder:
         if read_back:
             self._last_edge, self._last_edge_wall = time.perf_counter(), time.time()
         else:
-            self._last_edge, self._last_edge_wall = edge, record["t_end"]
+            self._last_edge, self._last_edge_wall = next_edge, next_edge_wall
         self.plant.at_step_start()  # the next step's own: after its left edge, whichever was taken
 
     def record(self, record: dict[str, Any]) -> None:
