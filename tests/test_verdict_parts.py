@@ -192,14 +192,24 @@ def test_a_family_whose_figures_spread_wider_declares_its_own_tolerances() -> No
     assert family_of("sft_hf").tolerances == FamilyTolerances()
 
 
+def timed(speed: float, **kw: object) -> CaseResult:
+    """A result whose steps timed the host at each edge: their mean speed ``speed``."""
+    base = result(**kw)  # type: ignore[arg-type]
+    speeds = MetricValue(speed, "ops/us", None, [speed] * len(base.runs))
+    return dataclasses.replace(base, metrics={**base.metrics, HOST_SPEED: speeds})
+
+
 def test_where_both_sides_timed_the_host_at_each_step_the_line_names_that_speed() -> None:
     """The host's speed through the steps (its mean) says more than the index before the case."""
-
-    def timed(speed: float, **kw: object) -> CaseResult:
-        base = result(**kw)  # type: ignore[arg-type]
-        runs = len(base.runs)
-        speeds = MetricValue(speed, "ops/us", None, [speed] * runs)
-        return dataclasses.replace(base, metrics={**base.metrics, HOST_SPEED: speeds})
-
     verdict = judged(timed(0.9, step_s=1.10), timed(1.0, runs=3))
     assert verdict.parts == "step +10.0% = kernels +0.0% + host +12.5% (host speed -10.0% through the steps)"
+
+
+def test_a_host_slower_through_the_steps_stops_host_gating_though_its_index_held() -> None:
+    """On one H200 the index before each case read 1.44-1.49 while one run's host spent its last twelve
+    steps slow (speed through the steps 4.03 against 5.06-5.28): that run's host time is shown, not
+    judged; a host as fast through the steps as the reference's still gates."""
+    slower = judged(timed(0.78, step_s=1.10), timed(1.0, runs=3))
+    assert slower.verdict is Verdict.PASS and not by_name(slower, STEP_TIME).gated
+    assert "host speed through the steps -22.0% against the reference (a slower host" in slower.reason
+    assert judged(timed(0.95, step_s=1.10), timed(1.0, runs=3)).verdict is Verdict.REGRESSED

@@ -24,6 +24,7 @@ from trainperf.judge.comparability import OPEN, Gate, PartGates
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, compare_case
 from trainperf.judge.contamination import Contamination, apply_contamination
 from trainperf.judge.host_runs import with_host_run_floor
+from trainperf.judge.host_spells import FullSpeedSteps, full_speed_steps
 from trainperf.judge.kernel_changes import group_deltas, kernel_changes
 from trainperf.judge.metrics import (
     HOST_INDEX,
@@ -43,6 +44,11 @@ HOST_INDEX_FLOOR = 0.25
 """The host index moved this much between fresh children of one cloud H100 host whose steps took the
 same time (0.72 to 1.49 on a host of four GPUs busy at once; docs/verdicts.md): a smaller move is the
 index's own noise there, never a reason to stop judging host time."""
+HOST_SPEED_FLOOR = 0.10
+"""The host's speed through the steps (``HOST_SPEED``, its mean) is the mix of a cloud host's fast and
+slow spells over the whole run, not one instant: on one H200 (2026-11-29) four runs of one case read
+4.03 to 5.28 ops/us while the index before each read 1.44 to 1.49; a run whose host spent a tenth more
+of its steps slow no longer compares on host time."""
 HOST_INDEX_NOISE_MULTIPLE = 3.0
 """Beyond this many robust sigmas of the reference's own runs, the host index has moved."""
 HOST_INDEX_WIDEST_MULTIPLE = 1.5
@@ -79,19 +85,25 @@ def judge_case(
     both = [*result.runs, *(reference.runs if reference is not None else [])]
     contamination = Contamination.of_runs(both)
     reference = with_device_figures(reference, device_reference)
-    gates = part_gates(result, reference, timing, contamination)
+    split = reference is not None and KERNEL_TIME in reference.metrics and KERNEL_TIME in result.metrics
+    spells = full_speed_steps(result, reference, metrics) if split and reference is not None else None
+    gates = part_gates(result, reference, timing, contamination, host_matched=spells is not None)
     judged_metrics = dict(metrics)
-    if (
-        reference is not None
-        and KERNEL_TIME in reference.metrics
-        and KERNEL_TIME in result.metrics
-        and gates.host.open
-    ):
+    if split and reference is not None and gates.host.open:
         # Host time gates here: at no less than what this runner's own processes moved.
         judged_metrics = with_host_run_floor(metrics, reference)
     verdict = compare_case(
-        result, reference, judged_metrics, expectation=expectation, strict=strict, gates=gates
+        spells.result if spells else result,
+        spells.reference if spells else reference,
+        judged_metrics,
+        expectation=expectation,
+        strict=strict,
+        gates=gates,
     )
+    if spells is not None:
+        for judged in verdict.metrics:
+            if judged.metric in spells.metrics:
+                judged.note = "; ".join(part for part in (judged.note, spells.note()) if part)
     kernel_judged = gates.device.open and KERNEL_TIME in result.metrics
     verdict = apply_contamination(
         verdict,
@@ -100,7 +112,7 @@ def judge_case(
         out_of_memory=result.outcome == Outcome.OOM.value,
         kernel_judged=kernel_judged,
     )
-    verdict.parts = parts_line(verdict, result, reference, judged_metrics.get(STEP_TIME))
+    verdict.parts = parts_line(verdict, result, reference, judged_metrics.get(STEP_TIME), spells)
     verdict.kernels = moved_kernels(verdict, result, reference)
     verdict.confirm = needs_confirmation(verdict, metrics)
     return verdict
@@ -122,8 +134,11 @@ def part_gates(
     reference: CaseResult | None,
     timing: tuple[bool, str],
     contamination: Contamination | None,
+    *,
+    host_matched: bool = False,
 ) -> PartGates:
-    """Which timing figures gate, by the part of the machine they depend on."""
+    """Which timing figures gate, by the part of the machine they depend on. ``host_matched``: host time
+    is judged over the steps both sides' hosts ran at full speed (``host_spells``)."""
     comparable, why = timing
     if not comparable:
         return PartGates.uniform(False, why)
@@ -134,7 +149,7 @@ def part_gates(
     if KERNEL_TIME not in reference.metrics:
         return legacy_reference_gates(result, reference, contamination)
     device = device_gate(result, reference)
-    host = host_gate(result, reference, contamination)
+    host = host_gate(result, reference, contamination, host_matched=host_matched)
     whole = OPEN if host.open and device.open else Gate(False, host.why or device.why)
     return PartGates(device, host, whole)
 
@@ -193,8 +208,15 @@ def device_gate(result: CaseResult, reference: CaseResult) -> Gate:
     )
 
 
-def host_gate(result: CaseResult, reference: CaseResult, contamination: Contamination | None) -> Gate:
-    """Host time gates against the same runner's reference only, while the host index holds still."""
+def host_gate(
+    result: CaseResult,
+    reference: CaseResult,
+    contamination: Contamination | None,
+    *,
+    host_matched: bool = False,
+) -> Gate:
+    """Host time gates against the same runner's reference only: over the steps both hosts ran at full
+    speed where the steps timed the host (``host_matched``), else while the host's speed held still."""
     if contamination is not None:
         return Gate(False, contamination.note())
     mine, theirs = result.fingerprint.get("runner"), reference.fingerprint.get("runner")
@@ -204,15 +226,31 @@ def host_gate(result: CaseResult, reference: CaseResult, contamination: Contamin
             f"host time {OWN_RUNNER} and the reference is {_runner(theirs)}'s: it gates once this runner "
             "has a reference of its own (its history: --perf-baseline auto; or a baseline taken here)",
         )
-    moved = host_index_moved(result.metrics.get(HOST_INDEX), reference.metrics.get(HOST_INDEX))
+    if host_matched:
+        return OPEN
+    moved = host_speed_moved(result, reference)
     return Gate(False, moved) if moved else OPEN
+
+
+def host_speed_moved(result: CaseResult, reference: CaseResult) -> str:
+    """Why the host no longer compares, or '': its speed through the steps where both sides timed it
+    at each step's edge, else the index taken once before each case."""
+    current, base = result.metrics.get(HOST_SPEED), reference.metrics.get(HOST_SPEED)
+    if current is not None and base is not None:
+        return host_index_moved(current, base, HOST_SPEED_FLOOR, "host speed through the steps")
+    return host_index_moved(result.metrics.get(HOST_INDEX), reference.metrics.get(HOST_INDEX))
 
 
 def _runner(name: object) -> str:
     return f"runner {name}" if name else "an unnamed runner"
 
 
-def host_index_moved(current: MetricValue | None, reference: MetricValue | None) -> str:
+def host_index_moved(
+    current: MetricValue | None,
+    reference: MetricValue | None,
+    floor: float = HOST_INDEX_FLOOR,
+    label: str = "host index",
+) -> str:
     """Why the host no longer compares (its speed index moved beyond its own noise), or ''."""
     if current is None or reference is None:
         return ""
@@ -222,12 +260,12 @@ def host_index_moved(current: MetricValue | None, reference: MetricValue | None)
         return ""
     spread = stats.MAD_TO_SIGMA * stats.mad(runs) / centre if len(runs) >= 3 else 0.0
     widest = max(abs(run / centre - 1) for run in runs)
-    limit = max(HOST_INDEX_FLOOR, HOST_INDEX_NOISE_MULTIPLE * spread, HOST_INDEX_WIDEST_MULTIPLE * widest)
+    limit = max(floor, HOST_INDEX_NOISE_MULTIPLE * spread, HOST_INDEX_WIDEST_MULTIPLE * widest)
     change = current.value / centre - 1
     if abs(change) <= limit:
         return ""
     which = "slower" if change < 0 else "faster"
-    return f"host index {change:+.1%} against the reference (a {which} host; its noise is ±{limit:.1%})"
+    return f"{label} {change:+.1%} against the reference (a {which} host; its noise is ±{limit:.1%})"
 
 
 def needs_confirmation(verdict: CaseVerdict, metrics: Mapping[str, Metric]) -> bool:
@@ -244,7 +282,11 @@ def needs_confirmation(verdict: CaseVerdict, metrics: Mapping[str, Metric]) -> b
 
 
 def parts_line(
-    verdict: CaseVerdict, result: CaseResult, reference: CaseResult | None, step_metric: Metric | None = None
+    verdict: CaseVerdict,
+    result: CaseResult,
+    reference: CaseResult | None,
+    step_metric: Metric | None = None,
+    spells: FullSpeedSteps | None = None,
 ) -> str:
     """``step +21.1% = kernels +0.2% (GEMM -0.1 ms) + host +31.0% (host index -28.0%)``: which part of
     the step moved; '' where the result has no kernel time or nothing to compare. Where step time was
@@ -262,6 +304,8 @@ def parts_line(
         said = [moved] if (moved := host_speed_change(result, reference)) else []
         if step.gated and step_metric is not None and step_metric.tolerance_note:
             said.append(f"this runner's runs {step_metric.tolerance:.1%} apart")
+        if spells is not None:
+            said.append(f"step over {spells.kept[0]} of {spells.total[0]} steps at full host speed")
         line += f" ({'; '.join(said)})" if said else ""
     return line
 

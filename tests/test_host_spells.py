@@ -1,0 +1,98 @@
+"""Host time judged over the steps both hosts ran at full speed: a host that flips between a fast and a
+slow spell moves a run's median by its mix of spells, not by the software (CPU, faked step records)."""
+
+from __future__ import annotations
+
+from trainperf.judge.compare import Verdict
+from trainperf.judge.host_spells import MIN_FULL_SPEED_STEPS, full_speed_steps
+from trainperf.judge.metrics import HOST_SPEED, HOST_TIME, KERNEL_TIME, STEP_TIME, with_tolerances
+from trainperf.judge.verdict import judge_case
+from trainperf.result import CaseResult, KernelSummary, MetricValue
+from trainperf.run_record import RunRecord
+
+METRICS = with_tolerances({})
+FAST, SLOW = 5.8, 3.3
+"""Probe readings of the two spells measured on one H200 (ops/us)."""
+STEPS = 30
+
+
+def spelled(slow_steps: set[int], *, step_s: float = 0.70, slow_s: float = 0.90, runs: int = 2) -> CaseResult:
+    """Runs whose steps take ``step_s`` in fast spells and ``slow_s`` in the slow ones (``slow_steps``),
+    the same batches (keys) in every run, a fixed kernel time and one runner."""
+    keys = [f"{k}:400" for k in range(6, 6 + STEPS)]
+    steps = [slow_s if k in slow_steps else step_s for k in range(STEPS)]
+    speeds = [SLOW if k in slow_steps else FAST for k in range(STEPS)]
+    median = sorted(steps)[STEPS // 2]
+    mean_speed = sum(speeds) / STEPS
+    return CaseResult(
+        case_id="sft_hf-qwen3_8b-qlora-short-b4",
+        case={},
+        gpu_class="h200",
+        outcome="ok",
+        metrics={
+            STEP_TIME: MetricValue(median, "s", steps * runs, [median] * runs, keys * runs),
+            HOST_SPEED: MetricValue(mean_speed, "ops/us", speeds * runs, [mean_speed] * runs, keys * runs),
+            KERNEL_TIME: MetricValue(
+                133.0, "ms", [133.0, 133.0] * runs, [133.0] * runs, ["3:400", "4:300"] * runs
+            ),
+            HOST_TIME: MetricValue(median * 1000 - 133, "ms", None, [median * 1000 - 133] * runs),
+        },
+        fingerprint={"runner": "vm/GPU-e57ea6fb"},
+        runs=[RunRecord(clock_event_reasons=0)] * runs,
+        kernels=KernelSummary({"GEMM": 43.0}, [], runs),
+    )
+
+
+def judged(current: CaseResult, reference: CaseResult):  # type: ignore[no-untyped-def]
+    return judge_case(current, reference, METRICS, expectation="ok", timing=(True, ""), strict=False)
+
+
+def step_of(verdict):  # type: ignore[no-untyped-def]
+    return next(m for m in verdict.metrics if m.metric == STEP_TIME)
+
+
+REFERENCE = spelled(set(range(0, 30, 5)))  # a slow spell every fifth step
+
+
+def test_a_run_whose_host_spent_more_steps_slow_passes_over_its_full_speed_steps() -> None:
+    """Nothing changed but the mix: 21 of 30 steps slow against 6. Over all steps the median moves
+    +28.6% (its host's, not the software's); over the steps at full speed on both sides, 0.0%."""
+    more_slow = spelled(set(range(0, 30, 5)) | set(range(12, 30)))
+    verdict = judged(more_slow, REFERENCE)
+    step = step_of(verdict)
+    assert verdict.verdict is Verdict.PASS and step.gated
+    assert step.ratio == 1.0
+    assert (
+        "over the steps at the host's full speed on both sides (18 of 60 and 48 of 60 run-steps" in step.note
+    )
+    assert "step over 18 of 60 steps at full host speed" in verdict.parts
+
+
+def test_a_host_side_slowdown_is_caught_over_the_full_speed_steps_whatever_the_mix() -> None:
+    """+50 ms of Python a step (+7.1% of a 0.70 s step) in a run whose host also spent more steps slow."""
+    planted = spelled(set(range(0, 30, 5)) | set(range(20, 30)), step_s=0.75, slow_s=0.95)
+    verdict = judged(planted, REFERENCE)
+    assert verdict.verdict is Verdict.REGRESSED
+    assert abs(step_of(verdict).ratio - 0.75 / 0.70) < 1e-9
+
+
+def test_without_enough_full_speed_steps_on_both_sides_the_whole_runs_speed_decides() -> None:
+    """Too few steps at full speed in common: no selection; the host's speed through the steps moved
+    beyond its floor, so host time is shown, not judged."""
+    mostly_slow = spelled(set(range(STEPS)) - set(range(MIN_FULL_SPEED_STEPS - 1)))
+    assert full_speed_steps(mostly_slow, REFERENCE, METRICS) is None
+    verdict = judged(mostly_slow, REFERENCE)
+    assert not step_of(verdict).gated
+    assert "host speed through the steps" in verdict.reason
+
+
+def test_steps_without_probes_select_nothing() -> None:
+    """A reference taken before the step probe: its host speed is no per-step series."""
+    import dataclasses
+
+    speed = REFERENCE.metrics[HOST_SPEED]
+    older = dataclasses.replace(
+        REFERENCE,
+        metrics={**REFERENCE.metrics, HOST_SPEED: MetricValue(speed.value, "ops/us", None, speed.per_run)},
+    )
+    assert full_speed_steps(spelled(set()), older, METRICS) is None
