@@ -72,3 +72,12 @@ def test_the_step_probe_reads_the_hosts_speed() -> None:
     from trainperf.workloads.host_index import step_probe
 
     assert step_probe() > 0
+
+
+def test_a_step_timed_in_other_processes_gets_the_hosts_speed_as_it_arrives(tmp_path: Path) -> None:
+    """verl's steps are recorded as its workers log them: the driver times the host then; a record that
+    already carries a reading keeps it."""
+    recorder = StepRecorder(tmp_path / "steps.jsonl", ChildSpec(case={}, steps=0, out_dir=str(tmp_path)))
+    recorder.record({"step": 1, "duration_s": 2.0, "tokens": 10})
+    recorder.record({"step": 2, "duration_s": 2.0, "tokens": 10, "host_speed": 0.5})
+    assert recorder.steps[0]["host_speed"] > 0 and recorder.steps[1]["host_speed"] == 0.5

@@ -118,6 +118,11 @@ class StepRecorder:
     def record(self, record: dict[str, Any]) -> None:
         """Append a step as given: for a framework that times its own steps in other processes
         (verl's ``timing_s/step``), where an edge in this process would measure nothing."""
+        if "host_speed" not in record:
+            # A step timed in other processes (verl's workers) on this machine: the host's speed as
+            # its record arrives stands for the spell the step ran in (the spells are the machine's;
+            # records read back together share one reading).
+            record["host_speed"] = step_probe()
         if self.trace_plan is not None and self.trace_plan.profiled(int(record.get("step", 0))):
             record.setdefault("profiled", True)  # left out of the timing metrics (measure.measurement)
         self.steps.append(record)
