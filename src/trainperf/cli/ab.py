@@ -120,7 +120,23 @@ def _measure(
     folders_a, folders_b = measure_rounds(*pythons, plan, pytest_args, output, judge_so_far, kept)
     record["rounds"] = len(folders_a)
     results_a, results_b = pooled_sides(folders_a, folders_b)
+    if args.explain:
+        record["explained"] = _explain(args, output, pythons, pytest_args, (results_a, results_b), labels)
     return _judge(args, output, results_a, results_b, labels, record)
+
+
+def _explain(
+    args: argparse.Namespace, output: Path, pythons: tuple[str, str], pytest_args: list[str],
+    sides: tuple[list[CaseResult], list[CaseResult]], labels: tuple[str, str],
+) -> dict[str, str]:  # fmt: skip
+    """One profiled run a side of the cases that moved, and what their profiles say moved."""
+    from trainperf.studies.ab_explain import explain_round, explanations, moved_cases
+
+    moved = moved_cases(verdicts_of(_comparison(args, *sides, labels)))
+    if not moved:
+        return {}
+    folder_a, folder_b = explain_round(pythons, pytest_args, list(moved), output)
+    return explanations(folder_a, folder_b, moved)
 
 
 def _asked(python: str | None, pins: tuple[str, ...]) -> dict[str, Any]:
@@ -216,6 +232,8 @@ def _judge(
             text, status = text + "\n" + busy, NOT_JUDGED
         status = NOT_JUDGED if status == 0 and a_not_run else status
         summary.update(broken_cases=broken, comparison=comparison.to_dict())
+        explained = record.get("explained") or {}
+        text += "".join(f"\n{case}: {line}" for case, line in sorted(explained.items()))
         if precision is not None:
             summary["precision"] = precision.to_dict()
         verdict = BROKEN if broken else {0: "passes", 1: "fails", NOT_JUDGED: "not-judged"}[status]
@@ -239,7 +257,9 @@ def _judge_again(args: argparse.Namespace, output: Path, record: dict[str, Any])
     folders_a, folders_b = rounds_in(output)
     if kept:
         record = {
-            key: kept[key] for key in ("kind", "created", "rounds", "selection", "a", "b") if key in kept
+            key: kept[key]
+            for key in ("kind", "created", "rounds", "selection", "a", "b", "explained")
+            if key in kept
         }
     else:  # the study stopped before its record: dated by its first round
         record["created"] = started_at(folders_a[0]) or record["created"]
@@ -293,6 +313,27 @@ def add_candidate_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_round_options(ab: argparse.ArgumentParser) -> None:
+    """How many rounds a study measures."""
+    ab.add_argument(
+        "--rounds", type=int, default=3, help="A/B rounds (default 3; the fewest with --until-within)"
+    )
+    ab.add_argument(
+        "--until-within",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="add rounds (a pair at a time) until every judged case's step-time interval is within ±PCT%% "
+        "(e.g. 1), up to --max-rounds",
+    )
+    ab.add_argument(
+        "--max-rounds",
+        type=int,
+        default=None,
+        help=f"the most rounds --until-within may run (default {DEFAULT_MAX_ROUNDS}, or --rounds if more)",
+    )
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ab = sub.add_parser(
         "ab",
@@ -312,22 +353,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ab.add_argument("--label-a", default=None, help="A's name in the table (default: its interpreter)")
     ab.add_argument("--label-b", default=None, help="B's name in the table (default: its interpreter)")
     add_candidate_options(ab)
+    _add_round_options(ab)
     ab.add_argument(
-        "--rounds", type=int, default=3, help="A/B rounds (default 3; the fewest with --until-within)"
-    )
-    ab.add_argument(
-        "--until-within",
-        type=float,
-        default=None,
-        metavar="PCT",
-        help="add rounds (a pair at a time) until every judged case's step-time interval is within ±PCT%% "
-        "(e.g. 1), up to --max-rounds",
-    )
-    ab.add_argument(
-        "--max-rounds",
-        type=int,
-        default=None,
-        help=f"the most rounds --until-within may run (default {DEFAULT_MAX_ROUNDS}, or --rounds if more)",
+        "--explain",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the rounds, one profiled run a side of every case that moved, and what moved by kernel "
+        "group and kernel (default on; --no-explain skips it)",
     )
     ab.add_argument(
         "--prepare-only",

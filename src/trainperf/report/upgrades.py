@@ -151,7 +151,8 @@ def ab_rows(study: Study, again: Mapping[RowKey, str] | None = None) -> list[lis
             f"{_num(step.get('a'), 3)} -> {_num(step.get('b'), 3)}",
             _last_cell(
                 again.get(row_key(study, case["case_id"])),
-                broken_cases.get(case["case_id"]) or _explained(case),
+                broken_cases.get(case["case_id"])
+                or _explained(case, (record.get("explained") or {}).get(case["case_id"], "")),
             ),
         ])  # fmt: skip
     for case_id, why in sorted((record.get("a_not_run") or {}).items()):
@@ -159,13 +160,14 @@ def ab_rows(study: Study, again: Mapping[RowKey, str] | None = None) -> list[lis
     return rows
 
 
-def _explained(case: Mapping[str, Any]) -> str:
+def _explained(case: Mapping[str, Any], profiled: str = "") -> str:
     """The row's last cell: which part of a step moved (where kernel time was recorded), which
-    kernel groups and kernels moved (where kernel time did), then the reason of a verdict other
-    than pass."""
+    kernel groups and kernels moved (where kernel time did), the reason of a verdict other than pass,
+    and what the study's profiled runs found (``profiled``: ``studies.ab_explain``)."""
     reason = case.get("reason") if case["verdict"] != "pass" else ""
     moved = f"what moved: {case['kernels']}" if case.get("kernels") else ""
-    return "; ".join(str(part) for part in (case.get("parts"), moved, reason, noisy_cause(case)) if part)
+    parts = (case.get("parts"), moved, reason, noisy_cause(case), profiled)
+    return "; ".join(str(part) for part in parts if part)
 
 
 def noisy_cause(case: Mapping[str, Any]) -> str:

@@ -133,32 +133,34 @@ def holds_rounds(output: Path) -> bool:
     return any(output.glob("round*-[AB]"))
 
 
+def run_side(python: str, pytest_args: Sequence[str], out: Path, output: Path, what: str) -> Path:
+    """One side's pytest session under ``python``, written to ``out``; its run folder. ``what`` names
+    the side in an error (``round 2 (B)``)."""
+    empty_baselines = output / "no-baselines"  # judged A against B, not against stored baselines
+    empty_baselines.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "pytest", *pytest_args,
+        "--perf-python", python, "--perf-output", str(out), "--perf-baselines", str(empty_baselines),
+        "--perf-confirm", "0", "--perf-store", f"sqlite:///{(output / STUDY_STORE).absolute()}", "-q",
+    ]  # fmt: skip
+    completed = subprocess.run(command, check=False)
+    if completed.returncode not in (0, 1):  # 1: a case failed (e.g. an OOM), still measured
+        raise TrainperfError(f"pytest stopped with status {completed.returncode} in {what}")
+    run = last_run_in(out)
+    if run is None:
+        raise TrainperfError(f"{what} measured no case: check the pytest selection")
+    return run
+
+
 def run_round(
     round_index: int, planned: int, env_a: str, env_b: str, pytest_args: Sequence[str], output: Path
 ) -> dict[str, Path]:
     """Run one round's two sides in ``round_order``; each side's run folder by its label."""
-    empty_baselines = output / "no-baselines"  # judged A against B, not against stored baselines
-    empty_baselines.mkdir(parents=True, exist_ok=True)
     folders: dict[str, Path] = {}
     for label, python in round_order(round_index, env_a, env_b):
-        out = round_dir(output, round_index, label)
         print(f"[trainperf ab] round {round_index}/{planned}, environment {label}: {python}", flush=True)
-        command = [
-            sys.executable, "-m", "pytest", *pytest_args,
-            "--perf-python", python, "--perf-output", str(out), "--perf-baselines", str(empty_baselines),
-            "--perf-confirm", "0", "--perf-store", f"sqlite:///{(output / STUDY_STORE).absolute()}", "-q",
-        ]  # fmt: skip
-        completed = subprocess.run(command, check=False)
-        if completed.returncode not in (0, 1):  # 1: a case failed (e.g. an OOM), still measured
-            raise TrainperfError(
-                f"pytest stopped with status {completed.returncode} in round {round_index} ({label})"
-            )
-        run = last_run_in(out)
-        if run is None:
-            raise TrainperfError(
-                f"round {round_index} ({label}) measured no case: check the pytest selection"
-            )
-        folders[label] = run
+        out = round_dir(output, round_index, label)
+        folders[label] = run_side(python, pytest_args, out, output, f"round {round_index} ({label})")
     return folders
 
 
