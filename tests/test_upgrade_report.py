@@ -244,3 +244,18 @@ def test_a_noisy_row_states_its_cause_from_its_own_figures() -> None:
         "- peft 0.18.0 -> 0.21.2 (2 row(s), H200): 1 not concluded on host time alone; 1 not concluded "
         "(noisy); the GPU's work unchanged on 1 of 1 row(s) with kernel time (within ±0.40%)."
     )
+
+
+def test_a_bisection_shows_what_its_profiled_runs_found_at_the_release_it_found() -> None:
+    from trainperf.report.upgrades import bisect_lines
+
+    record = {
+        "package": "trl", "good": "1.6.0", "bad": "1.7.0", "versions": ["1.6.0", "1.7.0"], "rounds": 1,
+        "first_bad": "1.7.0", "selection": ["-m", "h100"], "environments": 2,
+        "steps": [{"version": "1.7.0", "bad": True, "ratio": 1.165, "verdict": "regressed",
+                   "kernels": "maxlen: dtype conversion +202.3 ms"}],
+        "explained": {"maxlen": "B against A, profiled: device: dtype conversion +202.3 ms/step"},
+    }  # fmt: skip
+    lines = bisect_lines(Study("b", "bisect", record))
+    assert "What moved at trl 1.7.0: maxlen: dtype conversion +202.3 ms" in lines
+    assert "- maxlen: B against A, profiled: device: dtype conversion +202.3 ms/step" in lines

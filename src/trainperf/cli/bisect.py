@@ -59,6 +59,28 @@ def ab_step(request: BisectRequest, good_python: Path, python: Path, version: st
     return Judgement(version, changed, max(ratios, default=None), verdicts, detail=moved)
 
 
+def explain_step(request: BisectRequest, good_python: Path, python: Path, version: str) -> dict[str, str]:
+    """The release the bisection found, explained as ``trainperf ab`` explains a study: its step's
+    moved cases profiled once a side (GOOD, then the release), beside that step's rounds."""
+    from trainperf.cli.ab import verdicts_of
+    from trainperf.cli.compare import comparison_of
+    from trainperf.studies.ab import pooled_sides, rounds_in
+    from trainperf.studies.ab_explain import explain_round, explanations, moved_cases
+
+    folder = request.output / version
+    labels = (f"{request.package} {request.good}", f"{request.package} {version}")
+    try:
+        sides = pooled_sides(*rounds_in(folder))
+    except (OSError, ValueError, TrainperfError) as exc:  # its rounds are gone: nothing to narrow to
+        return {"(all)": f"not explained: the step's rounds could not be read ({exc})"}
+    comparison = comparison_of(*sides, *labels, strict=False)
+    moved = moved_cases(verdicts_of(comparison))
+    if not moved:
+        return {}
+    profiled = explain_round((str(good_python), str(python)), request.selection, list(moved), folder)
+    return explanations(*profiled, moved)
+
+
 def _conclude(request: BisectRequest, result: Bisection, bound: int) -> int:
     print(
         "\n".join(
@@ -104,7 +126,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     result = Bisection([])
     try:
         # ab_step is looked up here, at the call: a test may stand in for the measured step.
-        bound, request = run(request, _options(args), lambda *step: ab_step(*step), say, into=result)
+        explain = explain_step if args.explain else None
+        bound, request = run(request, _options(args), lambda *step: ab_step(*step), say, result, explain)
     except KeyboardInterrupt:
         return _interrupted(request, result)
     except Unjudged as busy:
@@ -151,6 +174,12 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--output", default=None, help="folder for the steps' rounds (default reports/bisect-<time>)"
+    )
+    parser.add_argument(
+        "--explain",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="at the release found, one profiled run a side of every case that moved (default on)",
     )
 
 

@@ -241,12 +241,18 @@ def bisect_conclusion(record: Mapping[str, Any]) -> str:
 
 
 def _moved_at_first_bad(record: Mapping[str, Any]) -> list[str]:
-    """What moved inside the kernel time at the release the bisection found, where it recorded it."""
+    """What moved inside the kernel time at the release the bisection found, where it recorded it, and
+    what its profiled runs found (``explained``)."""
     first_bad = record.get("first_bad")
     step = next((s for s in record.get("steps", []) if first_bad and s.get("version") == first_bad), None)
-    if not step or not step.get("kernels"):
-        return []
-    return [f"What moved at {record['package']} {first_bad}: {step['kernels']}", ""]
+    lines = (
+        [f"What moved at {record['package']} {first_bad}: {step['kernels']}", ""]
+        if step and step.get("kernels")
+        else []
+    )
+    explained = record.get("explained") or {}
+    lines += [f"- {case}: {line}" for case, line in sorted(explained.items())]
+    return [*lines, ""] if explained else lines
 
 
 def bisect_lines(study: Study) -> list[str]:

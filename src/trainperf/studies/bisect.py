@@ -49,6 +49,9 @@ StepJudge = Callable[["BisectRequest", Path, Path, str, Path], Judgement]
 """One A/B step: (request, GOOD's python, the probed version's python, the version, its folder) to
 its judgement; ``Unjudged`` where a busy host left it without one (``trainperf bisect``'s, which
 judges through the project's tolerances)."""
+StepExplain = Callable[["BisectRequest", Path, Path, str], dict[str, str]]
+"""The release found, explained: (request, GOOD's python, its python, the version) to each moved
+case's line from one profiled run a side (``studies.ab_explain``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +189,9 @@ def earlier_steps(request: BisectRequest, say: Say) -> dict[str, Judgement]:
     return steps
 
 
-def write_record(request: BisectRequest, result: Bisection, build: Builder) -> None:
+def write_record(
+    request: BisectRequest, result: Bisection, build: Builder, explained: dict[str, str] | None = None
+) -> None:
     steps = [
         {
             "version": s.version,
@@ -210,6 +215,7 @@ def write_record(request: BisectRequest, result: Bisection, build: Builder) -> N
         "look_for": request.look_for,
         "versions": result.versions,
         "first_bad": result.first_bad,
+        "explained": explained or {},
         "unresolved": result.unresolved,
         "environments": result.environments,
         "steps": steps,
@@ -220,7 +226,12 @@ def write_record(request: BisectRequest, result: Bisection, build: Builder) -> N
 
 
 def run(
-    request: BisectRequest, options: CandidateOptions, ab_step: StepJudge, say: Say, into: Bisection
+    request: BisectRequest,
+    options: CandidateOptions,
+    ab_step: StepJudge,
+    say: Say,
+    into: Bisection,
+    explain: StepExplain | None = None,
 ) -> tuple[int, BisectRequest]:
     """The bisection, into ``into`` (its versions, the ends that run, and its steps as they are
     judged, so that a caller stopped by ``KeyboardInterrupt`` or ``Unjudged`` still has them); the
@@ -249,8 +260,13 @@ def run(
         say(step_line(len(into.steps) + 1, step, request.good, request.look_for))
         return step
 
+    explained: dict[str, str] = {}
     try:
         bisect(versions, judge, into=into)
+        found = build(into.first_bad) if explain is not None and into.first_bad else None
+        if explain is not None and into.first_bad and isinstance(found, Candidate):
+            say(f"explaining {request.package} {into.first_bad}: one profiled run a side of what moved")
+            explained = explain(request, good.python, found.python, into.first_bad)
     finally:
-        write_record(request, into, build)
+        write_record(request, into, build, explained)
     return bound, request
