@@ -22,6 +22,7 @@ from trainperf.result import CaseResult, MetricValue
 from trainperf.run_record import RunRecord
 from trainperf.store.results import save_result
 from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
+from trainperf.trace_record import TraceRecord
 from trainperf.traces.analysis import analyse
 from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
@@ -113,7 +114,9 @@ def make_run(run_dir: Path) -> list[CaseResult]:
             },
             trace_diff=trace_diff(base, slow),
         ),
-        trace={"summary": slow, "file": "traces/x/r1.pt.trace.json.gz", "bytes": 3 * 2**20},
+        trace=TraceRecord.from_dict(
+            {"summary": slow, "file": "traces/x/r1.pt.trace.json.gz", "bytes": 3 * 2**20}
+        ),
     )
     probes = [
         {"value": v, "fits": v <= 8, "outcome": "ok" if v <= 8 else "oom", "note": ""}

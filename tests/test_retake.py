@@ -9,8 +9,14 @@ import sys
 from pathlib import Path
 
 from trainperf.plan.retake import GAPS, gaps_of, retake_command, stale_baselines
+from trainperf.profile_record import AllocatorSummary, ProfileSummary
 from trainperf.result import CaseResult, MetricValue
 from trainperf.run_record import RunRecord
+
+PROFILE = ProfileSummary(
+    kind="gpu", steps=1, step_ms=1.0, busy_ms=0.5, host_side_ms=0.5, idle_other_ms=0.0,
+    device_ms={"GEMM": 0.5}, top_kernels=(), memory=AllocatorSummary(unavailable="not recorded"),
+)  # fmt: skip
 
 
 def _baseline(case_id: str, *, complete: bool) -> CaseResult:
@@ -23,7 +29,7 @@ def _baseline(case_id: str, *, complete: bool) -> CaseResult:
         metrics={"kernel_ms": MetricValue(196.6, "ms")} if complete else {},
         runs=[run],
         fingerprint={"cpu_id": "GenuineIntel family 6 model 143 stepping 8"} if complete else {},
-        profile={"groups": {"gemm": 0.5}} if complete else None,
+        profile=PROFILE if complete else None,
     )
 
 

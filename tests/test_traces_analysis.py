@@ -10,6 +10,7 @@ import pytest
 
 from trainperf.errors import TrainperfError
 from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
+from trainperf.trace_record import TraceRecord
 from trainperf.traces.analysis import analyse, merge
 from trainperf.traces.categories import categorise
 from trainperf.traces.collect import attach_diff
@@ -81,8 +82,8 @@ def test_a_launch_blocking_run_is_host_bound_and_a_slow_gemm_gpu_bound() -> None
 
 
 def test_diff_is_attached_only_to_a_timing_regression_with_traces_on_both_sides() -> None:
-    base = {"summary": summary("gpu_step.json")}
-    current = {"summary": summary("gpu_step_host_bound.json")}
+    base = TraceRecord.from_dict({"summary": summary("gpu_step.json")})
+    current = TraceRecord.from_dict({"summary": summary("gpu_step_host_bound.json")})
     regressed = StoredVerdict("regressed", metrics=[StoredMetricVerdict("step_time_s", "regressed")])
     assert attach_diff(regressed, current, base) is None
     assert regressed.trace_diff is not None and regressed.trace_diff["verdict"] == "host-bound"

@@ -14,8 +14,10 @@ from trainperf.cliff_record import CliffRecord
 from trainperf.errors import TrainperfError
 from trainperf.limits_record import Limits
 from trainperf.memory_estimate import MemoryEstimate
+from trainperf.profile_record import ProfileSummary
 from trainperf.run_record import KernelShare, RunRecord
 from trainperf.stored_verdict import StoredVerdict
+from trainperf.trace_record import TraceRecord
 
 SCHEMA_VERSION = 1
 
@@ -77,9 +79,9 @@ class CaseResult:
     estimate: MemoryEstimate | None = None
     """Peak allocator memory estimated before launch (``trainperf.plan.estimate``), shown beside the measured
     peak."""
-    trace: dict[str, Any] | None = None
+    trace: TraceRecord | None = None
     """With --perf-trace: the first traced run's trace record (file, size, analysis summary)."""
-    profile: dict[str, Any] | None = None
+    profile: ProfileSummary | None = None
     """The profile summary of a profiled run (``traces.profile``): GPU time per step by group,
     host-side time, top kernels, the allocator's largest blocks; a baseline's is what a regression's
     diagnosis compares with."""
@@ -105,6 +107,8 @@ class CaseResult:
         data["cliff"] = self.cliff.to_dict() if self.cliff else None
         data["estimate"] = self.estimate.to_dict() if self.estimate else None
         data["limits"] = self.limits.to_dict() if self.limits else None
+        data["trace"] = self.trace.to_dict() if self.trace else None
+        data["profile"] = self.profile.to_dict() if self.profile else None
         return data
 
     @classmethod
@@ -129,6 +133,8 @@ class CaseResult:
         payload["cliff"] = CliffRecord.from_dict(data.get("cliff"))
         payload["estimate"] = MemoryEstimate.from_dict(data.get("estimate"))
         payload["limits"] = Limits.from_dict(data.get("limits"))
+        payload["trace"] = TraceRecord.from_dict(data.get("trace"))
+        payload["profile"] = ProfileSummary.from_dict(data.get("profile"))
         return cls(**payload)
 
 

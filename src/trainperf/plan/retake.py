@@ -26,7 +26,7 @@ class Gap:
 
 
 def _profiled(result: CaseResult) -> bool:
-    return bool(result.profile)
+    return result.profile is not None
 
 
 def _peak_step(result: CaseResult) -> bool:

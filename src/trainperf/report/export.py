@@ -78,12 +78,13 @@ def key_figures(result: CaseResult) -> dict[str, Any]:
     """The figures worth carrying beside a test outcome (JUnit properties, ``extra_info``)."""
     figures: dict[str, Any] = {"verdict": result.verdict.verdict or None, "outcome": result.outcome}
     figures.update({name: round(value.value, 6) for name, value in result.metrics.items()})
-    summary = (result.trace or {}).get("summary")
-    if summary:
-        figures["trace_busy_fraction"] = round(summary["busy_fraction"], 4)
-        if summary["kind"] == "gpu":
-            steps = max(1, int(summary.get("steps") or 1))
-            figures["trace_host_bound_idle_ms_per_step"] = round(summary["idle_host_bound_ms"] / steps, 3)
+    summary = result.trace.summary if result.trace else None
+    if summary is not None:
+        figures["trace_busy_fraction"] = round(summary.busy_fraction, 4)
+        if summary.kind == "gpu":
+            figures["trace_host_bound_idle_ms_per_step"] = round(
+                summary.per_step(summary.idle_host_bound_ms), 3
+            )
     if diff := result.verdict.trace_diff:
         figures["trace_diff_verdict"] = diff["verdict"]
     if (diagnosis := result.verdict.diagnosis) and diagnosis.get("line"):

@@ -251,30 +251,29 @@ def _comparisons(run_dir: Path) -> list[str]:
 def _traces(results: Sequence[CaseResult]) -> tuple[str, str, str]:
     busy_bars, category_bars, lines = [], [], []
     for result in results:
-        summary = (result.trace or {}).get("summary")
-        if not summary:
+        record = result.trace
+        summary = record.summary if record else None
+        if record is None or summary is None:
             continue
-        steps = max(1, int(summary.get("steps") or 1))
-        if summary["kind"] == "gpu":
+        if summary.kind == "gpu":
             parts = [
-                ("GPU busy", summary["busy_ms"]),
-                ("host-bound idle", summary["idle_host_bound_ms"]),
-                ("other idle", summary["idle_other_ms"]),
+                ("GPU busy", summary.busy_ms),
+                ("host-bound idle", summary.idle_host_bound_ms),
+                ("other idle", summary.idle_other_ms),
             ]
         else:
-            parts = [("CPU busy (main thread)", summary["busy_ms"]), ("CPU idle", summary["idle_ms"])]
-        busy_bars.append(Bar(result.case_id, [(name, value / steps) for name, value in parts]))
+            parts = [("CPU busy (main thread)", summary.busy_ms), ("CPU idle", summary.idle_ms)]
+        busy_bars.append(Bar(result.case_id, [(name, summary.per_step(value)) for name, value in parts]))
         category_bars.append(
-            Bar(result.case_id, [(n, v / steps) for n, v in summary.get("categories_ms", {}).items()])
+            Bar(result.case_id, [(n, summary.per_step(v)) for n, v in summary.categories_ms.items()])
         )
-        top = "; ".join(f"{t['name'][:60]} {t['share']:.0%}" for t in summary.get("top", [])[:5])
-        size = (result.trace or {}).get("bytes")
-        where = (result.trace or {}).get("file") or (result.trace or {}).get("deleted", "")
+        top = "; ".join(f"{kernel.name[:60]} {kernel.share:.0%}" for kernel in summary.top[:5])
+        where = record.file or record.deleted or ""
         lines += [f"{result.case_id}: {line.strip()}" for line in describe(result.verdict.trace_diff or {})]
         lines.append(
-            f"{result.case_id}: {summary['kind']} busy {summary['busy_fraction']:.1%} over {steps} profiled "
-            "step(s); "
-            f"top: {top}; trace {where} ({(size or 0) / 2**20:.1f} MB)"
+            f"{result.case_id}: {summary.kind} busy {summary.busy_fraction:.1%} over {summary.steps} "
+            "profiled step(s); "
+            f"top: {top}; trace {where} ({(record.file_bytes or 0) / 2**20:.1f} MB)"
         )
     busy = stacked_bars("busy / idle per profiled step", "ms", busy_bars, normalise=True)
     categories = stacked_bars("time by category per profiled step", "ms", category_bars)

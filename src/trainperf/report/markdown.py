@@ -13,26 +13,25 @@ from trainperf.traces.diff import describe
 def _trace_rows(results: Sequence[CaseResult]) -> list[str]:
     lines = []
     for result in results:
-        record = result.trace or {}
-        summary = record.get("summary")
-        if not summary:
+        record = result.trace
+        summary = record.summary if record else None
+        if record is None or summary is None:
             continue
-        steps = max(1, int(summary.get("steps") or 1))
-        if summary["kind"] == "gpu":
+        if summary.kind == "gpu":
             idle = (
-                f"host-bound {summary['idle_host_bound_ms'] / steps:.2f} ms, other "
-                f"{summary['idle_other_ms'] / steps:.2f} ms"
+                f"host-bound {summary.per_step(summary.idle_host_bound_ms):.2f} ms, other "
+                f"{summary.per_step(summary.idle_other_ms):.2f} ms"
             )
-            launch = f"{summary['launch']['runtime_us_per_kernel']:.1f}"
+            launch = f"{summary.launch.runtime_us_per_kernel:.1f}" if summary.launch else "-"
         else:
-            idle, launch = f"{summary['idle_ms'] / steps:.2f} ms", "-"
+            idle, launch = f"{summary.per_step(summary.idle_ms):.2f} ms", "-"
         categories = ", ".join(
-            f"{name} {ms / steps:.2f}" for name, ms in list(summary.get("categories_ms", {}).items())[:4]
+            f"{name} {summary.per_step(ms):.2f}" for name, ms in list(summary.categories_ms.items())[:4]
         )
-        where = record.get("file") or record.get("deleted") or "-"
-        size = f"{(record.get('bytes') or 0) / 2**20:.1f} MB"
+        where = record.file or record.deleted or "-"
+        size = f"{(record.file_bytes or 0) / 2**20:.1f} MB"
         lines.append(
-            f"| {result.case_id} | {summary['kind']} | {summary['busy_fraction']:.1%} | {idle} | "
+            f"| {result.case_id} | {summary.kind} | {summary.busy_fraction:.1%} | {idle} | "
             f"{categories} | "
             f"{launch} | {where} ({size}) |"
         )

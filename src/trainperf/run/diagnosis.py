@@ -8,11 +8,10 @@ An extra run is kept in the run folder but never pooled into the case's metrics.
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainperf.case import Case, Outcome
 from trainperf.judge.compare import CaseVerdict, Verdict
 from trainperf.judge.metrics import Kind, metrics_of_kind
+from trainperf.profile_record import ProfileSummary
 from trainperf.result import CaseResult
 from trainperf.run.runner_port import RunnerPort
 from trainperf.run.step_plan import StepCount
@@ -51,7 +50,7 @@ def attach_diagnosis(
     if resumed is not None:
         result.verdict.diagnosis = resumed.diagnosis
         return None
-    if baseline is None or not baseline.profile:
+    if baseline is None or baseline.profile is None:
         return (
             "no diagnosis: the baseline has no profile summary (write it again with "
             "--perf-update-baselines; --perf-diagnose off skips this)"
@@ -65,20 +64,22 @@ def attach_diagnosis(
         ),
         "this run was profiled",
     )
-    if not profile:
+    if profile is None:
         profile, cost, why = _profiled_run(runner, case, steps, result)
-        if not profile:
+        if profile is None:
             return f"no diagnosis: {why}"
-    if profile.get("kind") != baseline.profile.get("kind"):
+    if profile.kind != baseline.profile.kind:
         return "no diagnosis: one profile is a GPU profile, the other a CPU profile"
-    found = diagnose(baseline.profile, profile, memory="memory" in kinds)
-    result.verdict.diagnosis = {**found, "regressed": sorted(kinds), "cost": cost, "profile": profile}
+    # The diagnosis reads the summaries as their JSON objects, the form a verdict stores them in.
+    current = profile.to_dict()
+    found = diagnose(baseline.profile.to_dict(), current, memory="memory" in kinds)
+    result.verdict.diagnosis = {**found, "regressed": sorted(kinds), "cost": cost, "profile": current}
     return None
 
 
 def _profiled_run(
     runner: RunnerPort, case: Case, steps: StepCount, result: CaseResult
-) -> tuple[dict[str, Any] | None, str, str]:
+) -> tuple[ProfileSummary | None, str, str]:
     """One more fresh run of the case, profiled over its last steps; (profile, cost, why not)."""
     ctx = runner.ctx
     interpreter = runner.interpreter(case)
@@ -92,6 +93,7 @@ def _profiled_run(
     cost = f"one extra profiled run ({run.info.wall_s or 0:.0f} s, {run.info.dir})"
     if run.outcome is not Outcome.OK:
         return None, cost, f"the profiled run ended {run.outcome.value} ({run.message})"
-    if not trace.get("profile"):
+    profile = ProfileSummary.from_dict(trace.get("profile"))
+    if profile is None:
         return None, cost, f"the profiled run has no profile ({trace.get('error', 'no trace')})"
-    return trace["profile"], cost, ""
+    return profile, cost, ""

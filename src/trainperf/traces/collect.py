@@ -8,6 +8,7 @@ from typing import Any
 
 from trainperf.errors import TrainperfError
 from trainperf.stored_verdict import StoredVerdict
+from trainperf.trace_record import TraceRecord
 from trainperf.traces.analysis import analyse
 from trainperf.traces.diff import trace_diff
 from trainperf.traces.kineto import load_trace
@@ -66,7 +67,7 @@ def _keep_within_cap(path: Path, cap_mb: float, run_dir: Path, *, analysed: bool
 
 
 def attach_diff(
-    verdict: StoredVerdict, current: dict[str, Any] | None, baseline: dict[str, Any] | None
+    verdict: StoredVerdict, current: TraceRecord | None, baseline: TraceRecord | None
 ) -> str | None:
     """For a timing regression with traces on both sides, store the diff in the verdict (the failure
     detail shows it); otherwise return why there is none (None when no diff was wanted)."""
@@ -76,12 +77,12 @@ def attach_diff(
     )  # a contaminated run's timing is shown, not gated: nothing for a diff to explain
     if not regressed:
         return None
-    current_summary = (current or {}).get("summary")
-    baseline_summary = (baseline or {}).get("summary")
-    if not current_summary or not baseline_summary:
-        missing = "this run" if not current_summary else "the baseline"
+    current_summary = current.summary if current else None
+    baseline_summary = baseline.summary if baseline else None
+    if current_summary is None or baseline_summary is None:
+        missing = "this run" if current_summary is None else "the baseline"
         return f"no trace diff: {missing} has no trace (write the baseline and run with --perf-trace)"
-    diff = trace_diff(baseline_summary, current_summary)
+    diff = trace_diff(baseline_summary.to_dict(), current_summary.to_dict())
     if diff is None:
         return "no trace diff: one trace is a GPU trace, the other a CPU trace"
     verdict.trace_diff = diff
