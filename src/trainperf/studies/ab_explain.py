@@ -83,10 +83,11 @@ def explanations(folder_a: Path, folder_b: Path, moved: Mapping[str, float]) -> 
             missing = " and ".join(label for label, p in zip("AB", profiles, strict=True) if not p)
             lines[case] = f"not explained: no profile summary from {missing}'s profiled run"
             continue
+        a, b = (profile.to_dict() for profile in profiles if profile)
         if ratio >= 1:
-            line = diagnose(profiles[0], profiles[1])["line"].removeprefix("diagnosis: ")
+            line = diagnose(a, b)["line"].removeprefix("diagnosis: ")
             lines[case] = f"B against A, profiled: {line}"
         else:
-            line = diagnose(profiles[1], profiles[0])["line"].removeprefix("diagnosis: ")
+            line = diagnose(b, a)["line"].removeprefix("diagnosis: ")
             lines[case] = f"A against B (B is faster), profiled: {line}"
     return lines
