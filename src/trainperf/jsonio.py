@@ -46,3 +46,16 @@ def read_jsonl(path: Path) -> list[Any]:
         except ValueError:
             break
     return records
+
+
+def stored_number(value: Any) -> float:
+    """A number as a result file stored it (an int stays an int, so the file reads back unchanged); any
+    other value raises TypeError, which a record's reader takes as "no such record"."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"not a number: {value!r}")
+    return value
+
+
+def stored_number_or_none(value: Any) -> float | None:
+    """A stored number as it was written, or None where the file holds none there."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trainperf.jsonio import stored_number_or_none as _number
+
 ALWAYS_STORED = ("achieved_tflops", "mfu", "mfu_note")
 """Stored even where there is no figure (null): a report says why with ``mfu_note``."""
 
@@ -89,11 +91,6 @@ class Limits:
             kwh_per_mtok=_number(data.get("kwh_per_mtok")),
             cliff_headroom=CliffHeadroom.from_dict(data.get("cliff_headroom")),
         )
-
-
-def _number(value: Any) -> float | None:
-    """A stored number as it was written (an int stays an int, so the file reads back unchanged)."""
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _integer(value: Any) -> int | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trainperf.jsonio import stored_number as _number
+
 GIB = 2**30
 
 
@@ -45,10 +47,3 @@ class MemoryEstimate:
             )
         except (KeyError, TypeError, ValueError):
             return None
-
-
-def _number(value: Any) -> float:
-    """A stored number as it was written (an int stays an int, so the file reads back unchanged)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"not a number: {value!r}")
-    return value

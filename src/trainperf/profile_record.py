@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trainperf.jsonio import stored_number as _number
+
 
 @dataclass(frozen=True, slots=True)
 class ProfiledKernel:
@@ -135,10 +137,3 @@ class ProfileSummary:
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
-
-
-def _number(value: Any) -> float:
-    """A stored number as it was written (an int stays an int, so the file reads back unchanged)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"not a number: {value!r}")
-    return value

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trainperf.jsonio import stored_number as _number
+from trainperf.jsonio import stored_number_or_none
 from trainperf.profile_record import ProfileSummary
 
 
@@ -220,15 +222,9 @@ class TraceRecord:
         )
 
 
-def _number(value: Any) -> float:
-    """A stored number as it was written (an int stays an int, so the file reads back unchanged)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"not a number: {value!r}")
-    return value
-
-
 def _optional_number(value: Any) -> Any:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """``jsonio.stored_number_or_none`` typed loosely: the summary's counts are ints, its times floats."""
+    return stored_number_or_none(value)
 
 
 def _text(value: Any) -> str | None:
