@@ -125,6 +125,9 @@ def test_bisect_finds_the_planted_version_on_the_cpu(wheelhouse: Path, tmp_path:
     assert steps["1.2.0"]["bad"] and steps["1.2.0"]["ratio"] > 1.9
     assert not any(step["bad"] for version, step in steps.items() if version < "1.2.0")
     assert "step 1: 1.2.0 vs 1.0.0: step time x" in completed.stdout
+    # The release found, explained: its step's slower case profiled once a side.
+    explained = record["explained"]["sft_hf-qwen3_tiny-lora-short-b4"]
+    assert explained.startswith("B against A, profiled: "), record
 
 
 def test_good_already_slow_is_one_line(
