@@ -59,3 +59,8 @@ def stored_number(value: Any) -> float:
 def stored_number_or_none(value: Any) -> float | None:
     """A stored number as it was written, or None where the file holds none there."""
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def stored_text(value: Any) -> str | None:
+    """A stored string, or None where the file holds none there."""
+    return value if isinstance(value, str) else None

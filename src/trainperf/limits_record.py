@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainperf.jsonio import stored_number_or_none as _number
+from trainperf.jsonio import stored_text as _text
 
 ALWAYS_STORED = ("achieved_tflops", "mfu", "mfu_note")
 """Stored even where there is no figure (null): a report says why with ``mfu_note``."""
@@ -95,7 +96,3 @@ class Limits:
 
 def _integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

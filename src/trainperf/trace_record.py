@@ -14,6 +14,7 @@ from typing import Any
 
 from trainperf.jsonio import stored_number as _number
 from trainperf.jsonio import stored_number_or_none
+from trainperf.jsonio import stored_text as _text
 from trainperf.profile_record import ProfileSummary
 
 
@@ -225,10 +226,6 @@ class TraceRecord:
 def _optional_number(value: Any) -> Any:
     """``jsonio.stored_number_or_none`` typed loosely: the summary's counts are ints, its times floats."""
     return stored_number_or_none(value)
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _texts(value: Any) -> tuple[str, ...] | None:

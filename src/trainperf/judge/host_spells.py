@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainperf.judge import stats
-from trainperf.judge.metrics import HOST_SPEED, STEP_TIME, Metric, Part, resolve_metric
+from trainperf.judge.host_runs import depends_on_host
+from trainperf.judge.metrics import HOST_SPEED, STEP_TIME, Metric, resolve_metric
 from trainperf.result import CaseResult, MetricValue
 
 FULL_SPEED_SHARE = 0.80
@@ -68,7 +69,7 @@ def _aligned(value: MetricValue | None, speeds: MetricValue) -> bool:
 
 def _host_dependent(metrics: Mapping[str, Metric], name: str) -> bool:
     metric = resolve_metric(dict(metrics), name)
-    return metric is not None and metric.timing and metric.part is not Part.DEVICE
+    return metric is not None and depends_on_host(metric)
 
 
 def _cut(value: MetricValue, keep: list[bool]) -> MetricValue:
