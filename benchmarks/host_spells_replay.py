@@ -17,6 +17,7 @@ from itertools import combinations
 from pathlib import Path
 
 from trainperf.ground.folder import RunFolder
+from trainperf.judge.host_spells import run_segments
 from trainperf.judge.metrics import HOST_SPEED, STEP_TIME, with_tolerances
 from trainperf.judge.verdict import judge_case
 from trainperf.result import CaseResult, MetricValue
@@ -24,22 +25,11 @@ from trainperf.result import CaseResult, MetricValue
 METRICS = with_tolerances({})
 
 
-def _segments(keys: list[str]) -> list[tuple[int, int]]:
-    """(start, end) of each run's samples: a run's keys start again where a key repeats."""
-    bounds, seen, start = [], set(), 0
-    for index, key in enumerate(keys):
-        if key in seen:
-            bounds.append((start, index))
-            seen, start = set(), index
-        seen.add(key)
-    return [*bounds, (start, len(keys))]
-
-
 def _run_value(value: MetricValue, run: int, runs: int) -> MetricValue:
     per_run = value.per_run if value.per_run and len(value.per_run) == runs else None
     centre = per_run[run] if per_run else value.value
     if value.keys and value.samples and len(value.keys) == len(value.samples):
-        segments = _segments(value.keys)
+        segments = run_segments(value.keys)
         if len(segments) == runs:
             start, end = segments[run]
             return MetricValue(centre, value.unit, value.samples[start:end], [centre], value.keys[start:end])

@@ -15,7 +15,7 @@ fourth +5.3%, `noisy`), where the whole run's speed as the trigger had shown 3 o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trainperf.judge import stats
@@ -31,6 +31,9 @@ FULL_SPEED_QUANTILE = 0.90
 undisturbed speed; the very fastest probe alone could be one lucky reading)."""
 MIN_FULL_SPEED_STEPS = 8
 """Steps both sides ran at full speed needed to judge over them (the paired test's own minimum)."""
+MIN_RUN_FULL_SPEED_STEPS = 4
+"""A run's level over its full-speed steps needs this many of them; a run with fewer says more about
+its few batches than about its process, and is left out of the run-to-run figures."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +75,38 @@ def _host_dependent(metrics: Mapping[str, Metric], name: str) -> bool:
     return metric is not None and depends_on_host(metric)
 
 
+def run_segments(keys: Sequence[str]) -> list[tuple[int, int]]:
+    """(start, end) of each run's samples in a figure pooled over runs: a run measures each batch once,
+    so a run's samples end where a key comes again."""
+    bounds, seen, start = [], set[str](), 0
+    for index, key in enumerate(keys):
+        if key in seen:
+            bounds.append((start, index))
+            seen, start = set(), index
+        seen.add(key)
+    return [*bounds, (start, len(keys))] if keys else []
+
+
+def _run_levels(samples: Sequence[float], keys: Sequence[str], keep: Sequence[bool]) -> list[float] | None:
+    """Each run's median over its full-speed steps (runs with at least ``MIN_RUN_FULL_SPEED_STEPS``):
+    how far the runner's processes move once the host's spells are taken out."""
+    levels = []
+    for start, end in run_segments(keys):
+        kept = [s for s, k in zip(samples[start:end], keep[start:end], strict=True) if k]
+        if len(kept) >= MIN_RUN_FULL_SPEED_STEPS:
+            levels.append(stats.median(kept))
+    return levels or None
+
+
 def _cut(value: MetricValue, keep: list[bool]) -> MetricValue:
+    """The figure over the kept steps: its samples, and its runs' levels over them (what the runner's
+    own run-to-run floor is measured from, ``host_runs.with_host_run_floor``)."""
     assert value.samples is not None and value.keys is not None
     samples = [s for s, k in zip(value.samples, keep, strict=True) if k]
     keys = [key for key, k in zip(value.keys, keep, strict=True) if k]
-    return dataclasses.replace(value, samples=samples, keys=keys)
+    return dataclasses.replace(
+        value, samples=samples, keys=keys, per_run=_run_levels(value.samples, value.keys, keep)
+    )
 
 
 def full_speed_steps(

@@ -90,8 +90,9 @@ def judge_case(
     gates = part_gates(result, reference, timing, contamination, host_matched=spells is not None)
     judged_metrics = dict(metrics)
     if split and reference is not None and gates.host.open:
-        # Host time gates here: at no less than what this runner's own processes moved.
-        judged_metrics = with_host_run_floor(metrics, reference)
+        # Host time gates here: at no less than what this runner's own processes moved (over the
+        # full-speed steps where those were selected: the spells' mix is then no longer in the figure).
+        judged_metrics = with_host_run_floor(metrics, spells.reference if spells else reference)
     verdict = compare_case(
         spells.result if spells else result,
         spells.reference if spells else reference,
