@@ -35,7 +35,7 @@ for i in $(seq 1 $(( aa > planted ? aa : planted ))); do
   [ "$i" -le "$planted" ] && one_run "planted-$(printf %02d "$i")" --perf-baseline history "${plant[@]}" "${planted_extra[@]}"
   [ "$i" -le "$aa" ] && one_run "aa-$(printf %02d "$i")" --perf-baseline history
 done
-python3 benchmarks/history_gate_table.py reports/runs | tee reports/history-gate.txt
+PYTHONPATH=src python3 benchmarks/history_gate_table.py reports/runs | tee reports/history-gate.txt
 mkdir -p "$bundle"
 tar czf "$bundle/history-gate.tgz" --exclude='*.safetensors' --exclude='*.parquet' --exclude=reports/out \
   --exclude='*.pt.trace.json*' reports

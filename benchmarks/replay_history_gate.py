@@ -23,11 +23,12 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from trainperf.judge.compare import compare_case
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
+from trainperf.judge.verdict import judge_case
 from trainperf.measure.hardware import load_classes
 from trainperf.result import CaseResult
+from trainperf.store.baselines import BaselineStore
 from trainperf.store.db import Store, open_store
 from trainperf.store.history_baseline import pooled_baseline
 from trainperf.store.reads import stored_cases
@@ -68,34 +69,48 @@ def is_cliff(result: StoredCase) -> bool:
     return any(name.startswith("cliff_") for name in result.metrics)
 
 
-def replay_case(store: Store, case_id: str, runner: str, metrics: dict[str, Metric], n: int) -> list[str]:
-    """One line per stored result of the case that has ``n`` accepted results before it."""
+def replay_case(
+    store: Store, case_id: str, runner: str, metrics: dict[str, Metric], n: int, *, min_runs: int, gpu_class: str
+) -> list[str]:
+    """One line per stored result of the case with at least ``min_runs`` accepted results before it,
+    judged as the live gate judges it: against its last ``n`` accepted results pooled, timing
+    tolerances narrowed to their noise, kernel time against the class's baseline file."""
     lines = []
     stored = stored_cases(store, case_id, runner=runner)
+    class_file = BaselineStore(REPO / "baselines").load(gpu_class, case_id)
     for index, result in enumerate(stored):
         prior = [case for case in stored[:index] if case.accepted][-n:]
-        if len(prior) < n or result.outcome != "ok" or is_cliff(result):
+        if len(prior) < max(1, min_runs) or result.outcome != "ok" or is_cliff(result):
             continue
-        baseline = pooled_baseline(case_id, "", prior)
+        baseline = pooled_baseline(case_id, gpu_class, prior)
         narrowed, notes = learned_tolerances(metrics, baseline)
-        verdict = compare_case(
-            _as_result(result), baseline, narrowed, expectation="ok", timing_comparable=True
+        verdict = judge_case(
+            _as_result(result, gpu_class),
+            baseline,
+            narrowed,
+            expectation="ok",
+            timing=(True, ""),
+            strict=False,
+            device_reference=class_file,
         )
         plant = planted(store, result.row)
-        label = f"planted {plant:+.0%}" if plant else "clean"
-        step_note = next((note for note in notes if note.startswith("step_time_s ")), "-")
+        # A --perf-plant drill is not stored as such (it is never accepted): its run folder says it.
+        folder = Path(result.run_dir or "").parent.name
+        label = f"planted {plant:+.0%}" if plant else ("planted" if "plant" in folder else "clean")
+        step = next((m for m in verdict.metrics if m.metric == "step_time_s"), None)
+        moved = f"step {(step.ratio - 1) * 100:+.1f}%" if step and step.ratio else "-"
         lines.append(
-            f"{case_id}\t{result.started[:19]}\t{label}\tstored {result.verdict}\t"
-            f"replayed {verdict.verdict.value}\t{verdict.reason[:80]}\t{step_note}"
+            f"{case_id}\t{folder or result.started[:19]}\t{label}\tstored {result.verdict}\t"
+            f"replayed {verdict.verdict.value}\t{len(prior)} runs\t{moved}\t{verdict.reason[:90]}"
         )
     return lines
 
 
-def _as_result(stored: StoredCase) -> CaseResult:
+def _as_result(stored: StoredCase, gpu_class: str) -> CaseResult:
     return CaseResult(
         case_id=stored.case_id,
         case={},
-        gpu_class="",
+        gpu_class=gpu_class,
         outcome=stored.outcome,
         metrics=stored.metrics,
         effective_config=stored.effective_config,
@@ -111,6 +126,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runner", required=True, help="the runner label whose results are replayed")
     parser.add_argument("--gpu-class", required=True, help="the class whose timing tolerances apply")
     parser.add_argument("--runs", type=int, default=10, help="accepted results pooled per baseline")
+    parser.add_argument(
+        "--min-runs", type=int, default=None, help="replay results with this many accepted before (default --runs)"
+    )
     parser.add_argument("--case", action="append", default=[], help="replay only these cases")
     args = parser.parse_args(argv)
     gpu_class = load_classes()[args.gpu_class]
@@ -118,7 +136,16 @@ def main(argv: list[str]) -> int:
     store = open_store(working_copy(args.store), create=False)
     counts: Counter[str] = Counter()
     for case_id in args.case or case_ids(store, args.runner):
-        for line in replay_case(store, case_id, args.runner, metrics, args.runs):
+        lines = replay_case(
+            store,
+            case_id,
+            args.runner,
+            metrics,
+            args.runs,
+            min_runs=args.min_runs or args.runs,
+            gpu_class=args.gpu_class,
+        )
+        for line in lines:
             print(line)
             fields = line.split("\t")
             counts[f"{fields[2].split()[0]} -> {fields[4].split()[1]}"] += 1

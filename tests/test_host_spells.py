@@ -78,14 +78,15 @@ def test_a_host_side_slowdown_is_caught_over_the_full_speed_steps_whatever_the_m
     assert abs(step_of(verdict).ratio - 0.75 / 0.70) < 1e-9
 
 
-def test_without_enough_full_speed_steps_on_both_sides_the_whole_runs_speed_decides() -> None:
-    """Too few steps at full speed in common: no selection; the host's speed through the steps moved
-    beyond its floor, so host time is shown, not judged."""
+def test_without_enough_full_speed_steps_on_both_sides_host_time_is_judged_over_all_steps() -> None:
+    """Too few steps at full speed in common: no selection. The host's lower speed through the steps
+    does not excuse the slower step (it is partly the case's own doing): host time is judged over all
+    the steps, where 23 of 30 batches ran slow and 7 did not: beyond tolerance, not significant."""
     mostly_slow = spelled(set(range(STEPS)) - set(range(MIN_FULL_SPEED_STEPS - 1)))
     assert full_speed_steps(mostly_slow, REFERENCE, METRICS) is None
     verdict = judged(mostly_slow, REFERENCE)
-    assert not step_of(verdict).gated
-    assert "host speed through the steps" in verdict.reason
+    assert step_of(verdict).gated and verdict.verdict is Verdict.NOISY
+    assert "host speed" in verdict.parts
 
 
 def test_steps_without_probes_select_nothing() -> None:

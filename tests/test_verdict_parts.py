@@ -205,11 +205,12 @@ def test_where_both_sides_timed_the_host_at_each_step_the_line_names_that_speed(
     assert verdict.parts == "step +10.0% = kernels +0.0% + host +12.5% (host speed -10.0% through the steps)"
 
 
-def test_a_host_slower_through_the_steps_stops_host_gating_though_its_index_held() -> None:
-    """On one H200 the index before each case read 1.44-1.49 while one run's host spent its last twelve
-    steps slow (speed through the steps 4.03 against 5.06-5.28): that run's host time is shown, not
-    judged; a host as fast through the steps as the reference's still gates."""
+def test_a_host_slower_through_the_steps_still_gates_its_host_time() -> None:
+    """A run whose host read slower through its steps is still judged on host time: that speed is partly
+    the case's own doing (runs with +50 ms of Python a step read it 7-22% slower than their runner's
+    unchanged runs on two H200s), so it cannot excuse a slower step. Its regression goes to fresh runs."""
     slower = judged(timed(0.78, step_s=1.10), timed(1.0, runs=3))
-    assert slower.verdict is Verdict.PASS and not by_name(slower, STEP_TIME).gated
-    assert "host speed through the steps -22.0% against the reference (a slower host" in slower.reason
+    assert slower.verdict is Verdict.REGRESSED and by_name(slower, STEP_TIME).gated
+    assert slower.confirm
+    assert "host speed -22.0% through the steps" in slower.parts
     assert judged(timed(0.95, step_s=1.10), timed(1.0, runs=3)).verdict is Verdict.REGRESSED
