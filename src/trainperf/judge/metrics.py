@@ -113,7 +113,8 @@ _REGISTRY: tuple[Metric, ...] = (
         tolerance=0.05,
         gated=False,
         description="a small fixed piece of interpreter work timed at every step's edge, the mean over the "
-        "steady steps: the host's speed while the case ran, where the host index is one instant before it",
+        "steady steps: the host's speed while the case ran, where the host index is one instant before it; "
+        "it picks the steps host time is judged over, never whether it is (the case's own host work slows it)",
     ),
     Metric(
         name=SM_CLOCK,
