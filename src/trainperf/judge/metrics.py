@@ -112,9 +112,8 @@ _REGISTRY: tuple[Metric, ...] = (
         direction=Direction.HIGHER,
         tolerance=0.05,
         gated=False,
-        description="a small fixed piece of interpreter work timed at every step's edge, the mean over the "
-        "steady steps: the host's speed while the case ran, where the host index is one instant before it; "
-        "it picks the steps host time is judged over, never whether it is (the case's own host work slows it)",
+        description="interpreter work timed at every step's edge, its mean over the steady steps: it picks "
+        "the steps host time is judged over, never whether it is (the case's own work slows it too)",
     ),
     Metric(
         name=SM_CLOCK,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from trainperf.ground.folder import RunFolder
 from trainperf.report.export import benchmark_json
+from trainperf.report.gpu_time import gpu_time_line
 from trainperf.report.headline import headline
 from trainperf.report.html import render_html, run_info
 from trainperf.report.markdown import render_summary
@@ -25,11 +26,13 @@ def write_reports(
     details: Sequence[str] = (),
     unjudged: Sequence[Unjudged] = (),
 ) -> list[Path]:
-    """The reports, each led by the run's headline: its cases judged, cut, not run and skipped."""
+    """The reports, each led by the run's headline (its cases judged, cut, not run and skipped) and,
+    where its sessions recorded a plan, its GPU time measured against projected."""
     folder = RunFolder(run_dir)
     summary, page, bench = folder.summary_path, folder.page_path, folder.benchmark_path
     line = headline(results, unjudged)
-    summary.write_text(render_summary(results, title, details, line, unjudged))
-    page.write_text(render_html(run_dir, results, title, details, line, unjudged))
+    under = gpu_time_line(results, folder.session_records())
+    summary.write_text(render_summary(results, title, details, line, unjudged, under))
+    page.write_text(render_html(run_dir, results, title, details, line, unjudged, under))
     bench.write_text(json.dumps(benchmark_json(results, run_info(run_dir)), indent=1))
     return [summary, page, bench]

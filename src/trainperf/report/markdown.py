@@ -82,13 +82,16 @@ def render_summary(
     details: Sequence[str] = (),
     headline: str = "",
     unjudged: Sequence[Unjudged] = (),
+    subline: str = "",
 ) -> str:
-    """``summary.md``: the title, the headline (``report.headline``) first, the table of every case
-    (``unjudged`` after the judged), the details."""
+    """``summary.md``: the title, the headline (``report.headline``) first and the line under it
+    (``subline``: GPU time measured against projected), the table of every case (``unjudged`` after
+    the judged), the details."""
     text = render_markdown(results, title, details, unjudged).rstrip("\n")
     if headline:
         title_line, _, rest = text.partition("\n")
-        text = f"{title_line}\n\n**{headline}**\n{rest}"
+        under = f"\n\n{subline}" if subline else ""
+        text = f"{title_line}\n\n**{headline}**{under}\n{rest}"
     extra = (
         limits_markdown(results)
         + _trace_rows(results)
