@@ -175,6 +175,7 @@ def test_a_case_a_cannot_run_is_not_judged_and_the_rest_is(
     from argparse import Namespace
 
     from trainperf.cli.ab import NOT_JUDGED, _judge
+    from trainperf.studies.ab_record import ABRecord
 
     results_a = [
         _result("x", "crash", "Traceback...\nTrainperfError: trl 1.0.0 lacks _generate"),
@@ -182,9 +183,7 @@ def test_a_case_a_cannot_run_is_not_judged_and_the_rest_is(
     ]
     results_b = [_result("x"), _result("y")]
     args = Namespace(json=False, strict=False, until_within=None)
-    status = _judge(
-        args, tmp_path, results_a, results_b, ("trl 1.0.0", "trl 1.16.0"), {"kind": "ab", "rounds": 1}
-    )
+    status = _judge(args, tmp_path, results_a, results_b, ("trl 1.0.0", "trl 1.16.0"), ABRecord(rounds=1))
     assert status == NOT_JUDGED
     record = json.loads((tmp_path / "ab.json").read_text())
     assert record["verdict"] == "not-judged"
@@ -195,10 +194,7 @@ def test_a_case_a_cannot_run_is_not_judged_and_the_rest_is(
         in capsys.readouterr().out
     )
     # Every case A cannot run: nothing to compare, still a record and the same status.
-    assert (
-        _judge(args, tmp_path, results_a[:1], results_b[:1], ("a", "b"), {"kind": "ab", "rounds": 1})
-        == NOT_JUDGED
-    )
+    assert _judge(args, tmp_path, results_a[:1], results_b[:1], ("a", "b"), ABRecord(rounds=1)) == NOT_JUDGED
     assert "comparison" not in json.loads((tmp_path / "ab.json").read_text())
 
 

@@ -156,12 +156,12 @@ def test_analyse_a_run_folder_from_its_files(tmp_path: Path) -> None:
     plan = Plan("sft_hf-m-lora-long-b4", 16, 2, 1, (0.05,), 1)
     _write_run(tmp_path, plan)
     report = analyse(tmp_path, tmp_path)
-    assert report["children_done"] == 6
-    assert report["overhead"]["bare_tokens_per_s"] == [pytest.approx(41584 / 13.0)]
-    assert report["noise"]["runs"] == 4
-    assert report["overhead_paired"]["rounds"] == 1 and report["overhead_paired"]["slowdown"] is None
+    assert report.children_done == 6
+    assert report.overhead.bare_tokens_per_s == [pytest.approx(41584 / 13.0)]
+    assert report.noise.runs == 4
+    assert report.overhead_paired.rounds == 1 and report.overhead_paired.slowdown is None
     assert "fidelity of sft_hf-m-lora-long-b4" in render(report)
-    assert report["window_noise"]["runs"] == 4  # the A/A harness runs, not the planted ones
+    assert report.window_noise.runs == 4  # the A/A harness runs, not the planted ones
     assert "window tokens/s (steps after 3) varies" in render(report)
     assert (tmp_path / "fidelity-report.json").is_file()
 
@@ -171,10 +171,10 @@ def test_a_later_window_times_the_harness_over_the_same_steps_as_the_bare_runs(t
     _write_run(tmp_path, plan, bare_after=10)
     report = analyse(tmp_path, tmp_path)
     first_harness = _steps(0)
-    assert report["overhead"]["harness_tokens_per_s"][0] == pytest.approx(
+    assert report.overhead.harness_tokens_per_s[0] == pytest.approx(
         fidelity.window_tokens_per_s(first_harness, 10)
     )
-    assert report["overhead"]["harness_tokens_per_s"][0] != pytest.approx(
+    assert report.overhead.harness_tokens_per_s[0] != pytest.approx(
         fidelity.window_tokens_per_s(first_harness, 3)
     )
     assert "overhead and power after step 10" in render(report)
@@ -261,13 +261,13 @@ def test_a_run_folders_saved_plan_is_read_back_and_a_broken_one_named(tmp_path: 
 )
 def test_the_window_line_words_the_unsteady_steps_by_their_count(unsteady: list[int], expected: str) -> None:
     # With no unsteady step, only the steady one is in the window.
-    cvs = {"4": 0.012, "5": 0.005, "15": 0.029} if unsteady else {"5": 0.005}
-    window = {"step_cv": cvs, "unsteady_steps": unsteady, "unsteady_time_share": 0.08}
+    cvs = {4: 0.012, 5: 0.005, 15: 0.029} if unsteady else {5: 0.005}
+    window = fidelity.WindowNoise(3, 4, 0.01, step_cv=cvs, unsteady_steps=unsteady, unsteady_time_share=0.08)
     assert _unsteady_phrase(window) == expected
 
 
 def test_the_paired_line_lists_each_round_in_launch_order(tmp_path: Path) -> None:
     _write_run(tmp_path, Plan("sft_hf-m-lora-long-b4", 16, 3, 3, (), 0))
     report = analyse(tmp_path, tmp_path)
-    assert len(report["overhead_paired"]["per_round"]) == 3
+    assert len(report.overhead_paired.per_round) == 3
     assert "; round by round " in render(report)

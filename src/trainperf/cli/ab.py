@@ -13,42 +13,43 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import BrokenEnvironment, parse_pins
 from trainperf.judge.compare import Verdict
 from trainperf.paths import portable, portable_argv
+from trainperf.studies.ab_record import BROKEN, ABRecord, AskedSide, BrokenSide, SideRecord, StudyRequest
 
 if TYPE_CHECKING:
     from trainperf.judge.compare import CaseVerdict
     from trainperf.report.compare_runs import RunComparison
     from trainperf.result import CaseResult
 
-BROKEN = "broken-environment"
-
 
 def _say(line: str) -> None:
     print(f"[trainperf ab] {line}", flush=True)
 
 
-def _write(output: Path, text: str, record: dict[str, Any]) -> None:
+def _write(output: Path, text: str, record: ABRecord) -> None:
     output.mkdir(parents=True, exist_ok=True)
     (output / "ab.txt").write_text(text + "\n")
-    (output / "ab.json").write_text(json.dumps(record, indent=1) + "\n")
+    (output / "ab.json").write_text(json.dumps(record.to_dict(), indent=1) + "\n")
 
 
-def _study_record(args: argparse.Namespace, sides: dict[str, Any], pytest_args: list[str]) -> dict[str, Any]:
-    return {
-        "kind": "ab",
-        "created": datetime.now().astimezone().isoformat(timespec="seconds"),
-        "rounds": args.rounds,
-        "selection": portable_argv(["pytest", *pytest_args])[1:],
-        "a": sides.get("a"),
-        "b": sides.get("b"),
-    }
+def _study_record(args: argparse.Namespace, pytest_args: list[str]) -> ABRecord:
+    """The study before its sides are known to run: each side is the pins it was asked for."""
+    a, b = (SideRecord(pins=parse_pins(getattr(args, f"pin_{side}"))) for side in ("a", "b"))
+    return ABRecord(
+        created=datetime.now().astimezone().isoformat(timespec="seconds"),
+        rounds=args.rounds,
+        selection=tuple(portable_argv(["pytest", *pytest_args])[1:]),
+        a=a,
+        b=b,
+    )
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -58,8 +59,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if args.judge_only:
         if not args.output:
             raise TrainperfError("--judge-only judges a study's rounds again: give its folder with --output")
-        sides = {side: {"pins": parse_pins(getattr(args, f"pin_{side}"))} for side in ("a", "b")}
-        return _judge_again(args, Path(args.output).absolute(), _study_record(args, sides, pytest_args))
+        return _judge_again(args, Path(args.output).absolute(), _study_record(args, pytest_args))
     if not pytest_args:
         raise TrainperfError(
             "give the cases to run after the options, e.g. trainperf ab --pin-b transformers==5.24.0 -- "
@@ -68,46 +68,48 @@ def cmd_ab(args: argparse.Namespace) -> int:
     output = Path(args.output or f"reports/ab-{datetime.now().strftime('%Y%m%d-%H%M%S')}").absolute()
     settings = CandidateSettings(args.base_python, args.wheelhouse, args.envs, args.allow_conflicts)
     request_a, request_b = side_requests(args)
-    record = _study_record(args, {"a": {"pins": parse_pins(request_a.pins)}}, pytest_args)
-    record["b"] = {"pins": parse_pins(request_b.pins)}
+    record = _study_record(args, pytest_args)
     base = portable(os.path.abspath(args.base_python)) if args.base_python else None
-    asked = {"selection": record["selection"], "base_python": base}
-    asked.update(a=_asked(request_a.python, request_a.pins), b=_asked(request_b.python, request_b.pins))
+    asked = StudyRequest(
+        record.selection,
+        base,
+        _asked(request_a.python, request_a.pins),
+        _asked(request_b.python, request_b.pins),
+    )
     kept = ([], []) if args.prepare_only else _kept_rounds(args, output, asked)
     try:
         side_a = prepare_side(request_a, settings, say=_say)
     except BrokenEnvironment as exc:
         # Kept as a study of its own: an older end that cannot run beside today's stack is a finding.
-        broken = {"side": "a", "package": exc.package, "cause": exc.cause}
-        _write(output, f"environment A: {BROKEN}: {exc.package}: {exc.cause}", {**record, "verdict": BROKEN,
-               "broken": broken})  # fmt: skip
+        broken = BrokenSide("a", exc.package, exc.cause)
+        _write(output, f"environment A: {BROKEN}: {exc.package}: {exc.cause}",
+               replace(record, verdict=BROKEN, broken=broken))  # fmt: skip
         raise TrainperfError(f"environment A cannot run, nothing was measured: {exc}") from exc
     print(f"environment A: {side_a.python}: {side_a.description}")
-    record["a"] = side_a.to_dict()
+    record = replace(record, a=side_a.record())
     try:
         side_b = prepare_side(request_b, settings, say=_say)
     except BrokenEnvironment as exc:
         return _b_cannot_run(output, record, exc)
     print(f"environment B: {side_b.python}: {side_b.description}")
-    record["b"] = side_b.to_dict()
+    record = replace(record, b=side_b.record())
     if args.prepare_only:
         _say("both environments run; nothing measured (--prepare-only): the study measures at once when run")
         return 0
     return _measure(args, output, (side_a.python, side_b.python), pytest_args, record, kept)
 
 
-def _b_cannot_run(output: Path, record: dict[str, Any], exc: BrokenEnvironment) -> int:
+def _b_cannot_run(output: Path, record: ABRecord, exc: BrokenEnvironment) -> int:
     """B's environment cannot run: that is the study's verdict (exit 1), written as one."""
     text = f"environment B: {BROKEN}: {exc.package}: {exc.cause}\nnothing measured: B cannot run the cases"
     print(text)
-    broken = {"side": "b", "package": exc.package, "cause": exc.cause}
-    _write(output, text, {**record, "verdict": BROKEN, "broken": broken})
+    _write(output, text, replace(record, verdict=BROKEN, broken=BrokenSide("b", exc.package, exc.cause)))
     return 1
 
 
 def _measure(
     args: argparse.Namespace, output: Path, pythons: tuple[str, str], pytest_args: list[str],
-    record: dict[str, Any], kept: tuple[list[Path], list[Path]],
+    record: ABRecord, kept: tuple[list[Path], list[Path]],
 ) -> int:  # fmt: skip
     from trainperf.studies.ab import RoundPlan, measure_rounds, pooled_sides
 
@@ -118,10 +120,11 @@ def _measure(
         return verdicts_of(_comparison(args, *pooled_sides(folders_a, folders_b), labels))
 
     folders_a, folders_b = measure_rounds(*pythons, plan, pytest_args, output, judge_so_far, kept)
-    record["rounds"] = len(folders_a)
+    record = replace(record, rounds=len(folders_a))
     results_a, results_b = pooled_sides(folders_a, folders_b)
     if args.explain:
-        record["explained"] = _explain(args, output, pythons, pytest_args, (results_a, results_b), labels)
+        explained = _explain(args, output, pythons, pytest_args, (results_a, results_b), labels)
+        record = replace(record, explained=explained)
     return _judge(args, output, results_a, results_b, labels, record)
 
 
@@ -139,10 +142,10 @@ def _explain(
     return explanations(folder_a, folder_b, moved)
 
 
-def _asked(python: str | None, pins: tuple[str, ...]) -> dict[str, Any]:
+def _asked(python: str | None, pins: tuple[str, ...]) -> AskedSide:
     """A side as the command asked for it, what ``--resume`` must find again (a path inside the
     project relative to it, as results record paths)."""
-    return {"python": portable(os.path.abspath(python)) if python else None, "pins": sorted(pins)}
+    return AskedSide(portable(os.path.abspath(python)) if python else None, tuple(sorted(pins)))
 
 
 DEFAULT_MAX_ROUNDS = 8
@@ -154,7 +157,7 @@ round: ``--resume`` continues only the same study."""
 
 
 def _kept_rounds(
-    args: argparse.Namespace, output: Path, request: dict[str, Any]
+    args: argparse.Namespace, output: Path, request: StudyRequest
 ) -> tuple[list[Path], list[Path]]:
     """The rounds ``--resume`` keeps; a folder already holding rounds without it is one line (its
     measurements are never mixed with or buried under another study's)."""
@@ -166,13 +169,13 @@ def _kept_rounds(
             f"{output} holds a study's rounds already: --resume continues it, or give another --output"
         )
     written = output / REQUEST
-    if has_rounds and written.is_file() and json.loads(written.read_text()) != request:
+    if has_rounds and written.is_file() and json.loads(written.read_text()) != request.to_dict():
         raise TrainperfError(
             f"{output} holds a study of another selection or other environments ({written}): "
             "resume it with the same ones, or give another --output"
         )
     output.mkdir(parents=True, exist_ok=True)
-    written.write_text(json.dumps(request, indent=1) + "\n")
+    written.write_text(json.dumps(request.to_dict(), indent=1) + "\n")
     kept = completed_rounds(output) if has_rounds else ([], [])
     if has_rounds:
         _say(f"resuming {output}: {len(kept[0])} round(s) measured on both sides are kept")
@@ -202,7 +205,7 @@ def _comparison(
 
 def _judge(
     args: argparse.Namespace, output: Path, results_a: list[CaseResult], results_b: list[CaseResult],
-    labels: tuple[str, str], record: dict[str, Any],
+    labels: tuple[str, str], record: ABRecord,
 ) -> int:  # fmt: skip
     """B judged against A on the cases A measured; a case A could not run is not judged (its cause
     kept in ``ab.json``'s ``a_not_run``), and the B side's measurements stay in the study."""
@@ -212,7 +215,7 @@ def _judge(
 
     a_not_run = unmeasured_cases(results_a)
     lines = [f"{case}: not judged (A cannot run it: {why})" for case, why in sorted(a_not_run.items())]
-    summary: dict[str, Any] = {"a_not_run": a_not_run}
+    judged = replace(record, verdict="not-judged", a_not_run=a_not_run)
     status = NOT_JUDGED
     text = "\n".join(lines)
     comparison = _comparison(args, results_a, results_b, labels)
@@ -221,7 +224,7 @@ def _judge(
         text = (
             render(comparison)
             + "\n"
-            + precision_line(precision, record["rounds"], args.until_within)
+            + precision_line(precision, record.rounds, args.until_within)
             + ("\n" + text if text else "")
         )
         status = comparison.exit_status
@@ -231,52 +234,43 @@ def _judge(
         if status == 0 and (busy := not_judged(comparison)):
             text, status = text + "\n" + busy, NOT_JUDGED
         status = NOT_JUDGED if status == 0 and a_not_run else status
-        summary.update(broken_cases=broken, comparison=comparison.to_dict())
-        explained = record.get("explained") or {}
-        text += "".join(f"\n{case}: {line}" for case, line in sorted(explained.items()))
-        if precision is not None:
-            summary["precision"] = precision.to_dict()
+        text += "".join(f"\n{case}: {line}" for case, line in sorted((record.explained or {}).items()))
         verdict = BROKEN if broken else {0: "passes", 1: "fails", NOT_JUDGED: "not-judged"}[status]
-    else:
-        verdict = "not-judged"
+        judged = replace(
+            judged, verdict=verdict, broken_cases=broken, comparison=comparison.to_dict(), precision=precision
+        )
     if not args.json:
         print(text)
-    _write(output, text, {**record, "verdict": verdict, **summary})
+    _write(output, text, judged)
     if args.json:
-        print(json.dumps({"verdict": verdict, **summary}, indent=1))
+        print(json.dumps(judged.verdict_dict(), indent=1))
     return status
 
 
-def _judge_again(args: argparse.Namespace, output: Path, record: dict[str, Any]) -> int:
+def _judge_again(args: argparse.Namespace, output: Path, record: ABRecord) -> int:
     """``--judge-only``: the rounds already in ``output`` judged again (new tolerances, statistics
     or labels), nothing measured; the study's own record is kept where it has one."""
     from trainperf.studies.ab import pooled_sides, rounds_in, started_at
 
     previous = output / "ab.json"
-    kept: dict[str, Any] = json.loads(previous.read_text()) if previous.is_file() else {}
+    stored = json.loads(previous.read_text()) if previous.is_file() else None
+    kept = ABRecord.from_dict(stored) if stored else None
     folders_a, folders_b = rounds_in(output)
-    if kept:
-        record = {
-            key: kept[key]
-            for key in ("kind", "created", "rounds", "selection", "a", "b", "explained")
-            if key in kept
-        }
+    if kept is not None:  # what ran is kept; its verdict is judged again
+        record = ABRecord(
+            kept.kind, kept.created, kept.rounds, kept.selection, kept.a, kept.b, explained=kept.explained
+        )
     else:  # the study stopped before its record: dated by its first round
-        record["created"] = started_at(folders_a[0]) or record["created"]
-    record["rounds"] = min(len(folders_a), len(folders_b))
-    record["judged"] = datetime.now().astimezone().isoformat(timespec="seconds")
+        record = replace(record, created=started_at(folders_a[0]) or record.created)
+    now = datetime.now().astimezone().isoformat(timespec="seconds")
+    record = replace(record, rounds=min(len(folders_a), len(folders_b)), judged=now)
     results_a, results_b = pooled_sides(folders_a, folders_b)
-    compared = kept.get("comparison") or {}
+    compared = (kept.comparison if kept is not None else None) or {}
     labels = (
-        args.label_a or compared.get("run_a") or _pins_label(record.get("a")) or "A",
-        args.label_b or compared.get("run_b") or _pins_label(record.get("b")) or "B",
+        args.label_a or compared.get("run_a") or (record.a.pins_label if record.a else "") or "A",
+        args.label_b or compared.get("run_b") or (record.b.pins_label if record.b else "") or "B",
     )
     return _judge(args, output, results_a, results_b, labels, record)
-
-
-def _pins_label(side: Any) -> str:
-    pins = (side or {}).get("pins") or {}
-    return " ".join(f"{name} {version}" for name, version in pins.items())
 
 
 NOT_JUDGED = 3

@@ -61,7 +61,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     report = analyse(run_dir, root)
     text = render(report)
     (run_dir / "fidelity.txt").write_text(text + "\n")
-    print(json.dumps(report, indent=1) if args.json else text)
+    print(json.dumps(report.to_dict(), indent=1) if args.json else text)
     return 0
 
 

@@ -19,7 +19,7 @@ range (``unresolved``): the first bad version is one of them or the known bad on
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from packaging.version import InvalidVersion, Version
@@ -151,14 +151,12 @@ def narrowed(versions: Sequence[str], steps: Sequence[Judgement]) -> tuple[str, 
     return versions[max(goods, default=0)], versions[min(bads)] if bads else None
 
 
-def recorded_steps(record: Mapping[str, object], identity: Mapping[str, object]) -> dict[str, Judgement]:
-    """The measured steps of an earlier run of the same bisection (same ``identity`` fields in its
-    ``bisect.json``), by version; a broken step is tried again, the environment may be fixed since."""
-    if any(record.get(key) != value for key, value in identity.items()):
-        return {}
+def recorded_steps(steps: Iterable[Judgement]) -> dict[str, Judgement]:
+    """The measured steps of an earlier run of the same bisection (its ``bisect.json``), by version,
+    to be reused; a broken step is tried again, the environment may be fixed since."""
     return {
         step.version: replace(step, verdict=f"{step.verdict} (measured earlier)")
-        for step in steps_of(record)
+        for step in steps
         if not step.broken
     }
 

@@ -25,6 +25,7 @@ from trainperf.families.candidates import (
 )
 from trainperf.paths import portable
 from trainperf.studies.ab import check_environment
+from trainperf.studies.ab_record import SideRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +46,17 @@ class Side:
     """Key versions of an existing interpreter, or a candidate's pins and what else moved."""
     candidate: Candidate | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"python": portable(self.python), "description": self.description}
-        if self.candidate is not None:
-            record["pins"] = self.candidate.pins
-            record["moved"] = [list(m) for m in self.candidate.moved]
-            record["conflicts"] = self.candidate.conflicts
-        return record
+    def record(self) -> SideRecord:
+        """The side as the study's record keeps it: a candidate's pins and what else moved too."""
+        if self.candidate is None:
+            return SideRecord(portable(self.python), self.description)
+        return SideRecord(
+            portable(self.python),
+            self.description,
+            pins=dict(self.candidate.pins),
+            moved=tuple(self.candidate.moved),
+            conflicts=tuple(self.candidate.conflicts),
+        )
 
 
 @dataclass(frozen=True, slots=True)

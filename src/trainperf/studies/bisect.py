@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import (
@@ -43,6 +42,7 @@ from trainperf.plan.bisect import (
     recorded_steps,
     versions_between,
 )
+from trainperf.studies.bisect_record import BisectIdentity, BisectRecord, BisectStep
 
 Say = Callable[[str], None]
 StepJudge = Callable[["BisectRequest", Path, Path, str, Path], Judgement]
@@ -165,25 +165,21 @@ def measured_step(
         return ab_step(request, good_python, python, version, request.output / "again")
 
 
-def identity(request: BisectRequest) -> dict[str, object]:
+def identity(request: BisectRequest) -> BisectIdentity:
     """What makes two runs the same bisection, so that the later one may reuse the earlier's steps."""
-    return {
-        "package": request.package,
-        "good": request.good,
-        "bad": request.bad,
-        "selection": request.selection,
-        "rounds": request.rounds,
-        "look_for": request.look_for,
-    }
+    return BisectIdentity(
+        request.package, request.good, request.bad, tuple(request.selection), request.rounds, request.look_for
+    )
 
 
 def earlier_steps(request: BisectRequest, say: Say) -> dict[str, Judgement]:
     path = request.output / "bisect.json"
     try:
-        record = json.loads(path.read_text()) if path.is_file() else {}
+        record = BisectRecord.from_dict(json.loads(path.read_text())) if path.is_file() else None
     except (OSError, ValueError):
         return {}
-    steps = recorded_steps(record, identity(request)) if isinstance(record, dict) else {}
+    same = record is not None and record.identity == identity(request)
+    steps = recorded_steps(step.judgement() for step in record.steps) if record is not None and same else {}
     if steps:
         say(f"going on from {path}: {len(steps)} step(s) measured earlier ({', '.join(steps)})")
     return steps
@@ -192,37 +188,25 @@ def earlier_steps(request: BisectRequest, say: Say) -> dict[str, Judgement]:
 def write_record(
     request: BisectRequest, result: Bisection, build: Builder, explained: dict[str, str] | None = None
 ) -> None:
-    steps = [
-        {
-            "version": s.version,
-            "bad": s.bad,
-            "broken": s.broken,
-            "ratio": s.ratio,
-            "verdict": s.verdict,
-            "kernels": s.detail,
-        }
-        for s in result.steps
-    ]
-    record: dict[str, Any] = {
-        "kind": "bisect",
-        "created": datetime.now().astimezone().isoformat(timespec="seconds"),
-        "package": request.package,
-        "range": [request.requested[0], request.requested[1]],
-        "good": request.good,
-        "bad": request.bad,
-        "selection": request.selection,
-        "rounds": request.rounds,
-        "look_for": request.look_for,
-        "versions": result.versions,
-        "first_bad": result.first_bad,
-        "explained": explained or {},
-        "unresolved": result.unresolved,
-        "environments": result.environments,
-        "steps": steps,
-        "broken": {version: exc.cause for version, exc in sorted(build.broken.items())},
-        "moved": {version: [list(m) for m in c.moved] for version, c in sorted(build.built.items())},
-    }
-    (request.output / "bisect.json").write_text(json.dumps(record, indent=1) + "\n")
+    record = BisectRecord(
+        created=datetime.now().astimezone().isoformat(timespec="seconds"),
+        package=request.package,
+        requested=request.requested,
+        good=request.good,
+        bad=request.bad,
+        selection=tuple(request.selection),
+        rounds=request.rounds,
+        look_for=request.look_for,
+        versions=tuple(result.versions),
+        first_bad=result.first_bad,
+        explained=explained or {},
+        unresolved=tuple(result.unresolved),
+        environments=result.environments,
+        steps=tuple(BisectStep.of(step) for step in result.steps),
+        broken={version: exc.cause for version, exc in sorted(build.broken.items())},
+        moved={version: tuple(c.moved) for version, c in sorted(build.built.items())},
+    )
+    (request.output / "bisect.json").write_text(json.dumps(record.to_dict(), indent=1) + "\n")
 
 
 def run(

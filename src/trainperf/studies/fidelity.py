@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,69 +23,24 @@ from trainperf.judge.metrics import STEP_TIME, tolerances_from_pyproject, with_t
 from trainperf.measure import fidelity_stats as fidelity
 from trainperf.measure.measurement import RunMeasurement, measure_run
 from trainperf.measure.nvml import read_samples
+from trainperf.studies.fidelity_record import DetectionRow, FidelityChild, FidelityReport, FidelityState, Plan
 from trainperf.studies.fidelity_render import render
-from trainperf.workloads.protocol import BARE_WINDOW_START, SAMPLES_FILE, SPEC_FILE, read_child_result
+from trainperf.workloads.protocol import SAMPLES_FILE, SPEC_FILE, read_child_result
 
 STATE_FILE = "fidelity.json"
 REPORT_FILE = "fidelity-report.json"
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    case_id: str
-    steps: int
-    aa_repeats: int
-    bare_runs: int
-    plant_fractions: tuple[float, ...]
-    plant_runs: int
-    window_after: int = BARE_WINDOW_START
-    """Overhead and power are measured over the steps after this one. Later than the default
-    leaves out warm-up steps that vary from run to run (the allocator growing for a new longest
-    batch: two such steps gave each 16-step run 2% of tokens/s noise on an H100)."""
-
-    def __post_init__(self) -> None:
-        if self.aa_repeats < 2:
-            raise TrainperfError("--aa must be at least 2: noise needs several fresh runs per series")
-        if self.window_after < 1:
-            raise TrainperfError("--window-after must be at least 1: the first step is never steady")
-        if self.steps <= self.window_after + 4:
-            raise TrainperfError(
-                f"--steps must be more than {self.window_after + 4}: the window starts after step "
-                f"{self.window_after}"
-            )
-        if any(not 0 < f < 1 for f in self.plant_fractions):
-            raise TrainperfError("--plant takes fractions between 0 and 1, e.g. 0.03,0.05")
-
-    def schedule(self) -> list[str]:
-        """Labels of the children in launch order, round by round."""
-        return [label for _round, label in self.rounds()]
-
-    def rounds(self) -> list[tuple[int, str]]:
-        """(round, label) of the children in launch order."""
-        entries: list[tuple[int, str]] = []
-        for round_index in range(max(self.aa_repeats, self.bare_runs, self.plant_runs)):
-            if round_index < self.aa_repeats:
-                entries.append((round_index, fidelity.AA_BASE))
-            if round_index < self.bare_runs:
-                entries.append((round_index, fidelity.BARE))
-            if round_index < self.aa_repeats:
-                entries.append((round_index, fidelity.AA_OTHER))
-            if round_index < self.plant_runs:
-                entries.extend((round_index, fidelity.planted_label(f)) for f in self.plant_fractions)
-        return entries
 
 
 # steps, A/A runs per series, bare runs, planted fractions, runs per planted fraction
 FIDELITY_DEFAULTS: tuple[int, int, int, tuple[float, ...], int] = (16, 5, 5, (0.03, 0.05), 2)
 
 
-def load_state(run_dir: Path) -> tuple[Plan, dict[str, Any]]:
+def load_state(run_dir: Path) -> tuple[Plan, FidelityState]:
     """The plan a fidelity run folder was started with, and its state (the children so far)."""
     state_path = run_dir / STATE_FILE
     try:
-        state = json.loads(state_path.read_text())
-        saved = state["plan"]
-        return Plan(**{**saved, "plant_fractions": tuple(saved["plant_fractions"])}), state
+        state = FidelityState.from_dict(json.loads(state_path.read_text()))
+        return state.plan, state
     except FileNotFoundError:
         raise TrainperfError(
             f"{run_dir} has no {STATE_FILE}: give a folder that 'trainperf fidelity' made"
@@ -116,12 +71,13 @@ def run_fidelity(
     context = open_run(settings, detect(load_classes(), settings.gpu_class), root)
     context.say = say
     state_path = context.run_dir / STATE_FILE
-    state: dict[str, Any] = {"plan": asdict(plan), "children": []}
+    state = FidelityState(plan)
     if state_path.is_file():
         saved, state = load_state(context.run_dir)  # a plan saved before a field existed gets its default
         if saved != plan:
             raise TrainperfError(
-                f"{state_path} was started with another plan ({state['plan']}): resume with the same options"
+                f"{state_path} was started with another plan ({saved.to_dict()}): resume with the same "
+                "options"
             )
     labels = plan.schedule()
     launcher = ChildLauncher(context)
@@ -129,7 +85,7 @@ def run_fidelity(
         f"[trainperf fidelity] {case.id} on {context.gpu_class.name}: {len(labels)} children, {plan.steps} "
         f"steps each, in {context.run_dir}"
     )
-    for index in range(len(state["children"]), len(labels)):
+    for index in range(len(state.children), len(labels)):
         label = labels[index]
         try:
             child = launcher.run(
@@ -147,15 +103,10 @@ def run_fidelity(
                 f"--resume {context.run_dir}"
             )
             return context.run_dir
-        state["children"].append(
-            {
-                "label": label,
-                "dir": child.info.dir,
-                "outcome": child.outcome.value,
-                "message": child.message,
-            }
-        )
-        write_json_atomic(state_path, state)
+        # The launcher names every child's folder.
+        finished = FidelityChild(label, child.info.dir or "", child.outcome, child.message)
+        state = replace(state, children=(*state.children, finished))
+        write_json_atomic(state_path, state.to_dict())
         if child.outcome is not Outcome.OK:
             raise TrainperfError(
                 f"{case.id} ({label}) ended {child.outcome.value}: {child.message}; the benchmark needs a "
@@ -180,13 +131,13 @@ class _MeasuredChildren:
     by_round: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
 
 
-def analyse(run_dir: Path, root: Path) -> dict[str, Any]:
+def analyse(run_dir: Path, root: Path) -> FidelityReport:
     """The fidelity report of a run folder, from its files alone (it can be analysed anywhere)."""
     plan, state = load_state(run_dir)
     sessions = json.loads(RunFolder(run_dir).session_path().read_text())["sessions"]
     children = _measure_children(run_dir, plan, state, sessions[0].get("idle_mem_b"))
     report = _report(run_dir, root, plan, state, sessions[0], children)
-    write_json_atomic(run_dir / REPORT_FILE, report)
+    write_json_atomic(run_dir / REPORT_FILE, report.to_dict())
     return report
 
 
@@ -202,23 +153,23 @@ def _class_step_tolerance(root: Path, session: dict[str, Any]) -> float:
 
 
 def _measure_children(
-    run_dir: Path, plan: Plan, state: dict[str, Any], idle_mem_b: int | None
+    run_dir: Path, plan: Plan, state: FidelityState, idle_mem_b: int | None
 ) -> _MeasuredChildren:
     """Each child that finished: a harness run measured as the suite measures a case, a bare run
     by its window's tokens/s."""
     case = (
-        Case.from_dict(json.loads((run_dir / state["children"][0]["dir"] / SPEC_FILE).read_text())["case"])
-        if state["children"]
+        Case.from_dict(json.loads((run_dir / state.children[0].dir / SPEC_FILE).read_text())["case"])
+        if state.children
         else None
     )
     measured_children = _MeasuredChildren()
-    for (round_index, _label), entry in zip(plan.rounds(), state["children"], strict=False):
-        if entry["outcome"] != Outcome.OK.value:
+    for (round_index, _label), entry in zip(plan.rounds(), state.children, strict=False):
+        if entry.outcome is not Outcome.OK:
             continue
-        child, samples = _read_child(run_dir, entry["dir"])
+        child, samples = _read_child(run_dir, entry.dir)
         pair = measured_children.by_round.setdefault(round_index, ([], []))
-        if entry["label"] == fidelity.BARE:
-            bare_tps = _bare_tokens_per_s(entry["dir"], child, plan)
+        if entry.label == fidelity.BARE:
+            bare_tps = _bare_tokens_per_s(entry.dir, child, plan)
             if bare_tps is not None:
                 pair[1].append(bare_tps)
             continue
@@ -229,12 +180,12 @@ def _measure_children(
             samples_per_step=family_of(case.family).samples_per_step(case),
             idle_mem_b=idle_mem_b,
         )
-        measured_children.groups.setdefault(entry["label"], []).append(measured)
+        measured_children.groups.setdefault(entry.label, []).append(measured)
         measured_children.harness.append(
-            fidelity.HarnessRun(entry["label"], measured, child.get("steps", []), samples)
+            fidelity.HarnessRun(entry.label, measured, child.get("steps", []), samples)
         )
         tps = fidelity.window_tokens_per_s(child.get("steps", []), plan.window_after)
-        if entry["label"] in (fidelity.AA_BASE, fidelity.AA_OTHER) and tps is not None:
+        if entry.label in (fidelity.AA_BASE, fidelity.AA_OTHER) and tps is not None:
             pair[0].append(tps)
     return measured_children
 
@@ -255,10 +206,10 @@ def _report(
     run_dir: Path,
     root: Path,
     plan: Plan,
-    state: dict[str, Any],
+    state: FidelityState,
     session: dict[str, Any],
     children: _MeasuredChildren,
-) -> dict[str, Any]:
+) -> FidelityReport:
     """Overhead, noise, detection of planted slowdowns and the power check, from the measured children."""
     by_round = children.by_round
     unplanted = [run for run in children.harness if run.label in (fidelity.AA_BASE, fidelity.AA_OTHER)]
@@ -269,25 +220,25 @@ def _report(
     judged = fidelity.detection(children.groups, tolerances)
     summary = fidelity.detection_summary(judged)
     smallest = fidelity.smallest_detected(summary, default_tolerance)
-    return {
-        "case_id": plan.case_id,
-        "run": run_dir.name,
-        "plan": asdict(plan),
-        "children_done": len(state["children"]),
-        "children_planned": len(plan.schedule()),
-        "gpu": session.get("fingerprint", {}),
-        "overhead": fidelity.overhead(harness_tps, bare_tps).to_dict(),
-        "overhead_paired": fidelity.paired_overhead(
+    return FidelityReport(
+        case_id=plan.case_id,
+        run=run_dir.name,
+        plan=plan,
+        children_done=len(state.children),
+        children_planned=len(plan.schedule()),
+        gpu=session.get("fingerprint", {}),
+        overhead=fidelity.overhead(harness_tps, bare_tps),
+        overhead_paired=fidelity.paired_overhead(
             [(harness_round, bare_round[0]) for harness_round, bare_round in by_round.values() if bare_round]
-        ).to_dict(),
-        "noise": fidelity.noise([run.measurement for run in unplanted]).to_dict(),
-        "default_tolerance": default_tolerance,
-        "detection": summary,
-        "judgements": [j.to_dict() for j in judged],
-        "smallest_detected_at_default": smallest,
-        "power": fidelity.power_check(unplanted, plan.window_after).to_dict(),
-        "window_noise": fidelity.window_noise([run.steps for run in unplanted], plan.window_after).to_dict(),
-    }
+        ),
+        noise=fidelity.noise([run.measurement for run in unplanted]),
+        default_tolerance=default_tolerance,
+        detection=tuple(DetectionRow.from_dict(row) for row in summary),
+        judgements=tuple(judged),
+        smallest_detected_at_default=smallest,
+        power=fidelity.power_check(unplanted, plan.window_after),
+        window_noise=fidelity.window_noise([run.steps for run in unplanted], plan.window_after),
+    )
 
 
 # The report's text form is re-exported: the command analyses and renders from one module.

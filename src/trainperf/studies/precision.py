@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from trainperf.jsonio import stored_number
 from trainperf.judge.compare import CaseVerdict, Verdict
 from trainperf.judge.metrics import STEP_TIME
 
@@ -32,6 +34,16 @@ class Precision:
 
     def to_dict(self) -> dict[str, object]:
         return {"case": self.case_id, "half_width_pct": round(self.half_width_pct, 3)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Precision | None:
+        """The precision a study recorded, or None where it recorded none (no case was timed)."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls(str(data["case"]), stored_number(data["half_width_pct"]))
+        except (KeyError, TypeError):
+            return None
 
 
 def half_width_pct(interval: tuple[float, float]) -> float:
