@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-NOT_LAUNCHED = ("skipped-by-estimate", "config_error")
+from trainperf.case import Outcome
+
+NOT_LAUNCHED = ("skipped-by-estimate", Outcome.CONFIG_ERROR.value)
 """Probe outcomes decided before any launch: the memory estimate, or the framework's own rules."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainperf.case import Outcome
 from trainperf.cli.output import PIPE_CLOSED, PipeClosed, emit
 from trainperf.errors import TrainperfError
 from trainperf.judge.changepoints import MIN_SEGMENT
@@ -146,7 +147,7 @@ def shown_verdict(history: CaseHistory, point: Point) -> str:
     own = history.verdicts.get((point.run_key, point.created))
     if own:
         return own
-    if point.verdict in CASE_WIDE_VERDICTS or point.outcome != "ok":
+    if point.verdict in CASE_WIDE_VERDICTS or point.outcome != Outcome.OK:
         return point.verdict or point.outcome
     return f"case {point.verdict}" if point.verdict else "not judged"
 

@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from trainperf.case import Outcome
 from trainperf.errors import TrainperfError
 
 STACK_KEYS = {
@@ -53,7 +54,7 @@ def _stack(study: Path, studied: set[str]) -> str:
     if not results:
         return ""
     # A crashed case's fingerprint may stop before the stack's versions: a measured one has them all.
-    fingerprint = min(results, key=lambda r: r.outcome != "ok").fingerprint
+    fingerprint = min(results, key=lambda r: r.outcome != Outcome.OK).fingerprint
     return ", ".join(
         f"{label} {fingerprint[key]}"
         for key, label in STACK_KEYS.items()

@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from trainperf.case import Outcome
 from trainperf.cliff_record import NOT_LAUNCHED, CliffRecord
 from trainperf.fleet.shard import split
 from trainperf.judge.metrics import STEP_TIME
@@ -60,7 +61,7 @@ def case_cost(result: CaseResult, *, one_run: bool, planned_steps: int | None = 
     if result.cliff:
         cliff_walls, unknown = _cliff_walls(result.cliff)
         walls += cliff_walls
-    launched = result.outcome not in ("config_error", "skipped") or bool(walls)
+    launched = result.outcome not in (Outcome.CONFIG_ERROR, Outcome.SKIPPED) or bool(walls)
     return CaseCost(
         result.case_id, family, gpus, len(walls) + unknown, round(sum(walls), 2), unknown, launched
     )

@@ -102,8 +102,11 @@ def compare_case(
     if not_run is not None:
         return not_run
     # The case ran.
-    if expectation in ("oom", "config_error") and case.base_outcome in (None, Outcome(expectation)):
-        what = "an OOM" if expectation == "oom" else "a configuration error (pre-flight)"
+    if expectation in (Outcome.OOM, Outcome.CONFIG_ERROR) and case.base_outcome in (
+        None,
+        Outcome(expectation),
+    ):
+        what = "an OOM" if expectation == Outcome.OOM else "a configuration error (pre-flight)"
         return CaseVerdict(
             Verdict.OUTCOME_CHANGED,
             False,
@@ -127,7 +130,7 @@ def _judge_failure_to_run(case: _Judging) -> CaseVerdict | None:
         )
     if outcome in (Outcome.CRASH, Outcome.TIMEOUT, Outcome.CONFIG_ERROR):
         expected_error = outcome is Outcome.CONFIG_ERROR and (
-            base_outcome is Outcome.CONFIG_ERROR or case.expectation == "config_error"
+            base_outcome is Outcome.CONFIG_ERROR or case.expectation == Outcome.CONFIG_ERROR
         )
         return CaseVerdict(
             Verdict.PASS if expected_error else Verdict.OUTCOME_CHANGED,
@@ -136,7 +139,7 @@ def _judge_failure_to_run(case: _Judging) -> CaseVerdict | None:
             environment_changes=env,
         )
     if outcome is Outcome.OOM:
-        if case.expectation == "oom" or base_outcome is Outcome.OOM:
+        if case.expectation == Outcome.OOM or base_outcome is Outcome.OOM:
             return CaseVerdict(
                 Verdict.EXPECTED_OOM, False, "out of memory, as expected", environment_changes=env
             )

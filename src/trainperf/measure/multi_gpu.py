@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trainperf.case import Outcome
 from trainperf.judge.metrics import METRICS, Across, device_wide_metrics
 from trainperf.measure.measurement import GIB, RunMeasurement, measure_run
 from trainperf.measure.nvml import Sample
@@ -29,7 +30,7 @@ from trainperf.run_record import RunRecord
 from trainperf.workloads.protocol import RESULT_FILE, rank_file
 
 # Worst first: the outcome a multi-rank child ends with is the worst of its ranks.
-_SEVERITY = ("oom", "crash", "skipped", "ok")
+_SEVERITY = tuple(o.value for o in (Outcome.OOM, Outcome.CRASH, Outcome.SKIPPED, Outcome.OK))
 
 
 def merge_ranks(child: dict[str, Any], out_dir: Path, world: int) -> dict[str, Any]:

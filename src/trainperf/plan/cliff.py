@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from trainperf.case import Outcome
 from trainperf.cliff_record import NOT_LAUNCHED, CliffEdges, CliffRecord, Probe
 from trainperf.errors import TrainperfError
 
@@ -42,8 +43,8 @@ class Cliff(CliffEdges):
             return f"{self.axis}: nothing fits, {self.low} already runs out of memory"
         if self.smallest_oom is None:
             return f"{self.axis}: everything fits up to {self.high} (cliff above the range)"
-        above = next((p.outcome for p in self.probes if p.value == self.smallest_oom), "oom")
-        cause = "a configuration error" if above == "config_error" else "OOM"
+        above = next((p.outcome for p in self.probes if p.value == self.smallest_oom), Outcome.OOM.value)
+        cause = "a configuration error" if above == Outcome.CONFIG_ERROR else "OOM"
         return f"{self.axis}: largest fit {self.largest_fit}, {cause} from {self.smallest_oom}"
 
     def record(self, confirmation: list[Probe], confirmed: bool) -> CliffRecord:
@@ -73,6 +74,10 @@ def validate_range(axis: str, low: int, high: int) -> None:
         raise TrainperfError(f"cliff range {low}..{high} on {axis} is empty: give 1 <= low <= high")
 
 
+ENDS_A_SEARCH = (Outcome.OOM.value, "skipped-by-estimate")
+"""Probe outcomes that bound a cliff search from above (a value that does not fit), not fail it."""
+
+
 def find_cliff(
     axis: str,
     low: int,
@@ -100,7 +105,7 @@ def find_cliff(
         # A configuration the framework itself rejects (verl's micro-batch that does not divide the
         # normalised mini-batch, predicted before launch) bounds the search like an OOM does, as in
         # E1's sweep; at the low end it means the case itself is wrong.
-        bounds = ("oom", "skipped-by-estimate") + (("config_error",) if value > low else ())
+        bounds = ENDS_A_SEARCH + ((Outcome.CONFIG_ERROR.value,) if value > low else ())
         if not result.fits and result.outcome not in bounds:
             raise ProbeFailed(f"{axis}={value}: {result.outcome} {result.note}".strip())
         seen[value] = result.fits
@@ -110,7 +115,7 @@ def find_cliff(
     rejected_from: int | None = None
     while values and (reason := rejected(values[-1])):
         rejected_from = values.pop()
-        cliff.probes.append(Probe(rejected_from, False, "config_error", reason))
+        cliff.probes.append(Probe(rejected_from, False, Outcome.CONFIG_ERROR.value, reason))
     if not values:
         raise ProbeFailed(f"{axis}={low}: config_error {cliff.probes[-1].note}".strip())
     if axis == "micro_batch_size":
@@ -178,13 +183,13 @@ def verify_cliff(
         if value is None:
             continue
         if reason := rejected(value):
-            result = Probe(value, False, "config_error", reason)
+            result = Probe(value, False, Outcome.CONFIG_ERROR.value, reason)
         elif reason := predicted_oom(value):
             result = Probe(value, False, "skipped-by-estimate", reason)
         else:
             result = probe(value)
         cliff.probes.append(result)
-        bounds = ("oom", *NOT_LAUNCHED)
+        bounds = (Outcome.OOM.value, *NOT_LAUNCHED)
         if result.fits != should_fit or (not result.fits and result.outcome not in bounds):
             return None, cliff.probes
     return cliff, cliff.probes

@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from trainperf.case import Outcome
 from trainperf.judge.metrics import KERNEL_TIME
 from trainperf.result import CaseResult
 
@@ -46,7 +47,7 @@ def _kernel_time(result: CaseResult) -> bool:
     processes)."""
     return (
         KERNEL_TIME in result.metrics
-        or result.outcome != "ok"
+        or result.outcome != Outcome.OK
         or result.gpu_class == "cpu"
         or result.cliff is not None
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainperf.case import Case
+from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.ground.folder import RunFolder
@@ -323,7 +323,7 @@ def _series_variant(label: str) -> str:
 def _fidelity_child(
     run_dir: Path, entry: dict[str, Any], case: Case | None, info: RunInfo, idle_mem_b: int | None
 ) -> CaseResult | None:
-    if case is None or entry.get("outcome") != "ok":
+    if case is None or entry.get("outcome") != Outcome.OK:
         return None
     folder = run_dir / entry["dir"]
     child = read_child_result(folder)
@@ -337,7 +337,7 @@ def _fidelity_child(
         case_id=case.id,
         case=case.to_dict() if hasattr(case, "to_dict") else {},
         gpu_class=info.gpu_class or "",
-        outcome="ok",
+        outcome=Outcome.OK.value,
         metrics=run_metrics(measured),
         effective_config=child.get("effective_config") or {},
         fingerprint=fingerprint,

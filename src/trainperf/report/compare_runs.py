@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainperf.case import Outcome
 from trainperf.errors import TrainperfError
 from trainperf.judge.compare import CaseVerdict, MetricVerdict, Verdict, timing_comparable
 from trainperf.judge.fingerprint import environment_changes
@@ -168,7 +169,7 @@ def compare_runs(
     for case_id in common:
         a, b = by_id_a[case_id], by_id_b[case_id]
         timing = timing_comparable(a, b, gpu_class.timing_comparable_only_on_same)
-        verdict = judge_case(b, a, metrics, expectation="ok", timing=timing, strict=False)
+        verdict = judge_case(b, a, metrics, expectation=Outcome.OK.value, timing=timing, strict=False)
         fails = verdict.verdict in FAILING or (strict and verdict.verdict in STRICTLY_FAILING)
         note = timing[1] or (verdict.reason if verdict.verdict is Verdict.CONTAMINATED else "")
         cases.append(CaseComparison(case_id, a, b, verdict, fails, note))

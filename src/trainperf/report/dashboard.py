@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from trainperf.case import Outcome
 from trainperf.judge.metrics import (
     CLIFF_AXES,
     HOST_INDEX,
@@ -227,7 +228,7 @@ def _cause(finding: Finding, runs_root: Path | None) -> str:
     parts = []
     if run.planted:
         parts.append(f"planted +{run.planted:.0%} slowdown (a check of the gate, not a change of the code)")
-    if run.outcome != "ok":
+    if run.outcome != Outcome.OK:
         parts.append(f"outcome {run.outcome}")
     parts += [text for text in (said.diagnosis, said.reason) if text]
     if run.message and run.message not in said.reason:  # a skip's reason is its message: said once

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainperf.case import Case
+from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import FAMILIES
 from trainperf.judge.metrics import (
@@ -119,7 +119,7 @@ def pairs(results: Sequence[CaseResult]) -> list[EnginePair]:
 
 def _value(result: CaseResult, metric: str) -> float | None:
     value = result.metrics.get(metric)
-    return value.value if value is not None and result.outcome == "ok" else None
+    return value.value if value is not None and result.outcome == Outcome.OK else None
 
 
 def _published_ratio(pair: EnginePair, metric: str, references: Sequence[Reference]) -> str:

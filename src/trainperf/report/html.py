@@ -13,7 +13,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from trainperf.case import Case
+from trainperf.case import Case, Outcome
 from trainperf.ground.folder import RunFolder
 from trainperf.judge.metrics import KERNEL_TIME, METRICS, STEP_TIME, TOKENS_PER_S, Direction, resolve_metric
 from trainperf.judge.step_series import step_medians
@@ -139,11 +139,11 @@ def _throughput_vs_batch(run_dir: Path, results: Sequence[CaseResult]) -> list[s
                 rates = [r for s in probe_series(run_dir, probe_id) if (r := s.tokens_per_s()) is not None]
                 if probe.fits and rates:
                     groups[key].append((float(probe.value), max(rates)))
-                elif probe.outcome == "oom":
+                elif probe.outcome == Outcome.OOM:
                     marks[key].append(Mark(float(probe.value), "OOM", 0.0))
             if result.cliff.smallest_oom is not None:
                 marks[key].append(Mark(float(result.cliff.smallest_oom), f"cliff: {result.cliff.summary}"))
-        elif result.outcome == "oom":
+        elif result.outcome == Outcome.OOM:
             marks[key].append(Mark(float(case.batch_size), "OOM", 0.0))
         elif TOKENS_PER_S in result.metrics:
             groups[key].append((float(case.batch_size), result.metrics[TOKENS_PER_S].value))

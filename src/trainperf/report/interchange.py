@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from trainperf.case import Outcome
 from trainperf.judge.metrics import METRICS
 from trainperf.store.records import StoredCase
 
@@ -61,7 +62,7 @@ def bmf(cases: Sequence[StoredCase]) -> dict[str, dict[str, dict[str, float]]]:
     """The Bencher Metric Format of one run's cases (measured cases, contaminated ones left out)."""
     report: dict[str, dict[str, dict[str, float]]] = {}
     for case in cases:
-        if case.outcome != "ok" or not case.metrics or case.verdict == CONTAMINATED:
+        if case.outcome != Outcome.OK or not case.metrics or case.verdict == CONTAMINATED:
             continue
         name = case.case_id if not case.variant else f"{case.case_id}[{case.variant}]"
         measures = report.setdefault(name, {})
@@ -112,7 +113,7 @@ def _families(runs: Sequence[RunCases], stamped: bool) -> dict[str, _Family]:
                 f'gpu_class="{_label(run.get("gpu_class") or "")}",runner="{_label(case.runner)}"'
             )
             contaminated = case.verdict == CONTAMINATED
-            families["trainperf_case_ok"].samples.append((labels, float(case.outcome == "ok"), stamp))
+            families["trainperf_case_ok"].samples.append((labels, float(case.outcome == Outcome.OK), stamp))
             families["trainperf_case_contaminated"].samples.append((labels, float(contaminated), stamp))
             for metric, value in sorted(case.metrics.items()) if not contaminated else ():
                 name, unit, factor = openmetrics_name(metric)

@@ -20,6 +20,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from trainperf.case import Outcome
 from trainperf.result import CaseResult, Unjudged
 
 FIGURE_PREFIX = "trainperf_"
@@ -105,7 +106,7 @@ def junit_xml(results: Sequence[CaseResult], suite: str, unjudged: Sequence[Unju
         figures = [(f"{FIGURE_PREFIX}{name}", value) for name, value in key_figures(result).items()]
         for name, value in figures:
             ElementTree.SubElement(properties, "property", name=f"{result.case_id}/{name}", value=str(value))
-        if result.outcome == "skipped":
+        if result.outcome == Outcome.SKIPPED:
             skipped += 1
             ElementTree.SubElement(case, "skipped", message=result.message or "skipped")
         elif result.verdict.fails:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from trainperf.case import Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import FAMILIES
 from trainperf.judge.metrics import STEP_TIME
@@ -91,7 +92,7 @@ def select(results: Sequence[CaseResult]) -> list[Row]:
 
 def _value(result: CaseResult, metric: str) -> float | None:
     value = result.metrics.get(metric)
-    return value.value if value is not None and result.outcome == "ok" else None
+    return value.value if value is not None and result.outcome == Outcome.OK else None
 
 
 def _ratio(row: Row, reference: Row | None, metric: str) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from trainperf.case import Outcome
 from trainperf.judge import stats
 from trainperf.judge.changepoints import ChangePoint
 from trainperf.judge.metrics import METRICS, Direction
@@ -38,9 +39,9 @@ def kind_of(run: StoredRun) -> str:
 
 
 def _classified(run: StoredRun) -> str:
-    if run.outcome == "skipped":
+    if run.outcome == Outcome.SKIPPED:
         return "skipped"  # it did not run (an environment missing, too few GPUs): no failure
-    if run.outcome != "ok":
+    if run.outcome != Outcome.OK:
         return "failed"
     if run.planted:
         return "planted"

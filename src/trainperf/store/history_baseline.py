@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from trainperf.case import Outcome
 from trainperf.judge import stats
 from trainperf.judge.fingerprint import environment_changes
 from trainperf.result import CaseResult, MetricValue
@@ -37,7 +38,7 @@ def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase])
         case_id=case_id,
         case={},
         gpu_class=gpu_class,
-        outcome="ok",
+        outcome=Outcome.OK.value,
         metrics=pooled,
         effective_config=latest.effective_config,
         # Pooled from one runner's runs: its host time is that runner's, whatever the stored records say.

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainperf.case import Outcome
 from trainperf.result import CaseResult, MetricValue
 
 RUNNER_ENV = "TRAINPERF_RUNNER"
@@ -81,7 +82,7 @@ def _digest(text: str) -> str:
 def accepted(result: CaseResult) -> bool:
     """Whether a result may stand in a history baseline: it ran, untouched, and was not judged worse."""
     return (
-        result.outcome == "ok"
+        result.outcome == Outcome.OK
         and not result.planted_slowdown
         and not result.planted  # a --perf-plant regression is a drill, never the runner's normal
         and not result.emulated

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainperf.case import Outcome
 from trainperf.families import family_of
 from trainperf.jsonio import write_json_atomic
 from trainperf.workloads.protocol import (
@@ -106,7 +107,7 @@ def _run_family(spec: ChildSpec, out_dir: Path, rank: int, result: dict[str, Any
         attempt.recorder = StepRecorder(out_dir / rank_file(STEPS_FILE, rank), spec, rank)
         family = importlib.import_module(family_of(spec.case["family"]).child)
         result.update(family.run(spec, attempt.recorder))
-        result["outcome"], attempt.code = "ok", EXIT_OK
+        result["outcome"], attempt.code = Outcome.OK.value, EXIT_OK
     except SkipCase as exc:
         result["outcome"], attempt.code = "skipped", EXIT_SKIPPED
         result["message"] = _first_line(exc)
@@ -124,15 +125,15 @@ def _record_failure(
     """An OOM (with the allocator's history where it was kept), an interruption or a crash, with
     the traceback; called while ``exc`` is being handled. Returns the exit code."""
     if is_oom(exc):
-        result["outcome"], code = "oom", EXIT_OOM
+        result["outcome"], code = Outcome.OOM.value, EXIT_OOM
         result["message"] = _first_line(exc)
         if memory_history is not None:
             result["memory_snapshot"] = _dump_snapshot(memory_history, out_dir)
     elif isinstance(exc, KeyboardInterrupt):
-        result["outcome"], code = "crash", EXIT_CRASH
+        result["outcome"], code = Outcome.CRASH.value, EXIT_CRASH
         result["message"] = "interrupted"
     else:
-        result["outcome"], code = "crash", EXIT_CRASH
+        result["outcome"], code = Outcome.CRASH.value, EXIT_CRASH
         result["message"] = f"{type(exc).__name__}: {_first_line(exc)}"
     result["traceback"] = traceback.format_exc()[-6000:]
     return code

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainperf.case import Case
+from trainperf.case import Case, Outcome
 from trainperf.families.rl_verl.knobs import VerlKnobs, knobs_of
 from trainperf.families.rl_verl.preflight import Normalised, check
 from trainperf.families.rl_verl.versions import RuleSet, rule_set
@@ -325,7 +325,7 @@ def _failure(out_dir: Path, done_steps: int, steps: int, returncode: int, ray_fo
     Ray's own logs are."""
     failure = classify_failure((out_dir / LOG_FILE).read_text(errors="replace")[-200_000:])
     done = f"after {done_steps}/{steps} steps, exit status {returncode}; Ray's logs in {ray_folder}"
-    if failure.outcome == "oom":
+    if failure.outcome == Outcome.OOM:
         return VerlOutOfMemory(f"out of memory ({done}): {failure.message}")
     return RuntimeError(f"verl failed ({done}): {failure.message}")
 
