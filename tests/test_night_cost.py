@@ -108,3 +108,26 @@ def test_a_night_session_under_xdist_says_what_it_took_against_its_projection(tm
     records = [json.loads(path.read_text()) for path in run_dir.glob("run.gw*.json")]
     night = recorded_night([s for record in records for s in record["sessions"]])
     assert night is not None and set(night[PROJECTED_KEY]) == set(night["tonight"])
+
+
+def test_the_nights_cost_leads_the_page_and_the_summary_once(tmp_path: Path) -> None:
+    """On the first screen, under the headline, not among the notes under the table (where a session
+    also hands it): a night that ran long says so before any case does."""
+    from trainperf.ground.folder import RunFolder
+    from trainperf.report.build import write_reports
+
+    night = {"date": "2026-11-28", PROJECTED_KEY: {"a": 60.0}}
+    RunFolder(tmp_path).record_session(
+        {"started": "2026-11-28T01:00:00+00:00", "settings": {"fleet": {"night": night}}}
+    )
+    results = [_result("a", [90.0])]
+    line = "trainperf: night 2026-11-28: 1 case(s) took 1.5 GPU-min (1 launch(es), 0 confirmation run(s)) "
+    line += "against 1.0 projected (+50%)"
+    write_reports(tmp_path, results, "trainperf h100: night", ["a note", line])
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.splitlines()[4] == line and summary.count(line) == 1 and "a note" in summary
+    page = (tmp_path / "index.html").read_text()
+    assert (
+        page.index('<p class="headline">') < page.index(f'<p class="night">{line}</p>') < page.index("<table")
+    )
+    assert page.count(line) == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
@@ -169,13 +168,3 @@ class Case:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
-
-
-GPUS_IN_ID = re.compile(r"(?:^|-)gpus(\d+)(?:-|$)")
-"""A case id names its GPU count where it is not one (``-gpus2``), in every family: ids are stable."""
-
-
-def gpus_of_case_id(case_id: str) -> int:
-    """The GPUs a case takes, read from its id (a case that is not collected has only its id)."""
-    found = GPUS_IN_ID.search(case_id)
-    return int(found.group(1)) if found else 1

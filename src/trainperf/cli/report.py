@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from trainperf.ground.folder import RunFolder
-from trainperf.report.gpu_time import gpu_time_line
 from trainperf.report.headline import headline
 from trainperf.report.summary import details
 from trainperf.report.table import render_text
@@ -27,8 +26,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     # a rebuilt page of a cut night must not read as a whole one.
     lines, unjudged = run_folder_lines(run_dir, results)
     print(headline(results, unjudged))
-    if spent := gpu_time_line(results, RunFolder(run_dir).session_records()):
-        print(spent)
     print(render_text(results, terminal_width()))
     for line in [*under, *lines]:
         print(line)

@@ -10,9 +10,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from trainperf.fleet.night_cost import night_lines
 from trainperf.ground.folder import RunFolder
 from trainperf.report.export import benchmark_json
-from trainperf.report.gpu_time import gpu_time_line
 from trainperf.report.headline import headline
 from trainperf.report.html import render_html, run_info
 from trainperf.report.markdown import render_summary
@@ -27,12 +27,15 @@ def write_reports(
     unjudged: Sequence[Unjudged] = (),
 ) -> list[Path]:
     """The reports, each led by the run's headline (its cases judged, cut, not run and skipped) and,
-    where its sessions recorded a plan, its GPU time measured against projected."""
+    for a night, its GPU-minutes and wall time against its projection (``fleet.night_cost``)."""
     folder = RunFolder(run_dir)
     summary, page, bench = folder.summary_path, folder.page_path, folder.benchmark_path
     line = headline(results, unjudged)
-    under = gpu_time_line(results, folder.session_records())
-    summary.write_text(render_summary(results, title, details, line, unjudged, under))
-    page.write_text(render_html(run_dir, results, title, details, line, unjudged, under))
+    # A night's GPU-minutes and wall time against its projection lead with the headline, not among
+    # the notes under the table: a night that ran long or was cut says so on its first screen.
+    night = night_lines(folder.session_records(), results)
+    details = [detail for detail in details if detail not in night]
+    summary.write_text(render_summary(results, title, details, line, unjudged, night))
+    page.write_text(render_html(run_dir, results, title, details, line, unjudged, night))
     bench.write_text(json.dumps(benchmark_json(results, run_info(run_dir)), indent=1))
     return [summary, page, bench]

@@ -287,7 +287,7 @@ def render_html(
     details: Sequence[str] = (),
     headline: str = "",
     unjudged: Sequence[Unjudged] = (),
-    subline: str = "",
+    sublines: Sequence[str] = (),
 ) -> str:
     info = run_info(run_dir)
     idle_b = int(info.get("idle_mem_b") or 0)
@@ -319,7 +319,7 @@ def render_html(
         f"<title>{escape(title)}</title><script>{MARKER}</script><style>{STYLE}</style></head>"
         f"<body><h1>{escape(title)}</h1>"
         + (f'<p class="headline"><strong>{escape(headline)}</strong></p>' if headline else "")
-        + (f'<p class="gpu-time">{escape(subline)}</p>' if subline else "")
+        + "".join(f'<p class="night">{escape(sub)}</p>' for sub in sublines)
         + f"<p>{escape(_describe_run(info))}</p>{body}</body></html>\n"
     )
 

@@ -82,15 +82,15 @@ def render_summary(
     details: Sequence[str] = (),
     headline: str = "",
     unjudged: Sequence[Unjudged] = (),
-    subline: str = "",
+    sublines: Sequence[str] = (),
 ) -> str:
-    """``summary.md``: the title, the headline (``report.headline``) first and the line under it
-    (``subline``: GPU time measured against projected), the table of every case (``unjudged`` after
-    the judged), the details."""
+    """``summary.md``: the title, the headline (``report.headline``) first and the lines under it
+    (``sublines``: a night's cost against its projection), the table of every case (``unjudged``
+    after the judged), the details."""
     text = render_markdown(results, title, details, unjudged).rstrip("\n")
     if headline:
         title_line, _, rest = text.partition("\n")
-        under = f"\n\n{subline}" if subline else ""
+        under = "".join(f"\n\n{sub}" for sub in sublines)
         text = f"{title_line}\n\n**{headline}**{under}\n{rest}"
     extra = (
         limits_markdown(results)

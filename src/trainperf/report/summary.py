@@ -6,12 +6,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trainperf.case import Outcome
-from trainperf.ground.folder import RunFolder
 from trainperf.judge.comparability import ANOTHER_HOST
 from trainperf.judge.verdict import OWN_RUNNER
 from trainperf.paths import portable
 from trainperf.report.build import write_reports
-from trainperf.report.gpu_time import gpu_time_line
 from trainperf.report.headline import headline
 from trainperf.report.table import failure_detail, render_text
 from trainperf.result import CaseResult, Unjudged
@@ -112,8 +110,7 @@ def write_summary(
     the text table (fitted to ``width``, a terminal's columns); where they cannot be written (a full
     disk), those still, and a line saying how to get them. ``unjudged``: the selection's cases
     without a result (cut, not run), which the headline counts."""
-    under = gpu_time_line(results, RunFolder(run_dir).session_records())
-    table = f"{headline(results, unjudged)}\n{under + chr(10) if under else ''}{render_text(results, width)}"
+    table = f"{headline(results, unjudged)}\n{render_text(results, width)}"
     try:
         write_reports(run_dir, results, f"trainperf {gpu_class}: {run_dir.name}", lines, unjudged)
     except OSError as exc:
