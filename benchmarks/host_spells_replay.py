@@ -1,6 +1,6 @@
 """Judge every run of one session against every run of another, one run a side, with host time over
-the steps at full host speed (``judge.host_spells``) and without it (the host's whole-run speed as the
-trigger), to see what the step selection does to A/A pairs and to a planted change.
+the steps at full host speed (``judge.host_spells``) and over the whole run (the host index before the
+case as the trigger), to see what the step selection does to A/A pairs and to a planted change.
 
     python benchmarks/host_spells_replay.py REFERENCE_RUN_FOLDER RESULT_RUN_FOLDER [--case ID]
 
@@ -49,19 +49,14 @@ def split_runs(result: CaseResult) -> list[CaseResult]:
     ]
 
 
-def _without(result: CaseResult, probes: str) -> CaseResult:
-    """``steps``: the host's speed kept as a run figure only (no step selection); ``all``: no host speed
-    at all (the host index before the case is the trigger, as before the step probe)."""
-    speed = result.metrics.get(HOST_SPEED)
-    metrics = {name: v for name, v in result.metrics.items() if name != HOST_SPEED}
-    if probes == "steps" and speed is not None:
-        metrics[HOST_SPEED] = MetricValue(speed.value, speed.unit, None, speed.per_run, None)
-    return dataclasses.replace(result, metrics=metrics)
+def _without_probes(result: CaseResult) -> CaseResult:
+    """The result without its host speed: no step selection, the host index before the case the trigger."""
+    return dataclasses.replace(result, metrics={n: v for n, v in result.metrics.items() if n != HOST_SPEED})
 
 
-def _verdict(current: CaseResult, reference: CaseResult, without: str = "") -> str:
-    if without:
-        current, reference = _without(current, without), _without(reference, without)
+def _verdict(current: CaseResult, reference: CaseResult, whole_run: bool = False) -> str:
+    if whole_run:
+        current, reference = _without_probes(current), _without_probes(reference)
     verdict = judge_case(current, reference, METRICS, expectation="ok", timing=(True, ""), strict=False)
     step = next((m for m in verdict.metrics if m.metric == STEP_TIME), None)
     if step is None or step.ratio is None:
@@ -90,12 +85,10 @@ def main() -> int:
     pairs += [
         ("B/A", a, b, ia, ib) for ia, a in enumerate(reference_runs, 1) for ib, b in enumerate(result_runs, 1)
     ]
-    print(
-        f"{'pair':13s} {'steps at full host speed':28s} {'whole run, host speed':28s} whole run, host index"
-    )
+    print(f"{'pair':13s} {'steps at full host speed':28s} whole run, host index")
     for kind, reference, current, ia, ib in pairs:
-        cells = [_verdict(current, reference, without) for without in ("", "steps", "all")]
-        print(f"{kind + f' r{ib} vs r{ia}':13s} {cells[0]:28s} {cells[1]:28s} {cells[2]}")
+        cells = [_verdict(current, reference, whole_run) for whole_run in (False, True)]
+        print(f"{kind + f' r{ib} vs r{ia}':13s} {cells[0]:28s} {cells[1]}")
     return 0
 
 

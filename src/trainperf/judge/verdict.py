@@ -213,7 +213,11 @@ def host_gate(
 ) -> Gate:
     """Host time gates against the same runner's reference only: over the steps both hosts ran at full
     speed where the steps timed the host (``host_matched``), else while the host index before the case
-    held still."""
+    held still. The host's speed through the steps picks those steps but never stops host time from
+    gating: it is partly the case's own doing. Runs with +50 ms of Python a step read it 7-22% slower
+    than their runner's unchanged runs, 6 of 6 on two H200s (docs/measurements/2026-11-29-h200-history-
+    gate); as a trigger it had shown 3 of 4 such runs "not gated". The index is taken in the child
+    before the case's work starts."""
     if contamination is not None:
         return Gate(False, contamination.note())
     mine, theirs = result.fingerprint.get("runner"), reference.fingerprint.get("runner")
@@ -229,23 +233,11 @@ def host_gate(
     return Gate(False, moved) if moved else OPEN
 
 
-# The host's speed through the steps (``HOST_SPEED``) picks the steps to judge over (``host_spells``)
-# and is said in the parts line, but never stops host time from gating: it is partly the case's own
-# doing. Runs with +50 ms of Python a step read it 7-22% slower than their runner's unchanged runs, on
-# two H200 machines, 6 of 6 (docs/measurements/2026-11-29-h200-history-gate); as a trigger it had
-# shown 3 of 4 such runs "not gated". The index is taken in the child before the case's work starts.
-
-
 def _runner(name: object) -> str:
     return f"runner {name}" if name else "an unnamed runner"
 
 
-def host_index_moved(
-    current: MetricValue | None,
-    reference: MetricValue | None,
-    floor: float = HOST_INDEX_FLOOR,
-    label: str = "host index",
-) -> str:
+def host_index_moved(current: MetricValue | None, reference: MetricValue | None) -> str:
     """Why the host no longer compares (its speed index moved beyond its own noise), or ''."""
     if current is None or reference is None:
         return ""
@@ -255,12 +247,12 @@ def host_index_moved(
         return ""
     spread = stats.MAD_TO_SIGMA * stats.mad(runs) / centre if len(runs) >= 3 else 0.0
     widest = max(abs(run / centre - 1) for run in runs)
-    limit = max(floor, HOST_INDEX_NOISE_MULTIPLE * spread, HOST_INDEX_WIDEST_MULTIPLE * widest)
+    limit = max(HOST_INDEX_FLOOR, HOST_INDEX_NOISE_MULTIPLE * spread, HOST_INDEX_WIDEST_MULTIPLE * widest)
     change = current.value / centre - 1
     if abs(change) <= limit:
         return ""
     which = "slower" if change < 0 else "faster"
-    return f"{label} {change:+.1%} against the reference (a {which} host; its noise is ±{limit:.1%})"
+    return f"host index {change:+.1%} against the reference (a {which} host; its noise is ±{limit:.1%})"
 
 
 def needs_confirmation(verdict: CaseVerdict, metrics: Mapping[str, Metric]) -> bool:
