@@ -51,9 +51,9 @@ def run(args: argparse.Namespace) -> int:
     folder = copy_into(shards, output, record)
     results = folder.results_by_finish()
     lines = details(results, {}, {}) + [f"{case.case_id}: {case.why}" for case in unjudged]
-    lines += night_lines(shards[0].sessions, results)
+    night = night_lines(shards[0].sessions, results)
     gpu_class = shards[0].gpu_class
-    print(write_summary(output, gpu_class, results, lines, terminal_width(), unjudged))
+    print(write_summary(output, gpu_class, results, lines, terminal_width(), unjudged, night))
     (output / JUNIT_FILE).write_text(junit_xml(results, f"trainperf.{gpu_class}", unjudged))
     for line in lines:
         print(line)

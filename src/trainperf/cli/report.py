@@ -10,7 +10,7 @@ from trainperf.ground.folder import RunFolder
 from trainperf.report.headline import headline
 from trainperf.report.summary import details
 from trainperf.report.table import render_text
-from trainperf.report.terminal import run_folder_lines, terminal_width
+from trainperf.report.terminal import run_folder_lines, run_folder_night, terminal_width
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -22,17 +22,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=1))
         return 0
-    # The lines the session wrote under its table (the night's cost, the case a stop cut) come back too:
-    # a rebuilt page of a cut night must not read as a whole one.
+    # The night's cost the session wrote under its headline and the lines under its table (the case a
+    # stop cut) come back too: a rebuilt page of a cut night must not read as a whole one.
     lines, unjudged = run_folder_lines(run_dir, results)
-    print(headline(results, unjudged))
+    night = run_folder_night(run_dir, results)
+    print("\n".join([headline(results, unjudged), *night]))
     print(render_text(results, terminal_width()))
     for line in [*under, *lines]:
         print(line)
     from trainperf.report.build import write_reports
 
     title = f"trainperf {results[0].gpu_class}: {run_dir.name}" if results else f"trainperf: {run_dir.name}"
-    written = write_reports(run_dir, results, title, [*under, *lines], unjudged)
+    written = write_reports(run_dir, results, title, [*under, *lines], unjudged, night)
     print(f"wrote {', '.join(str(path) for path in written)}")
     return 0
 

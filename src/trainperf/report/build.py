@@ -10,7 +10,6 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainperf.fleet.night_cost import night_lines
 from trainperf.ground.folder import RunFolder
 from trainperf.report.export import benchmark_json
 from trainperf.report.headline import headline
@@ -25,16 +24,14 @@ def write_reports(
     title: str,
     details: Sequence[str] = (),
     unjudged: Sequence[Unjudged] = (),
+    night: Sequence[str] = (),
 ) -> list[Path]:
     """The reports, each led by the run's headline (its cases judged, cut, not run and skipped) and,
-    for a night, its GPU-minutes and wall time against its projection (``fleet.night_cost``)."""
+    for a night, ``night``: its GPU-minutes and wall time against its projection (``fleet.night_cost``),
+    on the first screen rather than among the notes under the table."""
     folder = RunFolder(run_dir)
     summary, page, bench = folder.summary_path, folder.page_path, folder.benchmark_path
     line = headline(results, unjudged)
-    # A night's GPU-minutes and wall time against its projection lead with the headline, not among
-    # the notes under the table: a night that ran long or was cut says so on its first screen.
-    night = night_lines(folder.session_records(), results)
-    details = [detail for detail in details if detail not in night]
     summary.write_text(render_summary(results, title, details, line, unjudged, night))
     page.write_text(render_html(run_dir, results, title, details, line, unjudged, night))
     bench.write_text(json.dumps(benchmark_json(results, run_info(run_dir)), indent=1))

@@ -105,14 +105,15 @@ def write_summary(
     lines: Sequence[str],
     width: int | None = None,
     unjudged: Sequence[Unjudged] = (),
+    night: Sequence[str] = (),
 ) -> str:
-    """Write the run's reports (summary.md, index.html, benchmark.json) and return the headline and
-    the text table (fitted to ``width``, a terminal's columns); where they cannot be written (a full
-    disk), those still, and a line saying how to get them. ``unjudged``: the selection's cases
-    without a result (cut, not run), which the headline counts."""
-    table = f"{headline(results, unjudged)}\n{render_text(results, width)}"
+    """Write the run's reports (summary.md, index.html, benchmark.json) and return the headline, a
+    night's cost lines (``night``) and the text table (fitted to ``width``, a terminal's columns);
+    where they cannot be written (a full disk), those still, and a line saying how to get them.
+    ``unjudged``: the selection's cases without a result (cut, not run), which the headline counts."""
+    table = "\n".join([headline(results, unjudged), *night, render_text(results, width)])
     try:
-        write_reports(run_dir, results, f"trainperf {gpu_class}: {run_dir.name}", lines, unjudged)
+        write_reports(run_dir, results, f"trainperf {gpu_class}: {run_dir.name}", lines, unjudged, night)
     except OSError as exc:
         return (
             f"{table}\ntrainperf: reports not written under {run_dir} ({exc.strerror}); the results are "

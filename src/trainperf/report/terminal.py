@@ -136,12 +136,13 @@ def _write_folder_summary(
     lines: list[str],
     read: tuple[list[str], list[Unjudged]] | None = None,
 ) -> None:
-    """The table with its headline, the lines under it (the night's cost and, last, the case a stop
-    cut: summary.md's too) and where the reports are. ``read``: ``run_folder_lines`` already read."""
+    """The table with its headline and the night's cost, the lines under it (last, the case a stop cut:
+    summary.md's too) and where the reports are. ``read``: ``run_folder_lines`` already read."""
     terminal.section(f"trainperf: {gpu_class} ({len(results)} cases)")
     folder_lines, unjudged = read or run_folder_lines(run_dir, results)
     lines = lines + folder_lines
-    terminal.write_line(write_summary(run_dir, gpu_class, results, lines, terminal_width(), unjudged))
+    night = run_folder_night(run_dir, results)
+    terminal.write_line(write_summary(run_dir, gpu_class, results, lines, terminal_width(), unjudged, night))
     for line in lines:
         terminal.write_line(line)
     # Only what is there: a disk that filled up mid-run may have left a report unwritten.
@@ -154,10 +155,10 @@ def _write_folder_summary(
 
 def run_folder_lines(run_dir: Path, results: Sequence[CaseResult]) -> tuple[list[str], list[Unjudged]]:
     """What a run folder says beside its results, for its summary whoever writes it (the session, or
-    ``trainperf report`` rebuilding it): the night's cost and wall time, and, last, the case a stop cut,
-    which the headline counts."""
+    ``trainperf report`` rebuilding it): the case a stop cut, the cases skipped at the start or never
+    reached, which the headline counts. The night's cost leads instead (``run_folder_night``)."""
     sessions = _sessions(run_dir)
-    lines = night_lines(sessions, results)
+    lines: list[str] = []
     if merged := RunFolder(run_dir).merged_unjudged():  # a merged night: what its shards did not judge
         return [*lines, *(f"{case.case_id}: {case.why}" for case in merged)], merged
     cut = interruption.pending(run_dir)
@@ -186,6 +187,12 @@ SESSION_CAUSES = {
     NO_END: "the session recorded no end",
 }
 """The headline's words for how a session ended before cases it selected."""
+
+
+def run_folder_night(run_dir: Path, results: Sequence[CaseResult]) -> list[str]:
+    """A night's GPU-minutes and, on xdist workers, its wall time against its projection, from every
+    session record of the folder (the workers' too); none for a run that planned no night."""
+    return night_lines(_sessions(run_dir), results)
 
 
 def _sessions(run_dir: Path) -> list[dict[str, Any]]:
