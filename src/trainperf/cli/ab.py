@@ -132,14 +132,14 @@ def _explain(
     args: argparse.Namespace, output: Path, pythons: tuple[str, str], pytest_args: list[str],
     sides: tuple[list[CaseResult], list[CaseResult]], labels: tuple[str, str],
 ) -> dict[str, str]:  # fmt: skip
-    """One profiled run a side of the cases that moved, and what their profiles say moved."""
-    from trainperf.studies.ab_explain import explain_round, explanations, moved_cases
+    """What moved in each case that moved: from the rounds' kernel records, or one profiled run a side
+    where they cannot say (``studies.ab_explain``)."""
+    from trainperf.studies.ab_explain import explain_moved, explain_round
 
-    moved = moved_cases(verdicts_of(_comparison(args, *sides, labels)))
-    if not moved:
-        return {}
-    folder_a, folder_b = explain_round(pythons, pytest_args, list(moved), output)
-    return explanations(folder_a, folder_b, moved)
+    def profile(cases: list[str]) -> tuple[Path, Path]:
+        return explain_round(pythons, pytest_args, cases, output)
+
+    return explain_moved(verdicts_of(_comparison(args, *sides, labels)), profile)
 
 
 def _asked(python: str | None, pins: tuple[str, ...]) -> AskedSide:
@@ -251,6 +251,7 @@ def _judge_again(args: argparse.Namespace, output: Path, record: ABRecord) -> in
     """``--judge-only``: the rounds already in ``output`` judged again (new tolerances, statistics
     or labels), nothing measured; the study's own record is kept where it has one."""
     from trainperf.studies.ab import pooled_sides, rounds_in, started_at
+    from trainperf.studies.ab_explain import explained_again
 
     previous = output / "ab.json"
     stored = json.loads(previous.read_text()) if previous.is_file() else None
@@ -270,6 +271,9 @@ def _judge_again(args: argparse.Namespace, output: Path, record: ABRecord) -> in
         args.label_a or compared.get("run_a") or (record.a.pins_label if record.a else "") or "A",
         args.label_b or compared.get("run_b") or (record.b.pins_label if record.b else "") or "B",
     )
+    if args.explain:  # what moved, said again under today's rules from what the study kept
+        verdicts = verdicts_of(_comparison(args, results_a, results_b, labels))
+        record = replace(record, explained=explained_again(verdicts, output, record.explained) or None)
     return _judge(args, output, results_a, results_b, labels, record)
 
 
@@ -352,8 +356,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--explain",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="after the rounds, one profiled run a side of every case that moved, and what moved by kernel "
-        "group and kernel (default on; --no-explain skips it)",
+        help="after the rounds, what moved in every case that moved, by kernel group and kernel: from the "
+        "rounds' kernel records, or one profiled run a side where they cannot say (no kernel time, or the "
+        "host's time concluded); with --judge-only, said again from what the study kept (default on)",
     )
     ab.add_argument(
         "--prepare-only",

@@ -61,11 +61,12 @@ def ab_step(request: BisectRequest, good_python: Path, python: Path, version: st
 
 def explain_step(request: BisectRequest, good_python: Path, python: Path, version: str) -> dict[str, str]:
     """The release the bisection found, explained as ``trainperf ab`` explains a study: its step's
-    moved cases profiled once a side (GOOD, then the release), beside that step's rounds."""
+    moved cases from the step's kernel records, or profiled once a side (GOOD, then the release)
+    beside that step's rounds where those cannot say."""
     from trainperf.cli.ab import verdicts_of
     from trainperf.cli.compare import comparison_of
     from trainperf.studies.ab import pooled_sides, rounds_in
-    from trainperf.studies.ab_explain import explain_round, explanations, moved_cases
+    from trainperf.studies.ab_explain import explain_moved, explain_round
 
     folder = request.output / version
     labels = (f"{request.package} {request.good}", f"{request.package} {version}")
@@ -74,11 +75,11 @@ def explain_step(request: BisectRequest, good_python: Path, python: Path, versio
     except (OSError, ValueError, TrainperfError) as exc:  # its rounds are gone: nothing to narrow to
         return {"(all)": f"not explained: the step's rounds could not be read ({exc})"}
     comparison = comparison_of(*sides, *labels, strict=False)
-    moved = moved_cases(verdicts_of(comparison))
-    if not moved:
-        return {}
-    profiled = explain_round((str(good_python), str(python)), request.selection, list(moved), folder)
-    return explanations(*profiled, moved)
+
+    def profile(cases: list[str]) -> tuple[Path, Path]:
+        return explain_round((str(good_python), str(python)), request.selection, cases, folder)
+
+    return explain_moved(verdicts_of(comparison), profile)
 
 
 def _conclude(request: BisectRequest, result: Bisection, bound: int) -> int:
