@@ -20,7 +20,9 @@ from trainperf.judge.fingerprint import SOFTWARE_KEYS
 from trainperf.judge.metrics import HOST_INDEX, KERNEL_TIME, STEP_TIME
 from trainperf.plan.bisect import narrowed, steps_of
 
-STEP_FIGURES = (STEP_TIME, "peak_allocated_gib", "device_mem_peak_gib")
+STEP_FIGURES = (STEP_TIME, KERNEL_TIME, "peak_allocated_gib", "device_mem_peak_gib")
+"""A bisection step's figures, GOOD's and the version's (kernel time where the rounds recorded it: the
+part of a step that transfers across the machines of a class)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +285,8 @@ def bisect_lines(study: Study) -> list[str]:
         rows.append(
             [str(step["version"]), judged, str(step.get("verdict", "")), _pct(step.get("ratio")), *cells]
         )
-    columns = ("version", "judged", "verdict", "B/A step", "step s", "peak alloc GiB", "device peak GiB")
+    columns = ("version", "judged", "verdict", "B/A step", "step s", "kernel ms", "peak alloc GiB",
+               "device peak GiB")  # fmt: skip
     lines += ["", *_table(columns, rows), "", f"**Result:** {bisect_conclusion(record)}.", ""]
     lines += _moved_at_first_bad(record)
     selection = " ".join(shlex.quote(str(s)) for s in record.get("selection", []))
