@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 out=${1:-reports/fault-matrix.md}
 mkdir -p "$(dirname "$out")"
 figures=$(mktemp)
-TRAINPERF_FAULT_MATRIX="$figures" "${PYTHON:-.venv/bin/python}" -m pytest tests/test_fault_matrix.py \
-  tests/test_fault_matrix_handoff.py tests/test_fault_matrix_store.py -q -p no:cacheprovider "${@:2}"
+TRAINPERF_FAULT_MATRIX="$figures" "${PYTHON:-.venv/bin/python}" -m pytest tests/test_fault_matrix*.py \
+  -q -p no:cacheprovider "${@:2}"
 rc=$?
 "${PYTHON:-.venv/bin/python}" - "$figures" "$out" <<'PY'
 import json, platform, re, subprocess, sys, datetime, tempfile
@@ -33,6 +33,12 @@ for r in rows:
     if "stored_after_ingest" in r:
         before, after = r["stored_before_ingest"], r["stored_after_ingest"]
         figure = "stored: " + ", ".join(f"{c.rsplit('-', 1)[-1]} {before.get(c)} -> {n}" for c, n in sorted(after.items()))
+    if "history_after_resume" in r:  # the case's outcomes in the results history, after the fault -> after resume
+        fault, resumed_history = r["history_after_fault"], r["history_after_resume"]
+        said = lambda outcomes: "+".join(outcomes) or "none"
+        figure = "history: " + ", ".join(
+            f"{c.rsplit('-', 1)[-1]} {said(fault.get(c, []))} -> {said(h)}" for c, h in sorted(resumed_history.items())
+        )
     figure = figure or "-"
     resumed = f"--perf-resume (exit {r['resumed_exit']})" if "resumed_exit" in r else "the run itself"
     resumed = f"trainperf ingest (exit {r['ingest_exit']})" if "ingest_exit" in r else resumed
