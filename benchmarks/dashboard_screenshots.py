@@ -5,7 +5,7 @@
 
 Builds three sites with ``trainperf.report.dashboard.build_site`` and photographs pages of them
 with headless Chromium (``chromium --headless --screenshot``), then turns each PNG into a palette
-image (Pillow's fast octree, 64 colours, no dithering) so that docs/ stays small:
+image (Pillow's fast octree, 24 colours, no dithering) so that docs/ stays small:
 
 - ``dashboard.png``, ``dashboard-case.png``: the synthetic year of ``synthetic_history.py`` (365
   nights x 70 cases, a fifth of them 3% slower from night 200); its run folders and store are
@@ -54,7 +54,7 @@ FAULT_RUNS = {
 SYNTHETIC_CASE = "sft_hf-synthetic_05-lora-short-b4"
 """Host-bound, 3% slower from night 200, with the transformers upgrade of night 120 on its plots."""
 H100_CASE = "sft_hf-qwen3_8b-lora-maxlen-b4"
-COLOURS = 64
+COLOURS = 24
 sys.path[:0] = [str(HERE), str(ROOT / "tests")]
 
 from chromium import CHROMIUM, FLAGS
