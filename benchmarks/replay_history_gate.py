@@ -23,6 +23,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
 from trainperf.judge.verdict import judge_case
@@ -114,7 +115,7 @@ def _as_result(stored: StoredCase, gpu_class: str) -> CaseResult:
         outcome=stored.outcome,
         metrics=stored.metrics,
         effective_config=stored.effective_config,
-        fingerprint=stored.fingerprint,
+        fingerprint=Fingerprint.from_dict(stored.fingerprint),
     )
 
 

@@ -17,6 +17,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
 from trainperf.stored_verdict import StoredVerdict
@@ -94,7 +95,7 @@ def _result(
         outcome="ok",
         metrics=metrics,
         effective_config={"trainable_params": 43_646_976},
-        fingerprint=fingerprint,
+        fingerprint=Fingerprint.from_dict(fingerprint),
         verdict=(
             StoredVerdict("regressed", reason=f"regressed: step_time_s {100 * (SLOWDOWN - 1):+.1f}%")
             if slowed

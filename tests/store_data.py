@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
 from trainperf.stored_verdict import StoredVerdict
@@ -61,7 +62,7 @@ def make_result(
         outcome=outcome,
         metrics=metrics,
         effective_config={"trainable_params": 43_646_976, "attn_implementation": "sdpa"},
-        fingerprint=dict(fingerprint or GPU),
+        fingerprint=Fingerprint.from_dict(fingerprint or GPU),
         verdict=StoredVerdict(verdict=verdict),
         created=created,
     )

@@ -11,6 +11,7 @@ import pytest
 
 from trainperf import cli
 from trainperf.errors import TrainperfError
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
 from trainperf.measure.hardware import load_classes
 from trainperf.report.compare_runs import RunComparison, compare_runs, render
@@ -57,7 +58,7 @@ def result(
         outcome=outcome,
         metrics=metrics if outcome == "ok" else {"peak_allocated_gib": metrics["peak_allocated_gib"]},
         effective_config={"gradient_checkpointing": True, "trainable_params": 1000},
-        fingerprint={**FINGERPRINT, **fingerprint},
+        fingerprint=Fingerprint.from_dict({**FINGERPRINT, **fingerprint}),
     )
 
 

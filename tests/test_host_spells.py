@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
 from trainperf.judge.host_spells import MIN_FULL_SPEED_STEPS, full_speed_steps, run_segments
 from trainperf.judge.metrics import HOST_SPEED, HOST_TIME, KERNEL_TIME, STEP_TIME, with_tolerances
@@ -39,7 +40,7 @@ def spelled(slow_steps: set[int], *, step_s: float = 0.70, slow_s: float = 0.90,
             ),
             HOST_TIME: MetricValue(median * 1000 - 133, "ms", None, [median * 1000 - 133] * runs),
         },
-        fingerprint={"runner": "vm/GPU-e57ea6fb"},
+        fingerprint=Fingerprint(runner="vm/GPU-e57ea6fb"),
         runs=[RunRecord(clock_event_reasons=0)] * runs,
         kernels=KernelSummary({"GEMM": 43.0}, [], runs),
     )

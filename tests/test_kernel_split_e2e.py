@@ -4,6 +4,7 @@ the summary's lines, as a GPU run's would."""
 
 from __future__ import annotations
 
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
 from trainperf.judge.verdict import OWN_RUNNER
 from trainperf.measure.hardware import load_classes
@@ -60,7 +61,7 @@ def result(
         gpu_class="h100",
         outcome="ok",
         metrics=pool_runs(measured),
-        fingerprint={"runner": runner, "gpu_name": "NVIDIA H100 80GB HBM3"},
+        fingerprint=Fingerprint(runner=runner, gpu_name="NVIDIA H100 80GB HBM3"),
         runs=[m.info for m in measured],
         kernels=pool_kernels([m.info for m in measured]),
     )

@@ -15,6 +15,7 @@ import pytest
 from store_data import GPU, nightly
 
 from trainperf.errors import TrainperfError
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import compare_case
 from trainperf.judge.metrics import (
     METRICS,
@@ -66,7 +67,13 @@ def _run(seed: int, widgets: float) -> RunMeasurement:
 
 def _result(runs: list[RunMeasurement], day: int) -> CaseResult:
     return CaseResult(
-        CASE, {}, "h100", "ok", metrics=pool_runs(runs), fingerprint=dict(GPU), created=nightly(day)
+        CASE,
+        {},
+        "h100",
+        "ok",
+        metrics=pool_runs(runs),
+        fingerprint=Fingerprint.from_dict(GPU),
+        created=nightly(day),
     )
 
 

@@ -46,7 +46,7 @@ def test_a_matching_case_gets_measured_over_published() -> None:
     lines = compare_to_references(
         result_for(UNSLOTH_32B_SHORT, "h100", 13500.0), UNSLOTH_32B_SHORT, references
     )
-    assert [(line["published"], round(line["ratio"], 3)) for line in lines] == [(27000.0, 0.5)]
+    assert [(line.published, round(line.ratio or 0, 3)) for line in lines] == [(27000.0, 0.5)]
 
 
 def test_no_reference_for_another_class_or_profile() -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.plan.retake import GAPS, gaps_of, retake_command, stale_baselines
 from trainperf.profile_record import AllocatorSummary, ProfileSummary
 from trainperf.result import CaseResult, MetricValue
@@ -28,7 +29,9 @@ def _baseline(case_id: str, *, complete: bool) -> CaseResult:
         outcome="ok",
         metrics={"kernel_ms": MetricValue(196.6, "ms")} if complete else {},
         runs=[run],
-        fingerprint={"cpu_id": "GenuineIntel family 6 model 143 stepping 8"} if complete else {},
+        fingerprint=Fingerprint(cpu_id="GenuineIntel family 6 model 143 stepping 8")
+        if complete
+        else Fingerprint(),
         profile=PROFILE if complete else None,
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge import stats
 from trainperf.judge.compare import Verdict, compare_case, compare_metric
 from trainperf.judge.metrics import METRICS, with_tolerances
@@ -154,7 +155,7 @@ def _result(outcome: str = "ok", metrics: dict[str, MetricValue] | None = None, 
         message=kw.pop("message", ""),
         metrics=metrics or {},
         effective_config=kw.pop("effective_config", dict(CONFIG)),
-        fingerprint=kw.pop("fingerprint", {"torch": "2.13.0"}),
+        fingerprint=Fingerprint.from_dict(kw.pop("fingerprint", {"torch": "2.13.0"})),
         **kw,
     )
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from trainperf.errors import TrainperfError
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import SCHEMA_VERSION, CaseResult, MetricValue
 from trainperf.run_record import RunRecord
 from trainperf.store.baselines import BaselineStore
@@ -29,7 +30,7 @@ def _result(**kw: Any) -> CaseResult:
             "peak_allocated_gib": MetricValue(1.25, "GiB"),
         },
         "effective_config": {"gradient_checkpointing": True},
-        "fingerprint": {"torch": "2.13.0"},
+        "fingerprint": Fingerprint.from_dict({"torch": "2.13.0"}),
         "runs": [RunRecord(returncode=0, steps_requested=16)],
         "verdict": StoredVerdict(verdict="pass"),
         "created": "2025-01-01T00:00:00+00:00",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
 from trainperf.judge.metrics import (
     HOST_INDEX,
@@ -57,7 +58,7 @@ def result(
         gpu_class="h100",
         outcome="ok",
         metrics=metrics,
-        fingerprint={"runner": runner},
+        fingerprint=Fingerprint(runner=runner),
         runs=[RunRecord(clock_event_reasons=0)] * runs,
         kernels=KernelSummary({"GEMM": gemm_ms, "quantisation": 27.0}, [], runs),
     )

@@ -23,6 +23,7 @@ from trainperf.case import Case
 from trainperf.families import family_of
 from trainperf.families.rl_verl.knobs import knobs_of
 from trainperf.families.rl_verl.versions import rule_set
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict, compare_case
 from trainperf.judge.metrics import METRICS
 from trainperf.measure.measurement import measure_run, pool_runs
@@ -126,7 +127,12 @@ def test_phases_become_metrics_with_per_step_samples() -> None:
 def result_of(gen: list[float]) -> CaseResult:
     run = measure_run({"steps": steps(gen)}, [], samples_per_step=16, idle_mem_b=None)
     return CaseResult(
-        case_id="c", case={}, gpu_class="h100", outcome="ok", fingerprint={}, metrics=pool_runs([run])
+        case_id="c",
+        case={},
+        gpu_class="h100",
+        outcome="ok",
+        fingerprint=Fingerprint(),
+        metrics=pool_runs([run]),
     )
 
 
@@ -144,7 +150,7 @@ def test_a_slower_generation_phase_fails_on_its_own_metric_and_the_remainder_nev
 
 def test_an_expected_config_error_passes_without_a_baseline() -> None:
     result = CaseResult(
-        case_id="c", case={}, gpu_class="maxq", outcome="config_error", fingerprint={}, message="x"
+        case_id="c", case={}, gpu_class="maxq", outcome="config_error", fingerprint=Fingerprint(), message="x"
     )
     assert not compare_case(result, None, METRICS, expectation="config_error", timing_comparable=True).fails
     assert compare_case(result, None, METRICS, expectation="ok", timing_comparable=True).fails

@@ -9,8 +9,9 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
   0 core       case, errors, paths, result (the case's record), stored_verdict (its verdict),
                run_record (each fresh child's), limits_record and memory_estimate (its limits and
                estimate), cliff_record (the OOM-cliff search it keeps), trace_record and
-               profile_record (its trace and profile summary), pids (whether a writer still runs),
-               jsonio, workloads/protocol (ChildSpec)
+               profile_record (its trace and profile summary), fingerprint_record (where and with
+               what it ran), reference_record (the published figures it was set beside), pids
+               (whether a writer still runs), jsonio, workloads/protocol (ChildSpec)
   1 data       synth/ (random weights, tokenizer, length profiles), traces/
   2 judge/     stats, metrics, compare (verdicts), fingerprint (what changed): no I/O but one read,
                the tolerance overrides of pyproject.toml (metrics.tolerances_from_pyproject)

@@ -12,9 +12,11 @@ from typing import Any
 
 from trainperf.cliff_record import CliffRecord
 from trainperf.errors import TrainperfError
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.limits_record import Limits
 from trainperf.memory_estimate import MemoryEstimate
 from trainperf.profile_record import ProfileSummary
+from trainperf.reference_record import ReferenceLine
 from trainperf.run_record import KernelShare, RunRecord
 from trainperf.stored_verdict import StoredVerdict
 from trainperf.trace_record import TraceRecord
@@ -68,11 +70,12 @@ class CaseResult:
     message: str = ""
     metrics: dict[str, MetricValue] = field(default_factory=dict)
     effective_config: dict[str, Any] = field(default_factory=dict)
-    fingerprint: dict[str, Any] = field(default_factory=dict)
+    fingerprint: Fingerprint = field(default_factory=Fingerprint)
+    """The machine and the stack's versions (``fingerprint_record``)."""
     runs: list[RunRecord] = field(default_factory=list)
     """One record per fresh child: exit, steps, warm-up, stalls, timings, idle check, log folder."""
     verdict: StoredVerdict = field(default_factory=StoredVerdict)
-    references: list[dict[str, Any]] | None = None
+    references: list[ReferenceLine] | None = None
     """Measured / published for matching published reference points (never gating)."""
     cliff: CliffRecord | None = None
     """For an OOM-cliff search: the axis, range, probes, result and its confirmation."""
@@ -102,7 +105,11 @@ class CaseResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["fingerprint"] = self.fingerprint.to_dict()
         data["runs"] = [run.to_dict() for run in self.runs]
+        data["references"] = (
+            [line.to_dict() for line in self.references] if self.references is not None else None
+        )
         data["verdict"] = self.verdict.to_dict()
         data["cliff"] = self.cliff.to_dict() if self.cliff else None
         data["estimate"] = self.estimate.to_dict() if self.estimate else None
@@ -128,6 +135,8 @@ class CaseResult:
         if not isinstance(runs, list):
             raise TypeError("'runs' must be a list of run objects")
         payload["runs"] = [RunRecord.from_dict(run) for run in runs]
+        payload["fingerprint"] = Fingerprint.from_dict(data.get("fingerprint"))
+        payload["references"] = _reference_lines(data.get("references"))
         payload["kernels"] = KernelSummary.from_dict(data.get("kernels"))
         payload["verdict"] = StoredVerdict.from_dict(data.get("verdict"))
         payload["cliff"] = CliffRecord.from_dict(data.get("cliff"))
@@ -136,6 +145,13 @@ class CaseResult:
         payload["trace"] = TraceRecord.from_dict(data.get("trace"))
         payload["profile"] = ProfileSummary.from_dict(data.get("profile"))
         return cls(**payload)
+
+
+def _reference_lines(stored: Any) -> list[ReferenceLine] | None:
+    """A result's stored reference lines; None where it has none (the file's null)."""
+    if not isinstance(stored, list):
+        return None
+    return [line for entry in stored if (line := ReferenceLine.from_dict(entry)) is not None]
 
 
 def requested_steps(result: CaseResult | None) -> int | None:

@@ -54,7 +54,8 @@ def _stack(study: Path, studied: set[str]) -> str:
     if not results:
         return ""
     # A crashed case's fingerprint may stop before the stack's versions: a measured one has them all.
-    fingerprint = min(results, key=lambda r: r.outcome != Outcome.OK).fingerprint
+    # The stack's keys are looked up by the names the file stores them under (machine facts and versions).
+    fingerprint = min(results, key=lambda r: r.outcome != Outcome.OK).fingerprint.to_dict()
     return ", ".join(
         f"{label} {fingerprint[key]}"
         for key, label in STACK_KEYS.items()

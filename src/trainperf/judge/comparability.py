@@ -72,10 +72,12 @@ def timing_comparable(baseline: CaseResult, result: CaseResult, same_keys: Seque
     for label, side in (("baseline", baseline), ("result", result)):
         if side.emulated:
             return False, f"the {label} is emulated ({side.emulated})"
+    # The keys are named by the class's configuration, so they are looked up as the file stores them.
+    before, after = baseline.fingerprint.to_dict(), result.fingerprint.to_dict()
     differing = [
-        f"{key} {_shown(baseline.fingerprint.get(key))} -> {_shown(result.fingerprint.get(key))}"
+        f"{key} {_shown(before.get(key))} -> {_shown(after.get(key))}"
         for key in same_keys
-        if baseline.fingerprint.get(key) != result.fingerprint.get(key)
+        if before.get(key) != after.get(key)
     ]
     if differing:
         return False, f"{ANOTHER_HOST} (" + "; ".join(differing) + ")"

@@ -94,7 +94,7 @@ def compare_case(
         baseline,
         Outcome(baseline.outcome) if baseline else None,
         expectation,
-        environment_changes(baseline.fingerprint, result.fingerprint) if baseline else [],
+        environment_changes(baseline.fingerprint.to_dict(), result.fingerprint.to_dict()) if baseline else [],
         strict,
         gates or PartGates.uniform(timing_comparable, timing_note),
     )

@@ -4,6 +4,7 @@ The facts are collected on the parent side by ``trainperf.measure.host``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 MACHINE_KEYS = (
@@ -36,7 +37,9 @@ COMPARED_KEYS = MACHINE_KEYS + SOFTWARE_KEYS
 """Keys whose change between baseline and run is worth a line in the report."""
 
 
-def environment_changes(baseline: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def environment_changes(
+    baseline: Mapping[str, Any], current: Mapping[str, Any]
+) -> list[tuple[str, Any, Any]]:
     return [
         (key, baseline.get(key), current.get(key))
         for key in COMPARED_KEYS

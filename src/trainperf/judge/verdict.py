@@ -167,7 +167,7 @@ def legacy_reference_gates(
     return PartGates.uniform(
         False,
         f"the reference has no kernel time and {shown}: the rest is host time, which {OWN_RUNNER} and "
-        f"the reference is {_runner(reference.fingerprint.get('runner'))}'s; re-take the baseline with "
+        f"the reference is {_runner(reference.fingerprint.runner)}'s; re-take the baseline with "
         "kernel time to gate it on any runner (trainperf baselines --stale lists such baselines)",
     )
 
@@ -220,7 +220,7 @@ def host_gate(
     before the case's work starts."""
     if contamination is not None:
         return Gate(False, contamination.note())
-    mine, theirs = result.fingerprint.get("runner"), reference.fingerprint.get("runner")
+    mine, theirs = result.fingerprint.runner, reference.fingerprint.runner
     if not mine or mine != theirs:
         return Gate(
             False,

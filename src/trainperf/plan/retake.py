@@ -39,7 +39,7 @@ def _wall_time(result: CaseResult) -> bool:
 
 
 def _cpu_identity(result: CaseResult) -> bool:
-    return bool(result.fingerprint.get("cpu_id"))
+    return bool(result.fingerprint.cpu_id)
 
 
 def _kernel_time(result: CaseResult) -> bool:

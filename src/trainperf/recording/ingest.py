@@ -20,6 +20,7 @@ from typing import Any
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.ground.folder import RunFolder
 from trainperf.measure.measurement import measure_run, run_metrics
 from trainperf.measure.nvml import read_samples
@@ -229,7 +230,7 @@ def run_info(
         started, argv, gpu_class = str(first.get("started")), first.get("argv"), first.get("gpu_class")
         key = run_key(started, fingerprint)
     else:
-        fingerprint = dict(results[0].fingerprint) if results else {}
+        fingerprint = results[0].fingerprint.to_dict() if results else {}
         started = min(r.created for r in results) if results else ""
         argv, gpu_class = None, results[0].gpu_class if results else None
         origin = results[0].source.split(":", 1)[0].strip() if results else ""
@@ -239,7 +240,8 @@ def run_info(
             "" if origin else ",".join(sorted(r.case_id for r in results)),
         )
     if results:
-        fingerprint.update({k: v for k, v in results[-1].fingerprint.items() if k not in fingerprint})
+        last = results[-1].fingerprint.to_dict()
+        fingerprint.update({k: v for k, v in last.items() if k not in fingerprint})
     ended = max([r.created for r in results] + [started]) if results else started
     guessed = "cliff" if any(r.cliff for r in results) else "pytest"
     return RunInfo(
@@ -331,7 +333,7 @@ def _fidelity_child(
     measured = measure_run(
         child, samples, samples_per_step=family_of(case.family).samples_per_step(case), idle_mem_b=idle_mem_b
     )
-    fingerprint = {**info.fingerprint, **(child.get("versions") or {})}
+    fingerprint = Fingerprint.from_dict({**info.fingerprint, **(child.get("versions") or {})})
     planted = float(entry["label"].removeprefix("plant")) if entry["label"].startswith("plant") else 0.0
     return CaseResult(
         case_id=case.id,

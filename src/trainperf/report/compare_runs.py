@@ -179,7 +179,9 @@ def compare_runs(
         label_b=label_b,
         gpu_class=class_a,
         strict=strict,
-        environment=environment_changes(by_id_a[first].fingerprint, by_id_b[first].fingerprint),
+        environment=environment_changes(
+            by_id_a[first].fingerprint.to_dict(), by_id_b[first].fingerprint.to_dict()
+        ),
         environment_case=first,
         cases=cases,
         only_in_a=sorted(by_id_a.keys() - by_id_b.keys()),

@@ -92,9 +92,7 @@ def junit_xml(results: Sequence[CaseResult], suite: str, unjudged: Sequence[Unju
         tests=str(len(results) + len(unjudged)),
         time=f"{sum(times.values()):.3f}",
         timestamp=suite_start(results, times),
-        hostname=",".join(
-            sorted({str(r.fingerprint.get("hostname")) for r in results if r.fingerprint.get("hostname")})
-        )
+        hostname=",".join(sorted({r.fingerprint.hostname for r in results if r.fingerprint.hostname}))
         or "unknown",
     )
     properties = ElementTree.SubElement(cases, "properties")

@@ -5,10 +5,9 @@ the verdict's ``notes``; the summary, the HTML page and the test's outcome show 
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainperf.measure.host_turns import Turn
 from trainperf.measure.multi_gpu import per_gpu_note
+from trainperf.reference_record import ReferenceLine
 from trainperf.run_record import RunRecord
 
 
@@ -48,10 +47,12 @@ def turn_notes(runs: list[RunRecord]) -> list[str]:
     ]
 
 
-def reference_notes(references: list[dict[str, Any]] | None) -> list[str]:
-    """A line per published figure the result was set beside (``store.references``): never a gate."""
+def reference_notes(references: list[ReferenceLine] | None) -> list[str]:
+    """A line per published figure the result was set beside (``store.references``): never a gate.
+    A line without its figures (a stored one that lacks them) has nothing to say."""
     return [
-        f"vs published: {ref['metric']} {ref['measured']:,.4g} = {ref['ratio']:.2f}x {ref['source']}'s "
-        f"{ref['published']:,.4g} (provisional, never gates)"
+        f"vs published: {ref.metric} {ref.measured:,.4g} = {ref.ratio:.2f}x {ref.source}'s "
+        f"{ref.published:,.4g} (provisional, never gates)"
         for ref in references or []
+        if ref.measured is not None and ref.ratio is not None and ref.published is not None
     ]

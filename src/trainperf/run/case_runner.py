@@ -12,6 +12,7 @@ from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of, preflight
 from trainperf.families.envs import Interpreter, missing_message
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import CaseVerdict, Verdict, timing_comparable
 from trainperf.judge.contamination import Contamination
 from trainperf.judge.learned_tolerance import learned_tolerances
@@ -277,7 +278,7 @@ class CaseRunner:
             case=case.to_dict(),
             gpu_class=ctx.gpu_class.name,
             outcome=Outcome.OK.value,
-            fingerprint=dict(ctx.fingerprint),
+            fingerprint=Fingerprint.from_dict(ctx.fingerprint),
             planted_slowdown=ctx.settings.plant_slowdown,
             planted=ctx.settings.plant,
             emulated=ctx.emulated,
@@ -388,9 +389,7 @@ def add_run(result: CaseResult, run: ChildRun) -> bool:
         result.profile = ProfileSummary.from_dict(info.trace.get("profile"))
     if child.get("effective_config") and not result.effective_config:
         result.effective_config = child["effective_config"]
-        result.fingerprint.update(child.get("versions", {}))
-        if child.get("device_name"):
-            result.fingerprint["child_device_name"] = child["device_name"]
+        result.fingerprint = result.fingerprint.with_child(child)
     if run.outcome is not Outcome.OK:
         result.outcome, result.message = run.outcome.value, run.message
         return False

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from trainperf.case import Outcome
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge import stats
 from trainperf.judge.fingerprint import environment_changes
 from trainperf.result import CaseResult, MetricValue
@@ -42,7 +43,7 @@ def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase])
         metrics=pooled,
         effective_config=latest.effective_config,
         # Pooled from one runner's runs: its host time is that runner's, whatever the stored records say.
-        fingerprint={**latest.fingerprint, "runner": latest.runner},
+        fingerprint=Fingerprint.from_dict({**latest.fingerprint, "runner": latest.runner}),
         source=(
             f"history: {len(history)} accepted runs on runner {latest.runner}, "
             f"{history[0].started} .. {latest.started}"

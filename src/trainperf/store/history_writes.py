@@ -110,7 +110,7 @@ def _write_cases(conn: Connection, run_row: int, items: Sequence[CaseItem]) -> i
                 "emulated": result.emulated,
                 "config_hash": config_hash(result.effective_config),
                 "effective_config": result.effective_config,
-                "fingerprint": result.fingerprint,
+                "fingerprint": result.fingerprint.to_dict(),
                 "step_times": _step_times(result),
                 "steps": requested_steps(result),
                 "result_path": item.result_path,

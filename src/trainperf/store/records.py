@@ -68,7 +68,7 @@ def config_hash(effective_config: dict[str, Any]) -> str:
 
 def result_key(result: CaseResult, variant: str = "") -> str:
     fp = result.fingerprint
-    return _digest(f"{result.case_id}|{variant}|{result.created}|{fp.get('hostname')}|{fp.get('gpu_uuid')}")
+    return _digest(f"{result.case_id}|{variant}|{result.created}|{fp.hostname}|{fp.gpu_uuid}")
 
 
 def run_key(started: str, fingerprint: dict[str, Any], extra: str = "") -> str:

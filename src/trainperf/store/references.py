@@ -15,6 +15,7 @@ from typing import Any
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
+from trainperf.reference_record import ReferenceLine
 from trainperf.result import CaseResult
 
 
@@ -60,9 +61,7 @@ def load_references(directory: Path) -> list[Reference]:
     return references
 
 
-def compare_to_references(
-    result: CaseResult, case: Case, references: list[Reference]
-) -> list[dict[str, Any]]:
+def compare_to_references(result: CaseResult, case: Case, references: list[Reference]) -> list[ReferenceLine]:
     """Measured / published for each matching reference whose metric the result has."""
     lines = []
     for reference in references:
@@ -70,13 +69,13 @@ def compare_to_references(
         if measured is None or not reference.matches(case, result.gpu_class) or not reference.value:
             continue
         lines.append(
-            {
-                "source": reference.source,
-                "metric": reference.metric,
-                "published": reference.value,
-                "measured": measured.value,
-                "ratio": measured.value / reference.value,
-                "note": reference.note,
-            }
+            ReferenceLine(
+                source=reference.source,
+                metric=reference.metric,
+                published=reference.value,
+                measured=measured.value,
+                ratio=measured.value / reference.value,
+                note=reference.note,
+            )
         )
     return lines

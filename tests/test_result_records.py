@@ -1,0 +1,89 @@
+"""A result's fingerprint and published reference lines (``trainperf.fingerprint_record``,
+``trainperf.reference_record``): typed fields, read from and written back to the JSON objects results
+and baselines have always stored, key for key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trainperf.fingerprint_record import FACT_TYPES, Fingerprint
+from trainperf.paths import REPO_ROOT
+from trainperf.reference_record import ReferenceLine
+from trainperf.result import CaseResult
+
+STORED_FINGERPRINT = {
+    "hostname": "gpu-node-3",
+    "os": "Linux 6.8.0",
+    "python": "3.11.9",
+    "cpu_model": "AMD EPYC",
+    "cpu_count": 64,
+    "cpu_id": "AuthenticAMD family 25 model 1 stepping 1",
+    "cpu_isa": "avx2 fma",
+    "gpu_name": "NVIDIA H100 80GB HBM3",
+    "gpu_uuid": "GPU-e57ea6fb",
+    "gpu_memory_gib": 79.6,
+    "driver": "570.86.15",
+    "cuda_driver": "12.8",
+    "power_limit_w": 700,
+    "runner": "gpu-node-3/GPU-e57ea6fb",
+    "torch": "2.9.0",
+    "torch_cuda": "12.8",
+    "trl": "0.24.0",
+    "child_device_name": "NVIDIA H100 80GB HBM3",
+}
+
+
+def test_a_stored_fingerprint_reads_as_facts_and_versions_and_writes_back_unchanged() -> None:
+    fingerprint = Fingerprint.from_dict(STORED_FINGERPRINT)
+    assert fingerprint.gpu_uuid == "GPU-e57ea6fb" and fingerprint.cpu_count == 64
+    assert fingerprint.runner == "gpu-node-3/GPU-e57ea6fb"
+    assert fingerprint.versions == {"torch": "2.9.0", "torch_cuda": "12.8", "trl": "0.24.0"}
+    assert fingerprint.unread == {}
+    # Compared as text: the power limit stays an int, as it was stored.
+    assert json.dumps(fingerprint.to_dict(), sort_keys=True) == json.dumps(STORED_FINGERPRINT, sort_keys=True)
+
+
+def test_every_fact_is_a_field_of_the_record() -> None:
+    names = {f for f in Fingerprint.__dataclass_fields__}
+    assert names == {*FACT_TYPES, "versions", "unread"}
+
+
+def test_what_a_fingerprint_cannot_read_as_a_fact_or_version_is_kept_as_written() -> None:
+    stored = {"power_limit_w": None, "cpu_count": "64", "gpu_memory_gib": True, "newer": {"x": 1}}
+    fingerprint = Fingerprint.from_dict(stored)
+    assert fingerprint.power_limit_w is None and fingerprint.cpu_count is None
+    assert fingerprint.gpu_memory_gib is None and fingerprint.versions == {}
+    assert fingerprint.to_dict() == stored
+    assert Fingerprint.from_dict(None).to_dict() == {}
+
+
+def test_a_child_adds_its_stack_and_its_device_to_the_fingerprint() -> None:
+    host = Fingerprint(hostname="h", gpu_name="NVIDIA H100")
+    with_child = host.with_child({"versions": {"torch": "2.9.0"}, "device_name": "NVIDIA H100 80GB HBM3"})
+    assert (
+        with_child.versions == {"torch": "2.9.0"} and with_child.child_device_name == "NVIDIA H100 80GB HBM3"
+    )
+    assert host.with_child({}) == host
+
+
+def test_a_reference_line_writes_back_what_it_read() -> None:
+    stored = {"source": "E2", "metric": "samples_per_hour", "published": 27000.0, "measured": 13500.0}
+    line = ReferenceLine.from_dict({**stored, "ratio": 0.5, "note": "", "newer": 1})
+    assert line is not None and line.ratio == 0.5 and line.unread == {"newer": 1}
+    assert line.to_dict() == {**stored, "ratio": 0.5, "note": "", "newer": 1}
+    missing = ReferenceLine.from_dict(stored)
+    assert missing is not None and missing.ratio is None and missing.to_dict() == stored
+    assert ReferenceLine.from_dict("not a line") is None
+
+
+def test_every_stored_baselines_fingerprint_reads_in_full_and_writes_back_unchanged() -> None:
+    files = [p for p in sorted((REPO_ROOT / "baselines").rglob("*.json")) if "published" not in p.parts]
+    assert files
+    for path in files:
+        data = json.loads(Path(path).read_text())
+        written = CaseResult.from_dict(data, origin=str(path)).to_dict()
+        assert json.dumps(written["fingerprint"], sort_keys=True) == json.dumps(
+            data["fingerprint"], sort_keys=True
+        )
+        assert written["references"] == data.get("references"), path
