@@ -15,6 +15,7 @@ from pg_server import pg_url, postgres_server  # noqa: F401  (the fixtures)
 from store_data import GPU, make_result, nightly, write_run_folder
 
 from trainperf.cli.dashboard import since_of
+from trainperf.diagnosis_record import Diagnosis
 from trainperf.errors import TrainperfError
 from trainperf.report.dashboard import build_site
 from trainperf.report.trend_svg import time_ticks
@@ -38,7 +39,7 @@ def _maxlen(day: int, fingerprint: dict[str, object]) -> CaseResult:
     result = make_result(CASES[0], nightly(day), level, fingerprint=fingerprint, seed=day, verdict=verdict)
     if day == LAST:
         result.verdict.reason = "regressed: step_time_s +8.1%"
-        result.verdict.diagnosis = {"line": DIAGNOSIS}
+        result.verdict.diagnosis = Diagnosis(line=DIAGNOSIS)
     return result
 
 

@@ -14,6 +14,7 @@ from chromium import FLAGS as CHROMIUM_FLAGS
 
 from trainperf.cli import main as cli_main
 from trainperf.cliff_record import CliffRecord
+from trainperf.diagnosis_record import Diagnosis
 from trainperf.limits_record import Limits
 from trainperf.measure.nvml import Sample, write_samples
 from trainperf.report.build import write_reports
@@ -109,9 +110,9 @@ def make_run(run_dir: Path) -> list[CaseResult]:
                 StoredMetricVerdict("energy_per_token_j", "pass", ratio=1.09, interval=(1.02, 1.15)),
             ],
             baseline_step_times=[[k, 0.72] for k in range(4, 9)],
-            diagnosis={
-                "line": "diagnosis: host-side +90 ms/step (GPU idle while the host prepares the batch)"
-            },
+            diagnosis=Diagnosis(
+                line="diagnosis: host-side +90 ms/step (GPU idle while the host prepares the batch)"
+            ),
             trace_diff=trace_diff(base, slow),
         ),
         trace=TraceRecord.from_dict(

@@ -1,16 +1,19 @@
 """A result's fingerprint and published reference lines (``trainperf.fingerprint_record``,
-``trainperf.reference_record``): typed fields, read from and written back to the JSON objects results
-and baselines have always stored, key for key."""
+``trainperf.reference_record``) and its verdict's diagnosis and trace diff
+(``trainperf.diagnosis_record``): typed fields, read from and written back to the JSON objects
+results and baselines have always stored, key for key."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from trainperf.diagnosis_record import Diagnosis, TraceDiff
 from trainperf.fingerprint_record import FACT_TYPES, Fingerprint
 from trainperf.paths import REPO_ROOT
 from trainperf.reference_record import ReferenceLine
 from trainperf.result import CaseResult
+from trainperf.stored_verdict import StoredVerdict
 
 STORED_FINGERPRINT = {
     "hostname": "gpu-node-3",
@@ -87,3 +90,51 @@ def test_every_stored_baselines_fingerprint_reads_in_full_and_writes_back_unchan
             data["fingerprint"], sort_keys=True
         )
         assert written["references"] == data.get("references"), path
+
+
+STORED_DIAGNOSIS = {
+    "nature": "host",
+    "line": "diagnosis: host-side delay: host-side +341.3 ms (119.9 -> 461.2)",
+    "threshold_ms": 2.5,
+    "work_threshold_ms": 1,
+    "uniform_scale": 1.02,
+    "regressed": ["timing"],
+    "cost": "none: this run was profiled",
+    "from_a_newer_trainperf": {"x": 1},
+}
+
+
+def test_a_stored_diagnosis_reads_as_fields_and_writes_back_unchanged() -> None:
+    diagnosis = Diagnosis.from_dict(STORED_DIAGNOSIS)
+    assert diagnosis is not None and diagnosis.nature == "host" and diagnosis.regressed == ("timing",)
+    assert diagnosis.unread == {"from_a_newer_trainperf": {"x": 1}}
+    assert json.dumps(diagnosis.to_dict(), sort_keys=True) == json.dumps(STORED_DIAGNOSIS, sort_keys=True)
+    older = Diagnosis.from_dict({"lines": ["host-side +90 ms"], "profile": {"not": "a profile"}})
+    assert older is not None and older.shown_lines() == ["host-side +90 ms"] and older.profile is None
+    assert older.to_dict() == {"lines": ["host-side +90 ms"], "profile": {"not": "a profile"}}
+    assert Diagnosis.from_dict({}) is None
+
+
+def test_a_stored_trace_diff_reads_back_as_it_was_written() -> None:
+    stored = {
+        "kind": "gpu",
+        "step_ms": [1.0, 1.5],
+        "busy_fraction": [0.9, None],
+        "components_ms": {
+            "GPU busy": [0.9, 1.4],
+            "host-bound idle": [0.05, 0.05],
+            "other idle": [0.05, 0.05],
+        },
+        "grown": [{"category": "matmul", "baseline_ms": 0.3, "current_ms": 0.6, "delta_ms": 0.3}],
+        "verdict": "GPU-bound",
+    }
+    diff = TraceDiff.from_dict(stored)
+    assert diff is not None and diff.step_ms == (1.0, 1.5) and diff.grown[0].category == "matmul"
+    assert json.dumps(diff.to_dict()) == json.dumps(stored)  # key order too: the reports list components
+    assert TraceDiff.from_dict({"kind": "gpu"}) is None
+
+
+def test_a_verdict_writes_its_diagnosis_and_trace_diff_as_objects() -> None:
+    verdict = StoredVerdict.from_dict({"verdict": "regressed", "diagnosis": STORED_DIAGNOSIS})
+    assert verdict.diagnosis is not None and verdict.diagnosis.line == STORED_DIAGNOSIS["line"]
+    assert verdict.to_dict()["diagnosis"] == STORED_DIAGNOSIS and "trace_diff" not in verdict.to_dict()

@@ -71,12 +71,12 @@ def test_a_launch_blocking_run_is_host_bound_and_a_slow_gemm_gpu_bound() -> None
     assert blocking["busy_fraction"] == pytest.approx(750 / 1070)
     assert blocking["idle_host_bound_ms"] == pytest.approx(0.270)
     diff = trace_diff(base, blocking)
-    assert diff is not None and diff["verdict"] == "host-bound"
-    assert diff["grown"] == []  # no kernel category took longer
+    assert diff is not None and diff.verdict == "host-bound"
+    assert diff.grown == ()  # no kernel category took longer
 
     slow = trace_diff(base, summary("gpu_step_slow_gemm.json"))
-    assert slow is not None and slow["verdict"] == "GPU-bound"
-    assert [g["category"] for g in slow["grown"]] == ["matmul"]
+    assert slow is not None and slow.verdict == "GPU-bound"
+    assert [g.category for g in slow.grown] == ["matmul"]
     text = "\n".join(describe(slow))
     assert "GPU-bound slowdown" in text and "matmul 0.30 -> 0.60 ms" in text
 
@@ -86,7 +86,7 @@ def test_diff_is_attached_only_to_a_timing_regression_with_traces_on_both_sides(
     current = TraceRecord.from_dict({"summary": summary("gpu_step_host_bound.json")})
     regressed = StoredVerdict("regressed", metrics=[StoredMetricVerdict("step_time_s", "regressed")])
     assert attach_diff(regressed, current, base) is None
-    assert regressed.trace_diff is not None and regressed.trace_diff["verdict"] == "host-bound"
+    assert regressed.trace_diff is not None and regressed.trace_diff.verdict == "host-bound"
     passed = StoredVerdict("pass", metrics=[StoredMetricVerdict("step_time_s", "pass")])
     assert attach_diff(passed, current, base) is None and passed.trace_diff is None
     shown = StoredVerdict(

@@ -11,7 +11,8 @@ Layers, lowest first; a module imports from its own layer or a lower one, never 
                estimate), cliff_record (the OOM-cliff search it keeps), trace_record and
                profile_record (its trace and profile summary), fingerprint_record (where and with
                what it ran), reference_record (the published figures it was set beside), pids
-               (whether a writer still runs), jsonio, workloads/protocol (ChildSpec)
+               (whether a writer still runs), diagnosis_record (its verdict's diagnosis and trace
+               diff), jsonio, workloads/protocol (ChildSpec)
   1 data       synth/ (random weights, tokenizer, length profiles), traces/
   2 judge/     stats, metrics, compare (verdicts), fingerprint (what changed): no I/O but one read,
                the tolerance overrides of pyproject.toml (metrics.tolerances_from_pyproject)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainperf.diagnosis_record import Diagnosis, TraceDiff
+
 Change = tuple[str, Any, Any]
 """(key, the baseline's value, this run's value)."""
 
@@ -75,10 +77,10 @@ class StoredVerdict:
     notes: list[str] = field(default_factory=list)
     baseline_step_times: list[list[float]] = field(default_factory=list)
     """The baseline's ``[step, median seconds]`` (``judge.step_series``), drawn under this run's."""
-    diagnosis: dict[str, Any] | None = None
+    diagnosis: Diagnosis | None = None
     """A confirmed regression's diagnosis (``run.diagnosis``: ``traces.diagnose``'s record, its
     ``line`` the one shown); None where there is none."""
-    trace_diff: dict[str, Any] | None = None
+    trace_diff: TraceDiff | None = None
     """A timing regression's trace against the baseline's (``traces.diff``); None where there is none."""
 
     @property
@@ -105,8 +107,8 @@ class StoredVerdict:
             "judged_against": self.judged_against,
             "notes": list(self.notes),
             "baseline_step_times": [list(point) for point in self.baseline_step_times],
-            "diagnosis": self.diagnosis,
-            "trace_diff": self.trace_diff,
+            "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
+            "trace_diff": self.trace_diff.to_dict() if self.trace_diff is not None else None,
         }
         return data | {key: value for key, value in added.items() if value}
 
@@ -132,8 +134,8 @@ class StoredVerdict:
             baseline_step_times=[
                 [float(x) for x in point] for point in data.get("baseline_step_times") or []
             ],
-            diagnosis=_record(data.get("diagnosis")),
-            trace_diff=_record(data.get("trace_diff")),
+            diagnosis=Diagnosis.from_dict(data.get("diagnosis")),
+            trace_diff=TraceDiff.from_dict(data.get("trace_diff")),
         )
 
 
@@ -154,7 +156,3 @@ def _changes(value: Any) -> list[Change]:
         for change in value or []
         if isinstance(change, (list, tuple)) and len(change) == 3
     ]
-
-
-def _record(value: Any) -> dict[str, Any] | None:
-    return dict(value) if isinstance(value, dict) and value else None

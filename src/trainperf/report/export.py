@@ -86,9 +86,9 @@ def key_figures(result: CaseResult) -> dict[str, Any]:
                 summary.per_step(summary.idle_host_bound_ms), 3
             )
     if diff := result.verdict.trace_diff:
-        figures["trace_diff_verdict"] = diff["verdict"]
-    if (diagnosis := result.verdict.diagnosis) and diagnosis.get("line"):
-        figures["diagnosis"] = diagnosis["line"]
+        figures["trace_diff_verdict"] = diff.verdict
+    if (diagnosis := result.verdict.diagnosis) and diagnosis.line:
+        figures["diagnosis"] = diagnosis.line
     if limits := result.limits:
         shown = {
             "mfu": limits.mfu,

@@ -269,7 +269,7 @@ def _traces(results: Sequence[CaseResult]) -> tuple[str, str, str]:
         )
         top = "; ".join(f"{kernel.name[:60]} {kernel.share:.0%}" for kernel in summary.top[:5])
         where = record.file or record.deleted or ""
-        lines += [f"{result.case_id}: {line.strip()}" for line in describe(result.verdict.trace_diff or {})]
+        lines += [f"{result.case_id}: {line.strip()}" for line in describe(result.verdict.trace_diff)]
         lines.append(
             f"{result.case_id}: {summary.kind} busy {summary.busy_fraction:.1%} over {summary.steps} "
             "profiled step(s); "

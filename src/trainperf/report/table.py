@@ -242,7 +242,6 @@ def failure_detail(result: CaseResult) -> list[str]:
 def diagnosis_lines(result: CaseResult) -> list[str]:
     """The ``diagnosis:`` lines a result carries (its verdict's diagnosis record: its ``line``, or
     its ``lines``); none when it has none."""
-    diagnosis = result.verdict.diagnosis or {}
-    found = diagnosis.get("line") or diagnosis.get("lines")
-    lines = [found] if isinstance(found, str) else [str(line) for line in found or []]
+    diagnosis = result.verdict.diagnosis
+    lines = diagnosis.shown_lines() if diagnosis else []
     return [line if line.startswith("diagnosis:") else f"diagnosis: {line}" for line in lines if line]

@@ -60,5 +60,5 @@ def explanation(run: StoredRun, runs_root: Path | None) -> Explanation:
         verdict = StoredVerdict.from_dict(json.loads(path.read_text()).get("verdict"))
     except (OSError, ValueError, TypeError):
         return Explanation()
-    line = (verdict.diagnosis or {}).get("line", "")
-    return Explanation(verdict.reason, str(line).removeprefix("diagnosis: "), True)
+    line = (verdict.diagnosis.line if verdict.diagnosis else None) or ""
+    return Explanation(verdict.reason, line.removeprefix("diagnosis: "), True)

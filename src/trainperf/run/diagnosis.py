@@ -9,6 +9,7 @@ An extra run is kept in the run folder but never pooled into the case's metrics.
 from __future__ import annotations
 
 from trainperf.case import Case, Outcome
+from trainperf.diagnosis_record import Diagnosis
 from trainperf.judge.compare import CaseVerdict, Verdict
 from trainperf.judge.metrics import Kind, metrics_of_kind
 from trainperf.profile_record import ProfileSummary
@@ -71,9 +72,17 @@ def attach_diagnosis(
     if profile.kind != baseline.profile.kind:
         return "no diagnosis: one profile is a GPU profile, the other a CPU profile"
     # The diagnosis reads the summaries as their JSON objects, the form a verdict stores them in.
-    current = profile.to_dict()
-    found = diagnose(baseline.profile.to_dict(), current, memory="memory" in kinds)
-    result.verdict.diagnosis = {**found, "regressed": sorted(kinds), "cost": cost, "profile": current}
+    found = diagnose(baseline.profile.to_dict(), profile.to_dict(), memory="memory" in kinds)
+    result.verdict.diagnosis = Diagnosis(
+        nature=found["nature"],
+        line=found["line"],
+        threshold_ms=found["threshold_ms"],
+        work_threshold_ms=found["work_threshold_ms"],
+        uniform_scale=found["uniform_scale"],
+        regressed=tuple(sorted(kinds)),
+        cost=cost,
+        profile=profile,
+    )
     return None
 
 

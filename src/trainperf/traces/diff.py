@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainperf.diagnosis_record import GrownCategory, TraceDiff
 from trainperf.traces.analysis import per_step
 
 GROWTH_MIN_FRACTION = 0.02
@@ -25,7 +26,7 @@ def _components(summary: dict[str, Any]) -> dict[str, float]:
     return {label: per_step(summary, key) for label, key in keys.items()}
 
 
-def trace_diff(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, Any] | None:
+def trace_diff(baseline: dict[str, Any], current: dict[str, Any]) -> TraceDiff | None:
     """Per-step changes and the verdict; None when the two traces cannot be compared."""
     if baseline.get("kind") != current.get("kind"):
         return None
@@ -39,18 +40,16 @@ def trace_diff(baseline: dict[str, Any], current: dict[str, Any]) -> dict[str, A
         before = float(baseline.get("categories_ms", {}).get(name, 0.0)) / steps_b
         after = float(current.get("categories_ms", {}).get(name, 0.0)) / steps_c
         if after - before > threshold:
-            grown.append(
-                {"category": name, "baseline_ms": before, "current_ms": after, "delta_ms": after - before}
-            )
-    grown.sort(key=lambda g: -g["delta_ms"])
-    return {
-        "kind": current["kind"],
-        "step_ms": [base_step, cur_step],
-        "busy_fraction": [baseline.get("busy_fraction"), current.get("busy_fraction")],
-        "components_ms": {label: [base_parts[label], cur_parts[label]] for label in base_parts},
-        "grown": grown,
-        "verdict": _verdict(cur_step - base_step, deltas, current["kind"]),
-    }
+            grown.append(GrownCategory(name, before, after, after - before))
+    grown.sort(key=lambda g: -g.delta_ms)
+    return TraceDiff(
+        kind=current["kind"],
+        step_ms=(base_step, cur_step),
+        busy_fraction=(baseline.get("busy_fraction"), current.get("busy_fraction")),
+        components_ms={label: (base_parts[label], cur_parts[label]) for label in base_parts},
+        grown=tuple(grown),
+        verdict=_verdict(cur_step - base_step, deltas, current["kind"]),
+    )
 
 
 def _verdict(step_delta: float, deltas: dict[str, float], kind: str) -> str:
@@ -62,23 +61,21 @@ def _verdict(step_delta: float, deltas: dict[str, float], kind: str) -> str:
     return "CPU-bound" if largest == "CPU busy" else "idle"
 
 
-def describe(diff: dict[str, Any]) -> list[str]:
-    """Lines for the failure detail and the summary (none for an empty diff)."""
-    if not diff:
+def describe(diff: TraceDiff | None) -> list[str]:
+    """Lines for the failure detail and the summary (none without a diff)."""
+    if diff is None:
         return []
-    base_step, cur_step = diff["step_ms"]
+    base_step, cur_step = diff.step_ms
     parts = ", ".join(
-        f"{label} {after - before:+.2f} ms" for label, (before, after) in diff["components_ms"].items()
+        f"{label} {after - before:+.2f} ms" for label, (before, after) in diff.components_ms.items()
     )
-    before_busy, after_busy = diff["busy_fraction"]
-    verdict = diff["verdict"] if diff["verdict"].startswith("no ") else f"{diff['verdict']} slowdown"
+    before_busy, after_busy = diff.busy_fraction
+    verdict = diff.verdict if diff.verdict.startswith("no ") else f"{diff.verdict} slowdown"
     head = f"trace diff: {verdict}: step {base_step:.2f} -> {cur_step:.2f} ms per profiled step ({parts})"
     lines = [f"{head}; busy {before_busy:.0%} -> {after_busy:.0%}"]
-    if diff["grown"]:
+    if diff.grown:
         lines.append(
             "    grew: "
-            + ", ".join(
-                f"{g['category']} {g['baseline_ms']:.2f} -> {g['current_ms']:.2f} ms" for g in diff["grown"]
-            )
+            + ", ".join(f"{g.category} {g.baseline_ms:.2f} -> {g.current_ms:.2f} ms" for g in diff.grown)
         )
     return lines
