@@ -17,6 +17,7 @@ from typing import Any
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.ground.folder import RunFolder
 from trainperf.jsonio import write_json_atomic
 from trainperf.judge.metrics import STEP_TIME, tolerances_from_pyproject, with_tolerances
@@ -226,7 +227,7 @@ def _report(
         plan=plan,
         children_done=len(state.children),
         children_planned=len(plan.schedule()),
-        gpu=session.get("fingerprint", {}),
+        gpu=Fingerprint.from_dict(session.get("fingerprint")),
         overhead=fidelity.overhead(harness_tps, bare_tps),
         overhead_paired=fidelity.paired_overhead(
             [(harness_round, bare_round[0]) for harness_round, bare_round in by_round.values() if bare_round]

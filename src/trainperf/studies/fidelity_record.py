@@ -14,6 +14,7 @@ from typing import Any
 
 from trainperf.case import Outcome
 from trainperf.errors import TrainperfError
+from trainperf.fingerprint_record import Fingerprint
 from trainperf.jsonio import stored_number, stored_number_or_none
 from trainperf.measure import fidelity_stats as fidelity
 from trainperf.workloads.protocol import BARE_WINDOW_START
@@ -154,7 +155,7 @@ class FidelityReport:
     plan: Plan
     children_done: int
     children_planned: int
-    gpu: dict[str, Any]
+    gpu: Fingerprint
     """The machine's fingerprint as the session recorded it (``measure.host``)."""
     overhead: fidelity.Overhead
     noise: fidelity.Noise
@@ -173,7 +174,7 @@ class FidelityReport:
             "plan": self.plan.to_dict(),
             "children_done": self.children_done,
             "children_planned": self.children_planned,
-            "gpu": dict(self.gpu),
+            "gpu": self.gpu.to_dict(),
             "overhead": self.overhead.to_dict(),
             "overhead_paired": self.overhead_paired.to_dict() if self.overhead_paired else None,
             "noise": self.noise.to_dict(),
@@ -196,7 +197,7 @@ class FidelityReport:
             plan=Plan.from_dict(data["plan"]),
             children_done=int(data["children_done"]),
             children_planned=int(data["children_planned"]),
-            gpu=dict(data.get("gpu") or {}),
+            gpu=Fingerprint.from_dict(data.get("gpu")),
             overhead=overhead_of(data["overhead"]),
             overhead_paired=paired_overhead_of(data.get("overhead_paired")),
             noise=fidelity.Noise(

@@ -35,8 +35,8 @@ def _headline(report: FidelityReport) -> str:
     return (
         f"fidelity of {report.case_id} ({report.run}): "
         f"{report.children_done}/{report.children_planned} children, "
-        f"{report.plan.steps} steps each{_window(report.plan)}; GPU {gpu.get('gpu_name', '?')}, "
-        f"driver {gpu.get('driver', '?')}"
+        f"{report.plan.steps} steps each{_window(report.plan)}; GPU {gpu.gpu_name or '?'}, "
+        f"driver {gpu.driver or '?'}"
     )
 
 
