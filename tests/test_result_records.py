@@ -132,6 +132,9 @@ def test_a_stored_trace_diff_reads_back_as_it_was_written() -> None:
     assert diff is not None and diff.step_ms == (1.0, 1.5) and diff.grown[0].category == "matmul"
     assert json.dumps(diff.to_dict()) == json.dumps(stored)  # key order too: the reports list components
     assert TraceDiff.from_dict({"kind": "gpu"}) is None
+    newer = {**stored, "grown": [{**stored["grown"][0], "share": 0.5}]}  # type: ignore[dict-item]
+    kept = TraceDiff.from_dict(newer)  # a key a newer writer adds to a grown category costs no diff
+    assert kept is not None and kept.grown[0].delta_ms == 0.3
 
 
 def test_a_verdict_writes_its_diagnosis_and_trace_diff_as_objects() -> None:
