@@ -300,7 +300,7 @@ def test_a_stored_cliff_is_expected_to_cost_its_two_edge_probes() -> None:
 
 def test_listing_a_gpu_class_s_shards_elsewhere_weighs_them_by_that_class() -> None:
     from trainperf.case import Case
-    from trainperf.fleet.session_plan import durations_class
+    from trainperf.fleet.session_share import durations_class
 
     case = Case(family="sft_hf", model="qwen3_8b", method="lora", profile="short", batch_size=4,
                 gpu_classes=("h100", "h200"))  # fmt: skip

@@ -37,7 +37,7 @@ from trainperf.measure.detection import Detection
 from trainperf.measure.hardware import load_classes
 from trainperf.run.case_runner import CaseRunner
 from trainperf.run.context import open_run
-from trainperf.run.step_plan import StepCount
+from trainperf.run.step_count import StepCount
 
 WORKERS = ("0.6.1", "0.7.0")
 ENGINE = ("0.8.0", "0.9.1")

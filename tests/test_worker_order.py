@@ -95,7 +95,7 @@ def test_a_case_the_host_skips_is_neither_dealt_nor_weighed() -> None:
     import pytest
 
     from trainperf.case import Case
-    from trainperf.fleet.session_plan import _order_for_workers
+    from trainperf.fleet.session_share import _order_for_workers
     from trainperf.fleet.shard import Expected
 
     def item(case: Case, skipped: bool = False) -> SimpleNamespace:

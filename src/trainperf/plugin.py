@@ -13,7 +13,7 @@ import pytest
 
 from trainperf import xdist
 from trainperf.errors import TrainperfError
-from trainperf.fleet.session_plan import SessionPlan, plan_session, session_exit_status
+from trainperf.fleet.session_share import SessionShare, session_exit_status, share_of_session
 from trainperf.ground.path_checks import check_paths
 from trainperf.ground.settings import OPTIONS, resolve
 from trainperf.launch import interruption
@@ -93,7 +93,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     state = node.config.stash[STATE]
     lines, emptied = xdist.received_plan_lines(node)
     if state.plan is None and lines:
-        state.plan = SessionPlan(state.settings, lines, emptied=emptied)
+        state.plan = SessionShare(state.settings, lines, emptied=emptied)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -126,7 +126,7 @@ def pytest_collection_modifyitems(
     state = config.stash[STATE]
     if state.detection is not None:
         skip_unplaceable(state, items)  # first: the workers' plan neither deals nor weighs them
-        state.plan = plan_session(
+        state.plan = share_of_session(
             items,
             state.settings,
             state.session_class,

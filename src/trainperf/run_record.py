@@ -50,7 +50,7 @@ class RunRecord:
     python: str | None = None
     """The interpreter the child ran in (a portable path)."""
     data_steps: int | None = None
-    """The steps of data a planned run was built with (``run.step_plan``), where not its own steps."""
+    """The steps of data a planned run was built with (``run.step_count``), where not its own steps."""
     memory_snapshot: dict[str, Any] | None = None
     """The allocator snapshot's files (``workloads.profiling``), where one was taken."""
     setup: dict[str, Any] | None = None

@@ -72,7 +72,7 @@ def _gpu_counts(text: str) -> tuple[int, ...]:
 
 
 def _plans(baselines: list[Any]) -> dict[str, Any]:
-    from trainperf.run.step_plan import projected_plans
+    from trainperf.run.step_count import projected_plans
 
     if not baselines:
         raise TrainperfError(

@@ -174,7 +174,7 @@ class NightSession:
     """--collect-only: each case's tier and detection latency are listed too."""
 
 
-def session_plan(
+def night_of_session(
     session: NightSession, selection: Sequence[tuple[str, Case]]
 ) -> tuple[NightPlan, str, dict[str, CaseResult | None]]:
     """The session's night, its promoted cases included; a note when none could be read; the
@@ -206,7 +206,7 @@ def keep_night(
 ) -> dict[str, Any]:
     """Drop the items the night does not run (from ``items`` and ``keyed``); what run.json records."""
     chosen = {keyed[id(item)]: case for item in items if id(item) in keyed and (case := case_of(item))}
-    plan, note, baselines = session_plan(session, list(chosen.items()))
+    plan, note, baselines = night_of_session(session, list(chosen.items()))
     selection = list(chosen)
     dropped = [item for item in items if id(item) in keyed and not plan.runs(keyed[id(item)])]
     if dropped:

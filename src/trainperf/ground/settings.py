@@ -312,7 +312,7 @@ class Settings:
     host_lock: Path | None
     alone: tuple[str, ...]
     fleet: dict[str, Any] | None = None
-    """Recorded in run.json: the shard and the whole split (``fleet.session_plan``), set at collection."""
+    """Recorded in run.json: the shard and the whole split (``fleet.session_share``), set at collection."""
 
 
 def resolve(cli: dict[str, Any], ini: Callable[[str], Any], rootdir: Path) -> Settings:

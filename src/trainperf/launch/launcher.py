@@ -245,7 +245,7 @@ class ChildLauncher:
         timed over the steps after ``window_after`` (default: the protocol's). ``settled_by``: the result
         id that settles this child's interruption record, when not the case's own (a cliff probe's is
         the search's). ``traced``: profile this run (a baseline's profile summary, a diagnosis) whatever
-        --perf-trace says. ``data_steps``: a planned run's data (``run.step_plan``)."""
+        --perf-trace says. ``data_steps``: a planned run's data (``run.step_count``)."""
         ctx = self.ctx
         interpreter = interpreter or interpreter_for(ctx, case)
         if interpreter is None:

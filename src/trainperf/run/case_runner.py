@@ -34,7 +34,7 @@ from trainperf.run.diagnosis import attach_diagnosis
 from trainperf.run.finished_runs import FinishedRuns
 from trainperf.run.headroom_fill import attach_limits
 from trainperf.run.runner_port import CaseReport
-from trainperf.run.step_plan import StepCount, memory_limit, step_count
+from trainperf.run.step_count import StepCount, memory_limit, step_count
 from trainperf.store.baselines import describe_file_baseline
 from trainperf.store.references import compare_to_references
 from trainperf.trace_record import TraceRecord
@@ -262,7 +262,7 @@ class CaseRunner:
         report.baseline_written = self.ctx.baselines.save(result, source)
 
     def _steps(self, case: Case, baseline: CaseResult | None) -> StepCount:
-        """Steps per child (``run.step_plan``): the case's own, --perf-steps, a plan, the baseline's."""
+        """Steps per child (``run.step_count``): the case's own, --perf-steps, a plan, the baseline's."""
         ctx = self.ctx
         memory = memory_limit(case, ctx.gpu_class)
         # The runner's history pools results, not runs: the plan comes from the class's file, whose

@@ -15,7 +15,7 @@ from trainperf.judge.metrics import Kind, metrics_of_kind
 from trainperf.profile_record import ProfileSummary
 from trainperf.result import CaseResult
 from trainperf.run.runner_port import RunnerPort
-from trainperf.run.step_plan import StepCount
+from trainperf.run.step_count import StepCount
 from trainperf.stored_verdict import StoredVerdict
 from trainperf.traces.diagnose import diagnose
 

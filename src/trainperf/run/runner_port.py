@@ -16,7 +16,7 @@ from trainperf.judge.compare import CaseVerdict
 from trainperf.launch.launcher import ChildRun
 from trainperf.result import CaseResult
 from trainperf.run.context import RunContext
-from trainperf.run.step_plan import StepCount
+from trainperf.run.step_count import StepCount
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ import pytest
 from trainperf.case import Case, Outcome
 from trainperf.errors import TrainperfError
 from trainperf.fleet.budget import Budget
-from trainperf.fleet.session_plan import SessionPlan
+from trainperf.fleet.session_share import SessionShare
 from trainperf.fleet.shard import item_key
 from trainperf.ground.folder import SESSION_SELECTED, SESSION_UNPLACED
 from trainperf.ground.settings import Settings
@@ -51,7 +51,7 @@ class SessionState:
     """Under xdist: the run folder's stamp the controller chose and handed to every worker."""
     written: dict[str, str] = field(default_factory=dict)
     """Under xdist, on the controller: baselines the workers wrote, by case id."""
-    plan: SessionPlan | None = None
+    plan: SessionShare | None = None
     """This session's shard and budget (``--perf-shard``, ``--perf-budget``)."""
     plan_said: bool = False
     """The plan's lines are on the terminal already (said at collection)."""

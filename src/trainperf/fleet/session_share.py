@@ -29,7 +29,9 @@ from trainperf.store.baselines import BaselineStore
 
 
 @dataclass(slots=True)
-class SessionPlan:
+class SessionShare:
+    """A session's share of a night, decided at collection: its cases, order and budget."""
+
     settings: Settings
     """The session's settings, with ``fleet`` set to what is recorded in run.json."""
     lines: list[str] = field(default_factory=list)
@@ -43,7 +45,7 @@ NO_TESTS_COLLECTED = 5
 """pytest's exit status when no test was left to run."""
 
 
-def session_exit_status(plan: SessionPlan | None, status: int) -> int:
+def session_exit_status(plan: SessionShare | None, status: int) -> int:
     """The session's exit status: pytest's "no tests" becomes 0 where the night's plan or the shard
     left the session no case (the nightly's job stays green), and stays 5 for a selection that
     matched nothing (a typo in ``-k`` must still fail)."""
@@ -51,7 +53,7 @@ def session_exit_status(plan: SessionPlan | None, status: int) -> int:
     return 0 if emptied and status == NO_TESTS_COLLECTED else status
 
 
-def plan_session(
+def share_of_session(
     items: list[Any],
     settings: Settings,
     gpu_class: str | None,
@@ -60,12 +62,12 @@ def plan_session(
     markexpr: str = "",
     night: tuple[Path, bool] | None = None,
     workers: int = 1,
-) -> SessionPlan:
+) -> SessionShare:
     """Keep the night's items (``--perf-night``; ``night``: the catalogue's root and whether the session
     only lists), then this shard's (in ``items``, in place), and order them for the budget, or, where
     ``workers`` xdist workers share them, for the workers (longest first)."""
     if settings.shard is None and settings.budget is None and settings.night is None:
-        return SessionPlan(settings)
+        return SessionShare(settings)
     keyed = {id(item): item_key(case, item.callspec.params) for item in items if (case := case_of(item))}
     weighed_class = durations_class(gpu_class, markexpr, [c for item in items if (c := case_of(item))])
     rows, shared = read_timeline(settings.store, weighed_class)
@@ -78,7 +80,7 @@ def plan_session(
             sorted(set(keyed.values())), weighed_class, figures, loader, settings.repeats
         )
 
-    plan = SessionPlan(settings)
+    plan = SessionShare(settings)
     record: dict[str, Any] = {}
     had_cases = bool(keyed)  # the night drops its left-out items from ``keyed`` too
     if settings.night is not None:

@@ -21,7 +21,7 @@ from trainperf.launch.launcher import child_spec
 from trainperf.measure.measurement import memory_peak_step
 from trainperf.measure.nvml import Sample
 from trainperf.result import CaseResult, MetricValue
-from trainperf.run.step_plan import StepCount, plan_steps, step_count
+from trainperf.run.step_count import StepCount, plan_steps, step_count
 from trainperf.run_record import RunRecord
 from trainperf.workloads.protocol import ChildSpec
 
@@ -105,7 +105,7 @@ def test_a_quiet_baseline_is_planned_short_past_its_memory_peak_and_warm_up() ->
 
 def test_a_shorter_length_must_not_raise_more_false_alarms() -> None:
     from trainperf.judge.step_power import MetricPower
-    from trainperf.run.step_plan import _as_good
+    from trainperf.run.step_count import _as_good
 
     full = MetricPower("step_time_s", 0.05, 39, power=1.0, false_alarm=0.01)
     assert _as_good(MetricPower("step_time_s", 0.05, 11, power=0.99, false_alarm=0.02), full)
