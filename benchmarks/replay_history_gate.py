@@ -119,22 +119,33 @@ def _as_result(stored: StoredCase, gpu_class: str) -> CaseResult:
     )
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def replay_parser(description: str) -> argparse.ArgumentParser:
+    """The options every replay of a runner's history takes: its store, runner, class and cases."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--store", required=True, help="the history's URL (sqlite:///PATH or postgresql://...)"
     )
     parser.add_argument("--runner", required=True, help="the runner label whose results are replayed")
     parser.add_argument("--gpu-class", required=True, help="the class whose timing tolerances apply")
     parser.add_argument("--runs", type=int, default=10, help="accepted results pooled per baseline")
+    parser.add_argument("--case", action="append", default=[], help="replay only these cases")
+    return parser
+
+
+def replay_inputs(args: argparse.Namespace) -> tuple[dict[str, Metric], Store]:
+    """The class's timing metrics and a working copy of the store."""
+    gpu_class = load_classes()[args.gpu_class]
+    metrics = with_tolerances(tolerances_from_pyproject(REPO), gpu_class.timing_tolerance_scale)
+    return metrics, open_store(working_copy(args.store), create=False)
+
+
+def main(argv: list[str]) -> int:
+    parser = replay_parser(__doc__.split("\n\n")[0])
     parser.add_argument(
         "--min-runs", type=int, default=None, help="replay results with this many accepted before (default --runs)"
     )
-    parser.add_argument("--case", action="append", default=[], help="replay only these cases")
     args = parser.parse_args(argv)
-    gpu_class = load_classes()[args.gpu_class]
-    metrics = with_tolerances(tolerances_from_pyproject(REPO), gpu_class.timing_tolerance_scale)
-    store = open_store(working_copy(args.store), create=False)
+    metrics, store = replay_inputs(args)
     counts: Counter[str] = Counter()
     for case_id in args.case or case_ids(store, args.runner):
         lines = replay_case(
