@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.jsonio import stored_number_or_none, stored_text
+from trainperf.jsonio import listed, stored_number_or_none, stored_text, stored_texts
 from trainperf.profile_record import ProfileSummary
 
 Pair = tuple[float, float]
@@ -64,11 +64,11 @@ class Diagnosis:
         stored = {
             "nature": self.nature,
             "line": self.line,
-            "lines": _list(self.lines),
+            "lines": listed(self.lines),
             "threshold_ms": self.threshold_ms,
             "work_threshold_ms": self.work_threshold_ms,
             "uniform_scale": self.uniform_scale,
-            "regressed": _list(self.regressed),
+            "regressed": listed(self.regressed),
             "cost": self.cost,
             "profile": self.profile.to_dict() if self.profile is not None else None,
         }
@@ -82,11 +82,11 @@ class Diagnosis:
         read: dict[str, Any] = {
             "nature": stored_text(data.get("nature")),
             "line": stored_text(data.get("line")),
-            "lines": _texts(data.get("lines")),
+            "lines": stored_texts(data.get("lines")),
             "threshold_ms": stored_number_or_none(data.get("threshold_ms")),
             "work_threshold_ms": stored_number_or_none(data.get("work_threshold_ms")),
             "uniform_scale": stored_number_or_none(data.get("uniform_scale")),
-            "regressed": _texts(data.get("regressed")),
+            "regressed": stored_texts(data.get("regressed")),
             "cost": stored_text(data.get("cost")),
             "profile": _profile(data.get("profile")),
         }
@@ -174,14 +174,6 @@ def _grown(stored: Any) -> GrownCategory:
 def _pair(stored: Any) -> Pair:
     before, after = stored
     return float(before), float(after)
-
-
-def _texts(value: Any) -> tuple[str, ...] | None:
-    return tuple(str(item) for item in value) if isinstance(value, list) else None
-
-
-def _list(items: tuple[str, ...] | None) -> list[str] | None:
-    return list(items) if items is not None else None
 
 
 def _profile(stored: Any) -> ProfileSummary | None:

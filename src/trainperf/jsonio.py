@@ -64,3 +64,13 @@ def stored_number_or_none(value: Any) -> float | None:
 def stored_text(value: Any) -> str | None:
     """A stored string, or None where the file holds none there."""
     return value if isinstance(value, str) else None
+
+
+def stored_texts(value: Any) -> tuple[str, ...] | None:
+    """A stored list of strings as a tuple, or None where the file holds no list there."""
+    return tuple(str(item) for item in value) if isinstance(value, list) else None
+
+
+def listed(items: tuple[Any, ...] | None) -> list[Any] | None:
+    """A record's tuple as the file stores it (a list), or None where the record has none."""
+    return list(items) if items is not None else None

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trainperf.jsonio import listed, stored_number_or_none, stored_texts
 from trainperf.jsonio import stored_number as _number
-from trainperf.jsonio import stored_number_or_none
 from trainperf.jsonio import stored_text as _text
 from trainperf.profile_record import ProfileSummary
 
@@ -185,13 +185,13 @@ class TraceRecord:
             "bytes": self.file_bytes,
             "raw_bytes": self.raw_bytes,
             "cap_mb": self.cap_mb,
-            "activities": _list(self.activities),
-            "profiled_steps": _list(self.profiled_steps),
+            "activities": listed(self.activities),
+            "profiled_steps": listed(self.profiled_steps),
             "environment": dict(self.environment) if self.environment is not None else None,
             "scope": self.scope,
             "summary": self.summary.to_dict() if self.summary else None,
             "profile": self.profile.to_dict() if self.profile else None,
-            "rank_traces": _list(self.rank_traces),
+            "rank_traces": listed(self.rank_traces),
             "error": self.error,
             "stop_error": self.stop_error,
         }
@@ -209,7 +209,7 @@ class TraceRecord:
             file_bytes=_optional_number(data.get("bytes")),
             raw_bytes=_optional_number(data.get("raw_bytes")),
             cap_mb=_optional_number(data.get("cap_mb")),
-            activities=_texts(data.get("activities")),
+            activities=stored_texts(data.get("activities")),
             profiled_steps=_integers(data.get("profiled_steps")),
             environment=(
                 {str(k): str(v) for k, v in environment.items()} if isinstance(environment, dict) else None
@@ -217,7 +217,7 @@ class TraceRecord:
             scope=_text(data.get("scope")),
             summary=TraceSummary.from_dict(data.get("summary")),
             profile=ProfileSummary.from_dict(data.get("profile")),
-            rank_traces=_texts(data.get("rank_traces")),
+            rank_traces=stored_texts(data.get("rank_traces")),
             error=_text(data.get("error")),
             stop_error=_text(data.get("stop_error")),
         )
@@ -228,13 +228,5 @@ def _optional_number(value: Any) -> Any:
     return stored_number_or_none(value)
 
 
-def _texts(value: Any) -> tuple[str, ...] | None:
-    return tuple(str(item) for item in value) if isinstance(value, list) else None
-
-
 def _integers(value: Any) -> tuple[int, ...] | None:
     return tuple(int(item) for item in value) if isinstance(value, list) else None
-
-
-def _list(items: tuple[Any, ...] | None) -> list[Any] | None:
-    return list(items) if items is not None else None
