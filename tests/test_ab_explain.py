@@ -20,6 +20,7 @@ from trainperf.studies.ab_explain import (
     moved_cases,
     narrowed_selection,
     profile_reason,
+    profiled_now,
 )
 
 
@@ -63,14 +64,16 @@ def test_only_a_case_the_rounds_cannot_explain_is_profiled() -> None:
         asked.append(cases)
         return Path("/nonexistent-a"), Path("/nonexistent-b")
 
-    lines = explain_moved(verdicts, profile)
+    lines = explain_moved(verdicts, profiled_now(profile))
     assert asked == [["host-moved", "no-kernel-time"]]
     assert list(lines) == ["host-moved", "kernels-moved", "no-kernel-time"]
     assert lines["kernels-moved"] == (
         "no profiled run: the rounds' kernel records say what moved, and the host's time did not conclude"
     )
     assert lines["host-moved"].startswith("not explained: the profiled runs could not be read")
-    assert explain_moved({"unchanged": verdicts["unchanged"]}, profile) == {} and len(asked) == 1
+    assert (
+        explain_moved({"unchanged": verdicts["unchanged"]}, profiled_now(profile)) == {} and len(asked) == 1
+    )
 
 
 def test_judged_again_a_case_needing_a_profile_keeps_its_line_where_none_was_kept(tmp_path: Path) -> None:

@@ -134,12 +134,12 @@ def _explain(
 ) -> dict[str, str]:  # fmt: skip
     """What moved in each case that moved: from the rounds' kernel records, or one profiled run a side
     where they cannot say (``studies.ab_explain``)."""
-    from trainperf.studies.ab_explain import explain_moved, explain_round
+    from trainperf.studies.ab_explain import explain_moved, explain_round, profiled_now
 
     def profile(cases: list[str]) -> tuple[Path, Path]:
         return explain_round(pythons, pytest_args, cases, output)
 
-    return explain_moved(verdicts_of(_comparison(args, *sides, labels)), profile)
+    return explain_moved(verdicts_of(_comparison(args, *sides, labels)), profiled_now(profile))
 
 
 def _asked(python: str | None, pins: tuple[str, ...]) -> AskedSide:

@@ -66,7 +66,7 @@ def explain_step(request: BisectRequest, good_python: Path, python: Path, versio
     from trainperf.cli.ab import verdicts_of
     from trainperf.cli.compare import comparison_of
     from trainperf.studies.ab import pooled_sides, rounds_in
-    from trainperf.studies.ab_explain import explain_moved, explain_round
+    from trainperf.studies.ab_explain import explain_moved, explain_round, profiled_now
 
     folder = request.output / version
     labels = (f"{request.package} {request.good}", f"{request.package} {version}")
@@ -79,7 +79,7 @@ def explain_step(request: BisectRequest, good_python: Path, python: Path, versio
     def profile(cases: list[str]) -> tuple[Path, Path]:
         return explain_round((str(good_python), str(python)), request.selection, cases, folder)
 
-    return explain_moved(verdicts_of(comparison), profile)
+    return explain_moved(verdicts_of(comparison), profiled_now(profile))
 
 
 def _conclude(request: BisectRequest, result: Bisection, bound: int) -> int:

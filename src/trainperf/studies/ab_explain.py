@@ -46,8 +46,8 @@ def moved_cases(verdicts: Mapping[str, CaseVerdict] | None) -> dict[str, float]:
     return moved
 
 
-Profile = Callable[[list[str]], tuple[Path, Path]]
-"""One profiled run a side of the given cases: (A's run folder, B's)."""
+Profiled = Callable[[dict[str, float]], dict[str, str]]
+"""The lines of the cases the rounds cannot explain (case -> its B/A step ratio), from profiled runs."""
 
 
 def profile_reason(verdict: CaseVerdict) -> str | None:
@@ -71,17 +71,22 @@ def rounds_line(verdict: CaseVerdict) -> str:
     return f"no profiled run: the rounds' kernel records {kernels}, and the host's time did not conclude"
 
 
-def explain_moved(verdicts: Mapping[str, CaseVerdict] | None, profile: Profile) -> dict[str, str]:
-    """Each moved case's line: from its rounds where they explain it, else from one profiled run a
-    side (``profile`` runs them, only for the cases that need one)."""
+def explain_moved(verdicts: Mapping[str, CaseVerdict] | None, profiled: Profiled) -> dict[str, str]:
+    """Each moved case's line: from its rounds where they explain it, else from ``profiled`` (one
+    profiled run a side, asked only for the cases that need one)."""
     moved = moved_cases(verdicts)
     if not verdicts or not moved:
         return {}
     to_profile = {case: ratio for case, ratio in moved.items() if profile_reason(verdicts[case])}
     lines = {case: rounds_line(verdicts[case]) for case in moved if case not in to_profile}
     if to_profile:
-        lines |= explanations(*profile(list(to_profile)), to_profile)
+        lines |= profiled(to_profile)
     return dict(sorted(lines.items()))
+
+
+def profiled_now(profile: Callable[[list[str]], tuple[Path, Path]]) -> Profiled:
+    """The lines of one profiled run a side, ``profile`` running them (A's run folder, B's)."""
+    return lambda to_profile: explanations(*profile(list(to_profile)), to_profile)
 
 
 def explained_again(
@@ -93,15 +98,11 @@ def explained_again(
     kept = [last_run_in(output / EXPLAIN_FOLDER.format(label=label)) for label in "AB"]
     if kept[0] is not None and kept[1] is not None:
         folders = (kept[0], kept[1])
-        return explain_moved(verdicts, lambda _cases: folders)
-    lines = {}
-    for case in moved_cases(verdicts):
-        verdict = (verdicts or {})[case]
-        if profile_reason(verdict) is None:
-            lines[case] = rounds_line(verdict)
-        else:
-            lines[case] = (stored or {}).get(case, "not explained: no profiled runs kept beside the rounds")
-    return lines
+        return explain_moved(verdicts, lambda to_profile: explanations(*folders, to_profile))
+    missing = "not explained: no profiled runs kept beside the rounds"
+    return explain_moved(
+        verdicts, lambda to_profile: {case: (stored or {}).get(case, missing) for case in to_profile}
+    )
 
 
 def narrowed_selection(pytest_args: Sequence[str], cases: Sequence[str]) -> list[str]:
