@@ -1,7 +1,7 @@
 """The studies' records read back as they were written: every committed ``ab.json`` and ``bisect.json``
-reads into its typed record and writes out the same JSON, key for key and in the same order, and the
-archived fidelity run's report renders the text it printed, so a study measured before the records
-were typed still renders as it did."""
+(the upgrade studies' packed in their measurement's ``raw.tar.xz``) reads into its typed record and
+writes out the same JSON, key for key and in the same order, and the archived fidelity run's report
+renders the text it printed, so a study measured before the records were typed still renders as it did."""
 
 from __future__ import annotations
 
@@ -24,29 +24,44 @@ from trainperf.studies.precision import Precision
 from trainperf.workloads.protocol import BARE_WINDOW_START
 
 ROOT = Path(__file__).resolve().parents[1]
+MEASUREMENTS = ROOT / "docs" / "measurements"
 
 
-def _committed(pattern: str) -> list[Path]:
+def _committed(name: str) -> list[tuple[str, str]]:
+    """Every record file ``name`` of the measurements as (its study, its text): the ones committed as
+    files, then the upgrade studies' (``studies/<study>/<name>`` in their measurement's archive)."""
     listed = subprocess.run(
-        ["git", "ls-files", f"docs/measurements/{pattern}"],
+        ["git", "ls-files", f"docs/measurements/*{name}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
     )
-    return [ROOT / line for line in listed.stdout.splitlines()]
+    found = [
+        (str(Path(line).parent.relative_to("docs/measurements")), (ROOT / line).read_text())
+        for line in listed.stdout.splitlines()
+    ]
+    for archive in sorted(MEASUREMENTS.glob("*/raw.tar.xz")):
+        with tarfile.open(archive, "r|xz") as packed:
+            for member in packed:
+                parts = member.name.removeprefix("./").split("/")
+                if member.isfile() and len(parts) == 3 and parts[0] == "studies" and parts[2] == name:
+                    data = packed.extractfile(member)
+                    assert data is not None
+                    found.append((f"{archive.parent.name}/{parts[1]}", data.read().decode()))
+    return found
 
 
-AB_FILES = _committed("*ab.json")
+AB_RECORDS = _committed("ab.json")
 
 
 def test_the_committed_studies_are_there() -> None:
-    assert len(AB_FILES) >= 10
+    assert len(AB_RECORDS) >= 10
 
 
-@pytest.mark.parametrize("path", AB_FILES, ids=lambda p: p.parent.name)
-def test_a_committed_ab_record_reads_back_unchanged(path: Path) -> None:
-    stored = json.loads(path.read_text())
+@pytest.mark.parametrize("study", AB_RECORDS, ids=lambda study: study[0])
+def test_a_committed_ab_record_reads_back_unchanged(study: tuple[str, str]) -> None:
+    stored = json.loads(study[1])
     record = ABRecord.from_dict(stored)
     assert record is not None
     assert json.dumps(record.to_dict(), indent=1) == json.dumps(stored, indent=1)
@@ -54,11 +69,7 @@ def test_a_committed_ab_record_reads_back_unchanged(path: Path) -> None:
 
 
 def test_a_candidate_side_and_its_verdict_are_typed() -> None:
-    stored = json.loads(
-        (
-            ROOT / "docs/measurements/2026-11-29-h200-upgrades/studies/peft-0.18.0-0.21.2-full-short/ab.json"
-        ).read_text()
-    )
+    stored = json.loads(dict(AB_RECORDS)["2026-11-29-h200-upgrades/peft-0.18.0-0.21.2-full-short"])
     record = ABRecord.from_dict(stored)
     assert record is not None and record.a is not None
     assert record.a.pins == {"peft": "0.18.0"} and record.a.pins_label == "peft 0.18.0"
@@ -94,12 +105,16 @@ def test_what_is_not_a_record_reads_as_none() -> None:
     assert Precision.from_dict({"case": "x"}) is None
 
 
-BISECT_FILES = _committed("*bisect.json")
+BISECT_RECORDS = _committed("bisect.json")
 
 
-@pytest.mark.parametrize("path", BISECT_FILES, ids=lambda p: p.parent.name)
-def test_a_committed_bisect_record_reads_back_unchanged(path: Path) -> None:
-    stored = json.loads(path.read_text())
+def test_the_committed_bisections_are_there() -> None:
+    assert len(BISECT_RECORDS) >= 6
+
+
+@pytest.mark.parametrize("study", BISECT_RECORDS, ids=lambda study: study[0])
+def test_a_committed_bisect_record_reads_back_unchanged(study: tuple[str, str]) -> None:
+    stored = json.loads(study[1])
     record = BisectRecord.from_dict(stored)
     assert record is not None
     assert json.dumps(record.to_dict(), indent=1) == json.dumps(stored, indent=1)

@@ -35,7 +35,7 @@ def test_the_committed_page_is_generated_from_the_committed_studies(tmp_path: Pa
     for measurement in measurements:
         copy = tmp_path / measurement
         shutil.copytree(REPO_ROOT / measurement, copy)
-        with tarfile.open(copy / "raw.tar.xz") as raw:  # the rounds' results: each bisection step's figures
+        with tarfile.open(copy / "raw.tar.xz") as raw:  # the studies' records (studies/) and their rounds
             raw.extractall(copy, filter="data")
     completed = subprocess.run(
         [sys.executable, "-m", "trainperf.cli", *command[1:]],
