@@ -3,8 +3,8 @@
 Synthetic series at two noise levels, 60 runs each: 0.3% run-to-run CV of the step time, as measured
 on the GPU-bound maxlen case (0.36% over 10 children, docs/measurements/2026-11-22-h100-maxlen), and
 2-8%, a range assumed for host-bound short cases (on cloud H100s their spread was larger still:
-QLoRA short read 0.75-1.28 s/step across runs, docs/measurements/2026-11-27-h100-kernel-time/
-kernel-spread.txt, which is why their kernel time is judged instead):
+QLoRA short read 0.75-1.28 s/step across runs, kernel-spread.txt in the raw.tar.xz of
+docs/measurements/2026-11-27-h100-kernel-time/, which is why their kernel time is judged instead):
   - 200 series per noise level and step size (2%, 3%, 5%) with one step planted at a random run
     in [15, 45]: detected when a change point lies within 2 runs of the planted one;
   - 100 A/A series per noise level: every change point is a false alarm.

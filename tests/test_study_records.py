@@ -1,5 +1,5 @@
 """The studies' records read back as they were written: every committed ``ab.json`` and ``bisect.json``
-(the upgrade studies' packed in their measurement's ``raw.tar.xz``) reads into its typed record and
+(most of them packed in their measurement's ``raw.tar.xz``) reads into its typed record and
 writes out the same JSON, key for key and in the same order, and the archived fidelity run's report
 renders the text it printed, so a study measured before the records were typed still renders as it did."""
 
@@ -29,7 +29,7 @@ MEASUREMENTS = ROOT / "docs" / "measurements"
 
 def _committed(name: str) -> list[tuple[str, str]]:
     """Every record file ``name`` of the measurements as (its study, its text): the ones committed as
-    files, then the upgrade studies' (``studies/<study>/<name>`` in their measurement's archive)."""
+    files, then the packed ones (``.../<study>/<name>`` in a measurement's ``raw.tar.xz``)."""
     listed = subprocess.run(
         ["git", "ls-files", f"docs/measurements/*{name}"],
         cwd=ROOT,
@@ -45,10 +45,10 @@ def _committed(name: str) -> list[tuple[str, str]]:
         with tarfile.open(archive, "r|xz") as packed:
             for member in packed:
                 parts = member.name.removeprefix("./").split("/")
-                if member.isfile() and len(parts) == 3 and parts[0] == "studies" and parts[2] == name:
+                if member.isfile() and len(parts) >= 2 and parts[-1] == name:
                     data = packed.extractfile(member)
                     assert data is not None
-                    found.append((f"{archive.parent.name}/{parts[1]}", data.read().decode()))
+                    found.append((f"{archive.parent.name}/{parts[-2]}", data.read().decode()))
     return found
 
 
