@@ -12,7 +12,7 @@
 #          one A/A run of each core case
 # The A/A and planted runs of GPUs 1-3 are judged against the committed baselines while they run
 # (--perf-confirm 0: nothing waits on a confirmation); judge them again against GPU 0's new
-# baselines afterwards with --perf-resume (docs/measurements/2026-11-27-h100x4-kernel-time).
+# baselines afterwards with --perf-resume (docs/measurements/2026-11-27-h100-kernel-time, machine d).
 #   usage: bash benchmarks/kernel_time_host.sh      (wheels: .whl-hf-a/ for the hf stack, .whl-trl/)
 # Variables: STEPS (20), BASE_REPEATS (2), PLANT_QLORA_MS (1.45), PLANT_MAXLEN_MS (12.75),
 #   WALL_S (each GPU's whole plan, default 540)
