@@ -53,10 +53,11 @@ def _committed(name: str) -> list[tuple[str, str]]:
 
 
 AB_RECORDS = _committed("ab.json")
+BISECT_RECORDS = _committed("bisect.json")
 
 
 def test_the_committed_studies_are_there() -> None:
-    assert len(AB_RECORDS) >= 10
+    assert len(AB_RECORDS) >= 10 and len(BISECT_RECORDS) >= 6
 
 
 @pytest.mark.parametrize("study", AB_RECORDS, ids=lambda study: study[0])
@@ -103,13 +104,6 @@ def test_what_is_not_a_record_reads_as_none() -> None:
     assert ABRecord.from_dict([]) is None
     assert SideRecord.from_dict(None) is None
     assert Precision.from_dict({"case": "x"}) is None
-
-
-BISECT_RECORDS = _committed("bisect.json")
-
-
-def test_the_committed_bisections_are_there() -> None:
-    assert len(BISECT_RECORDS) >= 6
 
 
 @pytest.mark.parametrize("study", BISECT_RECORDS, ids=lambda study: study[0])
