@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +75,25 @@ def stored_texts(value: Any) -> tuple[str, ...] | None:
 def listed(items: tuple[Any, ...] | None) -> list[Any] | None:
     """A record's tuple as the file stores it (a list), or None where the record has none."""
     return list(items) if items is not None else None
+
+
+def stored_flag(value: Any) -> bool | None:
+    """A stored boolean, or None where the file holds none there."""
+    return value if isinstance(value, bool) else None
+
+
+def stored_integer(value: Any) -> int | None:
+    """A stored integer, or None where the file holds none there (a JSON boolean is none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def unread_keys(data: Mapping[str, Any], read: Mapping[str, Any]) -> dict[str, Any]:
+    """What a record keeps aside of a stored object, as the file had it: keys it has no field for, and
+    those whose value did not read as their field (its reader's None), a stored null among them."""
+    return {key: value for key, value in data.items() if key not in read or read[key] is None}
+
+
+def recorded(stored: Mapping[str, Any], unread: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's object as the file stores it: its fields that were recorded (not None), and what it
+    kept aside written back beside them."""
+    return {**unread, **{key: value for key, value in stored.items() if value is not None}}
