@@ -14,6 +14,7 @@ from trainperf.cli.ab import verdicts_of
 from trainperf.cli.compare import comparison_of
 from trainperf.errors import TrainperfError
 from trainperf.judge.compare import CaseVerdict, Verdict
+from trainperf.run_checks_record import RunContamination
 from trainperf.run_record import RunRecord
 from trainperf.studies import ab
 from trainperf.studies.ab import RoundPlan, completed_rounds, measure_rounds, pooled_sides
@@ -123,7 +124,9 @@ def test_a_contaminated_case_sets_no_precision(tmp_path: Path) -> None:
     assert least_precise(clean) is not None
     busy = make_result(CASE, "2026-11-27", 1.0, seed=2)
     busy.runs = [
-        RunRecord(contamination={"reasons": ["host CPU: 1.5 cores of other work"], "foreign_process": False})
+        RunRecord(
+            contamination=RunContamination(("host CPU: 1.5 cores of other work",), foreign_process=False)
+        )
     ]
     contaminated = _judge(
         [_run(tmp_path / "c", seed=1)], [write_run_folder(tmp_path / "d", "2026-11-27", [busy])]

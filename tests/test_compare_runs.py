@@ -16,6 +16,7 @@ from trainperf.judge.compare import Verdict
 from trainperf.measure.hardware import load_classes
 from trainperf.report.compare_runs import RunComparison, compare_runs, render
 from trainperf.result import CaseResult, MetricValue
+from trainperf.run_checks_record import RunContamination
 from trainperf.run_record import RunRecord
 from trainperf.store.results import save_result
 
@@ -295,7 +296,7 @@ def test_a_contaminated_run_on_either_side_is_not_judged_on_its_timing() -> None
     allocator still gates. The same rule as a nightly run's (judge.contamination)."""
     import dataclasses
 
-    busy = RunRecord(contamination={"reasons": ["host CPU: other processes used 1.6 of 2 cores"]})
+    busy = RunRecord(contamination=RunContamination(("host CPU: other processes used 1.6 of 2 cores",)))
     for side in ("a", "b"):
         a, b = result(), result(slowdown=2.0)
         if side == "a":

@@ -23,6 +23,7 @@ from trainperf.measure.hygiene import GpuState, judge
 from trainperf.measure.nvml import Sample
 from trainperf.measure.ownership import OWNER_ENV, owner_tag, tag_of
 from trainperf.result import MetricValue
+from trainperf.run_checks_record import RunContamination
 from trainperf.run_record import RunRecord
 from trainperf.store.db import open_store
 from trainperf.store.history_writes import record_case
@@ -41,7 +42,7 @@ THROTTLED = {
 
 
 def _verdict(current: Any, baseline: Any, record: dict[str, Any] | None, strict: bool = False) -> Any:
-    current.runs = [RunRecord(contamination=record)]
+    current.runs = [RunRecord(contamination=RunContamination.from_dict(record))]
     contamination = Contamination.of_runs(current.runs)
     verdict = compare_case(
         current,
@@ -196,7 +197,7 @@ def test_the_wait_for_a_clean_gpu_ends_when_the_neighbour_leaves_and_is_bounded(
 @pytest.mark.parametrize("record", [FOREIGN, THROTTLED])
 def test_a_contamination_record_reads_back(record: dict[str, Any]) -> None:
     found = Contamination.of_runs(
-        [RunRecord(), RunRecord(contamination=record), RunRecord(contamination=record)]
+        [RunRecord(), *[RunRecord(contamination=RunContamination.from_dict(record))] * 2]
     )
     assert found is not None and list(found.reasons) == record["reasons"]
     assert found.foreign_process is record["foreign_process"]

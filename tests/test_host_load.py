@@ -14,6 +14,7 @@ from required import missing
 
 from trainperf.launch.guard import contamination
 from trainperf.measure.host_load import HostLoadWatch, HostTimes, read_host_times
+from trainperf.run_checks_record import RunContamination
 
 
 def _ticks_seen(watch: HostLoadWatch) -> dict[int, int]:
@@ -39,7 +40,7 @@ def test_a_neighbour_on_a_saturated_host_contaminates_the_run() -> None:
     assert reasons == ["host CPU: other processes used 0.8 of 2 cores on a host 97% busy (compile pid 4242)"]
     record = contamination(None, None, {}, _watch(cores=2, busy=0.97, foreign_cores=0.8))
     # The host's CPU is not the GPU: the device-wide memory and the kernel time stay the case's own.
-    assert record == {"reasons": reasons, "foreign_process": False, "on_gpu": False}
+    assert record == RunContamination(tuple(reasons), foreign_process=False, on_gpu=False)
 
 
 def test_a_neighbour_on_a_host_with_idle_cores_took_nothing() -> None:

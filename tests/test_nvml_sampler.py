@@ -20,6 +20,7 @@ from trainperf.measure.contamination import throttled_during
 from trainperf.measure.energy import window_energy_j
 from trainperf.measure.hygiene import judge, read_nvml
 from trainperf.measure.nvml import Nvml, Sampler
+from trainperf.run_checks_record import IdleCheck
 
 GIB = 2**30
 
@@ -274,7 +275,7 @@ def test_the_idle_wait_ends_when_memory_comes_back(boards: Any, monkeypatch: pyt
     # The case's memory drains over four readings; idle was 2 GiB, and 1 GiB of slack is allowed.
     boards(Board("GPU-aaaa", memory_b=[40 * GIB, 20 * GIB, 8 * GIB, int(2.5 * GIB)]))
     said: list[str] = []
-    assert idle.wait_idle("0", 2 * GIB, said.append) == {"idle": True, "mem_used_gib": 2.5, "waited_s": 1.5}
+    assert idle.wait_idle("0", 2 * GIB, said.append) == IdleCheck(idle=True, mem_used_gib=2.5, waited_s=1.5)
     assert said == []
 
 
@@ -286,7 +287,7 @@ def test_a_gpu_that_stays_full_is_reported_after_the_wait(
     boards(Board("GPU-aaaa", memory_b=[30 * GIB]))
     said: list[str] = []
     report = idle.wait_idle("0", 2 * GIB, said.append)
-    assert report == {"idle": False, "mem_used_gib": 30.0, "waited_s": 60.0}
+    assert report == IdleCheck(idle=False, mem_used_gib=30.0, waited_s=60.0)
     warning = "[trainperf] warning: GPU 0 memory still 30.0 GiB in use 60s after the case ended;"
     assert said == [f"{warning} the next case may be disturbed"]
 

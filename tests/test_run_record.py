@@ -4,12 +4,16 @@ JSON objects results and baselines have always stored, key for key."""
 from __future__ import annotations
 
 import json
+import tarfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult
+from trainperf.run_checks_record import GpuCheck, GpuState, HostTurn, IdleCheck, RunContamination
 from trainperf.run_record import KernelShare, RunRecord
 
 STORED = {
@@ -26,6 +30,26 @@ STORED = {
     "kernel_groups_ms": {"GEMM": 120.5},
     "kernel_top": [{"name": "sm90_gemm", "group": "GEMM", "ms": 60.25, "count": 14}],
     "idle_after": [{"idle": True, "mem_used_gib": 0.5, "waited_s": 0.0}],
+    "gpu_before": {
+        "clean": False,
+        "foreign_processes": {"0": [[1275, 5305794560]]},
+        "gpus": [
+            {
+                "clock_event_reasons": 4,
+                "device": "0",
+                "mem_used_b": 5809111040,
+                "power_limit_w": 700.0,
+                "processes": [[1275, 5305794560]],
+                "sm_clock_max_mhz": 1980,
+                "sm_clock_mhz": 1980,
+                "temperature_c": 41,
+            }
+        ],
+        "throttled": {"0": ["sw_power_cap"]},
+        "waited_s": 0.0,
+    },
+    "contamination": {"foreign_process": True, "reasons": ["GPU 0 busy when the run started: pid 1275"]},
+    "host_turn": {"alone": True, "waited_s": 12.5},
     "memory_peak_step": None,
     "purpose": "measurement",
 }
@@ -36,6 +60,12 @@ def test_a_stored_run_reads_as_typed_fields_and_writes_back_unchanged() -> None:
     assert run.wall_s == 41.5 and run.steps_requested == 16 and run.purpose == "measurement"
     assert run.kernel_top == [KernelShare("sm90_gemm", "GEMM", 60.25, 14)]
     assert run.memory_peak_step is None and run.memory_peak_late  # a peak after the last step
+    assert run.idle_after == [IdleCheck(idle=True, mem_used_gib=0.5, waited_s=0.0)]
+    assert run.gpu_before is not None and run.gpu_before.foreign_processes == {"0": ((1275, 5305794560),)}
+    assert run.gpu_before.gpus and run.gpu_before.gpus[0].power_limit_w == 700.0
+    assert run.contamination == RunContamination(("GPU 0 busy when the run started: pid 1275",), True)
+    assert run.contamination.touched_gpu  # a record from before the split read as the GPU's
+    assert run.host_turn == HostTurn(alone=True, waited_s=12.5)
     assert run.unread == {}
     # Compared as text: 1980 stays an int, as it was stored.
     assert json.dumps(run.to_dict(), sort_keys=True) == json.dumps(STORED, sort_keys=True)
@@ -67,3 +97,96 @@ def test_every_stored_baselines_runs_read_in_full_and_write_back_unchanged() -> 
         result = CaseResult.from_dict(data, origin=str(path))
         assert all(not run.unread for run in result.runs), path  # every key the suite writes is a field
         assert result.to_dict()["runs"] == data["runs"], path
+
+
+def test_a_check_around_a_run_keeps_what_it_cannot_read_as_written() -> None:
+    stored = {"idle": "yes", "mem_used_gib": 0.5, "waited_s": 0.0, "from_a_newer_trainperf": 1}
+    check = IdleCheck.from_dict(stored)
+    assert check is not None and check.idle is None and check.mem_used_gib == 0.5
+    assert check.unread == {"idle": "yes", "from_a_newer_trainperf": 1} and check.to_dict() == stored
+    turn = HostTurn.from_dict({"alone": False, "waited_s": None})
+    assert turn is not None and turn.to_dict() == {"alone": False, "waited_s": None}
+    assert "beside the host's other runs" in turn.note(2)
+    gpu = {"device": "0", "processes": [[7, "a lot"]], "mem_used_b": None, "power_limit_w": "700 W"}
+    state = GpuState.from_dict(gpu)
+    assert (
+        state is not None
+        and state.processes == ()
+        and state.unread
+        == {
+            "processes": [[7, "a lot"]],
+            "power_limit_w": "700 W",
+        }
+    )
+    assert {**state.to_dict(), **gpu} == state.to_dict()  # every figure named, null where none was read
+    assert GpuState.from_dict({"processes": []}) is None  # no device: not a reading
+
+
+def test_a_stored_check_that_would_not_write_back_as_it_was_is_kept_aside_whole() -> None:
+    # A GPU reading of an older writer that named no figures: written back, it would name them as null.
+    stored = {"gpu_before": {"gpus": [{"device": "0"}]}, "contamination": ["not", "a", "record"]}
+    run = RunRecord.from_dict(stored)
+    assert run.gpu_before is None and run.contamination is None and run.unread == stored
+    assert run.to_dict() == stored
+    assert GpuCheck.from_dict("not a check") is None
+
+
+def test_a_run_beside_the_judge_reads_its_contamination_as_the_writer_wrote_it() -> None:
+    written = RunContamination(("host CPU: busy",), foreign_process=False, on_gpu=False)
+    run = RunRecord.from_dict(RunRecord(contamination=written).to_dict())
+    assert run.contamination == written and not written.touched_gpu
+
+
+RECORDED = ("gpu_before", "contamination", "idle_after", "host_turn")
+"""The run's keys read as records of their own: each committed one must read in full."""
+
+
+def _committed_texts() -> Iterator[tuple[str, str]]:
+    """Every JSON file committed that may hold results: baselines, and the measurements' files, those
+    in their archives too."""
+    measurements = REPO_ROOT / "docs" / "measurements"
+    for path in [*sorted((REPO_ROOT / "baselines").rglob("*.json")), *sorted(measurements.rglob("*.json*"))]:
+        yield str(path), path.read_text()
+    for archive in sorted(measurements.rglob("*.tar.xz")):
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                if member.isfile() and member.name.endswith((".json", ".jsonl")):
+                    handle = tar.extractfile(member)
+                    assert handle is not None
+                    yield f"{archive}:{member.name}", handle.read().decode()
+
+
+def _stored_runs(value: Any) -> Iterator[dict[str, Any]]:
+    """The runs of every result object in a JSON value (a result file, a merged report, a history)."""
+    if isinstance(value, dict):
+        if "case_id" in value and isinstance(value.get("runs"), list):
+            yield from value["runs"]
+        for item in value.values():
+            yield from _stored_runs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _stored_runs(item)
+
+
+def _json_values(text: str) -> list[Any]:
+    try:
+        return [json.loads(text)]
+    except ValueError:  # JSON lines
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_every_committed_run_reads_its_checks_as_records_and_writes_back_unchanged() -> None:
+    seen = dict.fromkeys(RECORDED, 0)
+    for origin, text in _committed_texts():
+        for stored in (run for value in _json_values(text) for run in _stored_runs(value)):
+            run = RunRecord.from_dict(stored)
+            # Compared as text: a float stays a float, an int an int, and no key is lost or added.
+            assert json.dumps(run.to_dict(), sort_keys=True) == json.dumps(stored, sort_keys=True), origin
+            for key in RECORDED:
+                if key in stored:
+                    assert key not in run.unread, (origin, key)
+                    records = getattr(run, key)
+                    unread = [r.unread for r in (records if isinstance(records, list) else [records])]
+                    assert not any(unread), (origin, key, unread)
+                    seen[key] += 1
+    assert all(seen[key] for key in ("gpu_before", "contamination", "idle_after")), seen

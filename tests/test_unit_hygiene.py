@@ -20,7 +20,7 @@ def test_idle_gpu_at_full_clocks_is_clean() -> None:
     )
     hygiene = judge([state])
     assert hygiene.clean and hygiene.problems() == []
-    assert hygiene.to_dict()["gpus"][0]["power_limit_w"] == 700.0
+    assert hygiene.record().to_dict()["gpus"][0]["power_limit_w"] == 700.0
 
 
 def test_foreign_process_and_throttle_are_problems() -> None:
@@ -43,7 +43,7 @@ def test_benign_clock_reasons_are_not_throttling() -> None:
 
 def test_problems_reach_the_case_notes() -> None:
     hygiene = judge([GpuState("0", processes=((99, None),), clock_event_reasons=0x8)])
-    notes = gpu_notes([RunRecord(gpu_before=hygiene.to_dict())])
+    notes = gpu_notes([RunRecord(gpu_before=hygiene.record())])
     assert notes == [
         "run 1: GPU 0 held by foreign process(es) 99 before it started (noisy neighbour?)",
         "run 1: GPU 0 throttled before it started (hw_slowdown)",

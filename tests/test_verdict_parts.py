@@ -20,6 +20,7 @@ from trainperf.judge.metrics import (
 )
 from trainperf.judge.verdict import judge_case, needs_confirmation, with_device_figures
 from trainperf.result import CaseResult, KernelSummary, MetricValue
+from trainperf.run_checks_record import RunContamination
 from trainperf.run_record import RunRecord
 
 METRICS = with_tolerances({})
@@ -127,13 +128,14 @@ def test_kernel_windows_of_other_batches_are_not_compared() -> None:
 def test_a_crowded_host_leaves_kernel_time_judged_a_shared_gpu_does_not() -> None:
     crowded = result(1.3, 202.0)
     crowded.runs = [
-        RunRecord(contamination={"reasons": ["host CPU: busy"], "foreign_process": False, "on_gpu": False})
+        RunRecord(contamination=RunContamination(("host CPU: busy",), foreign_process=False, on_gpu=False))
     ]
     verdict = judged(crowded, BASELINE)
     assert verdict.verdict is Verdict.REGRESSED  # the kernel regression stands beside the crowding
     assert not by_name(verdict, STEP_TIME).gated and by_name(verdict, KERNEL_TIME).gated
     shared = result(1.3, 202.0)
-    shared.runs = [RunRecord(contamination={"reasons": ["GPU 0: foreign process"], "foreign_process": True})]
+    foreign = RunContamination(("GPU 0: foreign process",), foreign_process=True)
+    shared.runs = [RunRecord(contamination=foreign)]
     assert judged(shared, BASELINE).verdict is Verdict.CONTAMINATED
 
 

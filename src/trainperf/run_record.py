@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Union, get_args, get_origin, get_type_hints
+
+from trainperf.run_checks_record import GpuCheck, HostTurn, IdleCheck, RunContamination
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +65,11 @@ class RunRecord:
     gpus: list[str] | None = None
     gpu_wait_s: float | None = None
     """How long the run waited for its GPUs' locks."""
-    gpu_before: dict[str, Any] | None = None
+    gpu_before: GpuCheck | None = None
     """The GPUs' hygiene reading before the launch (``measure.hygiene``) and the wait for it."""
     host_cpu: dict[str, float] | None = None
     """The host's CPU over the run (``measure.host_load``): busy, steal, foreign cores, cores."""
-    contamination: dict[str, Any] | None = None
+    contamination: RunContamination | None = None
     """What shared the GPU or the host with the run (``launch.guard.contamination``)."""
 
     # Written by the measurement, where the child left steps to measure.
@@ -123,14 +126,14 @@ class RunRecord:
     # Written by the launcher after the measurement.
     trace: dict[str, Any] | None = None
     """A traced run's trace record (``traces.collect``), or its ``error``."""
-    idle_after: dict[str, Any] | list[dict[str, Any]] | None = None
+    idle_after: IdleCheck | list[IdleCheck] | None = None
     """Whether the GPU's memory came back to idle after the run (a list for several GPUs)."""
 
     # Written by the case runner.
     purpose: str | None = None
     """Why the run was made (``run.finished_runs``: measurement, confirmation, cliff-probe...)."""
-    host_turn: dict[str, Any] | None = None
-    """Its turn on a shared host (``measure.host_turns.Turn``): alone or not, how long it waited."""
+    host_turn: HostTurn | None = None
+    """Its turn on a shared host (``measure.host_turns``): alone or not, how long it waited."""
 
     unread: dict[str, Any] = field(default_factory=dict)
     """Keys this trainperf does not read (a newer one's, another tool's) and values it cannot read as
@@ -139,12 +142,12 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The recorded keys only, as they have always been stored."""
-        data = asdict(self)
-        unread, late = data.pop("unread"), data.pop("memory_peak_late")
-        recorded = {key: value for key, value in data.items() if value is not None}
-        if late and self.memory_peak_step is None:
+        recorded = {
+            name: _stored(value) for name in _STORED_FIELDS if (value := getattr(self, name)) is not None
+        }
+        if self.memory_peak_late and self.memory_peak_step is None:
             recorded["memory_peak_step"] = None
-        return unread | recorded
+        return self.unread | recorded
 
     @classmethod
     def from_dict(cls, data: Any) -> RunRecord:
@@ -156,6 +159,8 @@ class RunRecord:
         for key, value in data.items():
             if key == "kernel_top":
                 value = _kernel_shares(value)
+            elif key in _RECORDS:
+                value = _records(value, _RECORDS[key])
             if key in _STORED_FIELDS and value is not None and _reads_as(value, _STORED_FIELDS[key]):
                 read[key] = value
             else:
@@ -164,6 +169,39 @@ class RunRecord:
         if late:
             del unread["memory_peak_step"]
         return cls(**read, memory_peak_late=late, unread=unread)
+
+
+_RECORDS: dict[str, Callable[[Any], Any]] = {
+    "gpu_before": GpuCheck.from_dict,
+    "contamination": RunContamination.from_dict,
+    "idle_after": IdleCheck.from_dict,
+    "host_turn": HostTurn.from_dict,
+}
+"""The stored objects read as records of their own, by their readers."""
+
+
+def _records(value: Any, read: Callable[[Any], Any]) -> Any:
+    """A stored object (or list of them) as its record(s), where each writes back as it was stored;
+    else the value as it is, which then does not read as its field and is kept aside."""
+    if isinstance(value, list):
+        records = [read(item) for item in value]
+        written = [record.to_dict() if record is not None else None for record in records]
+        return records if written == value else value
+    record = read(value)
+    return record if record is not None and record.to_dict() == value else value
+
+
+def _stored(value: Any) -> Any:
+    """A field's value as the file stores it: a record as its object, lists and mappings item by item."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, list):
+        return [_stored(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _stored(item) for key, item in value.items()}
+    return value
 
 
 def _kernel_shares(value: Any) -> Any:

@@ -34,9 +34,9 @@ class Contamination:
         records = [run.contamination for run in runs if run.contamination]
         if not records:
             return None
-        reasons = tuple(dict.fromkeys(reason for record in records for reason in record.get("reasons", [])))
-        on_gpu = any(record.get("on_gpu", True) for record in records)
-        return cls(reasons, any(record.get("foreign_process") for record in records), on_gpu)
+        reasons = tuple(dict.fromkeys(reason for record in records for reason in record.reasons or ()))
+        on_gpu = any(record.touched_gpu for record in records)
+        return cls(reasons, any(record.foreign_process for record in records), on_gpu)
 
     def note(self) -> str:
         return f"contaminated: {'; '.join(self.reasons)}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from trainperf.case import Case
 from trainperf.errors import TrainperfError
@@ -16,6 +15,7 @@ from trainperf.measure.host_load import HostLoadWatch
 from trainperf.measure.hygiene import Hygiene
 from trainperf.measure.nvml import Sample
 from trainperf.measure.ownership import owner_tag
+from trainperf.run_checks_record import GpuCheck, RunContamination
 
 
 def check_before(
@@ -25,7 +25,7 @@ def check_before(
     devices: tuple[str, ...],
     label: str,
     bare: bool,
-) -> tuple[dict[str, Any] | None, Hygiene | None]:
+) -> tuple[GpuCheck | None, Hygiene | None]:
     """Runner hygiene before a child: wait (bounded) for its GPUs to be free of foreign processes
     and throttling; what is left is said, stored, makes the run contaminated, and with
     --perf-require-idle-gpu is an error. The GPU reading and the hygiene it gives."""
@@ -40,9 +40,7 @@ def check_before(
             f"{case.id}: {'; '.join(hygiene.problems())} (--perf-require-idle-gpu): "
             "free the GPU or run without the option"
         )
-    reading = hygiene.to_dict()
-    reading["waited_s"] = round(waited, 1)
-    return reading, hygiene
+    return hygiene.record(waited_s=round(waited, 1)), hygiene
 
 
 def both(*ticks: Callable[[float], None]) -> Callable[[float], None]:
@@ -60,7 +58,7 @@ def contamination(
     watch: ForeignWatch | None,
     samples: dict[str, list[Sample]],
     host: HostLoadWatch | None = None,
-) -> dict[str, Any] | None:
+) -> RunContamination | None:
     """The run's contamination record: its reasons, whether a foreign process shared the GPU (then the
     device-wide memory is not the case's alone either; a neighbour on the host CPU leaves it the
     case's), and whether anything touched the GPU at all (a crowded host CPU leaves its kernel time
@@ -72,7 +70,7 @@ def contamination(
     if not reasons:
         return None
     foreign = bool(during) or bool(before is not None and before.foreign)
-    return {"reasons": reasons, "foreign_process": foreign, "on_gpu": bool(on_gpu)}
+    return RunContamination(reasons=tuple(reasons), foreign_process=foreign, on_gpu=bool(on_gpu))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +79,7 @@ class Watched:
 
     host_cpu: dict[str, float] | None = None
     """The host's CPU over the run (``HostLoadWatch.figures``)."""
-    contamination: dict[str, Any] | None = None
+    contamination: RunContamination | None = None
     """What made the run's timing untrustworthy (``contamination``): a foreign process, throttling."""
 
 

@@ -32,6 +32,7 @@ from trainperf.measure.multi_gpu import measure_gpus, merge_ranks
 from trainperf.measure.nvml import Sample, Sampler, write_samples
 from trainperf.measure.placement import Placement, reserve_for_case
 from trainperf.paths import portable
+from trainperf.run_checks_record import GpuCheck, IdleCheck
 from trainperf.run_record import RunRecord
 from trainperf.traces.kernel_steps import kernel_window, last_steps_window
 from trainperf.traces.profile_window import TracePlan, plan_trace
@@ -66,7 +67,7 @@ class Launched:
     samples: dict[str, list[Sample]]
     devices: tuple[str, ...]
     waited_s: float
-    before: dict[str, Any] | None
+    before: GpuCheck | None
     idle: dict[str, int]
     watched: Watched = field(default_factory=Watched)
     """What the watches recorded (``launch.guard.RunWatch``): the host's CPU, and what made the run's
@@ -293,7 +294,7 @@ class ChildLauncher:
         interpreter: Interpreter,
         label: str,
         settled_by: str | None,
-    ) -> tuple[Launched, dict[str, Any], Outcome, str, RunMeasurement | None, list[dict[str, Any]]]:
+    ) -> tuple[Launched, dict[str, Any], Outcome, str, RunMeasurement | None, list[IdleCheck]]:
         """Hold the case's GPUs from the hygiene check before the launch to the idle check after it."""
         ctx = self.ctx
         wanted = case_devices(ctx, case)

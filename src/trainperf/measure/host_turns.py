@@ -26,19 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from trainperf.errors import TrainperfError
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    alone: bool
-    waited_s: float
-
-    def to_dict(self) -> dict[str, object]:
-        return {"alone": self.alone, "waited_s": round(self.waited_s, 1)}
-
-    def note(self, number: int) -> str:
-        how = "alone on the host" if self.alone else "beside the host's other runs"
-        return f"run {number}: ran {how} (--perf-host-lock), after waiting {self.waited_s:.0f} s for its turn"
+from trainperf.run_checks_record import HostTurn
 
 
 def parse_patterns(text: str) -> tuple[str, ...]:
@@ -64,7 +52,7 @@ class HostTurns:
         return any(fnmatchcase(case_id, pattern) for pattern in self.alone)
 
     @contextmanager
-    def turn(self, case_id: str, say: Callable[[str], None]) -> Iterator[Turn | None]:
+    def turn(self, case_id: str, say: Callable[[str], None]) -> Iterator[HostTurn | None]:
         """Hold the host for one child run of ``case_id``; None without a lock file."""
         if self.lock is None:
             yield None
@@ -79,7 +67,7 @@ class HostTurns:
             finally:
                 fcntl.flock(gate, fcntl.LOCK_UN)
             try:
-                yield Turn(alone, time.monotonic() - started)
+                yield HostTurn(alone, round(time.monotonic() - started, 1))
             finally:
                 fcntl.flock(held, fcntl.LOCK_UN)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from trainperf.measure.nvml import Nvml
+from trainperf.run_checks_record import GpuCheck, GpuState
 
 # NVML clocks-event ("throttle") reason bits that mean the card is held below its clocks by
 # something other than its own idleness or a setting we chose (nvmlClocksEventReason*). The
@@ -26,21 +26,6 @@ THROTTLE_REASONS = {
     0x40: "hw_thermal_slowdown",
     0x80: "hw_power_brake_slowdown",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class GpuState:
-    """One GPU as read just before a case starts."""
-
-    device: str
-    processes: tuple[tuple[int, int | None], ...] = ()
-    """(pid, used bytes) of compute contexts on the GPU."""
-    mem_used_b: int | None = None
-    sm_clock_mhz: int | None = None
-    sm_clock_max_mhz: int | None = None
-    power_limit_w: float | None = None
-    temperature_c: int | None = None
-    clock_event_reasons: int | None = None
 
 
 @dataclass(slots=True)
@@ -67,13 +52,15 @@ class Hygiene:
             lines.append(f"GPU {device} throttled {when}: {', '.join(reasons)}")
         return lines
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpus": [asdict(state) for state in self.states],
-            "foreign_processes": {d: [list(p) for p in procs] for d, procs in self.foreign.items()},
-            "throttled": self.throttled,
-            "clean": self.clean,
-        }
+    def record(self, waited_s: float | None = None) -> GpuCheck:
+        """The reading as a run stores it (``gpu_before``), with the wait for the GPUs to come clean."""
+        return GpuCheck(
+            gpus=tuple(self.states),
+            foreign_processes={device: tuple(procs) for device, procs in self.foreign.items()},
+            throttled={device: tuple(reasons) for device, reasons in self.throttled.items()},
+            clean=self.clean,
+            waited_s=waited_s,
+        )
 
 
 def throttle_names(reasons: int | None) -> list[str]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from trainperf.measure.nvml import Nvml
+from trainperf.run_checks_record import IdleCheck
 
 IDLE_SLACK_B = 1 << 30
 IDLE_WAIT_S = 60.0
@@ -21,7 +21,7 @@ def idle_level(device: str, session_device: str | None, session_idle_b: int | No
     return now if session is None else min(now, session)
 
 
-def wait_idle(device: str, idle_b: int | None, say: Callable[[str], None]) -> dict[str, Any]:
+def wait_idle(device: str, idle_b: int | None, say: Callable[[str], None]) -> IdleCheck:
     """Wait until the GPU's memory is back near its level before the case, and report if it is not."""
     handle = Nvml.handle(device)
     idle = (idle_b or 0) + IDLE_SLACK_B
@@ -37,8 +37,6 @@ def wait_idle(device: str, idle_b: int | None, say: Callable[[str], None]) -> di
             f"{IDLE_WAIT_S:.0f}s after "
             "the case ended; the next case may be disturbed"
         )
-    return {
-        "idle": back,
-        "mem_used_gib": round(used / 2**30, 2),
-        "waited_s": round(time.monotonic() - started, 1),
-    }
+    return IdleCheck(
+        idle=back, mem_used_gib=round(used / 2**30, 2), waited_s=round(time.monotonic() - started, 1)
+    )

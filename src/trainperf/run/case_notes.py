@@ -5,9 +5,9 @@ the verdict's ``notes``; the summary, the HTML page and the test's outcome show 
 
 from __future__ import annotations
 
-from trainperf.measure.host_turns import Turn
 from trainperf.measure.multi_gpu import per_gpu_note
 from trainperf.reference_record import ReferenceLine
+from trainperf.run_checks_record import GpuCheck
 from trainperf.run_record import RunRecord
 
 
@@ -15,14 +15,14 @@ def gpu_notes(runs: list[RunRecord]) -> list[str]:
     """Report lines from the runs' GPU records: what was wrong before a run, and per-GPU figures."""
     notes = []
     for number, run in enumerate(runs, 1):
-        before = run.gpu_before or {}
-        for device, procs in (before.get("foreign_processes") or {}).items():
+        before = run.gpu_before or GpuCheck()
+        for device, procs in (before.foreign_processes or {}).items():
             pids = ", ".join(str(pid) for pid, _ in procs)
             notes.append(
                 f"run {number}: GPU {device} held by foreign process(es) {pids} before it started (noisy "
                 "neighbour?)"
             )
-        for device, reasons in (before.get("throttled") or {}).items():
+        for device, reasons in (before.throttled or {}).items():
             notes.append(f"run {number}: GPU {device} throttled before it started ({', '.join(reasons)})")
     per_gpu = per_gpu_note(runs)
     if per_gpu:
@@ -40,11 +40,7 @@ def setup_notes(runs: list[RunRecord]) -> list[str]:
 def turn_notes(runs: list[RunRecord]) -> list[str]:
     """A line per run that took turns on a shared host (``--perf-host-lock``): alone or beside the
     others, and how long it waited, so a slower night can be read against the turns it got."""
-    return [
-        Turn(bool(turn["alone"]), float(turn["waited_s"])).note(number)
-        for number, run in enumerate(runs, 1)
-        if (turn := run.host_turn)
-    ]
+    return [run.host_turn.note(number) for number, run in enumerate(runs, 1) if run.host_turn]
 
 
 def reference_notes(references: list[ReferenceLine] | None) -> list[str]:

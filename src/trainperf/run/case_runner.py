@@ -334,7 +334,7 @@ class CaseRunner:
                 )
             run.info.purpose = purpose
             if turn is not None:
-                run.info.host_turn = turn.to_dict()
+                run.info.host_turn = turn
             if not add_run(result, run):
                 if run.measurement is not None:  # keep what was measured up to the failure (memory at OOM)
                     result.metrics = pool_runs([*measurements, run.measurement])
