@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from trainperf.host_index_record import HostIndex
 from trainperf.run_checks_record import GpuCheck, HostTurn, IdleCheck, RunContamination
 
 
@@ -106,7 +107,7 @@ class RunRecord:
     kernel_read_back_s: float | None = None
     kernel_clock_note: str | None = None
     """Why the kernel records were not read as asked, or how they had to be converted."""
-    host_index: dict[str, Any] | None = None
+    host_index: HostIndex | None = None
     """The child's host-speed probe (``workloads.host_index``): its ``index`` is a metric."""
     sample_interval_median_s: float | None = None
     samples: int | None = None
@@ -176,6 +177,7 @@ _RECORDS: dict[str, Callable[[Any], Any]] = {
     "contamination": RunContamination.from_dict,
     "idle_after": IdleCheck.from_dict,
     "host_turn": HostTurn.from_dict,
+    "host_index": HostIndex.from_dict,
 }
 """The stored objects read as records of their own, by their readers."""
 

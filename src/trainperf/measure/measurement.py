@@ -14,6 +14,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from trainperf.host_index_record import HostIndex
 from trainperf.judge import stats
 from trainperf.judge.metrics import (
     BUSY_SHARE,
@@ -128,9 +129,9 @@ def measure_run(
         _measure_steady_energy(run, samples, steps[first - 1 :], spans)
         _measure_steady_power(run, samples, spans)
         _measure_step_parts(run, steps[first:], kernel_window, child.get("kernel_time"))
-    if isinstance(child.get("host_index"), dict) and child["host_index"].get("index"):
-        run.metrics[HOST_INDEX] = float(child["host_index"]["index"])
-        run.info.host_index = child["host_index"]
+    if (host_index := HostIndex.from_dict(child.get("host_index"))) is not None and host_index.index:
+        run.metrics[HOST_INDEX] = float(host_index.index)
+        run.info.host_index = host_index
     all_powers = [s.power_w for s in samples if s.power_w is not None]
     if all_powers:
         run.metrics["power_peak_w"] = max(all_powers)

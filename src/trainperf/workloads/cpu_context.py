@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
+from trainperf.host_index_record import CpuContext
 from trainperf.measure.host_load import HostTimes, read_cpu_times
 from trainperf.measure.ownership import PROC, stat_fields
 
@@ -23,23 +22,6 @@ TOPOLOGY = "cpu{}/topology/thread_siblings_list"
 SYS_CPU = Path("/sys/devices/system/cpu")
 PROCESSOR_FIELD = 36
 """``/proc/<pid>/stat`` field 39 (the processor it last ran on), counted from field 3 as ``stat_fields``."""
-
-
-@dataclass(frozen=True, slots=True)
-class CpuContext:
-    cpu: int | None
-    """The processor the calibration ended on."""
-    siblings: tuple[int, ...]
-    """Its SMT siblings (the other hardware threads of its core)."""
-    siblings_busy: float | None
-    """Their busy share over the calibration: near 1, the calibration shared its core."""
-    others_busy: float | None
-    """The rest of the host's processors' busy share over it."""
-    steal: float | None
-    """The host's steal share over it (a hypervisor's other guests)."""
-
-    def record(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def parse_cpu_list(text: str) -> tuple[int, ...]:

@@ -103,5 +103,5 @@ def measure_host_index() -> dict[str, Any]:
         "seconds": round(time.perf_counter() - started, 3),
         # Where it ran and how busy the host was meanwhile: a core shared with a busy sibling reads
         # about half speed (fresh children of one cloud host read 2x apart).
-        "cpu_context": (found.record() if (found := observed(before)) else None),
+        "cpu_context": (found.to_dict() if (found := observed(before)) else None),
     }
