@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -85,6 +87,17 @@ def stored_flag(value: Any) -> bool | None:
 def stored_integer(value: Any) -> int | None:
     """A stored integer, or None where the file holds none there (a JSON boolean is none)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def stored_mapping(value: Any, read: Callable[[Any], T | None]) -> dict[str, T] | None:
+    """A stored object whose every value reads by ``read`` (figures by name, readings by GPU); None where
+    the file holds no object there, or any value does not read (the object is then kept as stored)."""
+    if not isinstance(value, dict):
+        return None
+    found = {key: read(item) for key, item in value.items()}
+    if any(item is None for item in found.values()):
+        return None
+    return {key: item for key, item in found.items() if item is not None}
 
 
 def unread_keys(data: Mapping[str, Any], read: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from trainperf.jsonio import (
     recorded,
     stored_flag,
     stored_integer,
+    stored_mapping,
     stored_number_or_none,
     stored_texts,
     unread_keys,
@@ -115,8 +116,8 @@ class GpuCheck:
             return None
         read: dict[str, Any] = {
             "gpus": _gpu_states(data.get("gpus")),
-            "foreign_processes": _read_per_gpu(data.get("foreign_processes"), _processes),
-            "throttled": _read_per_gpu(data.get("throttled"), _texts),
+            "foreign_processes": stored_mapping(data.get("foreign_processes"), _processes),
+            "throttled": stored_mapping(data.get("throttled"), _texts),
             "clean": stored_flag(data.get("clean")),
             "waited_s": stored_number_or_none(data.get("waited_s")),
         }
@@ -238,14 +239,6 @@ def _gpu_states(value: Any) -> tuple[GpuState, ...] | None:
         return None
     states = [GpuState.from_dict(item) for item in value]
     return tuple(state for state in states if state is not None) if None not in states else None
-
-
-def _read_per_gpu(value: Any, read: Any) -> dict[str, Any] | None:
-    """A stored object keyed by GPU, each value read by ``read``; None where any does not read."""
-    if not isinstance(value, dict):
-        return None
-    found = {device: read(item) for device, item in value.items()}
-    return found if None not in found.values() else None
 
 
 def _per_gpu(value: Mapping[str, Any] | None, write: Any) -> dict[str, Any] | None:
