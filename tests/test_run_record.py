@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from trainperf.child_report_record import FrameworkSetup, MemorySnapshot
 from trainperf.host_index_record import CpuContext, HostIndex
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult
@@ -138,7 +139,16 @@ def test_a_run_beside_the_judge_reads_its_contamination_as_the_writer_wrote_it()
     assert run.contamination == written and not written.touched_gpu
 
 
-RECORDED = ("gpu_before", "contamination", "idle_after", "host_turn", "host_index")
+RECORDED = (
+    "gpu_before",
+    "contamination",
+    "idle_after",
+    "host_turn",
+    "host_index",
+    "trace",
+    "setup",
+    "memory_snapshot",
+)
 """The run's keys read as records of their own: each committed one must read in full."""
 OLDER_KEYS = {"host_index": {"best"}}
 """Keys an older trainperf wrote and this one does not: kept aside and written back, never read."""
@@ -192,7 +202,7 @@ def test_every_committed_run_reads_its_checks_as_records_and_writes_back_unchang
                     unread = [r.unread for r in (records if isinstance(records, list) else [records])]
                     assert all(set(kept) <= OLDER_KEYS.get(key, set()) for kept in unread), (origin, key)
                     seen[key] += 1
-    assert all(seen[key] for key in ("gpu_before", "contamination", "idle_after", "host_index")), seen
+    assert all(seen[key] for key in RECORDED if key != "host_turn"), seen  # no committed run took turns
 
 
 def test_a_host_index_reads_its_rates_and_where_it_ran() -> None:
@@ -214,3 +224,22 @@ def test_a_host_index_reads_its_rates_and_where_it_ran() -> None:
         probe is not None and probe.cpu_context is None and probe.unread == {"cpu_context": None, "best": 1.2}
     )
     assert probe.to_dict() == unobserved
+
+
+def test_what_a_child_reported_reads_as_records() -> None:
+    setup = {
+        "phases": {"ray_s": 19.2, "inputs_s": 30.0},
+        "vllm": {"compile_cache": "miss", "compile_s": 27.19, "graph_capture_s": 0.0},
+        "first_step_extra_s": 16.5,
+        "total_s": 209.7,
+        "line": "set-up 210 s: Ray 19 s, driver+data 30 s",
+    }
+    snapshot = {"bytes": 505, "file": "m.pickle", "html": "m.html"}
+    run = RunRecord.from_dict({"setup": setup, "memory_snapshot": snapshot})
+    assert isinstance(run.setup, FrameworkSetup) and run.setup.line == setup["line"]
+    assert run.setup.vllm == {"compile_cache": "miss", "compile_s": 27.19, "graph_capture_s": 0.0}
+    assert run.memory_snapshot == MemorySnapshot(file="m.pickle", file_bytes=505, html="m.html")
+    assert run.to_dict() == {"setup": setup, "memory_snapshot": snapshot}
+    odd = {"phases": {"ray_s": "19 s"}, "line": "set-up"}
+    read = FrameworkSetup.from_dict(odd)
+    assert read is not None and read.phases is None and read.to_dict() == odd

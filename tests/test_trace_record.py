@@ -80,3 +80,16 @@ def test_a_trace_without_its_analysis_keeps_its_error_and_no_summary() -> None:
     assert typed.to_dict() == record
     assert TraceRecord.from_dict(None) is None and TraceRecord.from_dict({}) is None
     assert ProfileSummary.from_dict({"kind": "gpu"}) is None  # not a summary: no profile, not a crash
+
+
+def test_what_a_trace_record_cannot_read_is_kept_as_written() -> None:
+    record = {
+        "error": "x",
+        "activities": ["CPU"],
+        "profiled_steps": ["4"],
+        "from_a_newer_trainperf": {"x": 1},
+    }
+    typed = TraceRecord.from_dict(record)
+    assert typed is not None and typed.profiled_steps is None and typed.activities == ("CPU",)
+    assert typed.unread == {"profiled_steps": ["4"], "from_a_newer_trainperf": {"x": 1}}
+    assert typed.to_dict() == record

@@ -21,8 +21,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from trainperf.child_report_record import FrameworkSetup, MemorySnapshot
 from trainperf.host_index_record import HostIndex
 from trainperf.run_checks_record import GpuCheck, HostTurn, IdleCheck, RunContamination
+from trainperf.trace_record import TraceRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +57,9 @@ class RunRecord:
     """The interpreter the child ran in (a portable path)."""
     data_steps: int | None = None
     """The steps of data a planned run was built with (``run.step_count``), where not its own steps."""
-    memory_snapshot: dict[str, Any] | None = None
+    memory_snapshot: MemorySnapshot | None = None
     """The allocator snapshot's files (``workloads.profiling``), where one was taken."""
-    setup: dict[str, Any] | None = None
+    setup: FrameworkSetup | None = None
     """Where a framework's start-up went (verl's ``workloads.rl_verl``); its ``line`` is shown."""
     cached_inputs: list[dict[str, Any]] | None = None
     """``workloads.protocol.CachedInput`` records: what a fresh runner writes before this case starts."""
@@ -125,7 +127,7 @@ class RunRecord:
     device_mem_total_gib: float | None = None
 
     # Written by the launcher after the measurement.
-    trace: dict[str, Any] | None = None
+    trace: TraceRecord | None = None
     """A traced run's trace record (``traces.collect``), or its ``error``."""
     idle_after: IdleCheck | list[IdleCheck] | None = None
     """Whether the GPU's memory came back to idle after the run (a list for several GPUs)."""
@@ -178,6 +180,9 @@ _RECORDS: dict[str, Callable[[Any], Any]] = {
     "idle_after": IdleCheck.from_dict,
     "host_turn": HostTurn.from_dict,
     "host_index": HostIndex.from_dict,
+    "trace": TraceRecord.from_dict,
+    "setup": FrameworkSetup.from_dict,
+    "memory_snapshot": MemorySnapshot.from_dict,
 }
 """The stored objects read as records of their own, by their readers."""
 

@@ -1,18 +1,28 @@
-"""A traced run's trace record as a result keeps it (``CaseResult.trace``): where the trace file is (or
+"""A traced run's trace record as a result keeps it (``CaseResult.trace``, and each traced run's
+``RunRecord.trace``): where the trace file is (or
 why it was deleted), its size, what the profiler recorded, the analysis of the profiled steps
 (``traces.analysis``) and the profile summary made from it (``profile_record``).
 
 ``traces.collect`` writes the record on the parent side; each key is there only where its writer had
 it (a CPU trace has no launch overhead, a trace over the cap no file), so every key not recorded is
-None here and not written back: a stored file reads back unchanged.
+None here and not written back; a key this trainperf does not know, or a value that does not read as
+its field, is kept aside as the file had it and written back: a stored file reads back unchanged.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.jsonio import listed, stored_number_or_none, stored_texts
+from trainperf.jsonio import (
+    listed,
+    recorded,
+    stored_integer,
+    stored_number_or_none,
+    stored_texts,
+    unread_keys,
+)
 from trainperf.jsonio import stored_number as _number
 from trainperf.jsonio import stored_text as _text
 from trainperf.profile_record import ProfileSummary
@@ -177,6 +187,9 @@ class TraceRecord:
     error: str | None = None
     stop_error: str | None = None
     """The profiler's own failure when it stopped, where it had one."""
+    unread: Mapping[str, Any] = field(default_factory=dict)
+    """Keys this trainperf does not know and values that do not read as their field, as the file had
+    them: written back, never read."""
 
     def to_dict(self) -> dict[str, Any]:
         stored: dict[str, Any] = {
@@ -195,7 +208,7 @@ class TraceRecord:
             "error": self.error,
             "stop_error": self.stop_error,
         }
-        return {key: value for key, value in stored.items() if value is not None}
+        return recorded(stored, self.unread)
 
     @classmethod
     def from_dict(cls, data: Any) -> TraceRecord | None:
@@ -203,24 +216,26 @@ class TraceRecord:
         if not isinstance(data, dict) or not data:
             return None
         environment = data.get("environment")
-        return cls(
-            file=_text(data.get("file")),
-            deleted=_text(data.get("deleted")),
-            file_bytes=_optional_number(data.get("bytes")),
-            raw_bytes=_optional_number(data.get("raw_bytes")),
-            cap_mb=_optional_number(data.get("cap_mb")),
-            activities=stored_texts(data.get("activities")),
-            profiled_steps=_integers(data.get("profiled_steps")),
-            environment=(
+        read: dict[str, Any] = {
+            "file": _text(data.get("file")),
+            "deleted": _text(data.get("deleted")),
+            "bytes": _optional_number(data.get("bytes")),
+            "raw_bytes": _optional_number(data.get("raw_bytes")),
+            "cap_mb": _optional_number(data.get("cap_mb")),
+            "activities": stored_texts(data.get("activities")),
+            "profiled_steps": _integers(data.get("profiled_steps")),
+            "environment": (
                 {str(k): str(v) for k, v in environment.items()} if isinstance(environment, dict) else None
             ),
-            scope=_text(data.get("scope")),
-            summary=TraceSummary.from_dict(data.get("summary")),
-            profile=ProfileSummary.from_dict(data.get("profile")),
-            rank_traces=stored_texts(data.get("rank_traces")),
-            error=_text(data.get("error")),
-            stop_error=_text(data.get("stop_error")),
-        )
+            "scope": _text(data.get("scope")),
+            "summary": TraceSummary.from_dict(data.get("summary")),
+            "profile": ProfileSummary.from_dict(data.get("profile")),
+            "rank_traces": stored_texts(data.get("rank_traces")),
+            "error": _text(data.get("error")),
+            "stop_error": _text(data.get("stop_error")),
+        }
+        fields = {("file_bytes" if key == "bytes" else key): value for key, value in read.items()}
+        return cls(**fields, unread=unread_keys(data, read))
 
 
 def _optional_number(value: Any) -> Any:
@@ -229,4 +244,7 @@ def _optional_number(value: Any) -> Any:
 
 
 def _integers(value: Any) -> tuple[int, ...] | None:
-    return tuple(int(item) for item in value) if isinstance(value, list) else None
+    """A stored list of integers; None where any item is not one (it is then kept aside as stored)."""
+    if not isinstance(value, list) or any(stored_integer(item) is None for item in value):
+        return None
+    return tuple(value)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case, Outcome
+from trainperf.child_report_record import FrameworkSetup, MemorySnapshot
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.families.envs import Interpreter, missing_message, parse_overrides, resolve_interpreter
@@ -34,6 +35,7 @@ from trainperf.measure.placement import Placement, reserve_for_case
 from trainperf.paths import portable
 from trainperf.run_checks_record import GpuCheck, IdleCheck
 from trainperf.run_record import RunRecord
+from trainperf.trace_record import TraceRecord
 from trainperf.traces.kernel_steps import kernel_window, last_steps_window
 from trainperf.traces.profile_window import TracePlan, plan_trace
 from trainperf.workloads.protocol import (
@@ -208,8 +210,8 @@ def run_info(
     info.environment = environment
     info.python = portable(interpreter.path, ctx.folder.root)
     info.data_steps = spec.data_steps or None
-    info.memory_snapshot = child.get("memory_snapshot") or None
-    info.setup = child.get("setup") or None  # where a framework's start-up went (verl)
+    info.memory_snapshot = MemorySnapshot.from_dict(child.get("memory_snapshot") or None)
+    info.setup = FrameworkSetup.from_dict(child.get("setup") or None)  # a framework's start-up (verl)
     info.cached_inputs = child.get(CACHED_INPUTS) or None  # what a fresh runner writes before this case
     if outcome is not Outcome.OK:
         info.stderr_tail = launched.exit.stderr_tail[-3000:]
@@ -278,7 +280,7 @@ class ChildLauncher:
         if isinstance(trace_plan, TracePlan) and child.get("trace") is not None:
             info.trace = collect_trace(child["trace"], trace_plan, ctx.folder.root, measurement)
         elif isinstance(trace_plan, str):
-            info.trace = {"error": trace_plan}
+            info.trace = TraceRecord(error=trace_plan)
         if launched.devices:
             info.idle_after = idle_after[0] if len(idle_after) == 1 else idle_after
         done = f", {len(child.get('steps') or [])}/{steps} steps"

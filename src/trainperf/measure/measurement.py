@@ -44,6 +44,7 @@ from trainperf.measure.nvml import Sample
 from trainperf.measure.step_parts import step_parts
 from trainperf.result import MetricValue
 from trainperf.run_record import RunRecord
+from trainperf.trace_record import TraceRecord
 from trainperf.traces.collect import collect
 from trainperf.traces.profile_window import TracePlan
 from trainperf.workloads.protocol import CACHED_INPUTS, CachedInput
@@ -350,7 +351,7 @@ def merge_metric(name: str, values: Sequence[MetricValue]) -> MetricValue:
 
 def collect_trace(
     captured: dict[str, Any], plan: TracePlan, root: Path, run: RunMeasurement | None
-) -> dict[str, Any]:
+) -> TraceRecord | None:
     """A traced run's trace record (``traces.collect``), its profiled steps' busy and host-side
     shares added to the run's metrics: where a step's time goes, as figures a change in gates. Only
     a profile of whole steps counts (a verl profile covers one stage of a step, whose shares would
@@ -361,7 +362,7 @@ def collect_trace(
     if run is not None and step_ms > 0 and not profile.get("scope"):
         run.metrics[BUSY_SHARE] = 100 * float(profile.get("busy_ms") or 0.0) / step_ms
         run.metrics[HOST_SIDE_SHARE] = 100 * float(profile.get("host_side_ms") or 0.0) / step_ms
-    return trace
+    return TraceRecord.from_dict(trace)
 
 
 def pool_runs(runs: Sequence[RunMeasurement]) -> dict[str, MetricValue]:

@@ -32,9 +32,7 @@ def gpu_notes(runs: list[RunRecord]) -> list[str]:
 
 def setup_notes(runs: list[RunRecord]) -> list[str]:
     """A line per run that recorded where a framework's start-up went (verl)."""
-    return [
-        f"run {n}: {run.setup['line']}" for n, run in enumerate(runs, 1) if run.setup and "line" in run.setup
-    ]
+    return [f"run {n}: {run.setup.line}" for n, run in enumerate(runs, 1) if run.setup and run.setup.line]
 
 
 def turn_notes(runs: list[RunRecord]) -> list[str]:

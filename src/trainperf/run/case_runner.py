@@ -25,7 +25,6 @@ from trainperf.measure.measurement import RunMeasurement, pool_runs
 from trainperf.measure.placement import cpu_share
 from trainperf.measure.step_parts import pool_kernels
 from trainperf.paths import portable_argv
-from trainperf.profile_record import ProfileSummary
 from trainperf.result import CaseResult
 from trainperf.run import finished_runs
 from trainperf.run.case_notes import gpu_notes, reference_notes, setup_notes, turn_notes
@@ -37,7 +36,6 @@ from trainperf.run.runner_port import CaseReport
 from trainperf.run.step_count import StepCount, memory_limit, step_count
 from trainperf.store.baselines import describe_file_baseline
 from trainperf.store.references import compare_to_references
-from trainperf.trace_record import TraceRecord
 from trainperf.traces.collect import attach_diff
 
 
@@ -383,10 +381,10 @@ def add_run(result: CaseResult, run: ChildRun) -> bool:
     """Record one child's run in ``result``; False (with the outcome set) when it did not end well."""
     child, info = run.child, run.info
     result.runs.append(info)
-    if result.trace is None and info.trace and info.trace.get("summary"):
-        result.trace = TraceRecord.from_dict(info.trace)
+    if result.trace is None and info.trace and info.trace.summary:
+        result.trace = info.trace
     if result.profile is None and info.trace:
-        result.profile = ProfileSummary.from_dict(info.trace.get("profile"))
+        result.profile = info.trace.profile
     if child.get("effective_config") and not result.effective_config:
         result.effective_config = child["effective_config"]
         result.fingerprint = result.fingerprint.with_child(child)

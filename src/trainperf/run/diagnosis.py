@@ -17,6 +17,7 @@ from trainperf.result import CaseResult
 from trainperf.run.runner_port import RunnerPort
 from trainperf.run.step_count import StepCount
 from trainperf.stored_verdict import StoredVerdict
+from trainperf.trace_record import TraceRecord
 from trainperf.traces.diagnose import diagnose
 
 
@@ -61,7 +62,7 @@ def attach_diagnosis(
         (
             f"{run.purpose or 'measurement'} run {run.dir} was profiled"
             for run in result.runs
-            if run.trace and run.trace.get("profile")
+            if run.trace and run.trace.profile
         ),
         "this run was profiled",
     )
@@ -98,11 +99,10 @@ def _profiled_run(
         f"[trainperf] {case.id}: regression confirmed; one profiled run to diagnose it (--perf-diagnose off)"
     )
     run = runner.run_profiled(case, steps, result, interpreter)
-    trace = run.info.trace or {}
+    trace = run.info.trace or TraceRecord()
     cost = f"one extra profiled run ({run.info.wall_s or 0:.0f} s, {run.info.dir})"
     if run.outcome is not Outcome.OK:
         return None, cost, f"the profiled run ended {run.outcome.value} ({run.message})"
-    profile = ProfileSummary.from_dict(trace.get("profile"))
-    if profile is None:
-        return None, cost, f"the profiled run has no profile ({trace.get('error', 'no trace')})"
-    return profile, cost, ""
+    if trace.profile is None:
+        return None, cost, f"the profiled run has no profile ({trace.error or 'no trace'})"
+    return trace.profile, cost, ""
