@@ -16,7 +16,7 @@ from trainperf.host_index_record import CpuContext, HostIndex
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult
 from trainperf.run_checks_record import GpuCheck, GpuState, HostTurn, IdleCheck, RunContamination
-from trainperf.run_record import KernelShare, RunRecord
+from trainperf.run_record import GpuFigures, KernelShare, RunRecord
 
 STORED = {
     "dir": "cases/sft_hf-qwen3_tiny-lora-short-b4/r1",
@@ -148,6 +148,7 @@ RECORDED = (
     "trace",
     "setup",
     "memory_snapshot",
+    "per_gpu",
 )
 """The run's keys read as records of their own: each committed one must read in full."""
 OLDER_KEYS = {"host_index": {"best"}}
@@ -243,3 +244,21 @@ def test_what_a_child_reported_reads_as_records() -> None:
     odd = {"phases": {"ray_s": "19 s"}, "line": "set-up"}
     read = FrameworkSetup.from_dict(odd)
     assert read is not None and read.phases is None and read.to_dict() == odd
+
+
+def test_a_gpus_figures_are_read_by_metric_name_beside_its_device_and_rank() -> None:
+    stored = [
+        {"gpu": "0", "rank": 0, "device_mem_peak_gib": 26.2, "power_peak_w": 266},
+        {"gpu": "1", "rank": 1},
+    ]
+    run = RunRecord.from_dict({"per_gpu": stored})
+    assert run.per_gpu == [
+        GpuFigures("0", 0, {"device_mem_peak_gib": 26.2, "power_peak_w": 266}),
+        GpuFigures("1", 1),
+    ]
+    assert run.to_dict() == {"per_gpu": stored}
+    newer = GpuFigures.from_dict({"gpu": "0", "rank": 0, "uuid": "GPU-1", "power_mean_w": None})
+    assert (
+        newer is not None and newer.figures == {} and newer.unread == {"uuid": "GPU-1", "power_mean_w": None}
+    )
+    assert GpuFigures.from_dict({"gpu": 0, "rank": 0}) is None

@@ -12,7 +12,7 @@ from trainperf.ground.catalogue import marks_for
 from trainperf.launch.launcher import child_command
 from trainperf.measure.multi_gpu import measure_gpus, merge_ranks, per_gpu_note
 from trainperf.measure.nvml import Sample
-from trainperf.run_record import RunRecord
+from trainperf.run_record import GpuFigures, RunRecord
 from trainperf.workloads.protocol import rank_file
 
 
@@ -109,8 +109,8 @@ def test_power_and_energy_sum_over_gpus_memory_is_the_highest_gpu() -> None:
     assert run.metrics["energy_per_token_j"] == pytest.approx(0.2, rel=1e-3)
     assert run.metrics["device_mem_peak_gib"] == pytest.approx(24.0)
     assert run.info.device_mem_total_gib == pytest.approx(44.0)
-    assert run.info.per_gpu is not None and [row["gpu"] for row in run.info.per_gpu] == ["0", "1"]
-    assert run.info.per_gpu[0]["energy_per_token_j"] == pytest.approx(0.15, rel=1e-3)
+    assert run.info.per_gpu is not None and [row.gpu for row in run.info.per_gpu] == ["0", "1"]
+    assert run.info.per_gpu[0].figures["energy_per_token_j"] == pytest.approx(0.15, rel=1e-3)
     assert run.info.energy_samples == pytest.approx([0.2] * len(run.info.energy_samples or []), rel=1e-3)
     note = per_gpu_note([run.info])
     assert note is not None
@@ -123,8 +123,8 @@ def test_power_and_energy_sum_over_gpus_memory_is_the_highest_gpu() -> None:
 def test_a_run_with_no_step_totals_only_what_every_gpu_measured() -> None:
     # An OOM before the first step: device memory peaks, no mean power (2x H200, 2026-11-28, read "0 W").
     rows = [
-        {"gpu": "0", "rank": 0, "device_mem_peak_gib": 138.2},
-        {"gpu": "1", "rank": 1, "device_mem_peak_gib": 136.4},
+        GpuFigures("0", 0, {"device_mem_peak_gib": 138.2}),
+        GpuFigures("1", 1, {"device_mem_peak_gib": 136.4}),
     ]
     note = per_gpu_note([RunRecord(per_gpu=rows)])
     assert (

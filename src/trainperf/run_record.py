@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from trainperf.child_report_record import FrameworkSetup, MemorySnapshot
 from trainperf.host_index_record import HostIndex
+from trainperf.jsonio import stored_integer, stored_number_or_none
 from trainperf.run_checks_record import GpuCheck, HostTurn, IdleCheck, RunContamination
 from trainperf.trace_record import TraceRecord
 
@@ -35,6 +36,32 @@ class KernelShare:
     group: str
     ms: float
     count: float
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFigures:
+    """One GPU's figures in a multi-GPU run (``measure.multi_gpu``): its device, its rank, and what was
+    measured on it, by metric name (``device_mem_peak_gib``, ``power_mean_w``, ``energy_steady_j``...)."""
+
+    gpu: str
+    rank: int
+    figures: Mapping[str, float] = field(default_factory=dict)
+    unread: Mapping[str, Any] = field(default_factory=dict)
+    """Values that are no figure, as the file had them: written back, never read."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.unread, "gpu": self.gpu, "rank": self.rank, **self.figures}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GpuFigures | None:
+        """The row, or None where it names no GPU and rank."""
+        if not isinstance(data, dict) or not isinstance(data.get("gpu"), str):
+            return None
+        if (rank := stored_integer(data.get("rank"))) is None:
+            return None
+        named = {key: value for key, value in data.items() if key not in ("gpu", "rank")}
+        figures = {key: value for key, value in named.items() if stored_number_or_none(value) is not None}
+        return cls(data["gpu"], rank, figures, {k: v for k, v in named.items() if k not in figures})
 
 
 @dataclass(slots=True)
@@ -122,7 +149,7 @@ class RunRecord:
     """The step by whose end every memory peak was reached (``measurement.memory_peak_step``)."""
     memory_peak_late: bool = False
     """True: a memory peak came after the last step; stored as a null ``memory_peak_step``."""
-    per_gpu: list[dict[str, Any]] | None = None
+    per_gpu: list[GpuFigures] | None = None
     """A multi-GPU run's figures per GPU (``measure.multi_gpu``): keyed by metric name."""
     device_mem_total_gib: float | None = None
 
@@ -183,6 +210,7 @@ _RECORDS: dict[str, Callable[[Any], Any]] = {
     "trace": TraceRecord.from_dict,
     "setup": FrameworkSetup.from_dict,
     "memory_snapshot": MemorySnapshot.from_dict,
+    "per_gpu": GpuFigures.from_dict,
 }
 """The stored objects read as records of their own, by their readers."""
 

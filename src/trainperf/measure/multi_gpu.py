@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from trainperf.case import Outcome
 from trainperf.judge.metrics import METRICS, Across, device_wide_metrics
 from trainperf.measure.measurement import GIB, RunMeasurement, measure_run
 from trainperf.measure.nvml import Sample
-from trainperf.run_record import RunRecord
+from trainperf.run_record import GpuFigures, RunRecord
 from trainperf.workloads.protocol import RESULT_FILE, rank_file
 
 # Worst first: the outcome a multi-rank child ends with is the worst of its ranks.
@@ -92,16 +92,13 @@ def measure_gpus(
     rows = []
     for position, device in enumerate(devices):
         m = per_device[device]
-        row: dict[str, Any] = {"gpu": device, "rank": position}
-        for name in device_wide_metrics():
-            if name in m.metrics:
-                row[name] = m.metrics[name]
+        figures = {name: m.metrics[name] for name in device_wide_metrics() if name in m.metrics}
         if m.info.energy_steady_j is not None:
-            row["energy_steady_j"] = m.info.energy_steady_j
+            figures["energy_steady_j"] = m.info.energy_steady_j
         rank_memory = ranks[position]["memory"] if position < len(ranks) else {}
         if "peak_allocated_b" in rank_memory:
-            row["peak_allocated_gib"] = rank_memory["peak_allocated_b"] / GIB
-        rows.append(row)
+            figures["peak_allocated_gib"] = rank_memory["peak_allocated_b"] / GIB
+        rows.append(GpuFigures(device, position, figures))
     _combine(metrics, info, rows, [per_device[d] for d in devices])
     info.per_gpu = rows
     return RunMeasurement(
@@ -118,12 +115,12 @@ def measure_gpus(
 def _combine(
     metrics: dict[str, float],
     info: RunRecord,
-    rows: list[dict[str, Any]],
+    rows: list[GpuFigures],
     runs: Sequence[RunMeasurement],
 ) -> None:
     """Totals over the case's GPUs for what the job draws; the highest GPU for what must fit."""
     for name in device_wide_metrics():
-        values = [row[name] for row in rows if name in row]
+        values = [row.figures[name] for row in rows if name in row.figures]
         if METRICS[name].across_gpus is not Across.SUM:
             if values:
                 metrics[name] = max(values)
@@ -134,7 +131,7 @@ def _combine(
     energy_steps = [run.info.energy_samples or [] for run in runs]
     if energy_steps and all(energy_steps) and len({len(s) for s in energy_steps}) == 1:
         info.energy_samples = [sum(step) for step in zip(*energy_steps)]
-    mem = [row["device_mem_peak_gib"] for row in rows if "device_mem_peak_gib" in row]
+    mem = [row.figures["device_mem_peak_gib"] for row in rows if "device_mem_peak_gib" in row.figures]
     if mem:
         info.device_mem_total_gib = sum(mem)
 
@@ -144,16 +141,20 @@ def per_gpu_note(runs: Sequence[RunRecord]) -> str | None:
     rows = next((run.per_gpu for run in reversed(runs) if run.per_gpu), None)
     if not rows:
         return None
-    cells = [_cell(f"GPU {row['gpu']} (rank {row['rank']})", row) for row in rows]
+    cells = [_cell(f"GPU {row.gpu} (rank {row.rank})", row.figures) for row in rows]
     # A sum only where every GPU has the figure: a run that ran out of memory before its first
     # step has no mean power, and a total of "0 W" would read as a measurement.
     summed = ("device_mem_peak_gib", "power_mean_w", "energy_per_token_j")
-    total = {name: sum(row[name] for row in rows) for name in summed if all(name in row for row in rows)}
+    total = {
+        name: sum(row.figures[name] for row in rows)
+        for name in summed
+        if all(name in row.figures for row in rows)
+    }
     cells.append(_cell("total", total))
     return "per GPU: " + " | ".join(cells)
 
 
-def _cell(label: str, row: dict[str, Any]) -> str:
+def _cell(label: str, row: Mapping[str, float]) -> str:
     parts = [label]
     if "peak_allocated_gib" in row:
         parts.append(f"alloc {row['peak_allocated_gib']:.1f} GiB")
