@@ -8,9 +8,13 @@ because each writer sets only what it saw and files written before a field was k
 None is "not recorded", and a key not recorded is not written, so ``to_dict`` gives a stored
 file's runs back as they were.
 
-The records of other parts that a run only carries (the child's start-up, the GPU hygiene
-reading, the trace record) are kept as the JSON objects their owners write; they are documented
-where they are made.
+The objects a run keeps of other parts are records of their own, read here from the stored
+objects and written back as they were (``run_checks_record``: the GPUs before the run, idle after
+it, its contamination and host turn; ``host_index_record``; ``child_report_record``: a framework's
+start-up, an allocator snapshot; ``trace_record``). A stored object that would not write back as it
+was is kept aside whole, like any value that does not read as its field. The cached inputs stay the
+child's JSON objects: the cost report reads each on its own (``CachedInput.from_dict``), so that a
+malformed entry in a hand-edited result hides none of the others.
 """
 
 from __future__ import annotations
