@@ -10,7 +10,7 @@ the file had it and written back, so that rewriting a result (a merge, a resumed
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,14 +220,16 @@ def _texts(value: Any) -> tuple[str, ...] | None:
 
 def _processes(value: Any) -> tuple[Process, ...] | None:
     """Stored ``[pid, bytes]`` pairs; None where any is not one."""
-    if not isinstance(value, list):
+    if not isinstance(value, list) or not all(_is_process(item) for item in value):
         return None
-    pairs = [tuple(item) for item in value if isinstance(item, list) and len(item) == 2]
-    if len(pairs) != len(value) or any(stored_integer(pid) is None for pid, _ in pairs):
-        return None
-    if any(used is not None and stored_integer(used) is None for _, used in pairs):
-        return None
-    return tuple((pid, used) for pid, used in pairs)
+    return tuple((pid, used) for pid, used in value)
+
+
+def _is_process(item: Any) -> bool:
+    if not isinstance(item, list) or len(item) != 2:
+        return False
+    pid, used = item
+    return stored_integer(pid) is not None and (used is None or stored_integer(used) is not None)
 
 
 def _listed_processes(processes: tuple[Process, ...]) -> list[list[int | None]]:
@@ -241,5 +243,5 @@ def _gpu_states(value: Any) -> tuple[GpuState, ...] | None:
     return tuple(state for state in states if state is not None) if None not in states else None
 
 
-def _per_gpu(value: Mapping[str, Any] | None, write: Any) -> dict[str, Any] | None:
+def _per_gpu(value: Mapping[str, Any] | None, write: Callable[[Any], Any]) -> dict[str, Any] | None:
     return {device: write(item) for device, item in value.items()} if value is not None else None
