@@ -93,9 +93,18 @@ if [[ "$engine" == sglang ]]; then
     if grep -qix "$n==$v" "$dir/requirements-site.txt" && [[ ! -e "$dir/download/$b" ]]; then
       ln -f "$f" "$dir/download/$b" 2>/dev/null || cp "$f" "$dir/download/$b"; fi
   done
-  # antlr4-python3-runtime 4.9.3 (omegaconf's) is an sdist only: the wheel built into .whl-verl/extra.
-  ls "$dir"/download/antlr4_python3_runtime-4.9.3-*.whl >/dev/null \
-    || { echo "build the antlr4-python3-runtime 4.9.3 wheel into .whl-verl/extra first"; exit 1; }
+fi
+# antlr4-python3-runtime 4.9.3, the grammar runtime omegaconf and hydra import when verl reads its
+# config, is published as an sdist only: its pure-Python wheel is built once into .whl-verl/extra/.
+# Without it verl stops at start ("No module named 'antlr4'") after the runner has paid for the copy.
+antlr=antlr4-python3-runtime==4.9.3
+if grep -qx "$antlr" "$dir/requirements-site.txt"; then
+  compgen -G ".whl-verl/extra/antlr4_python3_runtime-4.9.3-*.whl" >/dev/null \
+    || python3 -m pip wheel -q --no-deps "$antlr" -w .whl-verl/extra \
+    || { echo "could not build the $antlr wheel into .whl-verl/extra (pip wheel $antlr needs the package index)"; exit 1; }
+  for wheel in .whl-verl/extra/antlr4_python3_runtime-4.9.3-*.whl; do
+    [[ -e "$dir/download/${wheel##*/}" ]] || cp "$wheel" "$dir/download/"
+  done
 fi
 platforms=(--platform any --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 for n in $(seq 5 39); do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
