@@ -93,6 +93,19 @@ def test_cli_json_and_a_file_without_steps(capsys: pytest.CaptureFixture[str], t
     assert "no verl step metrics" in capsys.readouterr().err
 
 
+def test_cli_reads_a_run_folder_and_names_a_folder_without_metrics(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = tmp_path / "cases" / "case" / "r1"
+    run.mkdir(parents=True)
+    assert main(["verl-metrics", str(run)]) == 2
+    assert "is a folder without verl_metrics.jsonl or verl.log" in capsys.readouterr().err
+    (run / "verl.log").write_text((DATA / "v0.9.1-ppo-console.log").read_text())
+    (run / "verl_metrics.jsonl").write_text((DATA / "v0.7.0-ppo.jsonl").read_text())
+    assert main(["verl-metrics", "--json", str(run)]) == 0
+    assert json.loads(capsys.readouterr().out) == read_records(DATA / "v0.7.0-ppo.jsonl")
+
+
 @pytest.mark.parametrize(
     ("sample", "outcome", "reason"),
     [

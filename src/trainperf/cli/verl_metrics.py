@@ -23,7 +23,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="per-step phases, throughput and memory from a verl file-logger JSONL or console log",
     )
     verl_metrics.add_argument(
-        "logfile", metavar="LOGFILE", help="VERL_FILE_LOGGER_PATH's JSONL, or verl's console output"
+        "logfile",
+        metavar="LOGFILE",
+        help="VERL_FILE_LOGGER_PATH's JSONL, verl's console output, or a verl case's run folder "
+        "(cases/CASE/rN: its verl_metrics.jsonl)",
     )
     verl_metrics.add_argument("--json", action="store_true", help="print the step records as JSON")
     verl_metrics.set_defaults(func=cmd_verl_metrics)

@@ -42,7 +42,7 @@ from trainperf.workloads.verl.classify import classify_failure
 from trainperf.workloads.verl.environment import ray_home, verl_environment
 from trainperf.workloads.verl.kernel_folder import KernelFolder, Window, collect
 from trainperf.workloads.verl.lengths import Lengths, length_mismatch, measured_lengths
-from trainperf.workloads.verl.logs import parse_jsonl_line, step_record
+from trainperf.workloads.verl.logs import LOG_FILE, METRICS_FILE, parse_jsonl_line, step_record
 from trainperf.workloads.verl.overrides import (
     Attention,
     Inputs,
@@ -56,8 +56,6 @@ from trainperf.workloads.verl.setup import describe_setup, setup_breakdown
 from trainperf.workloads.verl.teardown import Sweep, end_session
 
 POLL_S = 0.5
-METRICS_FILE = "verl_metrics.jsonl"
-LOG_FILE = "verl.log"
 VERSION_PACKAGES = (
     "verl",
     "vllm",

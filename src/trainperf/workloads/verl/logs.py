@@ -27,6 +27,10 @@ from typing import Any
 
 from trainperf.errors import TrainperfError
 
+METRICS_FILE = "verl_metrics.jsonl"
+"""The file logger's JSONL a verl case's run folder keeps (``workloads.rl_verl``)."""
+LOG_FILE = "verl.log"
+"""verl's console output in a case's run folder."""
 STEP_TIMER = "timing_s/step"
 NOT_PHASES = frozenset({"step", "start_profile", "stop_profile"})
 MEMORY_FIELDS = {
@@ -130,9 +134,24 @@ def records_from_text(text: str) -> list[dict[str, Any]]:
     return [r for r in (step_record(step, data) for step, data in parse_text(text)) if r is not None]
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def metrics_source(path: Path) -> Path:
+    """The file to read: PATH itself, or, for a case's run folder (``cases/CASE/rN``), the file
+    logger's JSONL the run kept, else verl's console log."""
+    if path.is_dir():
+        for name in (METRICS_FILE, LOG_FILE):
+            if (path / name).is_file():
+                return path / name
+        raise TrainperfError(
+            f"{path} is a folder without {METRICS_FILE} or {LOG_FILE}: give a verl case's run folder "
+            "(cases/CASE/rN of a run folder), verl's file-logger JSONL or a console log"
+        )
     if not path.is_file():
         raise TrainperfError(f"{path} does not exist: give verl's file-logger JSONL or a console log")
+    return path
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    path = metrics_source(path)
     records = records_from_text(path.read_text(errors="replace"))
     if not records:
         raise TrainperfError(
