@@ -11,9 +11,11 @@ import pytest
 from trainperf.cli import main
 from trainperf.cliff_record import CliffRecord, Probe
 from trainperf.fleet.cost import case_cost, cost_lines, nightly_cost
+from trainperf.fleet.fresh_runner import inputs_needed
 from trainperf.result import CaseResult
 from trainperf.run_record import RunRecord
 from trainperf.store.results import save_result
+from trainperf.workloads.protocol import CACHED_INPUTS, CachedInput
 
 
 def result(case_id: str, walls: list[float], *, gpus: int = 1, **extra: object) -> CaseResult:
@@ -103,7 +105,7 @@ def test_the_command_reads_run_and_baseline_folders_and_refuses_others(
 
 
 def _with_inputs(case_id: str, *records: dict[str, object]) -> CaseResult:
-    runs = [RunRecord(wall_s=300.0, cached_inputs=list(records))]
+    runs = [RunRecord(wall_s=300.0, cached_inputs=CachedInput.read_all(list(records)))]
     return CaseResult(case_id, {"family": "sft_unsloth", "gpus": 1}, "h200", "ok", runs=runs)
 
 
@@ -187,7 +189,8 @@ def test_a_runs_record_keeps_the_cached_inputs_its_child_reported(tmp_path: Path
         ctx, tmp_path / "r1", spec, launched, child, Outcome.OK,  # type: ignore[arg-type]
         SimpleNamespace(path="python3"), "unsloth",  # type: ignore[arg-type]
     )  # fmt: skip
-    assert info.cached_inputs == [BIG] and info.to_dict()[CACHED_INPUTS] == [BIG]
+    assert info.cached_inputs == [CachedInput.from_dict(BIG)]
+    assert info.to_dict()[CACHED_INPUTS] == [BIG | {"build_in_peak_rss": False}]
     assert CACHED_INPUTS not in run_info(
         ctx, tmp_path / "r1", spec, launched, {"timeline": {}}, Outcome.OK,  # type: ignore[arg-type]
         SimpleNamespace(path="python3"), "hf",  # type: ignore[arg-type]
@@ -220,3 +223,13 @@ def test_a_night_on_a_fresh_runner_projects_each_write_on_the_first_case_that_ma
     (entry / "trainperf-complete.json").write_text("{}")
     lines.clear()
     assert first_writes(tonight, loaded, lines) == {} and lines == []
+
+
+def test_a_stored_list_with_an_entry_it_cannot_read_still_counts_its_readable_entries() -> None:
+    """A hand-edited result: the list is kept aside whole (written back as it was), and the fresh
+    runner's inputs are still read from it entry by entry."""
+    stored = [BIG | {"build_in_peak_rss": False}, {"kind": 3}]
+    run = RunRecord.from_dict({"wall_s": 300.0, CACHED_INPUTS: stored})
+    assert run.cached_inputs is None and run.to_dict()[CACHED_INPUTS] == stored
+    result = CaseResult("c", {"family": "sft_unsloth", "gpus": 1}, "h200", "ok", runs=[run])
+    assert [need.key for need in inputs_needed([result])] == ["gpt_oss_120b-15b0"]

@@ -8,13 +8,14 @@ because each writer sets only what it saw and files written before a field was k
 None is "not recorded", and a key not recorded is not written, so ``to_dict`` gives a stored
 file's runs back as they were.
 
-The objects a run keeps of other parts are records of their own, read here from the stored
-objects and written back as they were (``run_checks_record``: the GPUs before the run, idle after
-it, its contamination and host turn; ``host_index_record``; ``child_report_record``: a framework's
-start-up, an allocator snapshot; ``trace_record``). A stored object that would not write back as it
-was is kept aside whole, like any value that does not read as its field. The cached inputs stay the
-child's JSON objects: the cost report reads each on its own (``CachedInput.from_dict``), so that a
-malformed entry in a hand-edited result hides none of the others.
+The objects a run keeps of other parts are records of their own, read here from the stored objects
+and written back as they were (``run_checks_record``: the GPUs before the run, idle after it, its
+contamination and host turn; ``host_index_record``; ``child_report_record``: a framework's start-up,
+an allocator snapshot; ``trace_record``; ``workloads.protocol.CachedInput``). A stored object that
+would not write back as it was is kept aside whole, like any value that does not read as its field;
+the cost report still reads a kept-aside list of cached inputs entry by entry
+(``CachedInput.read_all``), so that a malformed entry in a hand-edited result hides none of the
+others.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from trainperf.host_index_record import HostIndex
 from trainperf.jsonio import stored_integer, stored_number_or_none
 from trainperf.run_checks_record import GpuCheck, HostTurn, IdleCheck, RunContamination
 from trainperf.trace_record import TraceRecord
+from trainperf.workloads.protocol import CachedInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +94,7 @@ class RunRecord:
     """The allocator snapshot's files (``workloads.profiling``), where one was taken."""
     setup: FrameworkSetup | None = None
     """Where a framework's start-up went (verl's ``workloads.rl_verl``); its ``line`` is shown."""
-    cached_inputs: list[dict[str, Any]] | None = None
+    cached_inputs: list[CachedInput] | None = None
     """``workloads.protocol.CachedInput`` records: what a fresh runner writes before this case starts."""
     stderr_tail: str | None = None
     """The end of the child's stderr, for a run that did not end ok."""
@@ -215,6 +217,7 @@ _RECORDS: dict[str, Callable[[Any], Any]] = {
     "setup": FrameworkSetup.from_dict,
     "memory_snapshot": MemorySnapshot.from_dict,
     "per_gpu": GpuFigures.from_dict,
+    "cached_inputs": CachedInput.from_dict,
 }
 """The stored objects read as records of their own, by their readers."""
 

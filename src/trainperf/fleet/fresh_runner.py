@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from trainperf.result import CaseResult
-from trainperf.workloads.protocol import CachedInput
+from trainperf.workloads.protocol import CACHED_INPUTS, CachedInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +51,10 @@ def inputs_needed(results: Iterable[CaseResult]) -> list[InputNeed]:
     users: dict[tuple[str, str], list[str]] = {}
     for result in results:
         for run in result.runs:
-            for raw in run.cached_inputs or []:
-                record = CachedInput.from_dict(raw)
-                if record is None:
-                    continue
+            # A stored list with an entry this trainperf cannot read is kept aside whole
+            # (``RunRecord.unread``): its readable entries still count.
+            kept_aside = run.unread.get(CACHED_INPUTS)
+            for record in run.cached_inputs or CachedInput.read_all(kept_aside):
                 ident = (record.kind, record.key)
                 found.setdefault(ident, []).append(record)
                 if result.case_id not in users.setdefault(ident, []):

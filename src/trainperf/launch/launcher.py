@@ -43,6 +43,7 @@ from trainperf.workloads.protocol import (
     SAMPLES_FILE,
     SPEC_FILE,
     STEPS_FILE,
+    CachedInput,
     ChildSpec,
     rank_file,
     read_child_result,
@@ -212,7 +213,7 @@ def run_info(
     info.data_steps = spec.data_steps or None
     info.memory_snapshot = MemorySnapshot.from_dict(child.get("memory_snapshot") or None)
     info.setup = FrameworkSetup.from_dict(child.get("setup") or None)  # a framework's start-up (verl)
-    info.cached_inputs = child.get(CACHED_INPUTS) or None  # what a fresh runner writes before this case
+    info.cached_inputs = CachedInput.read_all(child.get(CACHED_INPUTS)) or None  # a fresh runner's writes
     if outcome is not Outcome.OK:
         info.stderr_tail = launched.exit.stderr_tail[-3000:]
     if launched.devices:

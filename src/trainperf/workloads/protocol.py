@@ -162,6 +162,13 @@ class CachedInput:
             build_in_peak_rss=bool(data.get("build_in_peak_rss")),
         )
 
+    @classmethod
+    def read_all(cls, data: Any) -> list[CachedInput]:
+        """The records of a stored list, each read on its own: an entry that is not one (a
+        hand-edited result) is left out without hiding the others."""
+        entries = data if isinstance(data, list) else []
+        return [record for record in map(cls.from_dict, entries) if record is not None]
+
 
 def rank_file(name: str, rank: int) -> str:
     """A file of rank ``rank`` of a multi-GPU child: rank 0 keeps the plain name (it records the
