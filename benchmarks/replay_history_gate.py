@@ -23,6 +23,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from trainperf.case_record import CaseRecord
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
@@ -110,7 +111,7 @@ def replay_case(
 def _as_result(stored: StoredCase, gpu_class: str) -> CaseResult:
     return CaseResult(
         case_id=stored.case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class=gpu_class,
         outcome=stored.outcome,
         metrics=stored.metrics,

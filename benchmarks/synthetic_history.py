@@ -17,6 +17,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from trainperf.case_record import CaseRecord
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
@@ -90,7 +91,7 @@ def _result(
     created = night_start(night).replace("T02:00", f"T02:{min(59, index // 2):02d}")
     return CaseResult(
         case_id=case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class="h100",
         outcome="ok",
         metrics=metrics,

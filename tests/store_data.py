@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from trainperf.case_record import CaseRecord
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
@@ -57,7 +58,7 @@ def make_result(
     )
     return CaseResult(
         case_id=case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class="h100",
         outcome=outcome,
         metrics=metrics,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from trainperf import cli
+from trainperf.case_record import CaseRecord
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
@@ -53,7 +54,7 @@ def result(
     }
     return CaseResult(
         case_id=case_id,
-        case={"id": case_id},
+        case=CaseRecord(id=case_id),
         gpu_class=gpu_class,
         outcome=outcome,
         metrics=metrics if outcome == "ok" else {"peak_allocated_gib": metrics["peak_allocated_gib"]},

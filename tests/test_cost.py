@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from trainperf.case_record import CaseRecord
 from trainperf.cli import main
 from trainperf.cliff_record import CliffRecord, Probe
 from trainperf.fleet.cost import case_cost, cost_lines, nightly_cost
@@ -22,7 +23,7 @@ def result(case_id: str, walls: list[float], *, gpus: int = 1, **extra: object) 
         RunRecord(wall_s=wall, purpose="measurement" if i == 0 else "confirmation")
         for i, wall in enumerate(walls)
     ]
-    return CaseResult(case_id, {"family": family, "gpus": gpus}, "h100", "ok", runs=runs, **extra)  # type: ignore[arg-type]
+    return CaseResult(case_id, CaseRecord(family=family, gpus=gpus), "h100", "ok", runs=runs, **extra)  # type: ignore[arg-type]
 
 
 CLIFF = CliffRecord(
@@ -78,7 +79,7 @@ def test_launches_without_a_wall_time_are_named_not_guessed() -> None:
             ],
         }
     )
-    refused = CaseResult("rl_verl-mb64", {"family": "rl_verl"}, "h100", "config_error")
+    refused = CaseResult("rl_verl-mb64", CaseRecord(family="rl_verl"), "h100", "config_error")
     cost = nightly_cost([(result("sft_hf-c", [], cliff=old_cliff), True), (refused, True)], (1,))
     lines = cost_lines(cost)
     assert "  incomplete: sft_hf-c: 2 launch(es) recorded no wall time (not counted)" in lines
@@ -104,7 +105,7 @@ def test_the_command_reads_run_and_baseline_folders_and_refuses_others(
 
 def _with_inputs(case_id: str, *records: dict[str, object]) -> CaseResult:
     runs = [RunRecord(wall_s=300.0, cached_inputs=list(records))]
-    return CaseResult(case_id, {"family": "sft_unsloth", "gpus": 1}, "h200", "ok", runs=runs)
+    return CaseResult(case_id, CaseRecord(family="sft_unsloth", gpus=1), "h200", "ok", runs=runs)
 
 
 BIG = {"kind": "checkpoints", "key": "gpt_oss_120b-15b0", "bytes": 62_100_000_000, "build_s": 99.0}

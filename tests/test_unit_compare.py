@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from trainperf.case_record import CaseRecord
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge import stats
 from trainperf.judge.compare import Verdict, compare_case, compare_metric
@@ -149,7 +150,7 @@ CONFIG = {"model_class": "Qwen3ForCausalLM", "gradient_checkpointing": True, "pr
 def _result(outcome: str = "ok", metrics: dict[str, MetricValue] | None = None, **kw: Any) -> CaseResult:
     return CaseResult(
         case_id="sft_hf-qwen3_tiny-lora-short-b4",
-        case={},
+        case=CaseRecord(),
         gpu_class="cpu",
         outcome=outcome,
         message=kw.pop("message", ""),

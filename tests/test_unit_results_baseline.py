@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from trainperf.case_record import CaseRecord
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import SCHEMA_VERSION, CaseResult, MetricValue
@@ -22,7 +23,7 @@ CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 def _result(**kw: Any) -> CaseResult:
     fields: dict[str, Any] = {
         "case_id": CASE_ID,
-        "case": {"family": "sft_hf", "batch_size": 4},
+        "case": CaseRecord(family="sft_hf", batch_size=4),
         "gpu_class": "cpu",
         "outcome": "ok",
         "metrics": {

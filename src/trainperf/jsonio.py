@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,11 @@ def stored_number_or_none(value: Any) -> float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def stored_int(value: Any) -> int | None:
+    """A stored whole number, or None where the file holds none there (a JSON boolean is none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def stored_text(value: Any) -> str | None:
     """A stored string, or None where the file holds none there."""
     return value if isinstance(value, str) else None
@@ -74,3 +80,20 @@ def stored_texts(value: Any) -> tuple[str, ...] | None:
 def listed(items: tuple[Any, ...] | None) -> list[Any] | None:
     """A record's tuple as the file stores it (a list), or None where the record has none."""
     return list(items) if items is not None else None
+
+
+def unread_of(data: Mapping[str, Any], read: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of a stored object a record did not read into a field (``read``: each field's key to its
+    value, None where it did not read): unknown keys, and known ones whose value is not of the field's
+    type (a null where a number goes), as the file had them, to be written back."""
+    return {key: value for key, value in data.items() if read.get(key) is None}
+
+
+def written_back(
+    recorded: Mapping[str, Any], unread: Mapping[str, Any], order: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A record's stored object: its fields' values (None: not recorded, not written) and the keys it kept
+    unread, in its writer's key order (``order``: where the file is compared key by key, as an A/B record
+    is), then any key the order does not name, as they come."""
+    merged = {**unread, **{key: value for key, value in recorded.items() if value is not None}}
+    return {**{key: merged[key] for key in order if key in merged}, **merged}

@@ -10,6 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainperf.case_record import CaseRecord
 from trainperf.cliff_record import CliffRecord
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint_record import Fingerprint
@@ -64,7 +65,8 @@ class KernelSummary:
 @dataclass(slots=True)
 class CaseResult:
     case_id: str
-    case: dict[str, Any]
+    case: CaseRecord
+    """The case measured, as ``Case.to_dict`` wrote it (``case_record``); empty for a pooled baseline."""
     gpu_class: str
     outcome: str
     message: str = ""
@@ -105,6 +107,7 @@ class CaseResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["case"] = self.case.to_dict()
         data["fingerprint"] = self.fingerprint.to_dict()
         data["runs"] = [run.to_dict() for run in self.runs]
         data["references"] = (
@@ -135,6 +138,8 @@ class CaseResult:
         if not isinstance(runs, list):
             raise TypeError("'runs' must be a list of run objects")
         payload["runs"] = [RunRecord.from_dict(run) for run in runs]
+        if "case" in data:  # a result without one is not read (a TypeError names it)
+            payload["case"] = CaseRecord.from_dict(data["case"])
         payload["fingerprint"] = Fingerprint.from_dict(data.get("fingerprint"))
         payload["references"] = _reference_lines(data.get("references"))
         payload["kernels"] = KernelSummary.from_dict(data.get("kernels"))

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainperf.case import Case, Outcome
+from trainperf.case_record import CaseRecord
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of, preflight
 from trainperf.families.envs import Interpreter, missing_message
@@ -275,7 +276,7 @@ class CaseRunner:
         ctx = self.ctx
         return CaseResult(
             case_id=case.id,
-            case=case.to_dict(),
+            case=CaseRecord.of(case),
             gpu_class=ctx.gpu_class.name,
             outcome=Outcome.OK.value,
             fingerprint=Fingerprint.from_dict(ctx.fingerprint),

@@ -75,7 +75,7 @@ def stored_cliff(baselines: BaselineStore, gpu_class: str, case: Case) -> CliffH
             continue
         try:
             cliff = baselines.load(gpu_class, cliff_id)
-            searched = Case.from_dict(cliff.case) if cliff else None
+            searched = cliff.case.as_case() if cliff else None
         except (TrainperfError, TypeError, ValueError):
             continue
         if cliff is None or not cliff.cliff or searched is None:

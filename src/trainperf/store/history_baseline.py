@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from trainperf.case import Outcome
+from trainperf.case_record import CaseRecord
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge import stats
 from trainperf.judge.fingerprint import environment_changes
@@ -37,7 +38,7 @@ def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase])
         )
     return CaseResult(
         case_id=case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class=gpu_class,
         outcome=Outcome.OK.value,
         metrics=pooled,
