@@ -14,22 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.jsonio import listed, stored_number_or_none, stored_text, stored_texts
+from trainperf.jsonio import listed, stored_number_or_none, stored_text, stored_texts, unread_of
 from trainperf.profile_record import ProfileSummary
 
 Pair = tuple[float, float]
 """(the baseline's figure, this run's), per profiled step."""
-DIAGNOSIS_KEYS = (
-    "nature",
-    "line",
-    "lines",
-    "threshold_ms",
-    "work_threshold_ms",
-    "uniform_scale",
-    "regressed",
-    "cost",
-    "profile",
-)
 TRACE_DIFF_KEYS = ("kind", "step_ms", "busy_fraction", "components_ms", "grown", "verdict")
 
 
@@ -90,7 +79,7 @@ class Diagnosis:
             "cost": stored_text(data.get("cost")),
             "profile": _profile(data.get("profile")),
         }
-        return cls(**read, unread=_unread(data, read))
+        return cls(**read, unread=unread_of(data, read))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +169,3 @@ def _profile(stored: Any) -> ProfileSummary | None:
     """The profile summary where it reads back as stored; else None (and the object is kept unread)."""
     profile = ProfileSummary.from_dict(stored)
     return profile if profile is not None and profile.to_dict() == stored else None
-
-
-def _unread(data: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
-    """The keys not read into a field: unknown ones, and known ones whose value did not read."""
-    return {key: value for key, value in data.items() if key not in DIAGNOSIS_KEYS or read[key] is None}
