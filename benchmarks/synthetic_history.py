@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
@@ -95,7 +96,7 @@ def _result(
         gpu_class="h100",
         outcome="ok",
         metrics=metrics,
-        effective_config={"trainable_params": 43_646_976},
+        effective_config=EffectiveConfig(trainable_params=43_646_976),
         fingerprint=Fingerprint.from_dict(fingerprint),
         verdict=(
             StoredVerdict("regressed", reason=f"regressed: step_time_s {100 * (SLOWDOWN - 1):+.1f}%")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
@@ -62,7 +63,7 @@ def make_result(
         gpu_class="h100",
         outcome=outcome,
         metrics=metrics,
-        effective_config={"trainable_params": 43_646_976, "attn_implementation": "sdpa"},
+        effective_config=EffectiveConfig(trainable_params=43_646_976, attn_implementation="sdpa"),
         fingerprint=Fingerprint.from_dict(fingerprint or GPU),
         verdict=StoredVerdict(verdict=verdict),
         created=created,

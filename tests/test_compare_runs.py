@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from trainperf import cli
 from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
@@ -58,7 +60,7 @@ def result(
         gpu_class=gpu_class,
         outcome=outcome,
         metrics=metrics if outcome == "ok" else {"peak_allocated_gib": metrics["peak_allocated_gib"]},
-        effective_config={"gradient_checkpointing": True, "trainable_params": 1000},
+        effective_config=EffectiveConfig(gradient_checkpointing=True, trainable_params=1000),
         fingerprint=Fingerprint.from_dict({**FINGERPRINT, **fingerprint}),
     )
 
@@ -150,7 +152,7 @@ def test_oom_where_a_fit_is_an_outcome_change() -> None:
 
 def test_config_change_fails() -> None:
     b = result()
-    b.effective_config["gradient_checkpointing"] = False
+    b.effective_config = dataclasses.replace(b.effective_config, gradient_checkpointing=False)
     comparison = compare([result()], [b])
     assert comparison.cases[0].verdict.verdict is Verdict.CONFIG_CHANGED
     assert comparison.exit_status == 1

@@ -46,7 +46,7 @@ def test_lora_adapter_count_matches_the_trainable_parameters_peft_reported(path:
     case = baseline.case.as_case()
     counts = param_counts(load_model_fixture(case.model)["config"])
     assert counts is not None
-    assert counts.lora_per_rank * case.lora_r == baseline.effective_config["trainable_params"]
+    assert counts.lora_per_rank * case.lora_r == baseline.effective_config.trainable_params
 
 
 def test_moe_models_are_not_estimated() -> None:

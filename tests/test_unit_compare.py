@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge import stats
 from trainperf.judge.compare import Verdict, compare_case, compare_metric
@@ -155,7 +156,7 @@ def _result(outcome: str = "ok", metrics: dict[str, MetricValue] | None = None, 
         outcome=outcome,
         message=kw.pop("message", ""),
         metrics=metrics or {},
-        effective_config=kw.pop("effective_config", dict(CONFIG)),
+        effective_config=EffectiveConfig.from_dict(kw.pop("effective_config", CONFIG)),
         fingerprint=Fingerprint.from_dict(kw.pop("fingerprint", {"torch": "2.13.0"})),
         **kw,
     )

@@ -12,6 +12,7 @@ import pytest
 from trainperf.case import Case
 from trainperf.case_record import CaseRecord
 from trainperf.cliff_record import CliffRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.measure.hardware import load_classes
 from trainperf.plan.flops import attention_length, kwh_per_million_tokens, model_shape, token_flops
 from trainperf.plan.headroom import LimitInputs, case_limits, cliff_headroom, mfu_cell
@@ -148,7 +149,7 @@ def _tiny_result(case: Case, **metrics: float) -> CaseResult:
         gpu_class="cpu",
         outcome="ok",
         metrics={name: MetricValue(value, "") for name, value in metrics.items()},
-        effective_config={"trainable_params": 16_384},
+        effective_config=EffectiveConfig(trainable_params=16_384),
         runs=[RunRecord(steps_requested=4)],
     )
 

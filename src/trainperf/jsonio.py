@@ -67,6 +67,11 @@ def stored_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def stored_flag(value: Any) -> bool | None:
+    """A stored boolean, or None where the file holds none there."""
+    return value if isinstance(value, bool) else None
+
+
 def stored_text(value: Any) -> str | None:
     """A stored string, or None where the file holds none there."""
     return value if isinstance(value, str) else None

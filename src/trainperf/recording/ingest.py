@@ -19,6 +19,7 @@ from typing import Any
 
 from trainperf.case import Case, Outcome
 from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.fingerprint_record import Fingerprint
@@ -342,7 +343,7 @@ def _fidelity_child(
         gpu_class=info.gpu_class or "",
         outcome=Outcome.OK.value,
         metrics=run_metrics(measured),
-        effective_config=child.get("effective_config") or {},
+        effective_config=EffectiveConfig.from_dict(child.get("effective_config")),
         fingerprint=fingerprint,
         planted_slowdown=planted,
         created=_child_time(child, info.started),

@@ -388,9 +388,7 @@ def add_run(result: CaseResult, run: ChildRun) -> bool:
         result.trace = TraceRecord.from_dict(info.trace)
     if result.profile is None and info.trace:
         result.profile = ProfileSummary.from_dict(info.trace.get("profile"))
-    if child.get("effective_config") and not result.effective_config:
-        result.effective_config = child["effective_config"]
-        result.fingerprint = result.fingerprint.with_child(child)
+    result.take_child_config(child)
     if run.outcome is not Outcome.OK:
         result.outcome, result.message = run.outcome.value, run.message
         return False

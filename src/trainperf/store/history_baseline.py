@@ -9,6 +9,7 @@ from typing import Any
 
 from trainperf.case import Outcome
 from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge import stats
 from trainperf.judge.fingerprint import environment_changes
@@ -42,7 +43,7 @@ def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase])
         gpu_class=gpu_class,
         outcome=Outcome.OK.value,
         metrics=pooled,
-        effective_config=latest.effective_config,
+        effective_config=EffectiveConfig.from_dict(latest.effective_config),
         # Pooled from one runner's runs: its host time is that runner's, whatever the stored records say.
         fingerprint=Fingerprint.from_dict({**latest.fingerprint, "runner": latest.runner}),
         source=(
