@@ -21,6 +21,7 @@ from trainperf.report.compare_runs import RunComparison, compare_runs, render
 from trainperf.result import CaseResult, MetricValue
 from trainperf.run_record import RunRecord
 from trainperf.store.results import save_result
+from trainperf.studies.comparison_record import Comparison, EnvironmentChange
 
 STEPS = [f"{step}:{100 + 7 * step}" for step in range(2, 32)]
 BASE = [0.5 + 0.01 * (i % 5) for i in range(len(STEPS))]
@@ -225,6 +226,22 @@ def test_json_has_verdicts_and_environment() -> None:
     assert step["interval"] == [pytest.approx(1.10), pytest.approx(1.10)]
     assert data["environment_changes"] == []  # taken from the first common case, c1
     assert data["exit_status"] == 1 and data["failed"] == ["c2"]
+
+
+def test_a_comparison_reads_back_through_an_ab_records_comparison_key_for_key_in_order() -> None:
+    """What an A/B study keeps of a comparison (``studies.comparison_record``) writes it as it was
+    written here, every key in this writer's order: the study's record is compared key by key."""
+    comparison = compare(
+        [result("c1", torch="2.11"), result("c2")], [result("c1", torch="2.12"), result("c2", slowdown=1.10)]
+    )
+    written = json.loads(json.dumps(comparison.to_dict()))
+    stored = Comparison.from_dict(written)
+    assert stored is not None and stored.run_b == "b" and stored.cases is not None
+    assert [case.case_id for case in stored.cases] == ["c1", "c2"]
+    assert stored.environment_changes == (EnvironmentChange("torch", "2.11", "2.12"),)
+    step = stored.cases[1].metric("step_time_s")
+    assert step is not None and step.ratio == pytest.approx(1.10) and step.verdict == "regressed"
+    assert json.dumps(stored.to_dict(), indent=1) == json.dumps(written, indent=1)
 
 
 # -- the command -----------------------------------------------------------------------------
