@@ -11,15 +11,45 @@ field is kept as the file had it and written back in its place, so a rewritten r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainperf.case import Case
-from trainperf.jsonio import stored_int, stored_number_or_none, stored_text, unread_of, written_back
+from trainperf.jsonio import (
+    read_fields,
+    stored_int,
+    stored_number_or_none,
+    stored_text,
+    unread_of,
+    written_back,
+)
 
 STORED_ORDER = (*(f.name for f in dataclasses.fields(Case)), "id")
 """The keys in the order ``Case.to_dict`` writes them."""
+
+
+def _knobs(value: Any) -> dict[str, str] | None:
+    """The family's knobs as stored (names to values, both strings), or None where they are not."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        return None
+    return {str(name): knob for name, knob in value.items()}
+
+
+READERS: dict[str, Callable[[Any], Any]] = {
+    "id": stored_text,
+    "family": stored_text,
+    "model": stored_text,
+    "method": stored_text,
+    "profile": stored_text,
+    "batch_size": stored_int,
+    "gpus": stored_int,
+    "extra": _knobs,
+    "model_path": stored_text,
+    "dataset_path": stored_text,
+    "memory_cap_gib": stored_number_or_none,
+}
+"""The keys read by name, each with what reads its stored value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,24 +101,5 @@ class CaseRecord:
     def from_dict(cls, data: Any) -> CaseRecord:
         """Read a stored case; anything but an object reads as an empty one."""
         stored = data if isinstance(data, dict) else {}
-        read: dict[str, Any] = {
-            "id": stored_text(stored.get("id")),
-            "family": stored_text(stored.get("family")),
-            "model": stored_text(stored.get("model")),
-            "method": stored_text(stored.get("method")),
-            "profile": stored_text(stored.get("profile")),
-            "batch_size": stored_int(stored.get("batch_size")),
-            "gpus": stored_int(stored.get("gpus")),
-            "extra": _knobs(stored.get("extra")),
-            "model_path": stored_text(stored.get("model_path")),
-            "dataset_path": stored_text(stored.get("dataset_path")),
-            "memory_cap_gib": stored_number_or_none(stored.get("memory_cap_gib")),
-        }
+        read = read_fields(stored, READERS)
         return cls(**read, unread=unread_of(stored, read))
-
-
-def _knobs(value: Any) -> dict[str, str] | None:
-    """The family's knobs as stored (names to values, both strings), or None where they are not."""
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        return None
-    return {str(name): knob for name, knob in value.items()}

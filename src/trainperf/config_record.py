@@ -11,30 +11,49 @@ as the file had them and written back, so a rewritten result loses nothing of th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.jsonio import listed, stored_flag, stored_int, stored_text, unread_of, written_back
+from trainperf.jsonio import (
+    listed,
+    read_fields,
+    stored_flag,
+    stored_int,
+    stored_text,
+    unread_of,
+    written_back,
+)
 
-WORK_KEYS = (
-    "model_class",
-    "total_params",
-    "trainable_params",
-    "trainable_dtypes",
-    "quantized_modules",
-    "lora_layers",
-    "adapter_targets",
-    "attn_implementation",
-    "gradient_checkpointing",
-    "loaded_in_4bit",
-    "precision",
+
+def _names(value: Any) -> tuple[str, ...] | None:
+    """A stored list of names (modules, dtypes) as a tuple, or None where it is not one: its items are
+    kept as written, so a list of anything else stays unread."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return None
+    return tuple(value)
+
+
+WORK_READERS: dict[str, Callable[[Any], Any]] = {
+    "model_class": stored_text,
+    "total_params": stored_int,
+    "trainable_params": stored_int,
+    "trainable_dtypes": _names,
+    "quantized_modules": stored_int,
+    "lora_layers": stored_int,
+    "adapter_targets": _names,
+    "attn_implementation": stored_text,
+    "gradient_checkpointing": stored_flag,
+    "loaded_in_4bit": stored_flag,
+    "precision": stored_text,
     # What unsloth decides on its own (sft_unsloth): attention kernel, activation offload, and
     # which kind of modules got adapters (gpt-oss: attention only, or the experts too).
-    "attention_backend",
-    "gradient_offload",
-    "adapter_scope",
-)
+    "attention_backend": stored_text,
+    "gradient_offload": stored_text,
+    "adapter_scope": stored_text,
+}
+"""The keys that say what work was done, each with what reads its stored value."""
+WORK_KEYS = tuple(WORK_READERS)
 """The keys whose change means "not the same work any more" (the judge's ``GATED_CONFIG_KEYS``): each
 is a field."""
 
@@ -85,28 +104,5 @@ class EffectiveConfig:
     def from_dict(cls, data: Any) -> EffectiveConfig:
         """Read a stored configuration; anything but an object reads as an empty one."""
         stored = data if isinstance(data, dict) else {}
-        read: dict[str, Any] = {
-            "model_class": stored_text(stored.get("model_class")),
-            "total_params": stored_int(stored.get("total_params")),
-            "trainable_params": stored_int(stored.get("trainable_params")),
-            "trainable_dtypes": _names(stored.get("trainable_dtypes")),
-            "quantized_modules": stored_int(stored.get("quantized_modules")),
-            "lora_layers": stored_int(stored.get("lora_layers")),
-            "adapter_targets": _names(stored.get("adapter_targets")),
-            "attn_implementation": stored_text(stored.get("attn_implementation")),
-            "gradient_checkpointing": stored_flag(stored.get("gradient_checkpointing")),
-            "loaded_in_4bit": stored_flag(stored.get("loaded_in_4bit")),
-            "precision": stored_text(stored.get("precision")),
-            "attention_backend": stored_text(stored.get("attention_backend")),
-            "gradient_offload": stored_text(stored.get("gradient_offload")),
-            "adapter_scope": stored_text(stored.get("adapter_scope")),
-        }
+        read = read_fields(stored, WORK_READERS)
         return cls(**read, unread=unread_of(stored, read))
-
-
-def _names(value: Any) -> tuple[str, ...] | None:
-    """A stored list of names (modules, dtypes) as a tuple, or None where it is not one: its items are
-    kept as written, so a list of anything else stays unread."""
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        return None
-    return tuple(value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,12 @@ def stored_texts(value: Any) -> tuple[str, ...] | None:
 def listed(items: tuple[Any, ...] | None) -> list[Any] | None:
     """A record's tuple as the file stores it (a list), or None where the record has none."""
     return list(items) if items is not None else None
+
+
+def read_fields(data: Mapping[str, Any], readers: Mapping[str, Callable[[Any], Any]]) -> dict[str, Any]:
+    """A stored object's values by the record's readers (its fields' keys, each to a reader such as
+    ``stored_text``): each field's value, None where the object has none of its type there."""
+    return {key: read(data.get(key)) for key, read in readers.items()}
 
 
 def unread_of(data: Mapping[str, Any], read: Mapping[str, Any]) -> dict[str, Any]:

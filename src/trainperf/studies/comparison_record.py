@@ -15,7 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from trainperf.jsonio import stored_flag, stored_number_or_none, stored_text, unread_of, written_back
+from trainperf.jsonio import (
+    read_fields,
+    stored_flag,
+    stored_number_or_none,
+    stored_text,
+    unread_of,
+    written_back,
+)
 
 # The keys in the order ``report.compare_runs`` writes them.
 COMPARISON_ORDER = (
@@ -31,6 +38,29 @@ METRIC_ORDER = ("metric", "verdict", "a", "b", "ratio", "interval", "p_value", "
 
 Scalar = str | int | float | bool | None
 Entry = TypeVar("Entry")
+
+
+def _every(stored: Any, read: Callable[[Any], Entry | None]) -> tuple[Entry, ...] | None:
+    """A stored list whose every entry reads, as a tuple; None where it is no list or an entry does
+    not read (the list is then kept whole as written)."""
+    if not isinstance(stored, list):
+        return None
+    entries = tuple(entry for entry in (read(item) for item in stored) if entry is not None)
+    return entries if len(entries) == len(stored) else None
+
+
+def _interval(stored: Any) -> tuple[float | None, float | None] | None:
+    """A stored interval, ``[low, high]`` (each null where not finite), or None where it is not one."""
+    if not isinstance(stored, list) or len(stored) != 2:
+        return None
+    low, high = stored
+    if any(end is not None and stored_number_or_none(end) is None for end in (low, high)):
+        return None
+    return low, high
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +86,17 @@ class EnvironmentChange:
             return None
         unread = {key: value for key, value in data.items() if key not in ("key", "a", "b")}
         return cls(data["key"], a, b, unread)
+
+
+METRIC_READERS: dict[str, Callable[[Any], Any]] = {
+    "metric": stored_text,
+    "verdict": stored_text,
+    "a": stored_number_or_none,
+    "b": stored_number_or_none,
+    "ratio": stored_number_or_none,
+    "interval": _interval,
+    "gated": stored_flag,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,18 +130,20 @@ class ComparedMetric:
     @classmethod
     def from_dict(cls, data: Any) -> ComparedMetric | None:
         """The metric, or None for anything that is not one."""
-        if not isinstance(data, dict) or not isinstance(data.get("metric"), str):
+        if not isinstance(data, dict):
             return None
-        read: dict[str, Any] = {
-            "metric": data["metric"],
-            "verdict": stored_text(data.get("verdict")),
-            "a": stored_number_or_none(data.get("a")),
-            "b": stored_number_or_none(data.get("b")),
-            "ratio": stored_number_or_none(data.get("ratio")),
-            "interval": _interval(data.get("interval")),
-            "gated": stored_flag(data.get("gated")),
-        }
-        return cls(**read, unread=unread_of(data, read))
+        read = read_fields(data, METRIC_READERS)
+        return cls(**read, unread=unread_of(data, read)) if read["metric"] is not None else None
+
+
+CASE_READERS: dict[str, Callable[[Any], Any]] = {
+    "case_id": stored_text,
+    "verdict": stored_text,
+    "reason": stored_text,
+    "parts": stored_text,
+    "kernels": stored_text,
+    "metrics": lambda stored: _every(stored, ComparedMetric.from_dict),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,18 +180,18 @@ class ComparedCase:
         """The case, or None for anything that is not one (no id or no verdict)."""
         if not isinstance(data, dict):
             return None
-        case_id, verdict = stored_text(data.get("case_id")), stored_text(data.get("verdict"))
-        if case_id is None or verdict is None:
+        read = read_fields(data, CASE_READERS)
+        if read["case_id"] is None or read["verdict"] is None:
             return None
-        read: dict[str, Any] = {
-            "case_id": case_id,
-            "verdict": verdict,
-            "reason": stored_text(data.get("reason")),
-            "parts": stored_text(data.get("parts")),
-            "kernels": stored_text(data.get("kernels")),
-            "metrics": _every(data.get("metrics"), ComparedMetric.from_dict),
-        }
         return cls(**read, unread=unread_of(data, read))
+
+
+COMPARISON_READERS: dict[str, Callable[[Any], Any]] = {
+    "run_a": stored_text,
+    "run_b": stored_text,
+    "environment_changes": lambda stored: _every(stored, EnvironmentChange.from_dict),
+    "cases": lambda stored: _every(stored, ComparedCase.from_dict),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,33 +221,5 @@ class Comparison:
         """The comparison, or None where the record holds none."""
         if not isinstance(data, dict):
             return None
-        read: dict[str, Any] = {
-            "run_a": stored_text(data.get("run_a")),
-            "run_b": stored_text(data.get("run_b")),
-            "environment_changes": _every(data.get("environment_changes"), EnvironmentChange.from_dict),
-            "cases": _every(data.get("cases"), ComparedCase.from_dict),
-        }
+        read = read_fields(data, COMPARISON_READERS)
         return cls(**read, unread=unread_of(data, read))
-
-
-def _every(stored: Any, read: Callable[[Any], Entry | None]) -> tuple[Entry, ...] | None:
-    """A stored list whose every entry reads, as a tuple; None where it is no list or an entry does
-    not read (the list is then kept whole as written)."""
-    if not isinstance(stored, list):
-        return None
-    entries = tuple(entry for entry in (read(item) for item in stored) if entry is not None)
-    return entries if len(entries) == len(stored) else None
-
-
-def _interval(stored: Any) -> tuple[float | None, float | None] | None:
-    """A stored interval, ``[low, high]`` (each null where not finite), or None where it is not one."""
-    if not isinstance(stored, list) or len(stored) != 2:
-        return None
-    low, high = stored
-    if any(end is not None and stored_number_or_none(end) is None for end in (low, high)):
-        return None
-    return low, high
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
