@@ -23,6 +23,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.learned_tolerance import learned_tolerances
 from trainperf.judge.metrics import Metric, tolerances_from_pyproject, with_tolerances
@@ -110,11 +112,11 @@ def replay_case(
 def _as_result(stored: StoredCase, gpu_class: str) -> CaseResult:
     return CaseResult(
         case_id=stored.case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class=gpu_class,
         outcome=stored.outcome,
         metrics=stored.metrics,
-        effective_config=stored.effective_config,
+        effective_config=EffectiveConfig.from_dict(stored.effective_config),
         fingerprint=Fingerprint.from_dict(stored.fingerprint),
     )
 

@@ -17,6 +17,8 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
@@ -90,11 +92,11 @@ def _result(
     created = night_start(night).replace("T02:00", f"T02:{min(59, index // 2):02d}")
     return CaseResult(
         case_id=case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class="h100",
         outcome="ok",
         metrics=metrics,
-        effective_config={"trainable_params": 43_646_976},
+        effective_config=EffectiveConfig(trainable_params=43_646_976),
         fingerprint=Fingerprint.from_dict(fingerprint),
         verdict=(
             StoredVerdict("regressed", reason=f"regressed: step_time_s {100 * (SLOWDOWN - 1):+.1f}%")

@@ -7,6 +7,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import CaseResult, MetricValue
 from trainperf.store.results import save_result
@@ -57,11 +59,11 @@ def make_result(
     )
     return CaseResult(
         case_id=case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class="h100",
         outcome=outcome,
         metrics=metrics,
-        effective_config={"trainable_params": 43_646_976, "attn_implementation": "sdpa"},
+        effective_config=EffectiveConfig(trainable_params=43_646_976, attn_implementation="sdpa"),
         fingerprint=Fingerprint.from_dict(fingerprint or GPU),
         verdict=StoredVerdict(verdict=verdict),
         created=created,

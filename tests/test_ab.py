@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from trainperf.case_record import CaseRecord
 from trainperf.cli import main
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult, MetricValue
@@ -50,7 +51,7 @@ def test_rounds_pool_into_one_result_per_case() -> None:
         metric = MetricValue(sorted(samples)[len(samples) // 2], "s", samples, [samples[0]], keys)
         return CaseResult(
             case_id="c",
-            case={},
+            case=CaseRecord(),
             gpu_class="cpu",
             outcome="ok",
             metrics={"step_time_s": metric},
@@ -158,7 +159,7 @@ def _result(case_id: str, outcome: str = "ok", message: str = "") -> CaseResult:
     metrics = {"step_time_s": metric} if outcome == "ok" else {}
     return CaseResult(
         case_id=case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class="cpu",
         outcome=outcome,
         message=message,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainperf.case_record import CaseRecord
 from trainperf.errors import TrainperfError
 from trainperf.families.candidates import BrokenEnvironment, declared_conflicts, moved_packages, parse_pins
 from trainperf.result import CaseResult
@@ -57,7 +58,9 @@ def test_a_broken_environment_is_one_line_naming_the_package() -> None:
 
 
 def _result(case_id: str, outcome: str, message: str = "") -> CaseResult:
-    return CaseResult(case_id=case_id, case={}, gpu_class="cpu", outcome=outcome, message=message, metrics={})
+    return CaseResult(
+        case_id=case_id, case=CaseRecord(), gpu_class="cpu", outcome=outcome, message=message, metrics={}
+    )
 
 
 def test_a_crash_under_b_is_broken_an_oom_is_measured() -> None:

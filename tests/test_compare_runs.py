@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 
 from trainperf import cli
+from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
@@ -19,6 +22,7 @@ from trainperf.result import CaseResult, MetricValue
 from trainperf.run_checks_record import RunContamination
 from trainperf.run_record import RunRecord
 from trainperf.store.results import save_result
+from trainperf.studies.comparison_record import Comparison, EnvironmentChange
 
 STEPS = [f"{step}:{100 + 7 * step}" for step in range(2, 32)]
 BASE = [0.5 + 0.01 * (i % 5) for i in range(len(STEPS))]
@@ -54,11 +58,11 @@ def result(
     }
     return CaseResult(
         case_id=case_id,
-        case={"id": case_id},
+        case=CaseRecord(id=case_id),
         gpu_class=gpu_class,
         outcome=outcome,
         metrics=metrics if outcome == "ok" else {"peak_allocated_gib": metrics["peak_allocated_gib"]},
-        effective_config={"gradient_checkpointing": True, "trainable_params": 1000},
+        effective_config=EffectiveConfig(gradient_checkpointing=True, trainable_params=1000),
         fingerprint=Fingerprint.from_dict({**FINGERPRINT, **fingerprint}),
     )
 
@@ -150,7 +154,7 @@ def test_oom_where_a_fit_is_an_outcome_change() -> None:
 
 def test_config_change_fails() -> None:
     b = result()
-    b.effective_config["gradient_checkpointing"] = False
+    b.effective_config = dataclasses.replace(b.effective_config, gradient_checkpointing=False)
     comparison = compare([result()], [b])
     assert comparison.cases[0].verdict.verdict is Verdict.CONFIG_CHANGED
     assert comparison.exit_status == 1
@@ -223,6 +227,22 @@ def test_json_has_verdicts_and_environment() -> None:
     assert step["interval"] == [pytest.approx(1.10), pytest.approx(1.10)]
     assert data["environment_changes"] == []  # taken from the first common case, c1
     assert data["exit_status"] == 1 and data["failed"] == ["c2"]
+
+
+def test_a_comparison_reads_back_through_an_ab_records_comparison_key_for_key_in_order() -> None:
+    """What an A/B study keeps of a comparison (``studies.comparison_record``) writes it as it was
+    written here, every key in this writer's order: the study's record is compared key by key."""
+    comparison = compare(
+        [result("c1", torch="2.11"), result("c2")], [result("c1", torch="2.12"), result("c2", slowdown=1.10)]
+    )
+    written = json.loads(json.dumps(comparison.to_dict()))
+    stored = Comparison.from_dict(written)
+    assert stored is not None and stored.run_b == "b" and stored.cases is not None
+    assert [case.case_id for case in stored.cases] == ["c1", "c2"]
+    assert stored.environment_changes == (EnvironmentChange("torch", "2.11", "2.12"),)
+    step = stored.cases[1].metric("step_time_s")
+    assert step is not None and step.ratio == pytest.approx(1.10) and step.verdict == "regressed"
+    assert json.dumps(stored.to_dict(), indent=1) == json.dumps(written, indent=1)
 
 
 # -- the command -----------------------------------------------------------------------------

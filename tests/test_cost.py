@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from trainperf.case_record import CaseRecord
 from trainperf.cli import main
 from trainperf.cliff_record import CliffRecord, Probe
 from trainperf.fleet.cost import case_cost, cost_lines, nightly_cost
@@ -24,7 +25,7 @@ def result(case_id: str, walls: list[float], *, gpus: int = 1, **extra: object) 
         RunRecord(wall_s=wall, purpose="measurement" if i == 0 else "confirmation")
         for i, wall in enumerate(walls)
     ]
-    return CaseResult(case_id, {"family": family, "gpus": gpus}, "h100", "ok", runs=runs, **extra)  # type: ignore[arg-type]
+    return CaseResult(case_id, CaseRecord(family=family, gpus=gpus), "h100", "ok", runs=runs, **extra)  # type: ignore[arg-type]
 
 
 CLIFF = CliffRecord(
@@ -80,7 +81,7 @@ def test_launches_without_a_wall_time_are_named_not_guessed() -> None:
             ],
         }
     )
-    refused = CaseResult("rl_verl-mb64", {"family": "rl_verl"}, "h100", "config_error")
+    refused = CaseResult("rl_verl-mb64", CaseRecord(family="rl_verl"), "h100", "config_error")
     cost = nightly_cost([(result("sft_hf-c", [], cliff=old_cliff), True), (refused, True)], (1,))
     lines = cost_lines(cost)
     assert "  incomplete: sft_hf-c: 2 launch(es) recorded no wall time (not counted)" in lines
@@ -106,7 +107,7 @@ def test_the_command_reads_run_and_baseline_folders_and_refuses_others(
 
 def _with_inputs(case_id: str, *records: dict[str, object]) -> CaseResult:
     runs = [RunRecord(wall_s=300.0, cached_inputs=CachedInput.read_all(list(records)))]
-    return CaseResult(case_id, {"family": "sft_unsloth", "gpus": 1}, "h200", "ok", runs=runs)
+    return CaseResult(case_id, CaseRecord(family="sft_unsloth", gpus=1), "h200", "ok", runs=runs)
 
 
 BIG = {"kind": "checkpoints", "key": "gpt_oss_120b-15b0", "bytes": 62_100_000_000, "build_s": 99.0}
@@ -231,5 +232,5 @@ def test_a_stored_list_with_an_entry_it_cannot_read_still_counts_its_readable_en
     stored = [BIG | {"build_in_peak_rss": False}, {"kind": 3}]
     run = RunRecord.from_dict({"wall_s": 300.0, CACHED_INPUTS: stored})
     assert run.cached_inputs is None and run.to_dict()[CACHED_INPUTS] == stored
-    result = CaseResult("c", {"family": "sft_unsloth", "gpus": 1}, "h200", "ok", runs=[run])
+    result = CaseResult("c", CaseRecord(family="sft_unsloth", gpus=1), "h200", "ok", runs=[run])
     assert [need.key for need in inputs_needed([result])] == ["gpt_oss_120b-15b0"]

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from trainperf.case_record import CaseRecord
 from trainperf.errors import TrainperfError
 from trainperf.judge.compare import timing_comparable
 from trainperf.measure.detection import Detection, emulate
@@ -62,7 +63,7 @@ def test_the_smaller_of_the_case_cap_and_the_emulated_cap_wins(monkeypatch: pyte
 
 
 def test_emulated_results_are_never_timed_against_a_baseline() -> None:
-    baseline = CaseResult(case_id="c", case={}, gpu_class="maxq", outcome="ok")
-    result = CaseResult(case_id="c", case={}, gpu_class="maxq", outcome="ok", emulated="maxq")
+    baseline = CaseResult(case_id="c", case=CaseRecord(), gpu_class="maxq", outcome="ok")
+    result = CaseResult(case_id="c", case=CaseRecord(), gpu_class="maxq", outcome="ok", emulated="maxq")
     comparable, why = timing_comparable(baseline, result, ())
     assert not comparable and "emulated" in why

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
+from trainperf.case_record import CaseRecord
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
 from trainperf.report.engines import pairs, render, table
@@ -32,7 +33,7 @@ def verl(
         "phase_update_actor_s": MetricValue(10.0, "s"),
     }
     return CaseResult(
-        case_id=case.id, case=case.to_dict(), gpu_class=gpu_class, outcome="ok", metrics=metrics
+        case_id=case.id, case=CaseRecord.of(case), gpu_class=gpu_class, outcome="ok", metrics=metrics
     )
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from trainperf.case import Case
 from trainperf.families import family_of
 from trainperf.paths import REPO_ROOT
 from trainperf.plan.estimate import param_counts
@@ -44,10 +43,10 @@ LORA_BASELINES = sorted(
 def test_lora_adapter_count_matches_the_trainable_parameters_peft_reported(path: Path) -> None:
     # The trainable parameters peft reported when the baseline ran, against the count from the config.
     baseline = load_result(path)
-    case = Case.from_dict(baseline.case)
+    case = baseline.case.as_case()
     counts = param_counts(load_model_fixture(case.model)["config"])
     assert counts is not None
-    assert counts.lora_per_rank * case.lora_r == baseline.effective_config["trainable_params"]
+    assert counts.lora_per_rank * case.lora_r == baseline.effective_config.trainable_params
 
 
 def test_moe_models_are_not_estimated() -> None:
@@ -65,7 +64,7 @@ def _estimated_baselines() -> list[Path]:
     chosen = []
     for path in sorted((REPO_ROOT / "baselines").glob("h*/*.json")):
         baseline = load_result(path)
-        if baseline.outcome == "ok" and not baseline.cliff and baseline.case.get("family") == "sft_hf":
+        if baseline.outcome == "ok" and not baseline.cliff and baseline.case.family == "sft_hf":
             chosen.append(path)
     return chosen
 
@@ -73,7 +72,7 @@ def _estimated_baselines() -> list[Path]:
 @pytest.mark.parametrize("path", _estimated_baselines(), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_estimate_within_15_percent_of_the_measured_peak(path: Path) -> None:
     baseline = load_result(path)
-    case = Case.from_dict(baseline.case)
+    case = baseline.case.as_case()
     steps = baseline.runs[0].steps_requested
     estimated = family_of(case.family).memory_estimate(case, steps)
     if case.strategy == "fsdp":  # sharding is not modelled (measured: 10.2 GiB per rank against DDP's 16.5)

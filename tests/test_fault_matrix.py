@@ -38,6 +38,7 @@ from fault_drill import (
     wait_for,
 )
 
+from trainperf.case_record import CaseRecord
 from trainperf.measure.ownership import owner_tag
 from trainperf.result import CaseResult
 from trainperf.run_record import RunRecord
@@ -333,7 +334,9 @@ def test_a_neighbour_filling_the_host_cpu_makes_the_run_contaminated(tmp_path: P
 
 def _case_result(case_id: str, runs: list[dict[str, Any]]) -> CaseResult:
     records = [RunRecord.from_dict(run) for run in runs]
-    return CaseResult(case_id=case_id, case={"family": "sft_hf"}, gpu_class="cpu", outcome="ok", runs=records)
+    return CaseResult(
+        case_id=case_id, case=CaseRecord(family="sft_hf"), gpu_class="cpu", outcome="ok", runs=records
+    )
 
 
 def test_the_row_check_fails_a_row_that_left_a_process(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case, Outcome
+from trainperf.case_record import CaseRecord
 from trainperf.fleet.merge import ShardRun, unjudged_cases
 from trainperf.ground.folder import RunFolder
 from trainperf.ground.settings import Shard, resolve
@@ -107,13 +108,21 @@ def test_an_unreadable_record_of_kept_runs_is_said_and_the_case_runs_whole(tmp_p
 
 def test_the_merge_lists_a_cut_case_with_its_kept_runs_not_as_never_run(tmp_path: Path) -> None:
     folder = RunFolder(tmp_path / "shard-2")
-    kept = CaseResult(case_id="cut", case={}, gpu_class="cpu", outcome="ok", runs=[RunRecord(), RunRecord()])
+    kept = CaseResult(
+        case_id="cut", case=CaseRecord(), gpu_class="cpu", outcome="ok", runs=[RunRecord(), RunRecord()]
+    )
     measurement = RunMeasurement({STEP_TIME: 1.0}, [1.0], [1.0])
     finished_runs.keep(folder, finished_runs.FinishedRuns(12, kept, [measurement, measurement]))
     split = {"cut": 2, "never": 1, "done": 1}
     shards = [
         ShardRun(
-            tmp_path / "shard-1", Shard(1, 2), "cpu", "c", split, [], [CaseResult("done", {}, "cpu", "ok")]
+            tmp_path / "shard-1",
+            Shard(1, 2),
+            "cpu",
+            "c",
+            split,
+            [],
+            [CaseResult("done", CaseRecord(), "cpu", "ok")],
         ),
         ShardRun(folder.root, Shard(2, 2), "cpu", "c", split, [], []),
     ]
@@ -225,13 +234,13 @@ def test_a_case_skipped_at_the_start_is_on_the_page_with_why(tmp_path: Path) -> 
     sessions = [{"started": "1", "selected": ["a"], "unplaced": {"big": why}, "ended": "2"}]
     for worker in ("gw0", "gw1"):
         (tmp_path / f"run.{worker}.json").write_text(json.dumps({"sessions": sessions}))
-    judged = CaseResult("a", {}, "h200", "ok")
+    judged = CaseResult("a", CaseRecord(), "h200", "ok")
     lines, unjudged = run_folder_lines(tmp_path, [judged])
     assert [(case.case_id, case.state, case.why) for case in unjudged] == [("big", SKIPPED_AT_START, why)]
     assert f"skipped: big: {why}" in lines
     assert headline([judged], unjudged) == "2 case(s): 1 judged (1 ok), 1 skipped (1 needs 8 GPUs)"
     assert f'message="skipped: {why}"' in junit_xml([judged], "night", unjudged)
-    ran = CaseResult("big", {}, "h200", "ok")  # a later session on a larger host ran it
+    ran = CaseResult("big", CaseRecord(), "h200", "ok")  # a later session on a larger host ran it
     assert run_folder_lines(tmp_path, [judged, ran])[1] == []
 
 
@@ -242,7 +251,13 @@ def test_the_merge_lists_a_case_its_shard_skipped_at_the_start_as_skipped_with_w
     split = {"wide": 2, "done": 1}
     shards = [
         ShardRun(
-            tmp_path / "s1", Shard(1, 2), "h100", "c", split, [], [CaseResult("done", {}, "h100", "ok")]
+            tmp_path / "s1",
+            Shard(1, 2),
+            "h100",
+            "c",
+            split,
+            [],
+            [CaseResult("done", CaseRecord(), "h100", "ok")],
         ),
         ShardRun(
             tmp_path / "s2", Shard(2, 2), "h100", "c", split, [{"ended": "t", "unplaced": {"wide": why}}], []
@@ -252,4 +267,6 @@ def test_the_merge_lists_a_case_its_shard_skipped_at_the_start_as_skipped_with_w
     assert [(case.case_id, case.state, case.why) for case in found] == [
         ("wide", "skipped", f"skipped in shard 2/2: {why}")
     ]
-    assert headline([CaseResult("done", {}, "h100", "ok")], found).endswith("1 skipped (1 needs 2 GPUs)")
+    assert headline([CaseResult("done", CaseRecord(), "h100", "ok")], found).endswith(
+        "1 skipped (1 needs 2 GPUs)"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainperf.case_record import CaseRecord
 from trainperf.report.build import write_reports
 from trainperf.report.headline import headline
 from trainperf.result import INTERRUPTED, NOT_RUN, CaseResult, Unjudged
@@ -12,7 +13,9 @@ from trainperf.stored_verdict import StoredVerdict
 
 
 def _result(case_id: str, verdict: str, outcome: str = "ok", fails: bool = False) -> CaseResult:
-    return CaseResult(case_id, {}, "h100", outcome, verdict=StoredVerdict(verdict=verdict, fails=fails))
+    return CaseResult(
+        case_id, CaseRecord(), "h100", outcome, verdict=StoredVerdict(verdict=verdict, fails=fails)
+    )
 
 
 RESULTS = [
@@ -64,10 +67,10 @@ def test_the_headline_counts_why_cases_were_skipped_in_a_few_words() -> None:
 
     missing = "environment 'verl-vllm' does not exist (no .venvs/verl-vllm/bin/python): create it with ..."
     skipped = [
-        CaseResult("v1", {}, "h100", "skipped", message=missing),
-        CaseResult("v2", {}, "h100", "skipped", message=missing),
-        CaseResult("g", {}, "h100", "skipped", message="needs 2 GPUs; this session sees 1"),
-        CaseResult("n", {}, "h100", "skipped"),
+        CaseResult("v1", CaseRecord(), "h100", "skipped", message=missing),
+        CaseResult("v2", CaseRecord(), "h100", "skipped", message=missing),
+        CaseResult("g", CaseRecord(), "h100", "skipped", message="needs 2 GPUs; this session sees 1"),
+        CaseResult("n", CaseRecord(), "h100", "skipped"),
     ]
     assert headline(skipped) == (
         "4 case(s): 0 judged, 4 skipped (2 environment 'verl-vllm' does not exist, 1 needs 2 GPUs)"
@@ -79,7 +82,7 @@ def test_a_skipped_case_s_row_says_why_where_others_say_what_moved() -> None:
     from trainperf.report.table import COLUMNS, rows
 
     missing = "environment 'verl-vllm' does not exist (no .venvs/verl-vllm/bin/python): create it with ..."
-    skipped = CaseResult("v1", {}, "h100", "skipped", message=missing)
+    skipped = CaseResult("v1", CaseRecord(), "h100", "skipped", message=missing)
     (row,) = rows([skipped], COLUMNS)
     keys = [key for key, _ in COLUMNS]
     assert row[keys.index("change")] == "environment 'verl-vllm' does not exist"

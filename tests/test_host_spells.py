@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from trainperf.case_record import CaseRecord
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
 from trainperf.judge.host_spells import MIN_FULL_SPEED_STEPS, full_speed_steps, run_segments
@@ -29,7 +30,7 @@ def spelled(slow_steps: set[int], *, step_s: float = 0.70, slow_s: float = 0.90,
     mean_speed = sum(speeds) / STEPS
     return CaseResult(
         case_id="sft_hf-qwen3_8b-qlora-short-b4",
-        case={},
+        case=CaseRecord(),
         gpu_class="h200",
         outcome="ok",
         metrics={

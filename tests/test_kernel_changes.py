@@ -11,6 +11,7 @@ from trainperf.judge.kernel_changes import kernel_changes, kernel_deltas
 from trainperf.report.table import failure_detail
 from trainperf.report.upgrades import Study, bisect_lines
 from trainperf.result import KernelShare, KernelSummary
+from trainperf.studies.bisect_record import BisectRecord
 
 CAST = "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda, LoadWithCast<1>>"
 
@@ -70,10 +71,12 @@ def test_the_verdict_of_a_kernel_regression_says_what_moved_and_a_pass_does_not(
 
 
 def test_a_bisections_result_says_what_moved_at_the_release_it_found() -> None:
-    record = {
+    stored = {
         "package": "trl",
+        "range": ["1.6.0", "1.7.0"],
         "good": "1.6.0",
         "bad": "1.7.0",
+        "rounds": 1,
         "versions": ["1.6.0", "1.6.1", "1.7.0"],
         "first_bad": "1.7.0",
         "steps": [
@@ -86,7 +89,9 @@ def test_a_bisections_result_says_what_moved_at_the_release_it_found() -> None:
             },
         ],
     }
-    lines = bisect_lines(Study("trl-bisect", "bisect", record))
+    record = BisectRecord.from_dict(stored)
+    assert record is not None
+    lines = bisect_lines(Study("trl-bisect", record))
     assert "What moved at trl 1.7.0: x: dtype conversion +202.3 ms" in lines
 
 

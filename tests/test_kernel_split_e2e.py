@@ -4,6 +4,7 @@ the summary's lines, as a GPU run's would."""
 
 from __future__ import annotations
 
+from trainperf.case_record import CaseRecord
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
 from trainperf.judge.verdict import OWN_RUNNER
@@ -57,7 +58,7 @@ def result(
     ]
     return CaseResult(
         case_id=CASE,
-        case={"id": CASE},
+        case=CaseRecord(id=CASE),
         gpu_class="h100",
         outcome="ok",
         metrics=pool_runs(measured),

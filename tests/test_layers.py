@@ -15,7 +15,7 @@ LAYERS: dict[str, int] = {
     "jsonio": 0, "cliff_record": 0, "pids": 0, "run_record": 0, "limits_record": 0, "memory_estimate": 0,
     "workloads.protocol": 0, "trace_record": 0, "profile_record": 0, "fingerprint_record": 0,
     "reference_record": 0, "diagnosis_record": 0, "run_checks_record": 0, "host_index_record": 0,
-    "child_report_record": 0,
+    "child_report_record": 0, "case_record": 0, "config_record": 0,
     "synth": 1, "traces": 1,
     "judge": 2,
     "store": 3,

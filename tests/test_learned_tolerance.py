@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainperf.case_record import CaseRecord
 from trainperf.judge import stats
 from trainperf.judge.compare import Verdict, compare_case
 from trainperf.judge.learned_tolerance import TOLERANCE_FLOOR, learned_tolerances
@@ -18,7 +19,9 @@ def _result(
         samples = [p * (1 + jitter * ((i * 7) % 5 - 2)) for p in per_run for i in range(n_steps)]
         keys = keys * len(per_run)
     value = MetricValue(step_s, "s", samples, per_run or [step_s], keys)
-    return CaseResult(case_id="c", case={}, gpu_class="h100", outcome="ok", metrics={"step_time_s": value})
+    return CaseResult(
+        case_id="c", case=CaseRecord(), gpu_class="h100", outcome="ok", metrics={"step_time_s": value}
+    )
 
 
 QUIET_HISTORY = [1.350 * (1 + 0.003 * d) for d in (-1, 0, 1, 0.5, -0.5, 0, 1, -1, 0.3, -0.2)]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from store_data import GPU, nightly
 
+from trainperf.case_record import CaseRecord
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import compare_case
@@ -68,7 +69,7 @@ def _run(seed: int, widgets: float) -> RunMeasurement:
 def _result(runs: list[RunMeasurement], day: int) -> CaseResult:
     return CaseResult(
         CASE,
-        {},
+        CaseRecord(),
         "h100",
         "ok",
         metrics=pool_runs(runs),

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from trainperf.case_record import CaseRecord
 from trainperf.fleet.night_cost import PROJECTED_KEY, night_cost, night_wall, recorded_night
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult
@@ -18,7 +19,7 @@ def _result(case_id: str, walls: list[float], gpus: int = 1, confirmations: int 
     runs = [RunRecord(wall_s=wall) for wall in walls]
     for run in runs[len(runs) - confirmations :]:
         run.purpose = "confirmation"
-    return CaseResult(case_id, {"family": "sft_hf", "gpus": gpus}, "h100", "ok", runs=runs)
+    return CaseResult(case_id, CaseRecord(family="sft_hf", gpus=gpus), "h100", "ok", runs=runs)
 
 
 def test_every_launch_counts_and_cases_without_a_projection_stay_out_of_the_ratio() -> None:

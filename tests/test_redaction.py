@@ -22,6 +22,7 @@ import pytest
 from fault_drill import FIRST, SECOND, Drill, one_line_error
 from pg_server import postgres_server  # noqa: F401 - the session's server, a fixture
 
+from trainperf.case_record import CaseRecord
 from trainperf.redact import MASK, is_credential_name, redact_argv, redact_text, redacted
 
 
@@ -70,7 +71,9 @@ def test_a_baseline_file_names_its_command_line_without_the_password(tmp_path: P
     from trainperf.result import CaseResult
     from trainperf.store.baselines import BaselineStore
 
-    result = CaseResult(case_id="sft_hf-qwen3_tiny-lora-short-b4", case={}, gpu_class="cpu", outcome="ok")
+    result = CaseResult(
+        case_id="sft_hf-qwen3_tiny-lora-short-b4", case=CaseRecord(), gpu_class="cpu", outcome="ok"
+    )
     source = "20261125-120000-cpu: pytest perf_tests -m cpu --perf-store postgresql://ci:pw5@db/x"
     path = BaselineStore(tmp_path).save(result, source)
     assert "pw5" not in path.read_text()

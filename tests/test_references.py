@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.case import Case
+from trainperf.case_record import CaseRecord
 from trainperf.errors import TrainperfError
 from trainperf.paths import REPO_ROOT
 from trainperf.result import CaseResult, MetricValue
@@ -27,7 +28,7 @@ UNSLOTH_32B_SHORT = Case(
 def result_for(case: Case, gpu_class: str, samples_per_hour: float) -> CaseResult:
     return CaseResult(
         case_id=case.id,
-        case=case.to_dict(),
+        case=CaseRecord.of(case),
         gpu_class=gpu_class,
         outcome="ok",
         metrics={"samples_per_hour": MetricValue(samples_per_hour, "samples/h")},

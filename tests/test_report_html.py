@@ -12,6 +12,7 @@ import pytest
 import required
 from chromium import FLAGS as CHROMIUM_FLAGS
 
+from trainperf.case_record import CaseRecord
 from trainperf.cli import main as cli_main
 from trainperf.cliff_record import CliffRecord
 from trainperf.diagnosis_record import Diagnosis
@@ -32,9 +33,9 @@ TRACES = Path(__file__).parent / "data" / "traces"
 T0 = 1_800_000_000.0
 
 
-def _case(model: str, batch: int, **extra: object) -> dict:
+def _case(model: str, batch: int, **extra: object) -> CaseRecord:
     case = {"family": "sft_hf", "model": model, "method": "lora", "profile": "short", "batch_size": batch}
-    return {**case, **extra}
+    return CaseRecord.from_dict({**case, **extra})
 
 
 # type:
@@ -305,7 +306,7 @@ def test_ratio_dots_are_red_for_the_worse_whatever_the_metrics_direction() -> No
     from trainperf.report.html import _ratios
 
     result = CaseResult(
-        case_id="sft_hf-qwen3_8b-lora-short-b4", case={}, gpu_class="h100", outcome="ok",
+        case_id="sft_hf-qwen3_8b-lora-short-b4", case=CaseRecord(), gpu_class="h100", outcome="ok",
         verdict=StoredVerdict(verdict="pass", metrics=[
             StoredMetricVerdict("tokens_per_s", "pass", ratio=1.18, interval=(1.1, 1.2)),
             StoredMetricVerdict("step_time_s", "pass", ratio=1.05),

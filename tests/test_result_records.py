@@ -1,19 +1,28 @@
-"""A result's fingerprint and published reference lines (``trainperf.fingerprint_record``,
+"""A result's case and effective configuration (``trainperf.case_record``, ``trainperf.config_record``),
+fingerprint and published reference lines (``trainperf.fingerprint_record``,
 ``trainperf.reference_record``) and its verdict's diagnosis and trace diff
-(``trainperf.diagnosis_record``): typed fields, read from and written back to the JSON objects
-results and baselines have always stored, key for key."""
+(``trainperf.diagnosis_record``): typed fields, read from and written back to the JSON objects results
+and baselines have always stored, key for key."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from trainperf.case import Case
+from trainperf.case_record import CaseRecord
+from trainperf.config_record import WORK_KEYS, EffectiveConfig
 from trainperf.diagnosis_record import Diagnosis, TraceDiff
 from trainperf.fingerprint_record import FACT_TYPES, Fingerprint
+from trainperf.judge.comparability import GATED_CONFIG_KEYS, config_changes
 from trainperf.paths import REPO_ROOT
 from trainperf.reference_record import ReferenceLine
 from trainperf.result import CaseResult
 from trainperf.stored_verdict import StoredVerdict
+
+STORED_BASELINES = [
+    p for p in sorted((REPO_ROOT / "baselines").rglob("*.json")) if "published" not in p.parts
+]
 
 STORED_FINGERPRINT = {
     "hostname": "gpu-node-3",
@@ -81,15 +90,112 @@ def test_a_reference_line_writes_back_what_it_read() -> None:
 
 
 def test_every_stored_baselines_fingerprint_reads_in_full_and_writes_back_unchanged() -> None:
-    files = [p for p in sorted((REPO_ROOT / "baselines").rglob("*.json")) if "published" not in p.parts]
-    assert files
-    for path in files:
+    assert STORED_BASELINES
+    for path in STORED_BASELINES:
         data = json.loads(Path(path).read_text())
         written = CaseResult.from_dict(data, origin=str(path)).to_dict()
         assert json.dumps(written["fingerprint"], sort_keys=True) == json.dumps(
             data["fingerprint"], sort_keys=True
         )
         assert written["references"] == data.get("references"), path
+
+
+def test_a_result_keeps_its_case_as_the_case_wrote_it_and_reads_it_back_as_that_case() -> None:
+    case = Case(
+        family="rl_verl", model="qwen2_5_0_5b", method="full", profile="gsm8k", batch_size=16, gpus=2,
+        extra=(("tp", "2"), ("eng", "vllm")),
+    )  # fmt: skip
+    record = CaseRecord.of(case)
+    assert (record.id, record.family, record.gpus, record.batch_size) == (case.id, "rl_verl", 2, 16)
+    assert record.extra == {"eng": "vllm", "tp": "2"} and record.model_path is None
+    assert list(record.to_dict().items()) == list(case.to_dict().items())  # key order too
+    assert record.as_case() == case
+
+
+def test_what_a_case_record_does_not_read_by_name_is_kept_as_written() -> None:
+    # An older trainperf's case (no strategy, no tier), values that do not read as their fields and a
+    # knob a newer one added: each key is written back, in the order its case wrote it, and none is added.
+    stored = {
+        "family": "sft_hf", "model": "qwen3_tiny", "method": "lora", "profile": "short", "batch_size": 4,
+        "grad_accum": 1, "gpus": "2", "model_path": None, "memory_cap_gib": 8, "extra": {"n": 4},
+        "id": "sft_hf-qwen3_tiny-lora-short-b4", "newer_knob": [1],
+    }  # fmt: skip
+    record = CaseRecord.from_dict(stored)
+    assert record.gpus is None and record.extra is None and record.model_path is None
+    assert record.memory_cap_gib == 8 and record.model == "qwen3_tiny"
+    assert record.unread == {
+        "grad_accum": 1,
+        "gpus": "2",
+        "model_path": None,
+        "extra": {"n": 4},
+        "newer_knob": [1],
+    }
+    assert list(record.to_dict().items()) == list(stored.items())
+    assert CaseRecord.from_dict(None) == CaseRecord() and CaseRecord().to_dict() == {}
+
+
+def test_every_stored_baselines_case_reads_in_full_and_writes_back_unchanged() -> None:
+    for path in STORED_BASELINES:
+        data = json.loads(Path(path).read_text())
+        result = CaseResult.from_dict(data, origin=str(path))
+        assert json.dumps(result.to_dict()["case"], sort_keys=True) == json.dumps(
+            data["case"], sort_keys=True
+        )
+        assert result.case.family and result.case.as_case().id == data["case"]["id"], path
+
+
+STORED_CONFIG = {
+    "model_class": "Qwen3ForCausalLM",
+    "total_params": 8_234_382_336,
+    "trainable_params": 43_646_976,
+    "trainable_dtypes": ["float32"],
+    "quantized_modules": 0,
+    "lora_layers": 252,
+    "adapter_targets": ["down_proj", "q_proj"],
+    "attn_implementation": "sdpa",
+    "gradient_checkpointing": True,
+    "loaded_in_4bit": False,
+    "precision": "bf16",
+    "gradient_checkpointing_kwargs": None,
+    "dataset_source": "synthetic:short",
+}
+
+
+def test_a_stored_configuration_reads_the_work_as_fields_and_keeps_the_familys_own_facts() -> None:
+    config = EffectiveConfig.from_dict(STORED_CONFIG)
+    assert config.trainable_params == 43_646_976 and config.adapter_targets == ("down_proj", "q_proj")
+    assert config.gradient_checkpointing is True and config.loaded_in_4bit is False
+    assert config.unread == {"gradient_checkpointing_kwargs": None, "dataset_source": "synthetic:short"}
+    assert json.dumps(config.to_dict(), sort_keys=True) == json.dumps(STORED_CONFIG, sort_keys=True)
+    assert EffectiveConfig.from_dict(None) == EffectiveConfig() and EffectiveConfig().to_dict() == {}
+
+
+def test_what_a_configuration_cannot_read_as_its_field_is_kept_as_written() -> None:
+    stored = {"trainable_params": 1.5, "loaded_in_4bit": 0, "adapter_targets": [0, 1], "precision": None}
+    config = EffectiveConfig.from_dict(stored)
+    assert (
+        config.trainable_params is None and config.loaded_in_4bit is None and config.adapter_targets is None
+    )
+    assert config.unread == stored and config.to_dict() == stored
+
+
+def test_every_gated_key_is_a_field_and_a_change_names_both_values_as_stored() -> None:
+    assert GATED_CONFIG_KEYS == WORK_KEYS
+    assert set(EffectiveConfig.__dataclass_fields__) == {*WORK_KEYS, "unread"}
+    before = EffectiveConfig.from_dict(STORED_CONFIG)
+    after = EffectiveConfig.from_dict({**STORED_CONFIG, "adapter_targets": ["q_proj"], "dataset_source": "x"})
+    assert config_changes(before, after) == [("adapter_targets", ["down_proj", "q_proj"], ["q_proj"])]
+
+
+def test_every_stored_baselines_configuration_reads_in_full_and_writes_back_unchanged() -> None:
+    for path in STORED_BASELINES:
+        data = json.loads(Path(path).read_text())
+        result = CaseResult.from_dict(data, origin=str(path))
+        written = result.to_dict()["effective_config"]
+        assert json.dumps(written, sort_keys=True) == json.dumps(data["effective_config"], sort_keys=True), (
+            path
+        )
+        assert result.effective_config.trainable_params == data["effective_config"].get("trainable_params")
 
 
 STORED_DIAGNOSIS = {

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from trainperf.case_record import CaseRecord
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.plan.retake import GAPS, gaps_of, retake_command, stale_baselines
 from trainperf.profile_record import AllocatorSummary, ProfileSummary
@@ -24,7 +25,7 @@ def _baseline(case_id: str, *, complete: bool) -> CaseResult:
     run = RunRecord(wall_s=61.0, memory_peak_step=3) if complete else RunRecord()
     return CaseResult(
         case_id=case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class="h100",
         outcome="ok",
         metrics={"kernel_ms": MetricValue(196.6, "ms")} if complete else {},

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.case import Case
+from trainperf.case_record import CaseRecord
 from trainperf.cli import main
 from trainperf.errors import TrainperfError
 from trainperf.report.side_by_side import render, table
@@ -33,7 +34,7 @@ def result(
         "step_time_s": MetricValue(batch * 861 / tokens, "s"),
     }
     return CaseResult(
-        case_id=case.id, case=case.to_dict(), gpu_class=gpu_class, outcome="ok", metrics=metrics
+        case_id=case.id, case=CaseRecord.of(case), gpu_class=gpu_class, outcome="ok", metrics=metrics
     )
 
 

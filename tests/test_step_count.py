@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.case import Case
+from trainperf.case_record import CaseRecord
 from trainperf.fleet.cost import case_cost
 from trainperf.judge import stats
 from trainperf.judge.metrics import METRICS, with_tolerances
@@ -56,7 +57,7 @@ def baseline(
     )
     return CaseResult(
         case_id=CASE.id,
-        case=CASE.to_dict(),
+        case=CaseRecord.of(CASE),
         gpu_class="h100",
         outcome="ok",
         metrics={
@@ -146,7 +147,7 @@ UNPLANNABLE = {
     "none": (CASE, lambda: None, "no baseline"),
     "history": (
         CASE,
-        lambda: CaseResult(CASE.id, {}, "h100", "ok"),
+        lambda: CaseResult(CASE.id, CaseRecord(), "h100", "ok"),
         "plans need the class's file",
     ),
 }

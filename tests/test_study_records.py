@@ -18,6 +18,7 @@ from trainperf.plan.bisect import Bisection, Judgement
 from trainperf.studies.ab_record import ABRecord, BrokenSide, SideRecord
 from trainperf.studies.bisect import BisectRequest, Builder, earlier_steps, write_record
 from trainperf.studies.bisect_record import BisectRecord
+from trainperf.studies.comparison_record import Comparison, EnvironmentChange
 from trainperf.studies.fidelity_record import FidelityReport, FidelityState
 from trainperf.studies.fidelity_render import render
 from trainperf.studies.precision import Precision
@@ -92,6 +93,58 @@ def test_a_study_whose_side_cannot_run_keeps_only_what_it_had() -> None:
     assert list(record.to_dict()) == ["kind", "created", "rounds", "selection", "a", "b", "verdict", "broken"]
     assert record.to_dict()["a"] == {"pins": {"peft": "0.17.0"}}
     assert ABRecord.from_dict(record.to_dict()) == record
+
+
+JUDGED_AB_RECORDS = [study for study in AB_RECORDS if "comparison" in json.loads(study[1])]
+
+
+@pytest.mark.parametrize("study", JUDGED_AB_RECORDS, ids=lambda study: study[0])
+def test_a_committed_studys_comparison_is_read_case_by_case(study: tuple[str, str]) -> None:
+    stored = json.loads(study[1])["comparison"]
+    record = ABRecord.from_dict(json.loads(study[1]))
+    assert record is not None and record.comparison is not None
+    assert (record.comparison.run_a, record.comparison.run_b) == (stored["run_a"], stored["run_b"])
+    assert len(record.comparison.environment_changes or ()) == len(stored["environment_changes"])
+    assert [(case.case_id, case.verdict) for case in record.compared_cases] == [
+        (case["case_id"], case["verdict"]) for case in stored["cases"]
+    ]
+    for case, written in zip(record.compared_cases, stored["cases"], strict=True):
+        figures = [(m.metric, m.verdict, m.ratio, m.gated) for m in case.metrics or ()]
+        assert figures == [(m["metric"], m["verdict"], m["ratio"], m["gated"]) for m in written["metrics"]]
+
+
+STORED_COMPARISON = {
+    "run_a": "trl 1.0.0", "run_b": "trl 1.16.0", "gpu_class": "h200", "strict": False,
+    "environment_changes": [
+        {"key": "trl", "a": "1.0.0", "b": "1.16.0"}, {"key": "vllm", "a": None, "b": "0.10"},
+    ],
+    "cases": [{
+        "case_id": "rl_trl-x", "verdict": "pass", "fails": False, "reason": "", "outcome_a": "ok",
+        "metrics": [{
+            "metric": "step_time_s", "verdict": "pass", "a": None, "b": 1.5, "ratio": None,
+            "interval": [None, 1.02], "p_value": 0.5, "gated": True, "note": "", "from_a_newer_trainperf": 1,
+        }],
+        "config_changes": [],
+    }],
+    "failed": [], "exit_status": 0, "from_a_newer_trainperf": {"x": 1},
+}  # fmt: skip
+
+
+def test_a_comparison_keeps_what_it_does_not_read_as_written_and_in_its_place() -> None:
+    comparison = Comparison.from_dict(STORED_COMPARISON)
+    assert comparison is not None and comparison.environment_changes is not None
+    assert comparison.environment_changes[1] == EnvironmentChange("vllm", None, "0.10")
+    (case,) = comparison.cases or ()
+    step = case.metric("step_time_s")
+    assert step is not None and step.a is None and step.b == 1.5 and step.interval == (None, 1.02)
+    assert step.unread == {"a": None, "ratio": None, "p_value": 0.5, "note": "", "from_a_newer_trainperf": 1}
+    assert case.unread == {"fails": False, "outcome_a": "ok", "config_changes": []} and case.reason == ""
+    assert json.dumps(comparison.to_dict()) == json.dumps(STORED_COMPARISON)
+    # A case that does not read (no verdict) keeps the list whole, as written.
+    cases = [*STORED_COMPARISON["cases"], {"case_id": "y"}]  # type: ignore[misc]
+    unread = Comparison.from_dict({**STORED_COMPARISON, "cases": cases})
+    assert unread is not None and unread.cases is None and unread.unread["cases"] == cases
+    assert json.dumps(unread.to_dict()) == json.dumps({**STORED_COMPARISON, "cases": cases})
 
 
 def test_a_moved_package_keeps_an_absent_version_as_null() -> None:

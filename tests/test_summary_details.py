@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainperf.case_record import CaseRecord
 from trainperf.report.summary import details
 from trainperf.result import CaseResult
 from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
@@ -9,7 +10,7 @@ from trainperf.stored_verdict import StoredMetricVerdict, StoredVerdict
 
 def _result(verdict: str, reason: str) -> CaseResult:
     return CaseResult(
-        case_id="sft_hf-qwen3_tiny-qlora-short-b4", case={}, gpu_class="cpu", outcome="ok",
+        case_id="sft_hf-qwen3_tiny-qlora-short-b4", case=CaseRecord(), gpu_class="cpu", outcome="ok",
         verdict=StoredVerdict(verdict, reason=reason, judged_against="the class's baseline file (a run)"),
     )  # fmt: skip
 
@@ -30,7 +31,7 @@ def _timed(case_id: str, gated: bool) -> CaseResult:
     note = "" if gated else "not gated: the baseline was measured on another host (cpu_id unrecorded -> 'x')"
     metric = StoredMetricVerdict("step_time_s", "pass", gated=gated, note=note)
     return CaseResult(
-        case_id=case_id, case={}, gpu_class="cpu", outcome="ok",
+        case_id=case_id, case=CaseRecord(), gpu_class="cpu", outcome="ok",
         verdict=StoredVerdict("pass", reason="within tolerance", metrics=[metric]),
     )  # fmt: skip
 

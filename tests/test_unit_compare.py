@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge import stats
 from trainperf.judge.compare import Verdict, compare_case, compare_metric
@@ -149,12 +151,12 @@ CONFIG = {"model_class": "Qwen3ForCausalLM", "gradient_checkpointing": True, "pr
 def _result(outcome: str = "ok", metrics: dict[str, MetricValue] | None = None, **kw: Any) -> CaseResult:
     return CaseResult(
         case_id="sft_hf-qwen3_tiny-lora-short-b4",
-        case={},
+        case=CaseRecord(),
         gpu_class="cpu",
         outcome=outcome,
         message=kw.pop("message", ""),
         metrics=metrics or {},
-        effective_config=kw.pop("effective_config", dict(CONFIG)),
+        effective_config=EffectiveConfig.from_dict(kw.pop("effective_config", CONFIG)),
         fingerprint=Fingerprint.from_dict(kw.pop("fingerprint", {"torch": "2.13.0"})),
         **kw,
     )

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from trainperf.case import Case
+from trainperf.case_record import CaseRecord
 from trainperf.cliff_record import CliffRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.measure.hardware import load_classes
 from trainperf.plan.flops import attention_length, kwh_per_million_tokens, model_shape, token_flops
 from trainperf.plan.headroom import LimitInputs, case_limits, cliff_headroom, mfu_cell
@@ -143,11 +145,11 @@ def test_cliff_headroom() -> None:
 def _tiny_result(case: Case, **metrics: float) -> CaseResult:
     return CaseResult(
         case_id=case.id,
-        case=case.to_dict(),
+        case=CaseRecord.of(case),
         gpu_class="cpu",
         outcome="ok",
         metrics={name: MetricValue(value, "") for name, value in metrics.items()},
-        effective_config={"trainable_params": 16_384},
+        effective_config=EffectiveConfig(trainable_params=16_384),
         runs=[RunRecord(steps_requested=4)],
     )
 
@@ -190,7 +192,7 @@ def test_verl_own_mfu_is_read_from_its_steps() -> None:
     assert run.info.framework_mfu_actor == pytest.approx(statistics.median(steady))
     case = Case(family="rl_verl", model="qwen2_5_0_5b", method="full", profile="gsm8k", batch_size=64)
     result = CaseResult(
-        case_id=case.id, case=case.to_dict(), gpu_class="h100", outcome="ok",
+        case_id=case.id, case=CaseRecord.of(case), gpu_class="h100", outcome="ok",
         metrics={"tokens_per_s": MetricValue(1000.0, "tok/s")},
         runs=[dataclasses.replace(run.info, steps_requested=7)],
     )  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainperf.case_record import CaseRecord
 from trainperf.judge.compare import compare_case
 from trainperf.judge.metrics import with_tolerances
 from trainperf.limits_record import Limits
@@ -22,7 +23,7 @@ def _result(
     units = {"step_time_s": "s", "tokens_per_s": "tok/s", "peak_allocated_gib": "GiB"}
     return CaseResult(
         case_id=case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class="cpu",
         outcome=outcome,
         metrics={name: MetricValue(value, units.get(name, "")) for name, value in metrics.items()},
@@ -81,7 +82,7 @@ def test_failure_detail_lists_gated_metric_only() -> None:
     def case(step: float, power: float) -> CaseResult:
         return CaseResult(
             case_id="c",
-            case={},
+            case=CaseRecord(),
             gpu_class="cpu",
             outcome="ok",
             metrics={"step_time_s": MetricValue(step, "s"), "power_mean_w": MetricValue(power, "W")},

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.result import SCHEMA_VERSION, CaseResult, MetricValue
@@ -22,14 +24,14 @@ CASE_ID = "sft_hf-qwen3_tiny-lora-short-b4"
 def _result(**kw: Any) -> CaseResult:
     fields: dict[str, Any] = {
         "case_id": CASE_ID,
-        "case": {"family": "sft_hf", "batch_size": 4},
+        "case": CaseRecord(family="sft_hf", batch_size=4),
         "gpu_class": "cpu",
         "outcome": "ok",
         "metrics": {
             "step_time_s": MetricValue(0.5, "s", samples=[0.5, 0.6], per_run=[0.5], keys=["1:100", "2:90"]),
             "peak_allocated_gib": MetricValue(1.25, "GiB"),
         },
-        "effective_config": {"gradient_checkpointing": True},
+        "effective_config": EffectiveConfig(gradient_checkpointing=True),
         "fingerprint": Fingerprint.from_dict({"torch": "2.13.0"}),
         "runs": [RunRecord(returncode=0, steps_requested=16)],
         "verdict": StoredVerdict(verdict="pass"),

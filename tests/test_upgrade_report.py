@@ -9,6 +9,10 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
+from trainperf.cli.upgrade_report import load_study
+from trainperf.errors import TrainperfError
 from trainperf.paths import REPO_ROOT
 from trainperf.report.upgrades import (
     Study,
@@ -18,6 +22,24 @@ from trainperf.report.upgrades import (
     render_page,
     reproduce_ab,
 )
+from trainperf.studies.ab_record import ABRecord
+from trainperf.studies.bisect_record import BisectRecord
+
+
+def _ab_record(stored: dict) -> ABRecord:
+    record = ABRecord.from_dict(stored)
+    assert record is not None
+    return record
+
+
+def _ab_study(name: str, stored: dict, stack: str = "") -> Study:
+    return Study(name, _ab_record(stored), stack=stack)
+
+
+def _bisection(stored: dict) -> BisectRecord:
+    record = BisectRecord.from_dict(stored)
+    assert record is not None
+    return record
 
 
 def _command_of(page: str) -> list[str]:
@@ -51,7 +73,7 @@ def test_a_side_that_cannot_run_is_a_row_with_its_cause() -> None:
         "a": {"pins": {"peft": "0.17.0"}}, "b": {"pins": {"peft": "0.21.2"}},
         "broken": {"side": "a", "package": "peft 0.17.0", "cause": "import peft: ImportError: x"},
     }  # fmt: skip
-    (row,) = ab_rows(Study("s", "ab", record))
+    (row,) = ab_rows(_ab_study("s", record))
     assert row[0] == "peft 0.17.0 -> 0.21.2" and row[2] == "broken-environment"
     assert row[-1] == "A cannot run: peft 0.17.0: import peft: ImportError: x"
 
@@ -64,7 +86,7 @@ def test_a_case_a_cannot_run_is_a_not_judged_row_and_counted_at_a_glance() -> No
         "a": {"pins": {"trl": "1.0.0"}}, "b": {"pins": {"trl": "1.16.0"}},
         "a_not_run": {"rl_trl-x": "TrainperfError: trl 1.0.0 lacks _generate"},
     }  # fmt: skip
-    (row,) = ab_rows(Study("grpo", "ab", crashed))
+    (row,) = ab_rows(_ab_study("grpo", crashed))
     assert (
         row[1:3] == ["rl_trl-x", "not-judged"]
         and row[-1] == "A cannot run it: TrainperfError: trl 1.0.0 lacks _generate"
@@ -76,6 +98,8 @@ def test_a_case_a_cannot_run_is_a_not_judged_row_and_counted_at_a_glance() -> No
     }
     bisection = {
         "package": "trl",
+        "range": ["1.9.0", "1.13.0"],
+        "rounds": 1,
         "first_bad": "1.13.0",
         "versions": [],
         "steps": [],
@@ -83,7 +107,7 @@ def test_a_case_a_cannot_run_is_a_not_judged_row_and_counted_at_a_glance() -> No
         "bad": "1.13.0",
     }
     page = render_page(
-        [Study("grpo", "ab", crashed), Study("b", "ab", broken), Study("bis", "bisect", bisection)],
+        [_ab_study("grpo", crashed), _ab_study("b", broken), Study("bis", _bisection(bisection))],
         "trainperf x",
     )
     assert "At a glance: 2 A/B rows (1 not-judged, 1 broken-environment)." in page
@@ -97,17 +121,17 @@ def test_a_bisection_cut_short_says_what_is_left() -> None:
         {"version": "1.5.1", "bad": False, "broken": False, "ratio": 1.0, "verdict": "pass"},
     ]
     record = {"package": "trl", "versions": versions, "steps": steps, "first_bad": None, "look_for": "change",
-              "good": "1.5.0", "bad": "1.9.0"}  # fmt: skip
-    assert bisect_conclusion(record) == (
+              "range": ["1.5.0", "1.9.0"], "good": "1.5.0", "bad": "1.9.0", "rounds": 1}  # fmt: skip
+    assert bisect_conclusion(_bisection(record)) == (
         "stopped before the end: the change came after 1.5.1 and at or before 1.7.0 (not yet measured: 1.6.0)"
     )
     finished = {**record, "first_bad": "1.7.0", "unresolved": ["1.6.0"]}
     assert (
-        bisect_conclusion(finished)
+        bisect_conclusion(_bisection(finished))
         == "the change came with trl 1.7.0 (or one of 1.6.0, which cannot run here)"
     )
     none = {**record, "steps": [{**steps[1], "version": "1.9.0"}]}
-    assert bisect_conclusion(none) == "no change between 1.5.0 and 1.9.0 at this selection"
+    assert bisect_conclusion(_bisection(none)) == "no change between 1.5.0 and 1.9.0 at this selection"
 
 
 def test_two_given_environments_are_named_by_what_moved_and_reproduced_with_their_interpreters() -> None:
@@ -126,14 +150,16 @@ def test_two_given_environments_are_named_by_what_moved_and_reproduced_with_thei
             ],
         },
     }  # fmt: skip
-    assert change_label(record) == "unsloth 2026.9.14 -> 2026.10.9; transformers 5.5.0 -> 5.17.0"
-    assert reproduce_ab(record) == (
+    assert change_label(_ab_record(record)) == "unsloth 2026.9.14 -> 2026.10.9; transformers 5.5.0 -> 5.17.0"
+    assert reproduce_ab(_ab_record(record)) == (
         "trainperf ab --env-a .venvs/old/bin/python --label-a 'unsloth 2026.9.14' "
         "--env-b .venvs/new/bin/python --label-b 'unsloth 2026.10.9' --rounds 2 -- -m h200 -k sft_unsloth-x"
     )
     pinned = {**record, "a": {"pins": {"trl": "1.0.0"}, "python": ".venvs/candidates/trl-1.0.0/bin/python"}}
     pinned["b"] = {"pins": {"trl": "1.16.0"}, "python": ".venvs/candidates/trl-1.16.0/bin/python"}
-    assert reproduce_ab(pinned).startswith("trainperf ab --pin-a trl==1.0.0 --pin-b trl==1.16.0 --rounds 2")
+    assert reproduce_ab(_ab_record(pinned)).startswith(
+        "trainperf ab --pin-a trl==1.0.0 --pin-b trl==1.16.0 --rounds 2"
+    )
 
 
 def test_a_row_with_kernel_time_shows_its_kernel_interval_host_indexes_and_what_moved() -> None:
@@ -151,7 +177,7 @@ def test_a_row_with_kernel_time_shows_its_kernel_interval_host_indexes_and_what_
         "kind": "ab", "rounds": 1, "selection": ["-m", "h100"], "verdict": "regressed",
         "a": {"pins": {"trl": "1.6.0"}}, "b": {"pins": {"trl": "1.7.0"}}, "comparison": {"cases": [case]},
     }  # fmt: skip
-    (row,) = ab_rows(Study("trl", "ab", record))
+    (row,) = ab_rows(_ab_study("trl", record))
     assert row[3:6] == ["+16.5% [+15.0%, +18.3%] shown", "+17.7% [+17.6%, +17.8%]", "1.12 -> 0.98"]
     assert row[-1] == f"{case['parts']}; what moved: dtype conversion +202.3 ms; kernel_ms +17.7%"
 
@@ -182,7 +208,7 @@ def test_each_release_pair_gets_one_sentence_of_what_its_rows_concluded() -> Non
         "b": {"pins": {"peft": "0.21.2"}}, "broken": {"side": "a", "package": "peft 0.17.0", "cause": "x"},
     }  # fmt: skip
     lines = summary_lines(
-        [Study("trl", "ab", trl, stack="GPU NVIDIA H100 80GB HBM3, driver 580"), Study("peft", "ab", broken)]
+        [_ab_study("trl", trl, stack="GPU NVIDIA H100 80GB HBM3, driver 580"), _ab_study("peft", broken)]
     )
     assert lines[2] == (
         "- trl 1.6.0 -> 1.7.0 (3 row(s), H100): slower on maxlen (step +16.5%); less memory on maxlen "
@@ -197,7 +223,7 @@ def _ab(name: str, created: str, gpu: str, cases: list[dict]) -> Study:
         "kind": "ab", "rounds": 2, "selection": ["-m", "h200"], "created": created, "verdict": "passes",
         "a": {"pins": {"peft": "0.18.0"}}, "b": {"pins": {"peft": "0.21.2"}}, "comparison": {"cases": cases},
     }  # fmt: skip
-    return Study(name, "ab", record, stack=f"GPU {gpu}, driver 580")
+    return _ab_study(name, record, stack=f"GPU {gpu}, driver 580")
 
 
 def _case(case_id: str, verdict: str, kernel: dict | None) -> dict:
@@ -250,12 +276,19 @@ def test_a_bisection_shows_what_its_profiled_runs_found_at_the_release_it_found(
     from trainperf.report.upgrades import bisect_lines
 
     record = {
-        "package": "trl", "good": "1.6.0", "bad": "1.7.0", "versions": ["1.6.0", "1.7.0"], "rounds": 1,
+        "package": "trl", "range": ["1.6.0", "1.7.0"], "good": "1.6.0", "bad": "1.7.0",
+        "versions": ["1.6.0", "1.7.0"], "rounds": 1,
         "first_bad": "1.7.0", "selection": ["-m", "h100"], "environments": 2,
         "steps": [{"version": "1.7.0", "bad": True, "ratio": 1.165, "verdict": "regressed",
                    "kernels": "maxlen: dtype conversion +202.3 ms"}],
         "explained": {"maxlen": "B against A, profiled: device: dtype conversion +202.3 ms/step"},
     }  # fmt: skip
-    lines = bisect_lines(Study("b", "bisect", record))
+    lines = bisect_lines(Study("b", _bisection(record)))
     assert "What moved at trl 1.7.0: maxlen: dtype conversion +202.3 ms" in lines
     assert "- maxlen: B against A, profiled: device: dtype conversion +202.3 ms/step" in lines
+
+
+def test_a_study_file_that_holds_no_record_is_one_line_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "bisect.json").write_text('{"package": "trl"}')  # cut before its range and rounds
+    with pytest.raises(TrainperfError, match=r"bisect\.json holds no bisect record; run the study again"):
+        load_study(tmp_path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from trainperf.case_record import CaseRecord
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge.compare import Verdict
 from trainperf.judge.metrics import (
@@ -55,7 +56,7 @@ def result(
     }
     return CaseResult(
         case_id="sft_hf-qwen3_8b-qlora-short-b4",
-        case={},
+        case=CaseRecord(),
         gpu_class="h100",
         outcome="ok",
         metrics=metrics,

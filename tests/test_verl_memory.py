@@ -84,7 +84,7 @@ VERL_BASELINES = _judged_verl_baselines()
 def test_every_measured_verl_peak_lies_above_its_floor(path: Path) -> None:
     baseline = load_result(path)
     peak = baseline.metrics.get("peak_allocated_gib")
-    floor = update_floor(Case.from_dict(baseline.case))
+    floor = update_floor(baseline.case.as_case())
     assert floor is not None
     if baseline.outcome == "ok" and peak is not None:
         assert peak.value >= floor.total_gib, (

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from trainperf.case import Case
+from trainperf.case_record import CaseRecord
 from trainperf.families import family_of
 from trainperf.families.rl_verl.knobs import knobs_of
 from trainperf.families.rl_verl.versions import rule_set
@@ -128,7 +129,7 @@ def result_of(gen: list[float]) -> CaseResult:
     run = measure_run({"steps": steps(gen)}, [], samples_per_step=16, idle_mem_b=None)
     return CaseResult(
         case_id="c",
-        case={},
+        case=CaseRecord(),
         gpu_class="h100",
         outcome="ok",
         fingerprint=Fingerprint(),
@@ -150,7 +151,12 @@ def test_a_slower_generation_phase_fails_on_its_own_metric_and_the_remainder_nev
 
 def test_an_expected_config_error_passes_without_a_baseline() -> None:
     result = CaseResult(
-        case_id="c", case={}, gpu_class="maxq", outcome="config_error", fingerprint=Fingerprint(), message="x"
+        case_id="c",
+        case=CaseRecord(),
+        gpu_class="maxq",
+        outcome="config_error",
+        fingerprint=Fingerprint(),
+        message="x",
     )
     assert not compare_case(result, None, METRICS, expectation="config_error", timing_comparable=True).fails
     assert compare_case(result, None, METRICS, expectation="ok", timing_comparable=True).fails

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainperf.jsonio import (
-    recorded,
-    stored_integer,
+    stored_int,
     stored_mapping,
     stored_number_or_none,
     stored_text,
     unread_keys,
+    written_back,
 )
 
 
@@ -47,7 +47,7 @@ class FrameworkSetup:
             "total_s": self.total_s,
             "line": self.line,
         }
-        return recorded(stored, self.unread)
+        return written_back(stored, self.unread)
 
     @classmethod
     def from_dict(cls, data: Any) -> FrameworkSetup | None:
@@ -91,7 +91,7 @@ class MemorySnapshot:
             "error": self.error,
             "skipped": self.skipped,
         }
-        return recorded(stored, self.unread)
+        return written_back(stored, self.unread)
 
     @classmethod
     def from_dict(cls, data: Any) -> MemorySnapshot | None:
@@ -100,7 +100,7 @@ class MemorySnapshot:
         texts = ("file", "html", "html_error", "error", "skipped")
         read: dict[str, Any] = {
             **{name: stored_text(data.get(name)) for name in texts},
-            "bytes": stored_integer(data.get("bytes")),
+            "bytes": stored_int(data.get("bytes")),
         }
         fields = {("file_bytes" if key == "bytes" else key): value for key, value in read.items()}
         return cls(**fields, unread=unread_keys(data, read))

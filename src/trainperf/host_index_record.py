@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.jsonio import recorded, stored_integer, stored_number_or_none, unread_keys
+from trainperf.jsonio import stored_int, stored_number_or_none, unread_keys, written_back
 
 _SHARES = ("siblings_busy", "others_busy", "steal")
 
@@ -43,10 +43,10 @@ class CpuContext:
     def from_dict(cls, data: Any) -> CpuContext | None:
         """The context, or None where there is none (no object, no list of siblings)."""
         siblings = data.get("siblings") if isinstance(data, dict) else None
-        if not isinstance(siblings, list) or any(stored_integer(cpu) is None for cpu in siblings):
+        if not isinstance(siblings, list) or any(stored_int(cpu) is None for cpu in siblings):
             return None
         read: dict[str, Any] = {
-            "cpu": stored_integer(data.get("cpu")),
+            "cpu": stored_int(data.get("cpu")),
             **{name: stored_number_or_none(data.get(name)) for name in _SHARES},
         }
         unread = {
@@ -83,7 +83,7 @@ class HostIndex:
             "seconds": self.seconds,
             "cpu_context": self.cpu_context.to_dict() if self.cpu_context is not None else None,
         }
-        return recorded(stored, self.unread)
+        return written_back(stored, self.unread)
 
     @classmethod
     def from_dict(cls, data: Any) -> HostIndex | None:

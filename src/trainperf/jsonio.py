@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -64,6 +64,16 @@ def stored_number_or_none(value: Any) -> float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def stored_int(value: Any) -> int | None:
+    """A stored whole number, or None where the file holds none there (a JSON boolean is none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def stored_flag(value: Any) -> bool | None:
+    """A stored boolean, or None where the file holds none there."""
+    return value if isinstance(value, bool) else None
+
+
 def stored_text(value: Any) -> str | None:
     """A stored string, or None where the file holds none there."""
     return value if isinstance(value, str) else None
@@ -77,16 +87,6 @@ def stored_texts(value: Any) -> tuple[str, ...] | None:
 def listed(items: tuple[Any, ...] | None) -> list[Any] | None:
     """A record's tuple as the file stores it (a list), or None where the record has none."""
     return list(items) if items is not None else None
-
-
-def stored_flag(value: Any) -> bool | None:
-    """A stored boolean, or None where the file holds none there."""
-    return value if isinstance(value, bool) else None
-
-
-def stored_integer(value: Any) -> int | None:
-    """A stored integer, or None where the file holds none there (a JSON boolean is none)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def stored_mapping(value: Any, read: Callable[[Any], T | None]) -> dict[str, T] | None:
@@ -106,7 +106,17 @@ def unread_keys(data: Mapping[str, Any], read: Mapping[str, Any]) -> dict[str, A
     return {key: value for key, value in data.items() if key not in read or read[key] is None}
 
 
-def recorded(stored: Mapping[str, Any], unread: Mapping[str, Any]) -> dict[str, Any]:
-    """A record's object as the file stores it: its fields that were recorded (not None), and what it
-    kept aside written back beside them."""
-    return {**unread, **{key: value for key, value in stored.items() if value is not None}}
+def read_fields(data: Mapping[str, Any], readers: Mapping[str, Callable[[Any], Any]]) -> dict[str, Any]:
+    """A stored object's values by the record's readers (its fields' keys, each to a reader such as
+    ``stored_text``): each field's value, None where the object has none of its type there."""
+    return {key: read(data.get(key)) for key, read in readers.items()}
+
+
+def written_back(
+    recorded: Mapping[str, Any], unread: Mapping[str, Any], order: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A record's stored object: its fields' values (None: not recorded, not written) and the keys it kept
+    unread, in its writer's key order (``order``: where the file is compared key by key, as an A/B record
+    is), then any key the order does not name, as they come."""
+    merged = {**unread, **{key: value for key, value in recorded.items() if value is not None}}
+    return {**{key: merged[key] for key in order if key in merged}, **merged}

@@ -7,10 +7,13 @@ can be promoted to baselines verbatim and compared with the same code. Files: ``
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainperf.case_record import CaseRecord
 from trainperf.cliff_record import CliffRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.errors import TrainperfError
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.limits_record import Limits
@@ -64,12 +67,14 @@ class KernelSummary:
 @dataclass(slots=True)
 class CaseResult:
     case_id: str
-    case: dict[str, Any]
+    case: CaseRecord
+    """The case measured, as ``Case.to_dict`` wrote it (``case_record``); empty for a pooled baseline."""
     gpu_class: str
     outcome: str
     message: str = ""
     metrics: dict[str, MetricValue] = field(default_factory=dict)
-    effective_config: dict[str, Any] = field(default_factory=dict)
+    effective_config: EffectiveConfig = field(default_factory=EffectiveConfig)
+    """What the first child that ran reported it ran with (``config_record``)."""
     fingerprint: Fingerprint = field(default_factory=Fingerprint)
     """The machine and the stack's versions (``fingerprint_record``)."""
     runs: list[RunRecord] = field(default_factory=list)
@@ -103,8 +108,17 @@ class CaseResult:
     """For a baseline: the run folder and command it came from."""
     schema_version: int = SCHEMA_VERSION
 
+    def take_child_config(self, child: Mapping[str, Any]) -> None:
+        """Keep the configuration the first child that reported one ran with, and its stack and device in
+        the fingerprint (``protocol.read_child_result``): every child of a case runs the same one."""
+        if child.get("effective_config") and self.effective_config == EffectiveConfig():
+            self.effective_config = EffectiveConfig.from_dict(child["effective_config"])
+            self.fingerprint = self.fingerprint.with_child(child)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["case"] = self.case.to_dict()
+        data["effective_config"] = self.effective_config.to_dict()
         data["fingerprint"] = self.fingerprint.to_dict()
         data["runs"] = [run.to_dict() for run in self.runs]
         data["references"] = (
@@ -135,6 +149,10 @@ class CaseResult:
         if not isinstance(runs, list):
             raise TypeError("'runs' must be a list of run objects")
         payload["runs"] = [RunRecord.from_dict(run) for run in runs]
+        if "case" in data:  # a result without one is not read (a TypeError names it)
+            payload["case"] = CaseRecord.from_dict(data["case"])
+        if "effective_config" in data:
+            payload["effective_config"] = EffectiveConfig.from_dict(data["effective_config"])
         payload["fingerprint"] = Fingerprint.from_dict(data.get("fingerprint"))
         payload["references"] = _reference_lines(data.get("references"))
         payload["kernels"] = KernelSummary.from_dict(data.get("kernels"))

@@ -16,13 +16,13 @@ from typing import Any
 
 from trainperf.jsonio import (
     listed,
-    recorded,
     stored_flag,
-    stored_integer,
+    stored_int,
     stored_mapping,
     stored_number_or_none,
     stored_texts,
     unread_keys,
+    written_back,
 )
 
 Process = tuple[int, int | None]
@@ -65,7 +65,7 @@ class GpuState:
             return None
         processes = _processes(data.get("processes"))
         figures: dict[str, Any] = {
-            **{name: stored_integer(data.get(name)) for name in _GPU_COUNTS},
+            **{name: stored_int(data.get(name)) for name in _GPU_COUNTS},
             "power_limit_w": stored_number_or_none(data.get("power_limit_w")),
         }
         unread = {
@@ -108,7 +108,7 @@ class GpuCheck:
             "clean": self.clean,
             "waited_s": self.waited_s,
         }
-        return recorded(stored, self.unread)
+        return written_back(stored, self.unread)
 
     @classmethod
     def from_dict(cls, data: Any) -> GpuCheck | None:
@@ -136,7 +136,7 @@ class IdleCheck:
 
     def to_dict(self) -> dict[str, Any]:
         stored = {"idle": self.idle, "mem_used_gib": self.mem_used_gib, "waited_s": self.waited_s}
-        return recorded(stored, self.unread)
+        return written_back(stored, self.unread)
 
     @classmethod
     def from_dict(cls, data: Any) -> IdleCheck | None:
@@ -170,7 +170,7 @@ class RunContamination:
     def to_dict(self) -> dict[str, Any]:
         reasons = listed(self.reasons)
         stored = {"reasons": reasons, "foreign_process": self.foreign_process, "on_gpu": self.on_gpu}
-        return recorded(stored, self.unread)
+        return written_back(stored, self.unread)
 
     @classmethod
     def from_dict(cls, data: Any) -> RunContamination | None:
@@ -199,7 +199,7 @@ class HostTurn:
         return f"run {number}: ran {how} (--perf-host-lock), {waited}"
 
     def to_dict(self) -> dict[str, Any]:
-        return recorded({"alone": self.alone, "waited_s": self.waited_s}, self.unread)
+        return written_back({"alone": self.alone, "waited_s": self.waited_s}, self.unread)
 
     @classmethod
     def from_dict(cls, data: Any) -> HostTurn | None:
@@ -229,7 +229,7 @@ def _is_process(item: Any) -> bool:
     if not isinstance(item, list) or len(item) != 2:
         return False
     pid, used = item
-    return stored_integer(pid) is not None and (used is None or stored_integer(used) is not None)
+    return stored_int(pid) is not None and (used is None or stored_int(used) is not None)
 
 
 def _listed_processes(processes: tuple[Process, ...]) -> list[list[int | None]]:

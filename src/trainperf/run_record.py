@@ -28,7 +28,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from trainperf.child_report_record import FrameworkSetup, MemorySnapshot
 from trainperf.host_index_record import HostIndex
-from trainperf.jsonio import stored_integer, stored_number_or_none
+from trainperf.jsonio import stored_int, stored_number_or_none
 from trainperf.run_checks_record import GpuCheck, HostTurn, IdleCheck, RunContamination
 from trainperf.trace_record import TraceRecord
 from trainperf.workloads.protocol import CachedInput
@@ -63,7 +63,7 @@ class GpuFigures:
         """The row, or None where it names no GPU and rank."""
         if not isinstance(data, dict) or not isinstance(data.get("gpu"), str):
             return None
-        if (rank := stored_integer(data.get("rank"))) is None:
+        if (rank := stored_int(data.get("rank"))) is None:
             return None
         named = {key: value for key, value in data.items() if key not in ("gpu", "rank")}
         figures = {key: value for key, value in named.items() if stored_number_or_none(value) is not None}

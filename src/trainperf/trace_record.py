@@ -17,11 +17,11 @@ from typing import Any
 
 from trainperf.jsonio import (
     listed,
-    recorded,
-    stored_integer,
+    stored_int,
     stored_number_or_none,
     stored_texts,
     unread_keys,
+    written_back,
 )
 from trainperf.jsonio import stored_number as _number
 from trainperf.jsonio import stored_text as _text
@@ -208,7 +208,7 @@ class TraceRecord:
             "error": self.error,
             "stop_error": self.stop_error,
         }
-        return recorded(stored, self.unread)
+        return written_back(stored, self.unread)
 
     @classmethod
     def from_dict(cls, data: Any) -> TraceRecord | None:
@@ -245,6 +245,6 @@ def _optional_number(value: Any) -> Any:
 
 def _integers(value: Any) -> tuple[int, ...] | None:
     """A stored list of integers; None where any item is not one (it is then kept aside as stored)."""
-    if not isinstance(value, list) or any(stored_integer(item) is None for item in value):
+    if not isinstance(value, list) or any(stored_int(item) is None for item in value):
         return None
     return tuple(value)

@@ -23,6 +23,7 @@ from trainperf.families.candidates import BrokenEnvironment, parse_pins
 from trainperf.judge.compare import Verdict
 from trainperf.paths import portable, portable_argv
 from trainperf.studies.ab_record import BROKEN, ABRecord, AskedSide, BrokenSide, SideRecord, StudyRequest
+from trainperf.studies.comparison_record import Comparison
 
 if TYPE_CHECKING:
     from trainperf.judge.compare import CaseVerdict
@@ -236,9 +237,8 @@ def _judge(
         status = NOT_JUDGED if status == 0 and a_not_run else status
         text += "".join(f"\n{case}: {line}" for case, line in sorted((record.explained or {}).items()))
         verdict = BROKEN if broken else {0: "passes", 1: "fails", NOT_JUDGED: "not-judged"}[status]
-        judged = replace(
-            judged, verdict=verdict, broken_cases=broken, comparison=comparison.to_dict(), precision=precision
-        )
+        stored = Comparison.from_dict(comparison.to_dict())
+        judged = replace(judged, verdict=verdict, broken_cases=broken, comparison=stored, precision=precision)
     if not args.json:
         print(text)
     _write(output, text, judged)
@@ -266,10 +266,10 @@ def _judge_again(args: argparse.Namespace, output: Path, record: ABRecord) -> in
     now = datetime.now().astimezone().isoformat(timespec="seconds")
     record = replace(record, rounds=min(len(folders_a), len(folders_b)), judged=now)
     results_a, results_b = pooled_sides(folders_a, folders_b)
-    compared = (kept.comparison if kept is not None else None) or {}
+    compared = (kept.comparison if kept is not None else None) or Comparison()
     labels = (
-        args.label_a or compared.get("run_a") or (record.a.pins_label if record.a else "") or "A",
-        args.label_b or compared.get("run_b") or (record.b.pins_label if record.b else "") or "B",
+        args.label_a or compared.run_a or (record.a.pins_label if record.a else "") or "A",
+        args.label_b or compared.run_b or (record.b.pins_label if record.b else "") or "B",
     )
     if args.explain:  # what moved, said again under today's rules from what the study kept
         verdicts = verdicts_of(_comparison(args, results_a, results_b, labels))

@@ -12,7 +12,7 @@ from trainperf.store.results import load_result
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     """The memory estimate next to every measured baseline, and its error: how far to trust it."""
-    from trainperf.case import Case, Outcome
+    from trainperf.case import Outcome
     from trainperf.families import family_of
     from trainperf.measure.hardware import load_classes
     from trainperf.plan.estimate import EstimateCheck, error_summary
@@ -29,7 +29,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         steps = next((run.steps_requested for run in baseline.runs if run.steps_requested), None)
         if measured is None or not steps:
             continue
-        case = Case.from_dict(baseline.case)
+        case = baseline.case.as_case()
         estimated = family_of(case.family).memory_estimate(case, int(steps))
         if estimated is None:
             continue

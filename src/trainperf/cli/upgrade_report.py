@@ -12,6 +12,8 @@ from typing import Any
 
 from trainperf.case import Outcome
 from trainperf.errors import TrainperfError
+from trainperf.studies.ab_record import ABRecord
+from trainperf.studies.bisect_record import BisectRecord
 
 STACK_KEYS = {
     "gpu_name": "GPU", "driver": "driver", "torch": "torch", "transformers": "transformers", "peft": "peft",
@@ -63,34 +65,40 @@ def _stack(study: Path, studied: set[str]) -> str:
     )
 
 
-def _studied(record: dict[str, Any]) -> set[str]:
+def _studied(record: ABRecord | BisectRecord) -> set[str]:
     """The packages a study varies: its bisected package, each side's pins, and for two given
     environments every package whose version differs between their runs."""
-    if "package" in record:
-        return {str(record["package"])}
+    if isinstance(record, BisectRecord):
+        return {record.package}
     from trainperf.report.upgrades import moved_between_sides
 
-    pinned = {name for side in ("a", "b") for name in ((record.get(side) or {}).get("pins") or {})}
-    return pinned | {str(change["key"]) for change in moved_between_sides(record)}
+    pinned = {name for side in (record.a, record.b) if side is not None for name in side.pins or {}}
+    return pinned | {change.key for change in moved_between_sides(record)}
+
+
+def _record(path: Path) -> ABRecord | BisectRecord:
+    """The study's record in ``path`` (``ab.json`` or ``bisect.json``)."""
+    try:
+        stored = json.loads(path.read_text())
+    except ValueError as exc:
+        raise TrainperfError(f"{path} is not readable JSON ({exc}); run the study again") from exc
+    record = ABRecord.from_dict(stored) if path.name == "ab.json" else BisectRecord.from_dict(stored)
+    if record is None:
+        raise TrainperfError(f"{path} holds no {path.stem} record; run the study again")
+    return record
 
 
 def load_study(folder: Path) -> Any:
     from trainperf.report.upgrades import Study
 
     explanation = (folder / "explanation.md").read_text() if (folder / "explanation.md").is_file() else ""
-    for kind in ("ab", "bisect"):
-        path = folder / f"{kind}.json"
+    for path in (folder / "ab.json", folder / "bisect.json"):
         if path.is_file():
-            try:
-                record = json.loads(path.read_text())
-            except ValueError as exc:
-                raise TrainperfError(f"{path} is not readable JSON ({exc}); run the study again") from exc
+            record = _record(path)
             figures = {}
-            if kind == "bisect":
-                figures = {
-                    str(s["version"]): step_figures(folder, str(s["version"])) for s in record["steps"]
-                }
-            return Study(folder.name, kind, record, figures, explanation, _stack(folder, _studied(record)))
+            if isinstance(record, BisectRecord):
+                figures = {step.version: step_figures(folder, step.version) for step in record.steps}
+            return Study(folder.name, record, figures, explanation, _stack(folder, _studied(record)))
     raise TrainperfError(
         f"{folder} holds neither ab.json nor bisect.json: give the folders of trainperf ab or bisect"
     )

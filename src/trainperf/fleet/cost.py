@@ -52,8 +52,8 @@ def case_cost(result: CaseResult, *, one_run: bool, planned_steps: int | None = 
     """A case's launches and wall time; ``one_run``: a baseline file standing for one nightly run.
     ``planned_steps``: the run would be that many steps (``--perf-plan-steps``), its set-up and warm-up
     unchanged and each step left out at the baseline's median steady step time."""
-    family = str(result.case.get("family") or result.case_id.split("-")[0])
-    gpus = int(result.case.get("gpus") or 1)
+    family = result.case.family or result.case_id.split("-")[0]
+    gpus = result.case.gpus or 1
     walls = [run.wall_s for run in result.runs if run.wall_s is not None]
     if one_run and walls:
         walls = [statistics.median(walls) - _left_out_s(result, planned_steps)]

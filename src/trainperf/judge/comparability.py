@@ -8,28 +8,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainperf.config_record import WORK_KEYS, EffectiveConfig
 from trainperf.judge.metrics import Part
 from trainperf.result import CaseResult
 
-# Effective-configuration keys whose change means "not the same work any more".
-GATED_CONFIG_KEYS = (
-    "model_class",
-    "total_params",
-    "trainable_params",
-    "trainable_dtypes",
-    "quantized_modules",
-    "lora_layers",
-    "adapter_targets",
-    "attn_implementation",
-    "gradient_checkpointing",
-    "loaded_in_4bit",
-    "precision",
-    # What unsloth decides on its own (sft_unsloth): attention kernel, activation offload, and
-    # which kind of modules got adapters (gpt-oss: attention only, or the experts too).
-    "attention_backend",
-    "gradient_offload",
-    "adapter_scope",
-)
+GATED_CONFIG_KEYS = WORK_KEYS
+"""Effective-configuration keys whose change means "not the same work any more"."""
 
 
 ANOTHER_HOST = "the baseline was measured on another host"
@@ -88,9 +72,11 @@ def _shown(value: Any) -> str:
     return "unrecorded" if value is None else repr(value)
 
 
-def config_changes(baseline: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def config_changes(baseline: EffectiveConfig, current: EffectiveConfig) -> list[tuple[str, Any, Any]]:
+    """Each gated key whose value differs, with both values as the files store them (a list a list)."""
+    before, after = baseline.to_dict(), current.to_dict()
     return [
-        (key, baseline.get(key), current.get(key))
+        (key, before.get(key), after.get(key))
         for key in GATED_CONFIG_KEYS
-        if (key in baseline or key in current) and baseline.get(key) != current.get(key)
+        if (key in before or key in after) and before.get(key) != after.get(key)
     ]

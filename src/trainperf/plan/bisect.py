@@ -19,7 +19,7 @@ range (``unresolved``): the first bad version is one of them or the known bad on
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from packaging.version import InvalidVersion, Version
@@ -159,22 +159,3 @@ def recorded_steps(steps: Iterable[Judgement]) -> dict[str, Judgement]:
         for step in steps
         if not step.broken
     }
-
-
-def steps_of(record: Mapping[str, object]) -> list[Judgement]:
-    """The steps a ``bisect.json`` records, as the judgements they were."""
-    steps = record.get("steps")
-    judged = []
-    for step in steps if isinstance(steps, list) else []:
-        if isinstance(step, dict):
-            ratio = step.get("ratio")
-            judged.append(
-                Judgement(
-                    str(step["version"]),
-                    bool(step.get("bad")),
-                    float(ratio) if isinstance(ratio, (int, float)) else None,
-                    str(step.get("verdict", "")),
-                    broken=bool(step.get("broken")),
-                )
-            )
-    return judged

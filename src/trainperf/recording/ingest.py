@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.case import Case, Outcome
+from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of
 from trainperf.fingerprint_record import Fingerprint
@@ -337,11 +339,11 @@ def _fidelity_child(
     planted = float(entry["label"].removeprefix("plant")) if entry["label"].startswith("plant") else 0.0
     return CaseResult(
         case_id=case.id,
-        case=case.to_dict() if hasattr(case, "to_dict") else {},
+        case=CaseRecord.of(case),
         gpu_class=info.gpu_class or "",
         outcome=Outcome.OK.value,
         metrics=run_metrics(measured),
-        effective_config=child.get("effective_config") or {},
+        effective_config=EffectiveConfig.from_dict(child.get("effective_config")),
         fingerprint=fingerprint,
         planted_slowdown=planted,
         created=_child_time(child, info.started),

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainperf.case import Case, Outcome
+from trainperf.case import Outcome
 from trainperf.errors import TrainperfError
 from trainperf.families import FAMILIES
 from trainperf.judge.metrics import (
@@ -78,26 +78,27 @@ class EnginePair:
 
 
 def _engine(result: CaseResult) -> str | None:
-    family = FAMILIES.get(str(result.case.get("family")))
-    return family.rollout_engine(result.case.get("extra") or {}) if family else None
+    family = FAMILIES.get(result.case.family or "")
+    return family.rollout_engine(result.case.extra or {}) if family else None
 
 
 def _shape_key(result: CaseResult) -> str:
+    # Every knob but the engine, by the names the file stores them under: a shape is what is left.
     case = {
         k: v
-        for k, v in result.case.items()
+        for k, v in result.case.to_dict().items()
         if k not in ("id", "environment", "expected", "gpu_classes", "notes")
     }
-    case["extra"] = {k: v for k, v in (case.get("extra") or {}).items() if k != "eng"}
+    case["extra"] = {k: v for k, v in (result.case.extra or {}).items() if k != "eng"}
     return json.dumps([result.gpu_class, case], sort_keys=True, default=str)
 
 
 def _describe(result: CaseResult) -> str:
-    case, extra = result.case, result.case.get("extra") or {}
+    case, extra = result.case, result.case.extra or {}
     return (
-        f"{case['model']} {extra.get('alg', '?')}, {case.get('gpus', 1)} GPU(s), TP {extra.get('tp', '?')} "
+        f"{case.model} {extra.get('alg', '?')}, {case.gpus or 1} GPU(s), TP {extra.get('tp', '?')} "
         "on "
-        f"{result.gpu_class} ({case['id'].replace('-eng' + BASE, '-eng*')})"
+        f"{result.gpu_class} ({(case.id or result.case_id).replace('-eng' + BASE, '-eng*')})"
     )
 
 
@@ -129,7 +130,7 @@ def _published_ratio(pair: EnginePair, metric: str, references: Sequence[Referen
         if reference.metric != metric:
             continue
         for engine, result in ((BASE, pair.vllm), (OTHER, pair.sglang)):
-            if reference.fits(Case.from_dict(result.case)):
+            if reference.fits(result.case.as_case()):
                 found[engine] = (reference.value, f"{reference.source}, {reference.gpu_class}")
     if BASE in found and OTHER in found and found[BASE][0]:
         return f"{found[OTHER][0] / found[BASE][0]:.2f} ({found[OTHER][1]})"

@@ -70,7 +70,7 @@ TIMING = (
 
 def _case(result: CaseResult) -> Case | None:
     try:
-        return Case.from_dict(result.case)
+        return result.case.as_case()
     except (TypeError, ValueError):
         return None
 

@@ -58,11 +58,7 @@ class Row:
 def _label(result: CaseResult) -> str | None:
     case = result.case
     return next(
-        (
-            label
-            for family, method, label in METHODS
-            if case.get("family") == family and case.get("method") == method
-        ),
+        (label for family, method, label in METHODS if case.family == family and case.method == method),
         None,
     )
 
@@ -79,13 +75,13 @@ def select(results: Sequence[CaseResult]) -> list[Row]:
     for result in results:
         label = _label(result)
         case = result.case
-        if label is None or case.get("model_path") or case.get("dataset_path") or case.get("memory_cap_gib"):
+        if label is None or case.model_path or case.dataset_path or case.memory_cap_gib:
             continue
-        if (
-            result.cliff or int(case.get("gpus", 1)) != 1
-        ):  # an OOM-cliff search or a multi-GPU case: no like-for-like row
+        if result.cliff or (case.gpus or 1) != 1:  # a cliff search or a multi-GPU case: no like-for-like row
             continue
-        rows.append(Row(case["model"], case["profile"], label, int(case["batch_size"]), result))
+        if case.model is None or case.profile is None or case.batch_size is None:  # not a whole case
+            continue
+        rows.append(Row(case.model, case.profile, label, case.batch_size, result))
     order = {label: i for i, (_, _, label) in enumerate(METHODS)}
     return sorted(rows, key=lambda r: (r.model, r.profile != "short", r.profile, order[r.method], r.batch))
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from trainperf.judge.metrics import KERNEL_TIME, STEP_TIME
 from trainperf.report.upgrades import RowKey, Study, change_label, gpu_of, row_key
+from trainperf.studies.ab_record import ABRecord
+from trainperf.studies.comparison_record import ComparedCase
 
 MEMORY = "peak_allocated_gib"
 
@@ -68,61 +69,52 @@ class PairFindings:
         return f"{self.label}{where}: {'; '.join(parts) or 'nothing judged'}."
 
 
-def _metric(case: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    return next((m for m in case.get("metrics", []) if m.get("metric") == name), {})
-
-
 def _gpu(study: Study) -> str:
     """The GPU's short name (``H100``) from the runs' stack line."""
     name = gpu_of(study) if study.stack else ""
     return next((word for word in name.split() if word[:1] == "H" or word[:1].isdigit()), name) or "?"
 
 
-def _percent(ratio: Any) -> str:
-    return (
-        f"{(float(ratio) - 1) * 100:+.1f}%"
-        if isinstance(ratio, int | float) and math.isfinite(ratio)
-        else "?"
-    )
+def _percent(ratio: float | None) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%" if ratio is not None and math.isfinite(ratio) else "?"
 
 
-def _add_case(found: PairFindings, case: Mapping[str, Any]) -> None:
+def _add_case(found: PairFindings, case: ComparedCase) -> None:
     """One A/B row: its timing and memory conclusions, where its verdicts drew any."""
-    case_id = str(case["case_id"])
     found.rows += 1
-    step, memory = _metric(case, STEP_TIME), _metric(case, MEMORY)
+    step, memory = case.metric(STEP_TIME), case.metric(MEMORY)
     concluded = False
-    if step.get("verdict") in ("regressed", "improved"):
-        into = found.slower if step["verdict"] == "regressed" else found.faster
-        into.append(f"{case_id} (step {_percent(step.get('ratio'))})")
+    if step is not None and step.verdict in ("regressed", "improved"):
+        into = found.slower if step.verdict == "regressed" else found.faster
+        into.append(f"{case.case_id} (step {_percent(step.ratio)})")
         concluded = True
-    if memory.get("verdict") in ("regressed", "improved"):
-        into = found.more_memory if memory["verdict"] == "regressed" else found.less_memory
-        into.append(f"{case_id} (allocated {memory.get('a', 0):.1f} -> {memory.get('b', 0):.1f} GiB)")
+    if memory is not None and memory.verdict in ("regressed", "improved"):
+        into = found.more_memory if memory.verdict == "regressed" else found.less_memory
+        into.append(f"{case.case_id} (allocated {memory.a or 0:.1f} -> {memory.b or 0:.1f} GiB)")
         concluded = True
     kernel_unchanged = _add_kernel(found, case)
-    if case.get("verdict") == "noisy":
+    if case.verdict == "noisy":
         found.noisy += 1
         found.noisy_host_only += kernel_unchanged
-    elif not concluded and case.get("verdict") == "pass":
+    elif not concluded and case.verdict == "pass":
         found.unchanged += 1
 
 
-def _add_kernel(found: PairFindings, case: Mapping[str, Any]) -> bool:
+def _add_kernel(found: PairFindings, case: ComparedCase) -> bool:
     """A row's kernel time, where it has one: its conclusion; True when it judged the GPU's work unchanged."""
-    kernel = _metric(case, KERNEL_TIME)
-    if not kernel:
+    kernel = case.metric(KERNEL_TIME)
+    if kernel is None:
         return False
     found.kernel_rows += 1
-    if kernel.get("verdict") in ("regressed", "improved"):
-        into = found.more_gpu_work if kernel["verdict"] == "regressed" else found.less_gpu_work
-        into.append(f"{case['case_id']} (kernels {_percent(kernel.get('ratio'))})")
+    if kernel.verdict in ("regressed", "improved"):
+        into = found.more_gpu_work if kernel.verdict == "regressed" else found.less_gpu_work
+        into.append(f"{case.case_id} (kernels {_percent(kernel.ratio)})")
         return False
-    if kernel.get("verdict") != "pass":
+    if kernel.verdict != "pass":
         return False
     found.kernel_unchanged += 1
-    ends = [kernel.get("ratio"), *(kernel.get("interval") or [])]
-    moves = [abs(float(end) - 1) * 100 for end in ends if isinstance(end, int | float) and math.isfinite(end)]
+    ends = [kernel.ratio, *(kernel.interval or ())]
+    moves = [abs(end - 1) * 100 for end in ends if end is not None and math.isfinite(end)]
     found.kernel_widest_pct = max([found.kernel_widest_pct, *moves])
     return True
 
@@ -134,14 +126,16 @@ def pair_findings(ab: Sequence[Study], again: Mapping[RowKey, str] | None = None
     pairs: dict[str, PairFindings] = {}
     for study in ab:
         record = study.record
-        found = pairs.setdefault(change_label(record), PairFindings(change_label(record)))
-        if record.get("verdict") == "broken-environment" and "comparison" not in record:
-            broken = record.get("broken") or {}
-            found.cannot_run.append(f"{broken.get('package', 'one side')} cannot run beside today's stack")
+        if not isinstance(record, ABRecord):  # a bisection is no release pair's A/B row
             continue
-        broken_cases = record.get("broken_cases") or {}
-        for case in (record.get("comparison") or {}).get("cases", []):
-            if case.get("case_id") in broken_cases or row_key(study, str(case.get("case_id"))) in again:
+        found = pairs.setdefault(change_label(record), PairFindings(change_label(record)))
+        if record.verdict == "broken-environment" and record.comparison is None:
+            package = (record.broken.package if record.broken is not None else "") or "one side"
+            found.cannot_run.append(f"{package} cannot run beside today's stack")
+            continue
+        broken_cases = record.broken_cases or {}
+        for case in record.compared_cases:
+            if case.case_id in broken_cases or row_key(study, case.case_id) in again:
                 continue
             found.gpus.add(_gpu(study))
             _add_case(found, case)

@@ -1,8 +1,9 @@
 """The upgrade report: A/B studies and bisections of real releases as one Markdown page (no I/O).
 
 Its input is what ``trainperf ab`` and ``trainperf bisect`` write into their folders (``ab.json``,
-``bisect.json``), with the figures of each bisection step read from its rounds' result files where
-the folder still holds them; ``trainperf upgrade-report`` loads them and writes the page. Every
+``bisect.json``, read as their records ``ABRecord`` and ``BisectRecord``), with the figures of each
+bisection step read from its rounds' result files where the folder still holds them;
+``trainperf upgrade-report`` loads them and writes the page. Every
 figure on the page comes from those files: nothing is typed by hand. A study folder may carry an
 ``explanation.md``: the reading of the release's notes or source that explains a change, shown
 under the study as written, apart from the measured figures.
@@ -14,11 +15,13 @@ import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from trainperf.judge.fingerprint import SOFTWARE_KEYS
 from trainperf.judge.metrics import HOST_INDEX, KERNEL_TIME, STEP_TIME
-from trainperf.plan.bisect import narrowed, steps_of
+from trainperf.plan.bisect import narrowed
+from trainperf.studies.ab_record import ABRecord, BrokenSide, SideRecord
+from trainperf.studies.bisect_record import BisectRecord
+from trainperf.studies.comparison_record import ComparedCase, ComparedMetric, Comparison, EnvironmentChange
 
 STEP_FIGURES = (STEP_TIME, KERNEL_TIME, "peak_allocated_gib", "device_mem_peak_gib")
 """A bisection step's figures, GOOD's and the version's (kernel time where the rounds recorded it: the
@@ -28,9 +31,7 @@ part of a step that transfers across the machines of a class)."""
 @dataclass(frozen=True, slots=True)
 class Study:
     name: str
-    kind: str
-    """``ab`` or ``bisect``."""
-    record: dict[str, Any]
+    record: ABRecord | BisectRecord
     step_figures: dict[str, dict[str, tuple[float | None, float | None]]] = field(default_factory=dict)
     """Bisections: per probed version, metric -> (GOOD's value, the version's value)."""
     explanation: str = ""
@@ -48,48 +49,44 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _metric(case: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    return next((m for m in case.get("metrics", []) if m.get("metric") == name), {})
+def _pins(side: SideRecord | None) -> dict[str, str]:
+    return dict(side.pins or {}) if side is not None else {}
 
 
-def _pins(side: Mapping[str, Any] | None) -> dict[str, str]:
-    return dict((side or {}).get("pins") or {})
+def moved_between_sides(record: ABRecord) -> list[EnvironmentChange]:
+    """The stack packages whose versions differ between the two sides' runs, as the A/B's comparison
+    found them: what a study of two given environments upgraded."""
+    changes = record.comparison.environment_changes if record.comparison is not None else None
+    return [c for c in changes or () if c.a and c.b and c.key in SOFTWARE_KEYS]
 
 
-def moved_between_sides(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The stack packages whose versions differ between the two sides' runs (``{key, a, b}``), as
-    the A/B's comparison found them: what a study of two given environments upgraded."""
-    changes = (record.get("comparison") or {}).get("environment_changes") or []
-    return [c for c in changes if c.get("a") and c.get("b") and c.get("key") in SOFTWARE_KEYS]
-
-
-def change_label(record: Mapping[str, Any]) -> str:
+def change_label(record: ABRecord) -> str:
     """``transformers 5.0.0 -> 5.24.0``: each package B pins, with A's version of it; for two given
     environments (``--env-a``/``--env-b``), every package whose version differs between their runs."""
-    a, b = _pins(record.get("a")), _pins(record.get("b"))
+    a, b = _pins(record.a), _pins(record.b)
     if b:
         return "; ".join(f"{name} {a.get(name, 'base')} -> {version}" for name, version in b.items())
     moved = moved_between_sides(record)
     if moved:  # the package the study is named for (B's label) first
-        label = str((record.get("comparison") or {}).get("run_b", ""))
-        moved.sort(key=lambda c: not label.startswith(str(c["key"])))
-        return "; ".join(f"{c['key']} {c['a']} -> {c['b']}" for c in moved)
-    return str((record.get("b") or {}).get("description", "B"))
+        label = (record.comparison.run_b if record.comparison is not None else None) or ""
+        moved.sort(key=lambda c: not label.startswith(c.key))
+        return "; ".join(f"{c.key} {c.a} -> {c.b}" for c in moved)
+    description = record.b.description if record.b is not None else None
+    return description if description is not None else "B"
 
 
-def reproduce_ab(record: Mapping[str, Any]) -> str:
-    options = [f"--pin-a {n}=={v}" for n, v in _pins(record.get("a")).items()]
-    options += [f"--pin-b {n}=={v}" for n, v in _pins(record.get("b")).items()]
-    comparison = record.get("comparison") or {}
-    for side in ("a", "b"):
-        given = (record.get(side) or {}).get("python")
-        if given and not _pins(record.get(side)) and "/candidates/" not in str(given):
-            options.append(f"--env-{side} {shlex.quote(str(given))}")
-            label = comparison.get(f"run_{side}")
+def reproduce_ab(record: ABRecord) -> str:
+    options = [f"--pin-a {n}=={v}" for n, v in _pins(record.a).items()]
+    options += [f"--pin-b {n}=={v}" for n, v in _pins(record.b).items()]
+    comparison = record.comparison or Comparison()
+    for name, side, label in (("a", record.a, comparison.run_a), ("b", record.b, comparison.run_b)):
+        given = side.python if side is not None else None
+        if given and not _pins(side) and "/candidates/" not in given:
+            options.append(f"--env-{name} {shlex.quote(given)}")
             if label and label != given:
-                options.append(f"--label-{side} {shlex.quote(str(label))}")
-    selection = " ".join(shlex.quote(str(s)) for s in record.get("selection", []))
-    return f"trainperf ab {' '.join(options)} --rounds {record.get('rounds')} -- {selection}"
+                options.append(f"--label-{name} {shlex.quote(label)}")
+    selection = " ".join(shlex.quote(s) for s in record.selection)
+    return f"trainperf ab {' '.join(options)} --rounds {record.rounds} -- {selection}"
 
 
 def gpu_of(study: Study) -> str:
@@ -103,7 +100,7 @@ studies) and the case."""
 
 
 def row_key(study: Study, case_id: str) -> RowKey:
-    return (study.name, str(study.record.get("created", "")), case_id)
+    return (study.name, study.record.created, case_id)
 
 
 def measured_again(studies: Sequence[Study]) -> dict[RowKey, str]:
@@ -113,9 +110,11 @@ def measured_again(studies: Sequence[Study]) -> dict[RowKey, str]:
     newest: dict[tuple[str, str, str], RowKey] = {}
     rows: list[tuple[tuple[str, str, str], RowKey]] = []
     for study in studies:
-        for case in (study.record.get("comparison") or {}).get("cases", []):
-            measured = (change_label(study.record), str(case["case_id"]), gpu_of(study))
-            key = row_key(study, str(case["case_id"]))
+        if not isinstance(study.record, ABRecord):
+            continue
+        for case in study.record.compared_cases:
+            measured = (change_label(study.record), case.case_id, gpu_of(study))
+            key = row_key(study, case.case_id)
             rows.append((measured, key))
             if key[1] > newest.get(measured, ("", "", ""))[1]:
                 newest[measured] = key
@@ -126,64 +125,68 @@ def ab_rows(study: Study, again: Mapping[RowKey, str] | None = None) -> list[lis
     """One row per case of an A/B: verdict, step ratio with its interval, throughput, memory, energy;
     a row measured again later (``measured_again``) says so first in its last cell."""
     record = study.record
+    if not isinstance(record, ABRecord):  # a bisection has no A/B rows
+        return []
     again = again or {}
     label = change_label(record)
-    if record.get("verdict") == "broken-environment" and "comparison" not in record:
-        broken = record.get("broken", {})
-        side = str(broken.get("side", "b")).upper()
-        cause = f"{side} cannot run: {broken.get('package', '')}: {broken.get('cause', '')}"
+    if record.verdict == "broken-environment" and record.comparison is None:
+        broken = record.broken or BrokenSide("b", "", "")
+        cause = f"{broken.side.upper()} cannot run: {broken.package}: {broken.cause}"
         return [[label, "(all)", "broken-environment", *BLANK, cause]]
     rows = []
-    broken_cases = record.get("broken_cases") or {}
-    for case in record.get("comparison", {}).get("cases", []):
-        step, tps = _metric(case, STEP_TIME), _metric(case, "tokens_per_s")
-        alloc, energy = _metric(case, "peak_allocated_gib"), _metric(case, "energy_per_token_j")
-        index = _metric(case, HOST_INDEX)
-        verdict = "broken-environment" if case["case_id"] in broken_cases else case["verdict"]
+    broken_cases, explained = record.broken_cases or {}, record.explained or {}
+    for case in record.compared_cases:
+        step, index = case.metric(STEP_TIME), case.metric(HOST_INDEX)
+        tps, energy = case.metric("tokens_per_s"), case.metric("energy_per_token_j")
         rows.append([
             label,
-            case["case_id"],
-            verdict,
+            case.case_id,
+            "broken-environment" if case.case_id in broken_cases else case.verdict,
             _ratio_cell(step),
-            _ratio_cell(_metric(case, KERNEL_TIME)),
-            f"{_num(index.get('a'), 2)} -> {_num(index.get('b'), 2)}" if index else "-",
-            _pct(tps.get("ratio")),
-            f"{_num(alloc.get('a'), 1)} -> {_num(alloc.get('b'), 1)}",
-            _pct(energy.get("ratio")),
-            f"{_num(step.get('a'), 3)} -> {_num(step.get('b'), 3)}",
+            _ratio_cell(case.metric(KERNEL_TIME)),
+            _a_to_b(index, 2) if index else "-",
+            _pct(tps.ratio if tps else None),
+            _a_to_b(case.metric("peak_allocated_gib"), 1),
+            _pct(energy.ratio if energy else None),
+            _a_to_b(step, 3),
             _last_cell(
-                again.get(row_key(study, case["case_id"])),
-                broken_cases.get(case["case_id"])
-                or _explained(case, (record.get("explained") or {}).get(case["case_id"], "")),
+                again.get(row_key(study, case.case_id)),
+                broken_cases.get(case.case_id) or _explained(case, explained.get(case.case_id, "")),
             ),
         ])  # fmt: skip
-    for case_id, why in sorted((record.get("a_not_run") or {}).items()):
+    for case_id, why in sorted((record.a_not_run or {}).items()):
         rows.append([label, case_id, "not-judged", *BLANK, f"A cannot run it: {why}"])
     return rows
 
 
-def _explained(case: Mapping[str, Any], profiled: str = "") -> str:
+def _a_to_b(metric: ComparedMetric | None, digits: int) -> str:
+    """``31.9 -> 20.4``: A's figure and B's ('-' where a side, or the row, has none)."""
+    a, b = (metric.a, metric.b) if metric is not None else (None, None)
+    return f"{_num(a, digits)} -> {_num(b, digits)}"
+
+
+def _explained(case: ComparedCase, profiled: str = "") -> str:
     """The row's last cell: which part of a step moved (where kernel time was recorded), which
     kernel groups and kernels moved (where kernel time did), the reason of a verdict other than pass,
     and what the study's profiled runs found (``profiled``: ``studies.ab_explain``)."""
-    reason = case.get("reason") if case["verdict"] != "pass" else ""
-    moved = f"what moved: {case['kernels']}" if case.get("kernels") else ""
-    parts = (case.get("parts"), moved, reason, noisy_cause(case), profiled)
-    return "; ".join(str(part) for part in parts if part)
+    reason = case.reason if case.verdict != "pass" else ""
+    moved = f"what moved: {case.kernels}" if case.kernels else ""
+    parts = (case.parts, moved, reason, noisy_cause(case), profiled)
+    return "; ".join(part for part in parts if part)
 
 
-def noisy_cause(case: Mapping[str, Any]) -> str:
+def noisy_cause(case: ComparedCase) -> str:
     """Why a ``noisy`` row concluded nothing, from its own figures: the host part alone (the GPU's work
     judged unchanged), or rounds without kernel time, where the two parts cannot be told apart."""
-    if case.get("verdict") != "noisy":
+    if case.verdict != "noisy":
         return ""
-    kernel = _metric(case, KERNEL_TIME)
-    if not kernel:
+    kernel = case.metric(KERNEL_TIME)
+    if kernel is None:
         return (
             "cause: no kernel time in these rounds, so the GPU's work and the host's cannot be told "
             "apart; measure it again"
         )
-    if kernel.get("verdict") == "pass":
+    if kernel.verdict == "pass":
         return (
             f"cause: host time alone (host-bound steps on a host whose speed moves by itself); "
             f"the GPU's work is unchanged, kernels {_ratio_cell(kernel)}"
@@ -204,16 +207,16 @@ BLANK = ["-"] * (len(AB_COLUMNS) - 4)
 """The figure cells of a row without figures (a side that cannot run)."""
 
 
-def _ratio_cell(metric: Mapping[str, Any]) -> str:
+def _ratio_cell(metric: ComparedMetric | None) -> str:
     """``+1.2% [+0.3%, +2.0%]``: B/A with its interval (kernel time's: the range of its window's
     steps); '-' where the row has no such figure."""
-    interval = metric.get("interval")
-    if not metric:
+    if metric is None:
         return "-"
-    shown = "" if metric.get("gated", True) else " shown"
-    if interval:
-        return f"{_pct(metric.get('ratio'))} [{_pct(interval[0])}, {_pct(interval[1])}]{shown}"
-    return f"{_pct(metric.get('ratio'))}{shown}"
+    shown = " shown" if metric.gated is False else ""
+    if metric.interval:
+        low, high = metric.interval
+        return f"{_pct(metric.ratio)} [{_pct(low)}, {_pct(high)}]{shown}"
+    return f"{_pct(metric.ratio)}{shown}"
 
 
 def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -225,74 +228,70 @@ def _table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
-def bisect_conclusion(record: Mapping[str, Any]) -> str:
+def bisect_conclusion(record: BisectRecord) -> str:
     """What the bisection established, in one sentence, from its recorded steps alone."""
-    what = "the change" if record.get("look_for") == "change" else "the regression"
-    unresolved = list(record.get("unresolved") or [])
-    if record.get("first_bad"):
+    what = "the change" if record.look_for == "change" else "the regression"
+    if record.first_bad:
+        unresolved = record.unresolved
         tail = f" (or one of {', '.join(unresolved)}, which cannot run here)" if unresolved else ""
-        return f"{what} came with {record['package']} {record['first_bad']}{tail}"
-    versions = list(record.get("versions", []))
-    last_good, first_bad = narrowed(versions, steps_of(record))
+        return f"{what} came with {record.package} {record.first_bad}{tail}"
+    versions = list(record.versions)
+    last_good, first_bad = narrowed(versions, [step.judgement() for step in record.steps])
     if first_bad is None:
-        return f"no {what.split()[-1]} between {record.get('good')} and {record.get('bad')} at this selection"
+        return f"no {what.split()[-1]} between {record.good} and {record.bad} at this selection"
     between = versions[versions.index(last_good) + 1 : versions.index(first_bad)]
     return f"stopped before the end: {what} came after {last_good} and at or before {first_bad}" + (
         f" (not yet measured: {', '.join(between)})" if between else ""
     )
 
 
-def _moved_at_first_bad(record: Mapping[str, Any]) -> list[str]:
+def _moved_at_first_bad(record: BisectRecord) -> list[str]:
     """What moved inside the kernel time at the release the bisection found, where it recorded it, and
     what its profiled runs found (``explained``)."""
-    first_bad = record.get("first_bad")
-    step = next((s for s in record.get("steps", []) if first_bad and s.get("version") == first_bad), None)
+    first_bad = record.first_bad
+    step = next((s for s in record.steps if first_bad and s.version == first_bad), None)
     lines = (
-        [f"What moved at {record['package']} {first_bad}: {step['kernels']}", ""]
-        if step and step.get("kernels")
-        else []
+        [f"What moved at {record.package} {first_bad}: {step.kernels}", ""] if step and step.kernels else []
     )
-    explained = record.get("explained") or {}
+    explained = record.explained or {}
     lines += [f"- {case}: {line}" for case, line in sorted(explained.items())]
     return [*lines, ""] if explained else lines
 
 
 def bisect_lines(study: Study) -> list[str]:
     record = study.record
+    if not isinstance(record, BisectRecord):  # an A/B has no bisection's lines
+        return []
     moved_ends = ""
-    requested = record.get("range") or [record.get("good"), record.get("bad")]
-    if list(requested) != [record.get("good"), record.get("bad")]:
-        moved_ends = f" (asked {requested[0]}..{requested[1]}; the ends that run here)"
-    look_for = record.get("look_for", "regression")
+    low, high = record.requested
+    if (low, high) != (record.good, record.bad):
+        moved_ends = f" (asked {low}..{high}; the ends that run here)"
     lines = [
-        f"### {record['package']} {record.get('good')}..{record.get('bad')}{moved_ends}",
+        f"### {record.package} {record.good}..{record.bad}{moved_ends}",
         "",
         (
-            f"Looking for: {look_for}; {len(record.get('versions', []))} "
-            f"versions, {record.get('environments')} environments measured, "
-            f"{record.get('rounds')} round(s) a step."
+            f"Looking for: {record.look_for}; {len(record.versions)} versions, {record.environments} "
+            f"environments measured, {record.rounds} round(s) a step."
         ),
         "",
     ]
-    for version, cause in sorted((record.get("broken") or {}).items()):
-        lines.append(f"- {record['package']} {version} cannot run here: {cause}")
+    for version, cause in sorted(record.broken.items()):
+        lines.append(f"- {record.package} {version} cannot run here: {cause}")
     rows = []
-    for step in record.get("steps", []):
-        figures = study.step_figures.get(str(step["version"]), {})
+    for step in record.steps:
+        figures = study.step_figures.get(step.version, {})
         cells = [f"{_num(a, 3 if m == STEP_TIME else 1)} -> {_num(b, 3 if m == STEP_TIME else 1)}"
                  for m in STEP_FIGURES for a, b in [figures.get(m, (None, None))]]  # fmt: skip
-        judged = "cannot run" if step.get("broken") else ("changed" if step.get("bad") else "as GOOD")
-        rows.append(
-            [str(step["version"]), judged, str(step.get("verdict", "")), _pct(step.get("ratio")), *cells]
-        )
+        judged = "cannot run" if step.broken else ("changed" if step.bad else "as GOOD")
+        rows.append([step.version, judged, step.verdict, _pct(step.ratio), *cells])
     columns = ("version", "judged", "verdict", "B/A step", "step s", "kernel ms", "peak alloc GiB",
                "device peak GiB")  # fmt: skip
     lines += ["", *_table(columns, rows), "", f"**Result:** {bisect_conclusion(record)}.", ""]
     lines += _moved_at_first_bad(record)
-    selection = " ".join(shlex.quote(str(s)) for s in record.get("selection", []))
+    selection = " ".join(shlex.quote(s) for s in record.selection)
     lines.append(
-        f"Reproduce: `trainperf bisect {record['package']} {requested[0]}..{requested[1]} --rounds "
-        f"{record.get('rounds')} --look-for {record.get('look_for', 'regression')} -- {selection}`"
+        f"Reproduce: `trainperf bisect {record.package} {low}..{high} --rounds {record.rounds} "
+        f"--look-for {record.look_for} -- {selection}`"
     )
     return lines
 
@@ -310,8 +309,8 @@ def render_page(studies: Sequence[Study], command: str) -> str:
     bisection, each study's explanation."""
     from trainperf.report.upgrade_summary import summary_lines  # it reads this module's rows
 
-    ab = [s for s in studies if s.kind == "ab"]
-    bisections = [s for s in studies if s.kind == "bisect"]
+    ab = [s for s in studies if isinstance(s.record, ABRecord)]
+    bisections = [s for s in studies if isinstance(s.record, BisectRecord)]
     dates = sorted({_date(s) for s in studies} - {""})
     again = measured_again(ab)
     lines = [
@@ -333,7 +332,8 @@ def render_page(studies: Sequence[Study], command: str) -> str:
         lines += [f"### {date or 'undated'}, {gpu}", ""]
         lines += [f"Runs on: {stack}; the package under study as each side pins it." for stack in stacks]
         lines += ["", *_table(AB_COLUMNS, [row for study in group for row in ab_rows(study, again)]), ""]
-        lines += ["Reproduce a row:", "", *(f"- `{reproduce_ab(study.record)}`" for study in group), ""]
+        reproduced = [reproduce_ab(study.record) for study in group if isinstance(study.record, ABRecord)]
+        lines += ["Reproduce a row:", "", *(f"- `{command}`" for command in reproduced), ""]
     if bisections:
         lines += ["## Bisections", ""]
         for study in bisections:
@@ -357,16 +357,15 @@ def _at_a_glance(ab: Sequence[Study], bisections: Sequence[Study], again: Mappin
     )
     earlier = f"; {len(again)} earlier row(s) measured again, counted as their newest" if again else ""
     lines = [f"At a glance: {sum(counts.values())} A/B rows ({tally or 'none'}){earlier}."]
-    found = [
-        f"{s.record['package']} {s.record['first_bad']}" for s in bisections if s.record.get("first_bad")
-    ]
+    records = [s.record for s in bisections if isinstance(s.record, BisectRecord)]
+    found = [f"{record.package} {record.first_bad}" for record in records if record.first_bad]
     if found:
         lines.append(f"Bisections found changes with: {', '.join(found)}.")
     return [*lines, ""]
 
 
 def _date(study: Study) -> str:
-    return str(study.record.get("created", ""))[:10]
+    return study.record.created[:10]
 
 
 def _by_date_and_gpu(studies: Sequence[Study]) -> dict[tuple[str, str], list[Study]]:

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainperf.case import Case, Outcome
+from trainperf.case_record import CaseRecord
 from trainperf.errors import TrainperfError
 from trainperf.families import family_of, preflight
 from trainperf.families.envs import Interpreter, missing_message
@@ -273,7 +274,7 @@ class CaseRunner:
         ctx = self.ctx
         return CaseResult(
             case_id=case.id,
-            case=case.to_dict(),
+            case=CaseRecord.of(case),
             gpu_class=ctx.gpu_class.name,
             outcome=Outcome.OK.value,
             fingerprint=Fingerprint.from_dict(ctx.fingerprint),
@@ -385,9 +386,7 @@ def add_run(result: CaseResult, run: ChildRun) -> bool:
         result.trace = info.trace
     if result.profile is None and info.trace:
         result.profile = info.trace.profile
-    if child.get("effective_config") and not result.effective_config:
-        result.effective_config = child["effective_config"]
-        result.fingerprint = result.fingerprint.with_child(child)
+    result.take_child_config(child)
     if run.outcome is not Outcome.OK:
         result.outcome, result.message = run.outcome.value, run.message
         return False

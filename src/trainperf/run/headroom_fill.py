@@ -48,7 +48,7 @@ def limit_inputs(case: Case, result: CaseResult, gpu_class: GpuClass) -> LimitIn
     except TrainperfError:
         shape = None
     lengths = _sample_lengths(case, steps, per_step) if steps else None
-    trainable = int(result.effective_config.get("trainable_params") or 0)
+    trainable = result.effective_config.trainable_params or 0
     lora = trainable or (case.lora_r * shape.lora_per_rank if shape else 0)
     return LimitInputs(
         family=case.family,
@@ -75,7 +75,7 @@ def stored_cliff(baselines: BaselineStore, gpu_class: str, case: Case) -> CliffH
             continue
         try:
             cliff = baselines.load(gpu_class, cliff_id)
-            searched = Case.from_dict(cliff.case) if cliff else None
+            searched = cliff.case.as_case() if cliff else None
         except (TrainperfError, TypeError, ValueError):
             continue
         if cliff is None or not cliff.cliff or searched is None:

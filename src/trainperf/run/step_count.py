@@ -117,7 +117,7 @@ def projected_plans(baselines: list[CaseResult], rootdir: Path) -> dict[str, Ste
         if gpu_class is None or full is None or baseline.cliff:
             continue
         metrics = gpu_class.metrics(overrides)
-        case = Case.from_dict(baseline.case)
+        case = baseline.case.as_case()
         plans[baseline.case_id] = plan_steps(case, baseline, metrics, full, memory_limit(case, gpu_class))
     return plans
 

@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from trainperf.case import Outcome
+from trainperf.case_record import CaseRecord
+from trainperf.config_record import EffectiveConfig
 from trainperf.fingerprint_record import Fingerprint
 from trainperf.judge import stats
 from trainperf.judge.fingerprint import environment_changes
@@ -37,11 +39,11 @@ def pooled_baseline(case_id: str, gpu_class: str, history: Sequence[StoredCase])
         )
     return CaseResult(
         case_id=case_id,
-        case={},
+        case=CaseRecord(),
         gpu_class=gpu_class,
         outcome=Outcome.OK.value,
         metrics=pooled,
-        effective_config=latest.effective_config,
+        effective_config=EffectiveConfig.from_dict(latest.effective_config),
         # Pooled from one runner's runs: its host time is that runner's, whatever the stored records say.
         fingerprint=Fingerprint.from_dict({**latest.fingerprint, "runner": latest.runner}),
         source=(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainperf.jsonio import stored_text
+from trainperf.studies.comparison_record import ComparedCase, Comparison
 from trainperf.studies.precision import Precision
 
 STUDY_KIND = "ab"
@@ -115,10 +116,14 @@ class ABRecord:
     """Cases A could not run, each with its last line: not judged."""
     broken_cases: dict[str, str] | None = None
     """Cases A ran and B crashed in, each with B's last line."""
-    comparison: dict[str, Any] | None = None
-    """B judged against A as ``report.compare_runs`` writes a comparison (its record, kept as written:
-    the report reads it case by case)."""
+    comparison: Comparison | None = None
+    """B judged against A as ``report.compare_runs`` writes a comparison (``comparison_record``)."""
     precision: Precision | None = None
+
+    @property
+    def compared_cases(self) -> tuple[ComparedCase, ...]:
+        """B's cases judged against A's; none where B was not judged (or cannot run)."""
+        return (self.comparison.cases if self.comparison is not None else None) or ()
 
     def to_dict(self) -> dict[str, Any]:
         stored = {
@@ -134,7 +139,7 @@ class ABRecord:
             "broken": self.broken.to_dict() if self.broken is not None else None,
             "a_not_run": _copy(self.a_not_run),
             "broken_cases": _copy(self.broken_cases),
-            "comparison": self.comparison,
+            "comparison": self.comparison.to_dict() if self.comparison is not None else None,
             "precision": self.precision.to_dict() if self.precision is not None else None,
         }
         return {key: value for key, value in stored.items() if value is not None}
@@ -148,7 +153,7 @@ class ABRecord:
         """The study, or None where the file holds none."""
         if not isinstance(data, dict):
             return None
-        selection, comparison = data.get("selection"), data.get("comparison")
+        selection = data.get("selection")
         return cls(
             kind=str(data.get("kind", STUDY_KIND)),
             created=str(data.get("created") or ""),
@@ -162,7 +167,7 @@ class ABRecord:
             broken=BrokenSide.from_dict(data.get("broken")),
             a_not_run=_texts(data.get("a_not_run")),
             broken_cases=_texts(data.get("broken_cases")),
-            comparison=comparison if isinstance(comparison, dict) else None,
+            comparison=Comparison.from_dict(data.get("comparison")),
             precision=Precision.from_dict(data.get("precision")),
         )
 
