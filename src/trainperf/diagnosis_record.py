@@ -10,11 +10,18 @@ stored verdict reads back unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainperf.jsonio import listed, stored_number_or_none, stored_text, stored_texts, unread_keys
+from trainperf.jsonio import (
+    listed,
+    read_fields,
+    stored_number_or_none,
+    stored_text,
+    stored_texts,
+    unread_keys,
+)
 from trainperf.profile_record import ProfileSummary
 
 Pair = tuple[float, float]
@@ -68,17 +75,7 @@ class Diagnosis:
         """The diagnosis, or None where there is none (no object, or an empty one)."""
         if not isinstance(data, dict) or not data:
             return None
-        read: dict[str, Any] = {
-            "nature": stored_text(data.get("nature")),
-            "line": stored_text(data.get("line")),
-            "lines": stored_texts(data.get("lines")),
-            "threshold_ms": stored_number_or_none(data.get("threshold_ms")),
-            "work_threshold_ms": stored_number_or_none(data.get("work_threshold_ms")),
-            "uniform_scale": stored_number_or_none(data.get("uniform_scale")),
-            "regressed": stored_texts(data.get("regressed")),
-            "cost": stored_text(data.get("cost")),
-            "profile": _profile(data.get("profile")),
-        }
+        read = read_fields(data, _DIAGNOSIS_READERS)
         return cls(**read, unread=unread_keys(data, read))
 
 
@@ -169,3 +166,17 @@ def _profile(stored: Any) -> ProfileSummary | None:
     """The profile summary where it reads back as stored; else None (and the object is kept unread)."""
     profile = ProfileSummary.from_dict(stored)
     return profile if profile is not None and profile.to_dict() == stored else None
+
+
+_DIAGNOSIS_READERS: Mapping[str, Callable[[Any], Any]] = {
+    "nature": stored_text,
+    "line": stored_text,
+    "lines": stored_texts,
+    "threshold_ms": stored_number_or_none,
+    "work_threshold_ms": stored_number_or_none,
+    "uniform_scale": stored_number_or_none,
+    "regressed": stored_texts,
+    "cost": stored_text,
+    "profile": _profile,
+}
+"""A diagnosis's stored keys, each with what reads its value (``jsonio.read_fields``)."""
