@@ -21,6 +21,7 @@ from trainperf.jsonio import (
     stored_text,
     stored_texts,
     unread_keys,
+    written_back,
 )
 from trainperf.profile_record import ProfileSummary
 
@@ -68,7 +69,7 @@ class Diagnosis:
             "cost": self.cost,
             "profile": self.profile.to_dict() if self.profile is not None else None,
         }
-        return {**{k: v for k, v in stored.items() if v is not None}, **self.unread}
+        return written_back(stored, self.unread, order=tuple(stored))  # its fields first, as always
 
     @classmethod
     def from_dict(cls, data: Any) -> Diagnosis | None:
